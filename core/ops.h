@@ -1,0 +1,93 @@
+// The primitive op set. Every Tensor operation (matmul, conv2d, softmax,
+// losses, ...) is built from these; a device only has to render them.
+#pragma once
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dtype.h"
+
+namespace tl {
+
+class Buffer;
+
+enum class Op : uint8_t {
+  // leaves
+  Buffer,      // data that already lives on a device
+  Const,       // a scalar broadcast to the node's shape
+  // unary (elementwise)
+  Neg, Exp, Log, Sqrt, Recip, Sin,
+  Cast,        // convert to the node's dtype
+  // binary (elementwise, operands already broadcast to one shape)
+  Add, Mul, Max, Pow, CmpLt, CmpEq,
+  // ternary
+  Where,       // cond ? a : b
+  // reductions over `axes`, keeping them as size 1
+  Sum, ReduceMax,
+  // movement: index arithmetic, never a copy unless the scheduler decides so
+  Reshape, Permute, Expand,
+  Pad,         // `arg` holds (before, after) per axis; `value` is the fill
+  Shrink,      // `arg` holds (begin, end) per axis
+  Flip,        // `arg` holds the flipped axes
+  // scheduling
+  Contiguous,  // materialise the source into its own row-major buffer
+};
+
+// One line per primitive, for `tinylens-cli ops` and the docs.
+struct OpInfo {
+  Op op;
+  const char* name;
+  const char* meaning;
+};
+const std::vector<OpInfo>& primitive_ops();
+const char* op_name(Op op);
+
+bool is_unary(Op op);
+bool is_binary(Op op);
+bool is_elementwise(Op op);  // unary, binary, ternary and Cast
+bool is_reduce(Op op);
+bool is_movement(Op op);
+
+// A node of the lazy graph. Tensors are handles to nodes; `realize()` gives a
+// node a buffer. Autograd walks the same graph.
+struct MatmulHint;  // set by Tensor::matmul, lets the scheduler pick a GEMM template
+struct Node;
+using NodeRef = std::shared_ptr<Node>;
+
+struct Node {
+  Op op;
+  DType dtype = DType::f32;
+  Shape shape;
+  std::vector<NodeRef> src;
+  std::vector<int64_t> arg;  // axes, permutation, new shape or (a, b) pairs
+  double value = 0;          // Const value or Pad fill
+  std::string device;        // registry name of the device this lives on
+  std::shared_ptr<Buffer> buffer;  // set once realized (row-major, contiguous)
+  std::shared_ptr<const MatmulHint> matmul;
+
+  // autograd
+  bool requires_grad = false;
+  NodeRef grad;
+
+  // inspection: the composite op / layer this node came from ("conv2d",
+  // "blocks.3.depthwise") and a process-unique id
+  std::string scope;
+  uint64_t id = next_id();
+
+  bool realized() const { return buffer != nullptr; }
+  static uint64_t next_id() {
+    static std::atomic<uint64_t> counter{1};
+    return counter++;
+  }
+};
+
+// C[b, m, n] = sum_k A[b, m, k] * B[b, k, n] with A, B realized buffers read
+// through the given element strides (batch, row, col).
+struct MatmulHint {
+  NodeRef a, b;
+  int64_t batch, m, n, k;
+  int64_t a_strides[3], b_strides[3];
+};
+
+}  // namespace tl

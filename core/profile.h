@@ -1,0 +1,51 @@
+// Inspection data: what each kernel is and how long each launch took.
+#pragma once
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace tl {
+
+// A scheduled kernel, rendered for one device.
+struct KernelInfo {
+  std::string name;                  // "E_64_32" (elementwise), "R_8_1024" (reduce), "GEMM_256_256_256"
+  std::string device;
+  std::vector<std::string> ops;      // the primitive ops it fused, in order
+  std::vector<uint64_t> node_ids;    // graph nodes computed inside it
+  uint64_t output_node = 0;          // the node whose buffer it writes
+  std::vector<uint64_t> input_nodes; // realized nodes it reads
+  std::string output_shape;
+  int64_t global[3] = {1, 1, 1}, local[3] = {0, 0, 0};
+  double flops = 0, bytes = 0;       // estimates
+  std::string source, build_log;
+  bool cache_hit = false;
+};
+
+struct ProfileRecord {
+  std::shared_ptr<const KernelInfo> kernel;
+  double seconds = 0;
+  double gflops() const { return seconds > 0 ? kernel->flops / seconds * 1e-9 : 0; }
+  double gbps() const { return seconds > 0 ? kernel->bytes / seconds * 1e-9 : 0; }
+};
+
+// Collects the launches made on this thread while it is alive (nestable).
+class ProfileCapture {
+ public:
+  ProfileCapture();
+  ~ProfileCapture();
+  ProfileCapture(const ProfileCapture&) = delete;
+  ProfileCapture& operator=(const ProfileCapture&) = delete;
+  const std::vector<ProfileRecord>& records() const { return records_; }
+  double total_seconds() const;
+  static void add(const ProfileRecord& r);  // called by the executor
+
+ private:
+  std::vector<ProfileRecord> records_;
+  ProfileCapture* parent_;
+};
+
+// One line per kernel: name, launch size, time, GFLOP/s, GB/s.
+std::string format_profile_table(const std::vector<ProfileRecord>& records);
+
+}  // namespace tl
