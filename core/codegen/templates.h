@@ -1,0 +1,40 @@
+// Hand-written kernel templates (kernels/) specialised with constants at run
+// time. The scheduler uses them where a generic kernel would be slow (GEMM).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "../runtime/device.h"
+
+namespace tl {
+
+// The text of kernels/<file>, embedded at build time. Throws if unknown.
+const std::map<std::string, std::string>& embedded_kernels();
+const std::string& embedded_kernel(const std::string& file);
+
+// Replaces every "{{KEY}}" in text with its value.
+std::string specialise(std::string text, const std::map<std::string, std::string>& values);
+
+// C[b, m, n] = sum_k A[b*sa[0] + m*sa[1] + k*sa[2]] * B[b*sb[0] + k*sb[1] + n*sb[2]]
+// Buffers in launch order: C (contiguous batch x m x n), A, B.
+struct GemmShape {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  int64_t a_strides[3] = {0, 0, 0};
+  int64_t b_strides[3] = {0, 0, 0};
+};
+
+struct TemplateKernel {
+  std::string source;
+  int64_t global[3] = {1, 1, 1};
+  int64_t local[3] = {0, 0, 0};
+};
+
+// Rendered for the device's dialect; returns false when the device has no
+// GEMM template (the scheduler then emits a generic reduce kernel).
+bool render_gemm(const Device& device, const GemmShape& shape, const std::string& name, TemplateKernel& out);
+
+TemplateKernel render_gemm_c(const GemmShape& shape, const std::string& name);                              // gemm_c.cpp
+TemplateKernel render_gemm_opencl(const GemmShape& shape, const std::string& name, const DeviceInfo& info);  // gemm_opencl.cpp
+
+}  // namespace tl
