@@ -1,0 +1,249 @@
+#include "core/io/image.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <limits>
+
+#include "core/error.h"
+
+// Only the formats we document: fewer decoders, less attack surface.
+#define STB_IMAGE_IMPLEMENTATION
+#define STBI_NO_STDIO
+#define STBI_ONLY_JPEG
+#define STBI_ONLY_PNG
+#define STBI_ONLY_BMP
+#define STBI_ONLY_GIF
+#define STBI_ONLY_TGA
+#define STBI_ONLY_PNM
+// stb's own guard, in case a format's info() and load() ever disagree.
+#define STBI_MAX_DIMENSIONS 16384
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wunused-but-set-variable"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wimplicit-fallthrough"
+#include <stb_image.h>
+#pragma GCC diagnostic pop
+
+namespace tl {
+
+namespace {
+
+std::string size_str(int64_t w, int64_t h) { return std::to_string(w) + "x" + std::to_string(h); }
+
+void check_size(int w, int h, const char* what) {
+  if (w < 1 || h < 1 || w > kMaxImageSide || h > kMaxImageSide || int64_t(w) * h > kMaxImagePixels)
+    throw ShapeError(std::string(what) + ": size " + size_str(w, h) + " is outside 1.." +
+                     std::to_string(kMaxImageSide) + " per side / " + std::to_string(kMaxImagePixels) + " pixels");
+}
+
+}  // namespace
+
+Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name) {
+  if (bytes.empty()) throw IOError("cannot decode image '" + name + "': the file is empty");
+  if (bytes.size() > size_t(std::numeric_limits<int>::max()))
+    throw IOError("cannot decode image '" + name + "': file of " + std::to_string(bytes.size()) +
+                  " bytes is too large");
+  const int len = int(bytes.size());
+  int w = 0, h = 0, channels = 0;
+  if (!stbi_info_from_memory(bytes.data(), len, &w, &h, &channels))
+    throw IOError("cannot decode image '" + name + "': " + stbi_failure_reason() +
+                  " (supported: JPEG, PNG, BMP, GIF, TGA, PNM)");
+  if (w < 1 || h < 1 || w > kMaxImageSide || h > kMaxImageSide || int64_t(w) * h > kMaxImagePixels)
+    throw IOError("image '" + name + "' is too large: " + size_str(w, h) + " pixels (limit " +
+                  std::to_string(kMaxImageSide) + " per side and " + std::to_string(kMaxImagePixels / 1'000'000) +
+                  " megapixels)");
+
+  Image img;
+  int dw = 0, dh = 0, dc = 0;
+  const size_t count = size_t(w) * size_t(h) * 3;
+  // Asking stb for 3 channels makes it replicate grey and drop alpha.
+  if (stbi_is_16_bit_from_memory(bytes.data(), len)) {
+    stbi_us* px = stbi_load_16_from_memory(bytes.data(), len, &dw, &dh, &dc, 3);
+    if (!px) throw IOError("cannot decode image '" + name + "': " + stbi_failure_reason());
+    if (dw != w || dh != h) {
+      stbi_image_free(px);
+      throw IOError("cannot decode image '" + name + "': header says " + size_str(w, h) + ", pixels are " +
+                    size_str(dw, dh));
+    }
+    img.rgb.resize(count);
+    for (size_t i = 0; i < count; ++i) img.rgb[i] = px[i] / 65535.0f;
+    stbi_image_free(px);
+  } else {
+    stbi_uc* px = stbi_load_from_memory(bytes.data(), len, &dw, &dh, &dc, 3);
+    if (!px) throw IOError("cannot decode image '" + name + "': " + stbi_failure_reason());
+    if (dw != w || dh != h) {
+      stbi_image_free(px);
+      throw IOError("cannot decode image '" + name + "': header says " + size_str(w, h) + ", pixels are " +
+                    size_str(dw, dh));
+    }
+    img.rgb.resize(count);
+    for (size_t i = 0; i < count; ++i) img.rgb[i] = px[i] / 255.0f;
+    stbi_image_free(px);
+  }
+  img.width = w;
+  img.height = h;
+  return img;
+}
+
+Image load_image(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IOError("cannot open image '" + path + "'");
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size < 0) throw IOError("cannot read image '" + path + "'");
+  // Even a maximal uncompressed image is far below this; anything bigger is
+  // not something we should pull into memory.
+  if (size > std::streamoff(1) << 30)
+    throw IOError("image file '" + path + "' is too large (" + std::to_string(size) + " bytes)");
+  in.seekg(0);
+  std::vector<uint8_t> bytes(static_cast<size_t>(size));
+  if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), size))
+    throw IOError("cannot read image '" + path + "'");
+  return decode_image(bytes, path);
+}
+
+namespace {
+
+// One output sample: the first input index and its weights.
+struct Taps {
+  int first = 0;
+  std::vector<float> weights;
+};
+
+// Weights for resampling a line of `in` samples to `out` samples with a
+// triangle filter. Pixel i covers [i, i+1), so output pixel x is centred at
+// (x + 0.5) * scale in input coordinates. Shrinking stretches the triangle by
+// the scale so it averages over the whole footprint.
+std::vector<Taps> triangle_taps(int in, int out) {
+  const double scale = double(in) / out;
+  const double stretch = std::max(scale, 1.0);
+  const double support = stretch;  // triangle radius 1, stretched
+  std::vector<Taps> taps(out);
+  for (int x = 0; x < out; ++x) {
+    const double center = (x + 0.5) * scale;
+    int lo = std::max(int(std::floor(center - support + 0.5)), 0);
+    int hi = std::min(int(std::floor(center + support + 0.5)), in);
+    Taps& t = taps[x];
+    t.first = lo;
+    double total = 0;
+    std::vector<double> w(size_t(std::max(hi - lo, 0)));
+    for (int i = lo; i < hi; ++i) {
+      double d = std::fabs((i + 0.5 - center) / stretch);
+      w[i - lo] = d < 1 ? 1 - d : 0;
+      total += w[i - lo];
+    }
+    if (total <= 0) {  // cannot happen for in >= 1, but never divide by zero
+      t.weights = {1.0f};
+      t.first = std::clamp(int(center), 0, in - 1);
+      continue;
+    }
+    t.weights.resize(w.size());
+    for (size_t k = 0; k < w.size(); ++k) t.weights[k] = float(w[k] / total);
+  }
+  return taps;
+}
+
+}  // namespace
+
+Image resize(const Image& image, int width, int height) {
+  check_size(image.width, image.height, "resize: source image");
+  check_size(width, height, "resize: target");
+  if (image.rgb.size() != size_t(image.width) * image.height * 3)
+    throw ShapeError("resize: image claims " + size_str(image.width, image.height) + " but holds " +
+                     std::to_string(image.rgb.size()) + " floats");
+
+  // Horizontal pass first, into width x source height.
+  const auto htaps = triangle_taps(image.width, width);
+  std::vector<float> mid(size_t(width) * image.height * 3);
+  for (int y = 0; y < image.height; ++y) {
+    const float* src = &image.rgb[size_t(y) * image.width * 3];
+    float* dst = &mid[size_t(y) * width * 3];
+    for (int x = 0; x < width; ++x) {
+      const Taps& t = htaps[x];
+      float r = 0, g = 0, b = 0;
+      for (size_t k = 0; k < t.weights.size(); ++k) {
+        const float* p = src + size_t(t.first + k) * 3;
+        r += t.weights[k] * p[0];
+        g += t.weights[k] * p[1];
+        b += t.weights[k] * p[2];
+      }
+      dst[x * 3 + 0] = r;
+      dst[x * 3 + 1] = g;
+      dst[x * 3 + 2] = b;
+    }
+  }
+
+  const auto vtaps = triangle_taps(image.height, height);
+  Image out;
+  out.width = width;
+  out.height = height;
+  out.rgb.assign(size_t(width) * height * 3, 0.0f);
+  const size_t row = size_t(width) * 3;
+  for (int y = 0; y < height; ++y) {
+    const Taps& t = vtaps[y];
+    float* dst = &out.rgb[y * row];
+    for (size_t k = 0; k < t.weights.size(); ++k) {
+      const float* src = &mid[(t.first + k) * row];
+      const float w = t.weights[k];
+      for (size_t i = 0; i < row; ++i) dst[i] += w * src[i];
+    }
+    // Weights sum to one, but rounding may step a hair outside [0, 1].
+    for (size_t i = 0; i < row; ++i) dst[i] = std::clamp(dst[i], 0.0f, 1.0f);
+  }
+  return out;
+}
+
+Image center_crop(const Image& image, int width, int height) {
+  if (width < 1 || height < 1 || width > image.width || height > image.height)
+    throw ShapeError("center_crop: cannot cut " + size_str(width, height) + " out of a " +
+                     size_str(image.width, image.height) + " image");
+  // torchvision: int(round((H - h) / 2.0)), Python's round-half-to-even.
+  auto offset = [](int total, int keep) { return int(std::nearbyint((total - keep) / 2.0)); };
+  const int top = offset(image.height, height), left = offset(image.width, width);
+  Image out;
+  out.width = width;
+  out.height = height;
+  out.rgb.resize(size_t(width) * height * 3);
+  for (int y = 0; y < height; ++y)
+    std::copy_n(&image.rgb[(size_t(top + y) * image.width + left) * 3], size_t(width) * 3,
+                &out.rgb[size_t(y) * width * 3]);
+  return out;
+}
+
+std::vector<float> to_chw(const Image& image, const float mean[3], const float std[3]) {
+  const size_t plane = size_t(image.width) * image.height;
+  if (image.rgb.size() != plane * 3)
+    throw ShapeError("to_chw: image claims " + size_str(image.width, image.height) + " but holds " +
+                     std::to_string(image.rgb.size()) + " floats");
+  for (int c = 0; c < 3; ++c)
+    if (!(std[c] != 0.0f)) throw ShapeError("to_chw: std[" + std::to_string(c) + "] must be non-zero");
+  std::vector<float> out(plane * 3);
+  for (int c = 0; c < 3; ++c) {
+    const float inv = 1.0f / std[c];
+    for (size_t i = 0; i < plane; ++i) out[c * plane + i] = (image.rgb[i * 3 + c] - mean[c]) * inv;
+  }
+  return out;
+}
+
+std::vector<float> preprocess_imagenet(const Image& image, int resize_short_side, int crop, const float mean[3],
+                                       const float std[3]) {
+  check_size(image.width, image.height, "preprocess_imagenet: image");
+  if (resize_short_side < 1 || crop < 1 || crop > resize_short_side)
+    throw ShapeError("preprocess_imagenet: need 1 <= crop (" + std::to_string(crop) + ") <= resize_short_side (" +
+                     std::to_string(resize_short_side) + ")");
+  int w, h;
+  if (image.width <= image.height) {
+    w = resize_short_side;
+    h = int(int64_t(resize_short_side) * image.height / image.width);
+  } else {
+    h = resize_short_side;
+    w = int(int64_t(resize_short_side) * image.width / image.height);
+  }
+  return to_chw(center_crop(resize(image, w, h), crop, crop), mean, std);
+}
+
+}  // namespace tl
