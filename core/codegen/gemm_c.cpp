@@ -1,0 +1,56 @@
+// Specialises kernels/gemm_cpu.c for one GEMM shape.
+//
+// One unit of global[0] is a strip of C of one batch: UNIT rows (SPLIT=0) or
+// UNIT columns (SPLIT=1). The C device hands each thread a contiguous range of
+// units; the kernel merges a range into one sub-matrix, so units can be small
+// (good balance on any thread count) without costing extra packing. The kernel
+// snaps strip edges to its micro-tile size, which the renderer cannot know
+// because it depends on the instruction set the kernel is compiled for.
+#include <string>
+
+#include "templates.h"
+
+namespace tl {
+
+namespace {
+
+constexpr int64_t kRowUnit = 16;  // rows of C per unit when splitting rows
+constexpr int64_t kColUnit = 32;  // columns of C per unit when splitting columns
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
+  if (s.batch < 1 || s.m < 1 || s.n < 1 || s.k < 1)
+    throw ShapeError("gemm: every size must be at least 1, got batch=" + std::to_string(s.batch) +
+                     " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k));
+
+  // Split the longer side of C. Every thread packs the whole of the other
+  // operand's panels, so splitting rows of a wide, short C (m=49, n=1280)
+  // would have both threads copy all of B.
+  const bool split_rows = s.m >= s.n;
+  const int64_t unit = split_rows ? kRowUnit : kColUnit;
+  const int64_t units_per_batch = ceil_div(split_rows ? s.m : s.n, unit);
+
+  auto num = [](int64_t v) { return std::to_string(v); };
+  TemplateKernel out;
+  out.source = specialise(embedded_kernel("gemm_cpu.c"), {{"NAME", name},
+                                                          {"BATCH", num(s.batch)},
+                                                          {"M", num(s.m)},
+                                                          {"N", num(s.n)},
+                                                          {"K", num(s.k)},
+                                                          {"SA0", num(s.a_strides[0])},
+                                                          {"SA1", num(s.a_strides[1])},
+                                                          {"SA2", num(s.a_strides[2])},
+                                                          {"SB0", num(s.b_strides[0])},
+                                                          {"SB1", num(s.b_strides[1])},
+                                                          {"SB2", num(s.b_strides[2])},
+                                                          {"SPLIT", split_rows ? "0" : "1"},
+                                                          {"UNIT", num(unit)},
+                                                          {"UNITS_PER_BATCH", num(units_per_batch)}});
+  out.global[0] = s.batch * units_per_batch;
+  return out;
+}
+
+}  // namespace tl

@@ -1,0 +1,352 @@
+// GEMM template for the C device: C[b] = A[b] @ B[b], fp32.
+//
+// Placeholders (filled in by core/codegen/gemm_c.cpp):
+//   {{NAME}}                        exported symbol
+//   {{BATCH}} {{M}} {{N}} {{K}}     sizes
+//   {{SA0}} {{SA1}} {{SA2}}         A strides (batch, m, k) in elements
+//   {{SB0}} {{SB1}} {{SB2}}         B strides (batch, k, n) in elements
+//   {{SPLIT}}                       0: a unit is {{UNIT}} rows of C of one
+//                                   batch; 1: a unit is {{UNIT}} columns
+//   {{UNIT}} {{UNITS_PER_BATCH}}    global[0] = BATCH * UNITS_PER_BATCH
+//
+// Each thread gets a contiguous range of units, merges the units that share a
+// batch into one sub-matrix of C and computes it in the usual blocked way:
+// panels of B (KC x NC) and of A (MC x KC) are copied into aligned buffers in
+// the order the micro-kernel reads them, so its inner loop only streams two
+// contiguous arrays and keeps an MR x NR tile of C in registers.
+//
+// The micro-kernel uses GCC vector extensions rather than intrinsics so the
+// same text builds on any x86-64 or ARM compiler; only the tile shape depends
+// on the instruction set (it must fit the register file).
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define G_BATCH ((ptrdiff_t)({{BATCH}}))
+#define G_M ((ptrdiff_t)({{M}}))
+#define G_N ((ptrdiff_t)({{N}}))
+#define G_K ((ptrdiff_t)({{K}}))
+#define SA0 ((ptrdiff_t)({{SA0}}))
+#define SA1 ((ptrdiff_t)({{SA1}}))
+#define SA2 ((ptrdiff_t)({{SA2}}))
+#define SB0 ((ptrdiff_t)({{SB0}}))
+#define SB1 ((ptrdiff_t)({{SB1}}))
+#define SB2 ((ptrdiff_t)({{SB2}}))
+#define SPLIT ({{SPLIT}})
+#define UNIT ((ptrdiff_t)({{UNIT}}))
+#define UNITS_PER_BATCH ((ptrdiff_t)({{UNITS_PER_BATCH}}))
+
+// Tile shape: MR rows x NV vectors of VW floats. 2*MR*NV... accumulators plus
+// NV loads of B must stay below the register count, or the tile spills.
+#if defined(__AVX512F__)
+#define VW 16
+#ifndef TL_MR
+#define TL_MR 14
+#endif
+#ifndef TL_NV
+#define TL_NV 2
+#endif
+#elif defined(__AVX__)
+#define VW 8
+#ifndef TL_MR
+#define TL_MR 6
+#endif
+#ifndef TL_NV
+#define TL_NV 2
+#endif
+#elif defined(__aarch64__)
+#define VW 4
+#ifndef TL_MR
+#define TL_MR 8
+#endif
+#ifndef TL_NV
+#define TL_NV 3
+#endif
+#else
+#define VW 4
+#ifndef TL_MR
+#define TL_MR 4
+#endif
+#ifndef TL_NV
+#define TL_NV 2
+#endif
+#endif
+#define MR TL_MR
+#define NV TL_NV
+#define NR (NV * VW)
+
+// Cache blocking: a KC x NR sliver of B stays in L1 while the MC x KC block of
+// A streams from L2; the KC x NC block of B is reused across all of A's rows.
+#ifndef TL_KC
+#define TL_KC 256
+#endif
+#ifndef TL_MC
+#define TL_MC (MR * 12)
+#endif
+#ifndef TL_NC
+#define TL_NC (NR * 64)
+#endif
+// Up to this many rows, B is read in place instead of packed.
+#define THIN_ROWS 4
+#define KC TL_KC
+#define MC TL_MC
+#define NC TL_NC
+
+typedef float vf __attribute__((vector_size(VW * 4)));
+// Rows of C start anywhere, so C goes through an unaligned view.
+typedef float vfu __attribute__((vector_size(VW * 4), aligned(4)));
+
+#define ROUND_UP(x, r) (((x) + (r)-1) / (r) * (r))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+
+// acc[i][j] += a[i] * b[j] over kc steps, then writes (or adds, when
+// `accumulate`) the tile to c. `nv` is a literal at every call so each copy is
+// specialised; the narrow one serves tiles of at most VW valid columns (N=16
+// layers) without doing the work of the wide one.
+static inline __attribute__((always_inline)) void micro_tile(int nv, ptrdiff_t kc, const float* restrict ap,
+                                                             const float* restrict bp, float* restrict c,
+                                                             ptrdiff_t ldc, int accumulate, int rows, int cols) {
+  vf acc[MR][NV];
+#pragma GCC unroll 64
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) acc[i][j] = (vf){0};
+
+#pragma GCC unroll 2
+  for (ptrdiff_t p = 0; p < kc; ++p) {
+    vf b[NV];
+#pragma GCC unroll 8
+    for (int j = 0; j < nv; ++j) b[j] = *(const vf*)(bp + j * VW);
+#pragma GCC unroll 64
+    for (int i = 0; i < MR; ++i) {
+      const float a = ap[i];
+#pragma GCC unroll 8
+      for (int j = 0; j < nv; ++j) acc[i][j] += b[j] * a;
+    }
+    ap += MR;
+    bp += NR;
+  }
+
+  if (rows == MR && cols == nv * VW) {
+#pragma GCC unroll 64
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+      for (int j = 0; j < nv; ++j) {
+        vfu* dst = (vfu*)(c + i * ldc + j * VW);
+        *dst = accumulate ? *dst + acc[i][j] : acc[i][j];
+      }
+    return;
+  }
+  // Edge tile: the padding rows/columns were computed from zeros; only the
+  // valid part is written.
+  float tile[MR][NR] __attribute__((aligned(64)));
+  // Already true; stated so the compiler sees the copy stays inside `tile`.
+  if (rows > MR) rows = MR;
+  if (cols > NR) cols = NR;
+#pragma GCC unroll 64
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < nv; ++j) *(vf*)&tile[i][j * VW] = acc[i][j];
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + tile[i][j] : tile[i][j];
+}
+
+// Rows [m0, m0+mc) x k [k0, k0+kc) of A into MR-row panels, k-major inside a
+// panel, zero rows past mc.
+static void pack_a(const float* restrict a, ptrdiff_t m0, ptrdiff_t mc, ptrdiff_t k0, ptrdiff_t kc,
+                   float* restrict dst) {
+  for (ptrdiff_t i0 = 0; i0 < mc; i0 += MR) {
+    const ptrdiff_t rows = MIN(MR, mc - i0);
+    const float* src = a + (m0 + i0) * SA1 + k0 * SA2;
+    if (rows == MR) {
+      for (ptrdiff_t p = 0; p < kc; ++p)
+#pragma GCC unroll 64
+        for (int i = 0; i < MR; ++i) dst[p * MR + i] = src[i * SA1 + p * SA2];
+    } else {
+      for (ptrdiff_t p = 0; p < kc; ++p)
+        for (int i = 0; i < MR; ++i) dst[p * MR + i] = i < rows ? src[i * SA1 + p * SA2] : 0.0f;
+    }
+    dst += MR * kc;
+  }
+}
+
+// k [k0, k0+kc) x columns [n0, n0+nc) of B into NR-column panels, k-major
+// inside a panel, zero columns past nc.
+static void pack_b(const float* restrict b, ptrdiff_t k0, ptrdiff_t kc, ptrdiff_t n0, ptrdiff_t nc,
+                   float* restrict dst) {
+  for (ptrdiff_t j0 = 0; j0 < nc; j0 += NR) {
+    const ptrdiff_t cols = MIN(NR, nc - j0);
+    const float* src = b + k0 * SB1 + (n0 + j0) * SB2;
+    if (cols == NR && SB2 == 1) {
+      for (ptrdiff_t p = 0; p < kc; ++p) memcpy(dst + p * NR, src + p * SB1, NR * sizeof(float));
+    } else if (cols == NR) {
+      // Transposed B (weights of a 1x1 convolution): read along k, the
+      // contiguous direction, and scatter into the panel.
+      for (int j = 0; j < NR; ++j)
+        for (ptrdiff_t p = 0; p < kc; ++p) dst[p * NR + j] = src[j * SB2 + p * SB1];
+    } else {
+      for (ptrdiff_t p = 0; p < kc; ++p)
+        for (int j = 0; j < NR; ++j) dst[p * NR + j] = j < cols ? src[j * SB2 + p * SB1] : 0.0f;
+    }
+    dst += NR * kc;
+  }
+}
+
+// Without packing buffers there is still a (slow) answer.
+static void naive_block(float* restrict c, const float* restrict a, const float* restrict b, ptrdiff_t m0,
+                        ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1) {
+  for (ptrdiff_t i = m0; i < m1; ++i)
+    for (ptrdiff_t j = n0; j < n1; ++j) {
+      float s = 0.0f;
+      for (ptrdiff_t p = 0; p < G_K; ++p) s += a[i * SA1 + p * SA2] * b[p * SB1 + j * SB2];
+      c[i * G_N + j] = s;
+    }
+}
+
+// A few rows of C (a classifier's single image, squeeze-excite layers):
+// packing would copy all of B to use it once or twice, so B is read in place.
+// Returns 0 when B's layout has no contiguous direction to stream along.
+static int thin_block(float* restrict c, const float* restrict a, const float* restrict b, ptrdiff_t m0,
+                      ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1) {
+  // Callers stay inside C already; the clamp lets the compiler see it too.
+  if (n0 < 0) n0 = 0;
+  if (n1 > G_N) n1 = G_N;
+  const int ne = (int)n1;
+  if (SB2 == 1) {
+    // Rows of B are contiguous: C[i, j:j+4VW] += A[i, p] * B[p, j:j+4VW].
+    for (ptrdiff_t i = m0; i < m1; ++i) {
+      const float* ai = a + i * SA1;
+      int j = (int)n0;
+      for (; j + 4 * VW <= ne; j += 4 * VW) {
+        vf acc[4] = {{0}, {0}, {0}, {0}};
+        for (ptrdiff_t p = 0; p < G_K; ++p) {
+          const float av = ai[p * SA2];
+          const float* bp = b + p * SB1 + j;
+#pragma GCC unroll 4
+          for (int q = 0; q < 4; ++q) acc[q] += *(const vfu*)(bp + q * VW) * av;
+        }
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; ++q) *(vfu*)(c + i * G_N + j + q * VW) = acc[q];
+      }
+      for (; j < ne; ++j) {
+        float s = 0.0f;
+        for (ptrdiff_t p = 0; p < G_K; ++p) s += ai[p * SA2] * b[p * SB1 + j];
+        c[i * G_N + j] = s;
+      }
+    }
+    return 1;
+  }
+  if (SB1 == 1) {
+    // Columns of B are contiguous (transposed weights): dot products along k,
+    // four columns at a time so each load of A serves four of them.
+    const ptrdiff_t kv = G_K / VW * VW;
+    for (ptrdiff_t i = m0; i < m1; ++i) {
+      const float* ai = a + i * SA1;
+      int j = (int)n0;
+      for (; j < ne; j += 4) {
+        // A ragged last group repeats its first column in the spare lanes
+        // and stores only the real ones.
+        const int cnt = ne - j < 4 ? ne - j : 4;
+        const float* bq[4];
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; ++q) bq[q] = b + (ptrdiff_t)(j + (q < cnt ? q : 0)) * SB2;
+        vf acc[4] = {{0}, {0}, {0}, {0}};
+        for (ptrdiff_t p = 0; p < kv; p += VW) {
+          vf av;
+          if (SA2 == 1) {
+            av = *(const vfu*)(ai + p);
+          } else {
+#pragma GCC unroll 16
+            for (int l = 0; l < VW; ++l) av[l] = ai[(p + l) * SA2];
+          }
+#pragma GCC unroll 4
+          for (int q = 0; q < 4; ++q) acc[q] += *(const vfu*)(bq[q] + p) * av;
+        }
+        for (int q = 0; q < cnt; ++q) {
+          float s = 0.0f;
+          for (int l = 0; l < VW; ++l) s += acc[q][l];
+          for (ptrdiff_t p = kv; p < G_K; ++p) s += ai[p * SA2] * bq[q][p];
+          c[i * G_N + j + q] = s;
+        }
+      }
+    }
+    return 1;
+  }
+  return 0;
+}
+
+// C[m0:m1, n0:n1] of one batch; c, a, b already point at that batch.
+static void gemm_block(float* restrict c, const float* restrict a, const float* restrict b, ptrdiff_t m0,
+                       ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1) {
+  if (m1 - m0 <= THIN_ROWS && thin_block(c, a, b, m0, m1, n0, n1)) return;
+  const ptrdiff_t kcap = MIN(KC, G_K);
+  const ptrdiff_t mcap = ROUND_UP(MIN(MC, m1 - m0), MR);
+  const ptrdiff_t ncap = ROUND_UP(MIN(NC, n1 - n0), NR);
+  const size_t abytes = ROUND_UP((size_t)(mcap * kcap) * sizeof(float), 64);
+  const size_t bbytes = ROUND_UP((size_t)(ncap * kcap) * sizeof(float), 64);
+  float* abuf = aligned_alloc(64, abytes);
+  float* bbuf = aligned_alloc(64, bbytes);
+  if (!abuf || !bbuf) {
+    free(abuf);
+    free(bbuf);
+    naive_block(c, a, b, m0, m1, n0, n1);
+    return;
+  }
+  for (ptrdiff_t jc = n0; jc < n1; jc += NC) {
+    const ptrdiff_t nc = MIN(NC, n1 - jc);
+    for (ptrdiff_t pc = 0; pc < G_K; pc += KC) {
+      const ptrdiff_t kc = MIN(KC, G_K - pc);
+      pack_b(b, pc, kc, jc, nc, bbuf);
+      for (ptrdiff_t ic = m0; ic < m1; ic += MC) {
+        const ptrdiff_t mc = MIN(MC, m1 - ic);
+        pack_a(a, ic, mc, pc, kc, abuf);
+        for (ptrdiff_t jr = 0; jr < nc; jr += NR) {
+          const int cols = (int)MIN(NR, nc - jr);
+          const float* bp = bbuf + jr * kc;
+          for (ptrdiff_t ir = 0; ir < mc; ir += MR) {
+            const int rows = (int)MIN(MR, mc - ir);
+            float* ct = c + (ic + ir) * G_N + jc + jr;
+            const float* ap = abuf + ir * kc;
+            if (NV > 1 && cols <= VW)
+              micro_tile(1, kc, ap, bp, ct, G_N, pc > 0, rows, cols);
+            else
+              micro_tile(NV, kc, ap, bp, ct, G_N, pc > 0, rows, cols);
+          }
+        }
+      }
+    }
+  }
+  free(abuf);
+  free(bbuf);
+}
+
+// Start of strip `u` in rows (or columns) of C. Edges snap down to the tile
+// size so only the last strip of a batch has a ragged tile; every thread
+// computes the same edges, so the strips still cover C exactly once.
+static ptrdiff_t strip_edge(ptrdiff_t u, ptrdiff_t extent, ptrdiff_t tile) {
+  if (u >= UNITS_PER_BATCH) return extent;
+  return MIN(extent, u * UNIT / tile * tile);
+}
+
+void {{NAME}}(int start, int end, void** args) {
+  float* c = (float*)args[0];
+  const float* a = (const float*)args[1];
+  const float* b = (const float*)args[2];
+  ptrdiff_t u = start;
+  while (u < end) {
+    const ptrdiff_t batch = u / UNITS_PER_BATCH;
+    const ptrdiff_t first = u % UNITS_PER_BATCH;
+    const ptrdiff_t last = MIN(UNITS_PER_BATCH, first + (end - u));  // exclusive
+    float* cb = c + batch * G_M * G_N;
+    const float* ab = a + batch * SA0;
+    const float* bb = b + batch * SB0;
+    if (SPLIT == 0) {
+      const ptrdiff_t m0 = strip_edge(first, G_M, MR), m1 = strip_edge(last, G_M, MR);
+      if (m0 < m1) gemm_block(cb, ab, bb, m0, m1, 0, G_N);
+    } else {
+      const ptrdiff_t n0 = strip_edge(first, G_N, NR), n1 = strip_edge(last, G_N, NR);
+      if (n0 < n1) gemm_block(cb, ab, bb, 0, G_M, n0, n1);
+    }
+    u += last - first;
+  }
+}
