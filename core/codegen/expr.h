@@ -1,0 +1,50 @@
+// The kernel IR: a small expression tree for values and index arithmetic.
+// Builders simplify as they go (constant folding, x*1, x+0, and division or
+// modulo that value ranges prove trivial), so the rendered source stays short.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../dtype.h"
+
+namespace tl {
+
+enum class ExprOp : uint8_t {
+  Const, Var, Load,
+  Neg, Exp, Log, Sqrt, Recip, Sin, Cast,
+  Add, Mul, Div, Mod, Max, Pow, CmpLt, CmpEq, And,
+  Where,
+};
+
+struct Expr;
+using E = std::shared_ptr<const Expr>;
+
+struct Expr {
+  ExprOp op;
+  DType dtype;
+  std::vector<E> src;
+  double value = 0;       // Const
+  std::string name;       // Var
+  int buffer = -1;        // Load: parameter index
+  int64_t lo = 0, hi = 0; // value range of integer expressions (inclusive)
+};
+
+E constant(double v, DType t);
+E var(const std::string& name, int64_t lo, int64_t hi);  // int32 loop variable
+E load(int buffer, DType t, E index);
+E unary(ExprOp op, E a);
+E cast(E a, DType t);
+E binary(ExprOp op, E a, E b);
+E where(E cond, E a, E b);
+
+inline E operator+(E a, E b) { return binary(ExprOp::Add, a, b); }
+inline E operator*(E a, E b) { return binary(ExprOp::Mul, a, b); }
+inline E operator/(E a, E b) { return binary(ExprOp::Div, a, b); }
+inline E operator%(E a, E b) { return binary(ExprOp::Mod, a, b); }
+inline E idx(int64_t v) { return constant(double(v), DType::i32); }
+
+bool is_const(const E& e, double v);
+
+}  // namespace tl

@@ -1,0 +1,378 @@
+#include "render.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <unordered_map>
+
+#include "expr.h"
+#include "templates.h"
+
+namespace tl {
+
+namespace {
+
+// A multi-dimensional position in a node's shape. Either the row-major flat
+// index or the per-axis indices may be known; the other is derived on demand.
+struct Index {
+  Shape shape;
+  E flat;                // may be null
+  std::vector<E> dims;   // may be empty
+  E valid;               // null = always in bounds
+};
+using IndexRef = std::shared_ptr<Index>;
+
+std::vector<int64_t> strides_of(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (int i = int(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
+  return st;
+}
+
+E flat_of(Index& ix) {
+  if (!ix.flat) {
+    auto st = strides_of(ix.shape);
+    E f = idx(0);
+    for (size_t i = 0; i < ix.shape.size(); ++i)
+      if (ix.shape[i] != 1) f = f + ix.dims[i] * idx(st[i]);
+    ix.flat = f;
+  }
+  return ix.flat;
+}
+
+const std::vector<E>& dims_of(Index& ix) {
+  if (ix.dims.empty() && !ix.shape.empty()) {
+    auto st = strides_of(ix.shape);
+    for (size_t i = 0; i < ix.shape.size(); ++i)
+      ix.dims.push_back(ix.shape[i] == 1 ? idx(0) : (ix.flat / idx(st[i])) % idx(ix.shape[i]));
+  }
+  return ix.dims;
+}
+
+IndexRef with_dims(const Shape& shape, std::vector<E> dims, E valid) {
+  auto ix = std::make_shared<Index>();
+  ix->shape = shape;
+  ix->dims = std::move(dims);
+  ix->valid = std::move(valid);
+  return ix;
+}
+
+E both(const E& a, const E& b) {
+  if (!a) return b;
+  if (!b) return a;
+  return binary(ExprOp::And, a, b);
+}
+
+struct Lowerer {
+  std::unordered_map<const Node*, int> params;  // input node -> buffer parameter
+  std::map<std::pair<const Node*, const Index*>, E> memo;
+  std::vector<IndexRef> keep_alive;  // memo keys point at these
+
+  E lower(const NodeRef& n, const IndexRef& ix) {
+    auto key = std::make_pair(n.get(), ix.get());
+    if (auto it = memo.find(key); it != memo.end()) return it->second;
+    E e = compute(n, ix);
+    memo[key] = e;
+    return e;
+  }
+
+  E compute(const NodeRef& n, const IndexRef& ix) {
+    if (auto p = params.find(n.get()); p != params.end()) {
+      E i = flat_of(*ix);
+      if (ix->valid) i = where(ix->valid, i, idx(0));  // never read out of bounds
+      return load(p->second, n->dtype, i);
+    }
+    auto child = [&](IndexRef c) {
+      keep_alive.push_back(c);
+      return c;
+    };
+    const auto& s = n->src;
+    switch (n->op) {
+      case Op::Const: return constant(n->value, n->dtype);
+      case Op::Neg: return unary(ExprOp::Neg, lower(s[0], ix));
+      case Op::Exp: return unary(ExprOp::Exp, lower(s[0], ix));
+      case Op::Log: return unary(ExprOp::Log, lower(s[0], ix));
+      case Op::Sqrt: return unary(ExprOp::Sqrt, lower(s[0], ix));
+      case Op::Recip: return unary(ExprOp::Recip, lower(s[0], ix));
+      case Op::Sin: return unary(ExprOp::Sin, lower(s[0], ix));
+      case Op::Cast: return cast(lower(s[0], ix), n->dtype);
+      case Op::Add: return binary(ExprOp::Add, lower(s[0], ix), lower(s[1], ix));
+      case Op::Mul: return binary(ExprOp::Mul, lower(s[0], ix), lower(s[1], ix));
+      case Op::Max: return binary(ExprOp::Max, lower(s[0], ix), lower(s[1], ix));
+      case Op::Pow: return binary(ExprOp::Pow, lower(s[0], ix), lower(s[1], ix));
+      case Op::CmpLt: return binary(ExprOp::CmpLt, lower(s[0], ix), lower(s[1], ix));
+      case Op::CmpEq: return binary(ExprOp::CmpEq, lower(s[0], ix), lower(s[1], ix));
+      case Op::Where:
+        return where(cast(lower(s[0], ix), DType::boolean), lower(s[1], ix), lower(s[2], ix));
+      case Op::Contiguous: return lower(s[0], ix);
+      case Op::Reshape: {
+        auto c = std::make_shared<Index>();
+        c->shape = s[0]->shape;
+        c->flat = flat_of(*ix);
+        c->valid = ix->valid;
+        return lower(s[0], child(c));
+      }
+      case Op::Permute: {
+        auto& d = dims_of(*ix);
+        std::vector<E> src_dims(d.size());
+        for (size_t i = 0; i < d.size(); ++i) src_dims[n->arg[i]] = d[i];
+        return lower(s[0], child(with_dims(s[0]->shape, src_dims, ix->valid)));
+      }
+      case Op::Expand: {
+        auto d = dims_of(*ix);
+        for (size_t i = 0; i < d.size(); ++i)
+          if (s[0]->shape[i] == 1) d[i] = idx(0);
+        return lower(s[0], child(with_dims(s[0]->shape, d, ix->valid)));
+      }
+      case Op::Shrink: {
+        auto d = dims_of(*ix);
+        for (size_t i = 0; i < d.size(); ++i) d[i] = d[i] + idx(n->arg[2 * i]);
+        return lower(s[0], child(with_dims(s[0]->shape, d, ix->valid)));
+      }
+      case Op::Flip: {
+        auto d = dims_of(*ix);
+        for (int64_t axis : n->arg) d[axis] = idx(s[0]->shape[axis] - 1) + unary(ExprOp::Neg, d[axis]);
+        return lower(s[0], child(with_dims(s[0]->shape, d, ix->valid)));
+      }
+      case Op::Pad: {
+        auto d = dims_of(*ix);
+        E inside;
+        for (size_t i = 0; i < d.size(); ++i) {
+          int64_t before = n->arg[2 * i], size = s[0]->shape[i];
+          if (before == 0 && n->arg[2 * i + 1] == 0) continue;
+          inside = both(inside, both(binary(ExprOp::CmpLt, idx(before - 1), d[i]),
+                                     binary(ExprOp::CmpLt, d[i], idx(before + size))));
+          d[i] = d[i] + idx(-before);
+        }
+        E v = lower(s[0], child(with_dims(s[0]->shape, d, both(ix->valid, inside))));
+        return inside ? where(inside, v, constant(n->value, n->dtype)) : v;
+      }
+      default:
+        throw std::logic_error(std::string("renderer: op ") + op_name(n->op) + " cannot appear inside a kernel");
+    }
+  }
+};
+
+// ---- source text ----
+
+std::string float_literal(double v) {
+  if (std::isnan(v)) return "NAN";
+  if (std::isinf(v)) return v > 0 ? "INFINITY" : "(-INFINITY)";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", float(v));
+  std::string s = buf;
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return (v < 0 ? "(" + s + "f)" : s + "f");
+}
+
+struct Printer {
+  const Dialect& d;
+  std::string lines;
+  std::string indent = "    ";
+  std::unordered_map<const Expr*, std::string> names;
+  int counter = 0;
+  double flops_per_item = 0;
+
+  std::string type(DType t) const {
+    return t == DType::f32 ? "float" : t == DType::i32 ? "int" : d.bool_type;
+  }
+
+  std::string spell(const std::string& name) {
+    if (name == "INFINITY") return d.infinity;
+    if (name == "(-INFINITY)") return "(-" + d.infinity + ")";
+    if (name == "NAN") return d.nan;
+    return name;
+  }
+
+  // Float values and loads become named SSA values; integer index arithmetic
+  // is written inline, where it reads best.
+  std::string operator()(const E& e) {
+    if (auto it = names.find(e.get()); it != names.end()) return it->second;
+    std::string text = expression(e);
+    bool named = e->op == ExprOp::Load || (e->dtype == DType::f32 && e->op != ExprOp::Const && e->op != ExprOp::Var);
+    if (!named) return text;
+    std::string v = "v" + std::to_string(counter++);
+    lines += indent + type(e->dtype) + " " + v + " = " + text + ";\n";
+    if (e->dtype == DType::f32 && e->op != ExprOp::Load) flops_per_item += 1;
+    names[e.get()] = v;
+    return v;
+  }
+
+  std::string expression(const E& e) {
+    auto a = [&](int i) { return (*this)(e->src[i]); };
+    switch (e->op) {
+      case ExprOp::Const:
+        if (e->dtype == DType::f32) return spell(float_literal(e->value));
+        return std::to_string(int64_t(e->value));
+      case ExprOp::Var: return e->name;
+      case ExprOp::Load: return "b" + std::to_string(e->buffer) + "[" + strip(a(0)) + "]";
+      case ExprOp::Neg: return "(-" + a(0) + ")";
+      case ExprOp::Exp: return d.exp + "(" + a(0) + ")";
+      case ExprOp::Log: return d.log + "(" + a(0) + ")";
+      case ExprOp::Sqrt: return d.sqrt + "(" + a(0) + ")";
+      case ExprOp::Sin: return d.sin + "(" + a(0) + ")";
+      case ExprOp::Recip: return "(1.0f/" + a(0) + ")";
+      case ExprOp::Cast:
+        if (e->dtype == DType::boolean) return "(" + type(e->dtype) + ")(" + a(0) + "!=0)";
+        return "(" + type(e->dtype) + ")(" + a(0) + ")";
+      case ExprOp::Add: return "(" + a(0) + "+" + a(1) + ")";
+      case ExprOp::Mul: return "(" + a(0) + "*" + a(1) + ")";
+      case ExprOp::Div: return "(" + a(0) + "/" + a(1) + ")";
+      case ExprOp::Mod: return "(" + a(0) + "%" + a(1) + ")";
+      case ExprOp::Max: {
+        std::string x = a(0), y = a(1);
+        if (e->dtype == DType::f32) return "((" + x + ">" + y + "||" + x + "!=" + x + ")?" + x + ":" + y + ")";
+        return "(" + x + ">" + y + "?" + x + ":" + y + ")";
+      }
+      case ExprOp::Pow: return d.pow + "(" + a(0) + "," + a(1) + ")";
+      case ExprOp::CmpLt: return "(" + a(0) + "<" + a(1) + ")";
+      case ExprOp::CmpEq: return "(" + a(0) + "==" + a(1) + ")";
+      case ExprOp::And: return "(" + a(0) + "&&" + a(1) + ")";
+      case ExprOp::Where: return "(" + a(0) + "?" + a(1) + ":" + a(2) + ")";
+    }
+    return "?";
+  }
+
+  static std::string strip(const std::string& s) {
+    if (s.size() > 2 && s.front() == '(' && s.back() == ')') {
+      int depth = 0;
+      for (size_t i = 0; i + 1 < s.size(); ++i) {
+        depth += s[i] == '(' ? 1 : s[i] == ')' ? -1 : 0;
+        if (depth == 0) return s;
+      }
+      return s.substr(1, s.size() - 2);
+    }
+    return s;
+  }
+};
+
+std::string join_dims(const Shape& s) {
+  std::string out;
+  for (auto v : s)
+    if (v != 1) out += "_" + std::to_string(v);
+  return out.empty() ? "_1" : out;
+}
+
+std::string signature(const Dialect& d, const std::string& name, const std::vector<std::pair<std::string, bool>>& bufs) {
+  // bufs: (element type, is output)
+  std::string out = d.preamble + d.kernel_prefix + " " + name + "(";
+  std::string decls;
+  if (d.buffers_in_array) {
+    out += "int start, int end, void** args) {\n";
+    for (size_t i = 0; i < bufs.size(); ++i)
+      decls += "  " + std::string(bufs[i].second ? "" : "const ") + bufs[i].first + "* " + d.restrict_kw + " b" +
+               std::to_string(i) + " = (" + (bufs[i].second ? "" : "const ") + bufs[i].first + "*)args[" +
+               std::to_string(i) + "];\n";
+  } else {
+    for (size_t i = 0; i < bufs.size(); ++i) {
+      if (i) out += ", ";
+      out += d.global_qualifier + (bufs[i].second ? "" : "const ") + bufs[i].first + "* " + d.restrict_kw + " b" +
+             std::to_string(i);
+    }
+    out += ") {\n";
+  }
+  return out + decls;
+}
+
+std::string replace_n(std::string s, int64_t n) {
+  for (size_t p = s.find("{n}"); p != std::string::npos; p = s.find("{n}")) s.replace(p, 3, std::to_string(n));
+  return s;
+}
+
+}  // namespace
+
+RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
+  const Dialect& d = device.dialect();
+  RenderedKernel k;
+  for (auto& n : plan.fused) k.ops.push_back(op_name(n->op));
+  const Node& out = *plan.output;
+  double out_bytes = double(numel(out.shape)) * dtype_size(out.dtype);
+  double in_bytes = 0;
+  for (auto& i : plan.inputs) in_bytes += double(numel(i->shape)) * dtype_size(i->dtype);
+  k.bytes = out_bytes + in_bytes;
+
+  if (plan.kind == KernelPlan::Kind::Gemm) {
+    const MatmulHint& h = *out.matmul;
+    GemmShape g;
+    g.batch = h.batch, g.m = h.m, g.n = h.n, g.k = h.k;
+    for (int i = 0; i < 3; ++i) g.a_strides[i] = h.a_strides[i], g.b_strides[i] = h.b_strides[i];
+    k.name = "GEMM_" + std::to_string(h.batch) + "_" + std::to_string(h.m) + "_" + std::to_string(h.n) + "_" +
+             std::to_string(h.k);
+    TemplateKernel t;
+    if (!render_gemm(device, g, k.name, t)) throw std::logic_error("GEMM planned for a device without a template");
+    k.source = t.source;
+    for (int i = 0; i < 3; ++i) k.global[i] = t.global[i], k.local[i] = t.local[i];
+    k.flops = 2.0 * double(h.batch) * double(h.m) * double(h.n) * double(h.k);
+    k.ops = {"GEMM"};
+    return k;
+  }
+
+  Lowerer low;
+  std::vector<std::pair<std::string, bool>> bufs;
+  Printer pr{d, "", "    ", {}, 0, 0};
+  bufs.push_back({pr.type(out.dtype), true});
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    low.params[plan.inputs[i].get()] = int(i + 1);
+    bufs.push_back({pr.type(plan.inputs[i]->dtype), false});
+  }
+  int64_t n_out = numel(out.shape);
+  E gid = var("gid", 0, std::max<int64_t>(n_out - 1, 0));
+  std::string body;
+  if (plan.kind == KernelPlan::Kind::Elementwise) {
+    auto ix = std::make_shared<Index>();
+    ix->shape = out.shape;
+    ix->flat = gid;
+    const NodeRef& value_node = out.op == Op::Contiguous ? out.src[0] : plan.output;
+    E v = cast(low.lower(value_node, ix), out.dtype);
+    std::string result = pr(v);
+    body = pr.lines + "    b0[gid] = " + Printer::strip(result) + ";\n";
+    k.name = "E" + join_dims(out.shape);
+    k.flops = pr.flops_per_item * double(n_out);
+  } else {
+    const Node& input = *out.src[0];
+    std::vector<bool> reduced(out.shape.size());
+    Shape red_shape;
+    bool trailing = true;
+    for (size_t i = 0; i < out.shape.size(); ++i) {
+      reduced[i] = input.shape[i] != out.shape[i] || std::find(out.arg.begin(), out.arg.end(), int64_t(i)) != out.arg.end();
+      if (reduced[i]) red_shape.push_back(input.shape[i]);
+      else if (!red_shape.empty() && input.shape[i] != 1) trailing = false;
+    }
+    int64_t r_count = numel(red_shape);
+    E r = var("r", 0, std::max<int64_t>(r_count - 1, 0));
+    auto out_ix = std::make_shared<Index>();
+    out_ix->shape = out.shape;
+    out_ix->flat = gid;
+    auto red_ix = std::make_shared<Index>();
+    red_ix->shape = red_shape;
+    red_ix->flat = r;
+    std::vector<E> dims;
+    size_t j = 0;
+    for (size_t i = 0; i < out.shape.size(); ++i)
+      dims.push_back(reduced[i] ? dims_of(*red_ix)[j++] : dims_of(*out_ix)[i]);
+    auto in_ix = with_dims(input.shape, dims, nullptr);
+    if (trailing) in_ix->flat = gid * idx(r_count) + r;
+    low.keep_alive.push_back(in_ix);
+    E v = cast(low.lower(out.src[0], in_ix), out.dtype);
+    pr.indent = "      ";
+    std::string val = pr(v);
+    std::string acc_type = pr.type(out.dtype);
+    bool is_sum = out.op == Op::Sum;
+    std::string init = is_sum ? (out.dtype == DType::f32 ? "0.0f" : "0") : "(-" + d.infinity + ")";
+    if (!is_sum && out.dtype != DType::f32) init = "(-2147483647-1)";
+    std::string update = is_sum ? "acc = acc + " + val + ";"
+                                : "acc = (" + val + " > acc || " + val + " != " + val + ") ? " + val + " : acc;";
+    body = "    " + acc_type + " acc = " + init + ";\n    for (int r = 0; r < " + std::to_string(r_count) +
+           "; ++r) {\n" + pr.lines + "      " + update + "\n    }\n    b0[gid] = acc;\n";
+    k.name = "R" + join_dims(out.shape) + "_" + std::to_string(r_count);
+    k.flops = (pr.flops_per_item + 1) * double(n_out) * double(r_count);
+  }
+  std::string comment = "// " + k.name + ": " + shape_str(out.shape) + " " + dtype_name(out.dtype) + ", fused:";
+  for (auto& o : k.ops) comment += " " + o;
+  k.source = comment + "\n" + signature(d, k.name, bufs) + "  " + replace_n(d.parallel_open, n_out) + "\n" + body +
+             "  " + d.parallel_close + "\n}\n";
+  k.global[0] = n_out;
+  return k;
+}
+
+}  // namespace tl

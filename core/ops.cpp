@@ -1,0 +1,48 @@
+#include "ops.h"
+
+namespace tl {
+
+const std::vector<OpInfo>& primitive_ops() {
+  static const std::vector<OpInfo> table = {
+      {Op::Buffer, "BUFFER", "data already on a device"},
+      {Op::Const, "CONST", "one scalar broadcast to a shape"},
+      {Op::Neg, "NEG", "-x"},
+      {Op::Exp, "EXP", "e^x"},
+      {Op::Log, "LOG", "natural logarithm"},
+      {Op::Sqrt, "SQRT", "square root"},
+      {Op::Recip, "RECIP", "1 / x"},
+      {Op::Sin, "SIN", "sine (cos is a shifted sine)"},
+      {Op::Cast, "CAST", "convert between float32, int32 and bool"},
+      {Op::Add, "ADD", "a + b"},
+      {Op::Mul, "MUL", "a * b"},
+      {Op::Max, "MAX", "larger of a and b (NaN wins)"},
+      {Op::Pow, "POW", "a ^ b"},
+      {Op::CmpLt, "CMPLT", "a < b, as bool"},
+      {Op::CmpEq, "CMPEQ", "a == b, as bool"},
+      {Op::Where, "WHERE", "cond ? a : b"},
+      {Op::Sum, "SUM", "sum over axes, kept as size 1"},
+      {Op::ReduceMax, "MAX_REDUCE", "maximum over axes, kept as size 1"},
+      {Op::Reshape, "RESHAPE", "same elements, new shape"},
+      {Op::Permute, "PERMUTE", "reorder axes"},
+      {Op::Expand, "EXPAND", "broadcast size-1 axes"},
+      {Op::Pad, "PAD", "grow axes, filling with a value"},
+      {Op::Shrink, "SHRINK", "take a sub-range of each axis"},
+      {Op::Flip, "FLIP", "reverse axes"},
+      {Op::Contiguous, "CONTIGUOUS", "materialise into a row-major buffer"},
+  };
+  return table;
+}
+
+const char* op_name(Op op) {
+  for (auto& info : primitive_ops())
+    if (info.op == op) return info.name;
+  return "?";
+}
+
+bool is_unary(Op op) { return op >= Op::Neg && op <= Op::Cast; }
+bool is_binary(Op op) { return op >= Op::Add && op <= Op::CmpEq; }
+bool is_elementwise(Op op) { return is_unary(op) || is_binary(op) || op == Op::Where; }
+bool is_reduce(Op op) { return op == Op::Sum || op == Op::ReduceMax; }
+bool is_movement(Op op) { return op >= Op::Reshape && op <= Op::Flip; }
+
+}  // namespace tl

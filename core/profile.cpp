@@ -1,0 +1,47 @@
+#include "profile.h"
+
+#include <cstdio>
+
+namespace tl {
+
+namespace {
+thread_local ProfileCapture* current_capture = nullptr;
+}
+
+ProfileCapture::ProfileCapture() : parent_(current_capture) { current_capture = this; }
+ProfileCapture::~ProfileCapture() { current_capture = parent_; }
+
+void ProfileCapture::add(const ProfileRecord& r) {
+  for (auto* c = current_capture; c; c = c->parent_) c->records_.push_back(r);
+}
+
+double ProfileCapture::total_seconds() const {
+  double t = 0;
+  for (auto& r : records_) t += r.seconds;
+  return t;
+}
+
+std::string format_profile_table(const std::vector<ProfileRecord>& records) {
+  std::string out;
+  char line[512];
+  std::snprintf(line, sizeof line, "%4s  %-28s %-14s %-18s %10s %9s %9s\n", "#", "kernel", "device", "launch",
+                "time (us)", "GFLOP/s", "GB/s");
+  out += line;
+  double total = 0;
+  for (size_t i = 0; i < records.size(); ++i) {
+    auto& r = records[i];
+    auto& k = *r.kernel;
+    std::string launch = std::to_string(k.global[0]);
+    if (k.global[1] > 1 || k.global[2] > 1) launch += "x" + std::to_string(k.global[1]) + "x" + std::to_string(k.global[2]);
+    if (k.local[0] > 0) launch += "/" + std::to_string(k.local[0]);
+    std::snprintf(line, sizeof line, "%4zu  %-28s %-14s %-18s %10.1f %9.2f %9.2f\n", i, k.name.c_str(),
+                  k.device.c_str(), launch.c_str(), r.seconds * 1e6, r.gflops(), r.gbps());
+    out += line;
+    total += r.seconds;
+  }
+  std::snprintf(line, sizeof line, "%zu kernels, %.3f ms in kernels\n", records.size(), total * 1e3);
+  out += line;
+  return out;
+}
+
+}  // namespace tl

@@ -1,0 +1,121 @@
+#include "realize.h"
+
+#include <atomic>
+#include <map>
+#include <mutex>
+
+#include "codegen/render.h"
+#include "codegen/templates.h"
+#include "runtime/registry.h"
+#include "schedule.h"
+
+namespace tl {
+
+namespace {
+thread_local const std::atomic<bool>* cancel_flag = nullptr;
+
+std::mutex memo_mutex;
+std::map<std::pair<std::string, std::string>, std::shared_ptr<Program>>& memo() {
+  static std::map<std::pair<std::string, std::string>, std::shared_ptr<Program>> m;
+  return m;
+}
+
+bool has_gemm(const Device& d) {
+  auto& k = embedded_kernels();
+  return (d.dialect().name == "c" && k.count("gemm_cpu.c")) || (d.dialect().name == "opencl" && k.count("gemm.cl"));
+}
+
+std::shared_ptr<KernelInfo> describe(const KernelPlan& plan, const RenderedKernel& r, const Device& device) {
+  auto info = std::make_shared<KernelInfo>();
+  info->name = r.name;
+  info->device = device.name();
+  info->ops = r.ops;
+  for (auto& n : plan.fused) info->node_ids.push_back(n->id);
+  info->output_node = plan.output->id;
+  for (auto& n : plan.inputs) info->input_nodes.push_back(n->id);
+  info->output_shape = shape_str(plan.output->shape);
+  for (int i = 0; i < 3; ++i) info->global[i] = r.global[i], info->local[i] = r.local[i];
+  info->flops = r.flops;
+  info->bytes = r.bytes;
+  info->source = r.source;
+  return info;
+}
+}  // namespace
+
+void set_cancel_flag(const std::atomic<bool>* flag) { cancel_flag = flag; }
+
+std::shared_ptr<Program> compile_kernel(Device& device, const std::string& name, const std::string& source, bool* hit) {
+  auto key = std::make_pair(device.name(), source);
+  {
+    std::lock_guard lock(memo_mutex);
+    if (auto it = memo().find(key); it != memo().end()) {
+      if (hit) *hit = true;
+      return it->second;
+    }
+  }
+  auto program = device.compile(name, source);
+  if (hit) *hit = program->cache_hit;
+  std::lock_guard lock(memo_mutex);
+  memo()[key] = program;
+  return program;
+}
+
+std::vector<KernelInfo> plan_kernels(const std::vector<NodeRef>& roots) {
+  std::vector<KernelInfo> out;
+  if (roots.empty()) return out;
+  Device& device = Registry::instance().get_available(roots[0]->device);
+  for (auto& plan : schedule(roots, has_gemm(device))) out.push_back(*describe(plan, render_kernel(plan, device), device));
+  return out;
+}
+
+void realize_nodes(const std::vector<NodeRef>& roots) {
+  std::map<std::string, std::vector<NodeRef>> by_device;
+  for (auto& r : roots)
+    if (r && !r->realized()) by_device[r->device].push_back(r);
+  for (auto& [name, group] : by_device) {
+    Device& device = Registry::instance().get_available(name);
+    auto plans = schedule(group, has_gemm(device));
+    // Buffers are attached only after every kernel succeeded, so a failure
+    // (compile error, lost device, cancel) leaves the graph as it was.
+    std::vector<std::pair<NodeRef, std::shared_ptr<Buffer>>> produced;
+    std::map<const Node*, Buffer*> pending;
+    for (auto& plan : plans) {
+      if (cancel_flag && cancel_flag->load()) throw Cancelled();
+      RenderedKernel r = render_kernel(plan, device);
+      auto info = describe(plan, r, device);
+      bool hit = false;
+      auto program = compile_kernel(device, r.name, r.source, &hit);
+      info->build_log = program->build_log;
+      info->cache_hit = hit;
+      const Node& out = *plan.output;
+      auto buffer = device.allocate(size_t(numel(out.shape)) * dtype_size(out.dtype));
+      LaunchArgs args;
+      args.buffers.push_back(buffer.get());
+      for (auto& in : plan.inputs) {
+        Buffer* b = in->realized() ? in->buffer.get() : pending.at(in.get());
+        if (b->device() != &device)
+          throw DeviceError("kernel " + r.name + " on " + device.name() + " reads a tensor that lives on " +
+                            b->device()->name() + "; use .to(\"" + device.name() + "\") first");
+        args.buffers.push_back(b);
+      }
+      for (int i = 0; i < 3; ++i) args.global[i] = r.global[i], args.local[i] = r.local[i];
+      ProfileRecord record;
+      record.seconds = numel(out.shape) ? program->launch(args) : 0;
+      record.kernel = info;
+      ProfileCapture::add(record);
+      pending[plan.output.get()] = buffer.get();
+      produced.emplace_back(plan.output, std::move(buffer));
+    }
+    for (auto& [node, buffer] : produced) {
+      node->buffer = std::move(buffer);
+      // A realized node that no gradient will flow through forgets how it was
+      // made, so long-running loops do not keep every step's graph alive.
+      if (!node->requires_grad) {
+        node->src.clear();
+        node->matmul.reset();
+      }
+    }
+  }
+}
+
+}  // namespace tl

@@ -1,0 +1,198 @@
+// The CPU device: kernels rendered to C, compiled by the system compiler into
+// a shared library, loaded with dlopen and run over both cores.
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "cache.h"
+#include "device.h"
+#include "registry.h"
+#include "thread_pool.h"
+
+namespace tl {
+
+namespace {
+
+class HostBuffer : public Buffer {
+ public:
+  HostBuffer(Device* d, size_t bytes) : Buffer(d, bytes), data(new (std::align_val_t(64)) unsigned char[bytes ? bytes : 1]()) {}
+  ~HostBuffer() override { ::operator delete[](data, std::align_val_t(64)); }
+  unsigned char* data;
+};
+
+using KernelFn = void (*)(int, int, void**);
+
+class CpuProgram : public Program {
+ public:
+  CpuProgram(void* handle, KernelFn fn, ThreadPool& pool) : handle_(handle), fn_(fn), pool_(pool) {}
+  ~CpuProgram() override { dlclose(handle_); }
+  double launch(const LaunchArgs& args) override {
+    std::vector<void*> ptrs;
+    for (auto* b : args.buffers) ptrs.push_back(static_cast<HostBuffer*>(b)->data);
+    void** raw = ptrs.data();
+    auto t0 = std::chrono::steady_clock::now();
+    pool_.parallel_for(args.global[0], [&](int64_t s, int64_t e) { fn_(int(s), int(e), raw); });
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+ private:
+  void* handle_;
+  KernelFn fn_;
+  ThreadPool& pool_;
+};
+
+// Runs a shell command, returning its exit status and everything it printed.
+int run_capture(const std::string& cmd, std::string& output) {
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return -1;
+  std::array<char, 4096> buf;
+  size_t got;
+  while ((got = std::fread(buf.data(), 1, buf.size(), p)) > 0) output.append(buf.data(), got);
+  int status = ::pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
+
+class CpuDevice : public Device {
+ public:
+  CpuDevice() : pool_(std::max(1u, std::thread::hardware_concurrency())) {
+    info_.name = "cpu";
+    info_.kind = "CPU";
+    info_.description = cpu_model();
+    info_.vendor = "host";
+    info_.platform = "C via the system compiler";
+    info_.compute_units = int(pool_.size());
+    info_.global_memory = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
+    info_.fp64 = true;
+    info_.language_version = "C11";
+    find_compiler();
+    dialect_.name = "c";
+    dialect_.preamble = "#include <math.h>\n";
+    dialect_.kernel_prefix = "void";
+    dialect_.buffers_in_array = true;
+    dialect_.restrict_kw = "restrict";
+    dialect_.parallel_open = "for (int gid = start; gid < end; ++gid) {";
+  }
+
+  const DeviceInfo& info() const override { return info_; }
+  const Dialect& dialect() const override { return dialect_; }
+
+  std::shared_ptr<Buffer> allocate(size_t bytes) override { return std::make_shared<HostBuffer>(this, bytes); }
+  void copy_in(Buffer& dst, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(static_cast<HostBuffer&>(dst).data, src, bytes);
+  }
+  void copy_out(const Buffer& src, void* dst, size_t bytes) override {
+    if (bytes) std::memcpy(dst, static_cast<const HostBuffer&>(src).data, bytes);
+  }
+
+  std::shared_ptr<Program> compile(const std::string& name, const std::string& source) override {
+    if (!info_.available) throw DeviceError("cpu: " + info_.unavailable_reason);
+    const std::string flags = "-O3 -march=native -std=gnu11 -fPIC -shared -fno-math-errno -Wall -Wno-unused-variable";
+    std::string key = cache_key(source, flags, info_.description, compiler_version_);
+    std::string so_path = cache_path(key, ".so");
+    std::string log;
+    bool hit = false;
+    if (auto cached_log = cache_read(cache_path(key, ".log")); cached_log && std::filesystem::exists(so_path)) {
+      log = *cached_log;
+      hit = true;
+    } else {
+      namespace fs = std::filesystem;
+      std::error_code ec;
+      fs::path dir = fs::temp_directory_path(ec) / ("tinylens-" + std::to_string(::getpid()));
+      fs::create_directories(dir, ec);
+      static std::atomic<int> counter{0};
+      std::string stem = (dir / (name + "_" + std::to_string(counter++))).string();
+      {
+        std::ofstream out(stem + ".c");
+        out << source;
+        if (!out) throw DeviceError("cpu: cannot write the kernel source to " + stem + ".c");
+      }
+      // Compile next to its cache entry, then rename into place: readers never
+      // see a half-written library. An unwritable cache falls back to temp.
+      fs::create_directories(fs::path(so_path).parent_path(), ec);
+      std::string out_path = ec ? stem + ".so" : so_path + ".tmp" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
+      std::string cmd = compiler_ + " " + flags + " -o '" + out_path + "' '" + stem + ".c'";
+      int status = run_capture(cmd, log);
+      fs::remove(stem + ".c", ec);
+      if (status != 0) {
+        fs::remove(out_path, ec);
+        throw CompileError("cpu: kernel " + name + " failed to compile (" + compiler_ + " exit " +
+                               std::to_string(status) + "):\n" + log,
+                           source, log);
+      }
+      if (out_path != stem + ".so") {
+        fs::rename(out_path, so_path, ec);
+        if (ec || !cache_write(cache_path(key, ".log"), log)) so_path = out_path;
+      } else {
+        so_path = out_path;
+      }
+    }
+    void* handle = dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      const char* why = dlerror();
+      if (hit) {  // a damaged cache entry: drop it and build again
+        std::error_code ec;
+        std::filesystem::remove(cache_path(key, ".log"), ec);
+        return compile(name, source);
+      }
+      throw DeviceError("cpu: cannot load kernel " + name + ": " + (why ? why : "dlopen failed"));
+    }
+    auto fn = reinterpret_cast<KernelFn>(dlsym(handle, name.c_str()));
+    if (!fn) {
+      dlclose(handle);
+      throw CompileError("cpu: kernel " + name + " has no entry point named " + name, source, log);
+    }
+    auto program = std::make_shared<CpuProgram>(handle, fn, pool_);
+    program->build_log = log;
+    program->cache_hit = hit;
+    return program;
+  }
+
+ private:
+  void find_compiler() {
+    std::vector<std::string> candidates;
+    if (const char* cc = std::getenv("CC"); cc && *cc) candidates.push_back(cc);
+    for (const char* c : {"cc", "gcc", "clang"}) candidates.push_back(c);
+    for (auto& c : candidates) {
+      std::string out;
+      if (run_capture(c + " --version", out) == 0) {
+        compiler_ = c;
+        compiler_version_ = first_line(out);
+        info_.driver_version = compiler_version_;
+        return;
+      }
+    }
+    info_.available = false;
+    info_.unavailable_reason = "no C compiler found (tried $CC, cc, gcc, clang); install gcc to run kernels on the CPU";
+  }
+
+  DeviceInfo info_;
+  Dialect dialect_;
+  ThreadPool pool_;
+  std::string compiler_, compiler_version_;
+};
+
+}  // namespace
+
+std::vector<std::shared_ptr<Device>> enumerate_cpu_devices() { return {std::make_shared<CpuDevice>()}; }
+
+}  // namespace tl

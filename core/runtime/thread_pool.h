@@ -1,0 +1,33 @@
+// A tiny pool that runs fn(start, end) over slices of [0, n) on every core.
+// Kernels on the CPU device are launched through it.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tl {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(unsigned threads);
+  ~ThreadPool();
+  unsigned size() const { return unsigned(workers_.size()) + 1; }
+  // Splits [0, n) into one contiguous slice per thread (the caller runs one).
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+
+ private:
+  void work(unsigned index);
+  std::vector<std::thread> workers_;
+  std::mutex mutex_, launch_;
+  std::condition_variable wake_, done_;
+  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  int64_t n_ = 0;
+  uint64_t generation_ = 0;
+  unsigned pending_ = 0;
+  bool stop_ = false;
+};
+
+}  // namespace tl

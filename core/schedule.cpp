@@ -1,0 +1,136 @@
+#include "schedule.h"
+
+#include <functional>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace tl {
+
+namespace {
+
+// A value read by several consumers is recomputed in each of them when its
+// fused expression is at most this many ops; above that it gets a buffer.
+constexpr int kRecomputeLimit = 8;
+
+struct Planner {
+  bool gemm;
+  std::vector<Node*> order;  // unrealized nodes, sources first
+  std::unordered_map<Node*, std::vector<Node*>> consumers;
+  std::unordered_set<Node*> visited, materialised;
+
+  bool is_gemm(Node* n) const { return gemm && n->op == Op::Sum && n->matmul; }
+
+  // The edges the scheduler follows: a GEMM reads its two operands, not the
+  // generic multiply-and-sum graph kept for autograd.
+  std::vector<Node*> inputs_of(Node* n) const {
+    std::vector<Node*> out;
+    if (is_gemm(n)) {
+      out = {n->matmul->a.get(), n->matmul->b.get()};
+    } else {
+      for (auto& s : n->src) out.push_back(s.get());
+    }
+    return out;
+  }
+
+  void visit(Node* root) {
+    // iterative DFS: model graphs are deep enough to make recursion risky
+    std::vector<std::pair<Node*, size_t>> stack{{root, 0}};
+    if (root->realized() || !visited.insert(root).second) return;
+    while (!stack.empty()) {
+      auto& [n, i] = stack.back();
+      auto ins = inputs_of(n);
+      if (i < ins.size()) {
+        Node* s = ins[i++];
+        if (!s->realized()) {
+          consumers[s].push_back(n);
+          if (visited.insert(s).second) stack.push_back({s, 0});
+        }
+      } else {
+        order.push_back(n);
+        stack.pop_back();
+      }
+    }
+  }
+
+  void decide(const std::vector<NodeRef>& roots) {
+    std::unordered_map<Node*, int> effective, cost;
+    for (auto& r : roots)
+      if (!r->realized()) effective[r.get()] += 1;
+    // consumers come after their sources in `order`, so walk it backwards
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      Node* n = *it;
+      for (Node* c : consumers[n]) effective[n] += is_movement(c->op) ? effective[c] : 1;
+    }
+    std::unordered_set<Node*> root_set;
+    for (auto& r : roots) root_set.insert(r.get());
+    for (Node* n : order) {
+      bool m = root_set.count(n) || is_reduce(n->op) || n->op == Op::Contiguous;
+      if (is_gemm(n)) {
+        materialised.insert(n->matmul->a.get());
+        materialised.insert(n->matmul->b.get());
+      }
+      int c = is_elementwise(n->op) ? 1 : 0;
+      for (Node* s : inputs_of(n))
+        if (!s->realized() && !materialised.count(s)) c += cost[s];
+      cost[n] = c;
+      if (is_elementwise(n->op) && effective[n] > 1 && c > kRecomputeLimit) m = true;
+      if (m) materialised.insert(n);
+    }
+    // operands marked after their own visit still need to count
+    for (Node* n : order)
+      if (is_gemm(n)) {
+        materialised.insert(n->matmul->a.get());
+        materialised.insert(n->matmul->b.get());
+      }
+  }
+
+  KernelPlan plan_for(Node* out, const std::unordered_map<Node*, NodeRef>& refs) {
+    KernelPlan p;
+    p.output = refs.at(out);
+    if (is_gemm(out)) {
+      p.kind = KernelPlan::Kind::Gemm;
+      p.inputs = {out->matmul->a, out->matmul->b};
+      p.fused = {p.output};
+      return p;
+    }
+    p.kind = is_reduce(out->op) ? KernelPlan::Kind::Reduce : KernelPlan::Kind::Elementwise;
+    std::unordered_set<Node*> seen;
+    std::function<void(const NodeRef&)> walk = [&](const NodeRef& n) {
+      if (!seen.insert(n.get()).second) return;
+      bool leaf = n.get() != out && (n->realized() || materialised.count(n.get()));
+      if (leaf) {
+        p.inputs.push_back(n);
+        return;
+      }
+      for (auto& s : n->src) walk(s);
+      p.fused.push_back(n);
+    };
+    walk(p.output);
+    return p;
+  }
+};
+
+}  // namespace
+
+std::vector<KernelPlan> schedule(const std::vector<NodeRef>& roots, bool gemm) {
+  Planner planner{gemm, {}, {}, {}, {}};
+  for (auto& r : roots) planner.visit(r.get());
+  planner.decide(roots);
+  std::unordered_map<Node*, NodeRef> refs;
+  std::function<void(const NodeRef&)> index = [&](const NodeRef& n) {
+    if (n->realized() || refs.count(n.get())) return;
+    refs[n.get()] = n;
+    for (auto& s : n->src) index(s);
+    if (n->matmul) {
+      index(n->matmul->a);
+      index(n->matmul->b);
+    }
+  };
+  for (auto& r : roots) index(r);
+  std::vector<KernelPlan> plans;
+  for (Node* n : planner.order)
+    if (planner.materialised.count(n) && !n->realized()) plans.push_back(planner.plan_for(n, refs));
+  return plans;
+}
+
+}  // namespace tl

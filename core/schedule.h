@@ -1,0 +1,24 @@
+// Graph -> kernels. Elementwise chains fuse into one kernel; elementwise
+// producers fuse into the reduction that consumes them; movement ops become
+// index arithmetic. A node gets its own buffer (is "materialised") when it is
+// a root, a reduction, a Contiguous, a GEMM operand, or an expensive value
+// read by several consumers.
+#pragma once
+#include <vector>
+
+#include "ops.h"
+
+namespace tl {
+
+struct KernelPlan {
+  enum class Kind { Elementwise, Reduce, Gemm } kind = Kind::Elementwise;
+  NodeRef output;               // the node whose buffer the kernel writes
+  std::vector<NodeRef> inputs;  // nodes with buffers by the time it runs; parameters 1..n
+  std::vector<NodeRef> fused;   // nodes computed inside, sources first
+};
+
+// Kernels in execution order. `gemm` says whether the target device has a
+// GEMM template; without one, matmuls stay generic reductions.
+std::vector<KernelPlan> schedule(const std::vector<NodeRef>& roots, bool gemm);
+
+}  // namespace tl
