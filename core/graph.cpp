@@ -1,0 +1,64 @@
+#include "graph.h"
+
+#include <unordered_set>
+
+namespace tl {
+
+static std::string describe(const Node& n) {
+  auto list = [](const std::vector<int64_t>& v) {
+    std::string s = "(";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + ")";
+  };
+  auto pairs = [](const std::vector<int64_t>& v) {
+    std::string s = "(";
+    for (size_t i = 0; i + 1 < v.size(); i += 2)
+      s += (i ? ", (" : "(") + std::to_string(v[i]) + ", " + std::to_string(v[i + 1]) + ")";
+    return s + ")";
+  };
+  switch (n.op) {
+    case Op::Const: return "value " + std::to_string(n.value);
+    case Op::Sum: case Op::ReduceMax: return "axes " + list(n.arg);
+    case Op::Permute: return "order " + list(n.arg);
+    case Op::Reshape: case Op::Expand: return "to " + shape_str(n.shape);
+    case Op::Pad: return "pad " + pairs(n.arg) + " with " + std::to_string(n.value);
+    case Op::Shrink: return "ranges " + pairs(n.arg);
+    case Op::Flip: return "axes " + list(n.arg);
+    case Op::Cast: return std::string("to ") + dtype_name(n.dtype);
+    default: return n.matmul ? "matmul " + std::to_string(n.matmul->batch) + "x" + std::to_string(n.matmul->m) + "x" +
+                                   std::to_string(n.matmul->n) + "x" + std::to_string(n.matmul->k)
+                             : "";
+  }
+}
+
+std::vector<GraphNode> snapshot_graph(const std::vector<NodeRef>& roots) {
+  std::vector<GraphNode> out;
+  std::unordered_set<const Node*> seen;
+  std::vector<std::pair<const Node*, size_t>> stack;
+  for (auto& r : roots) {
+    if (!r || !seen.insert(r.get()).second) continue;
+    stack.push_back({r.get(), 0});
+    while (!stack.empty()) {
+      auto& [n, i] = stack.back();
+      if (i < n->src.size()) {
+        const Node* s = n->src[i++].get();
+        if (seen.insert(s).second) stack.push_back({s, 0});
+        continue;
+      }
+      GraphNode g;
+      g.id = n->id;
+      g.op = n->realized() && !n->src.empty() ? op_name(n->op) : (n->realized() ? "BUFFER" : op_name(n->op));
+      g.scope = n->scope;
+      g.shape = n->shape;
+      g.dtype = n->dtype;
+      g.detail = describe(*n);
+      for (auto& s : n->src) g.inputs.push_back(s->id);
+      g.realized = n->realized();
+      out.push_back(std::move(g));
+      stack.pop_back();
+    }
+  }
+  return out;  // sources before their consumers
+}
+
+}  // namespace tl
