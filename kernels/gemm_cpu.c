@@ -228,10 +228,18 @@ static int thin_block(float* restrict c, const float* restrict a, const float* r
 #pragma GCC unroll 4
         for (int q = 0; q < 4; ++q) *(vfu*)(c + i * G_N + j + q * VW) = acc[q];
       }
-      for (; j < ne; ++j) {
-        float s = 0.0f;
-        for (ptrdiff_t p = 0; p < G_K; ++p) s += ai[p * SA2] * b[p * SB1 + j];
-        c[i * G_N + j] = s;
+      // Last columns: same, one vector at a time, then one float at a time.
+      for (; j + VW <= ne; j += VW) {
+        vf acc = {0};
+        for (ptrdiff_t p = 0; p < G_K; ++p) acc += *(const vfu*)(b + p * SB1 + j) * ai[p * SA2];
+        *(vfu*)(c + i * G_N + j) = acc;
+      }
+      if (j < ne) {
+        float acc[VW] = {0};
+        const int rem = ne - j;
+        for (ptrdiff_t p = 0; p < G_K; ++p)
+          for (int l = 0; l < rem && l < VW; ++l) acc[l] += ai[p * SA2] * b[p * SB1 + j + l];
+        for (int l = 0; l < rem && l < VW; ++l) c[i * G_N + j + l] = acc[l];
       }
     }
     return 1;
