@@ -151,6 +151,7 @@ def make_images(expected):
     img.save(path("rgb.png"))
     img.save(path("rgb.bmp"))
     img.save(path("rgb.tga"))
+    img.save(path("rgb_rle.tga"), compression="tga_rle")
     img.save(path("rgb.ppm"))
     Image.fromarray(rgb[..., 0], "L").save(path("grey.png"))
     Image.fromarray(np.stack([rgb[..., 1], rgb[..., 2]], -1), "LA").save(path("grey_alpha.png"))
@@ -231,6 +232,22 @@ def make_resize_goldens(expected):
     }
 
 
+def record_real_model(expected):
+    """A few values of the downloaded model (scripts/setup), if present."""
+    model = os.path.join(HERE, "..", "resources", "models", "efficientnet-lite0-57934424.pth")
+    if not os.path.exists(model):
+        print("note: resources/models has no EfficientNet-Lite0; run scripts/setup to record its values")
+        return
+    sd = torch.load(model)
+    picked = {}
+    for k in ["_conv_stem.weight", "_fc.bias", "_blocks.15._project_conv.weight", "_bn1.num_batches_tracked"]:
+        t = sd[k]
+        e = expected_tensor(t)
+        picked[k] = {"dtype": e["dtype"], "shape": e["shape"], "first": e["values"][:5],
+                     "sum": float(t.double().sum())}
+    expected["efficientnet_lite0"] = {"keys": len(sd), "tensors": picked}
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     torch.manual_seed(0)
@@ -240,6 +257,7 @@ def main():
     make_safetensors(expected)
     make_images(expected)
     make_resize_goldens(expected)
+    record_real_model(expected)
     with open(path("expected.json"), "w") as f:
         json.dump(expected, f, indent=1)
         f.write("\n")

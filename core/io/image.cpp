@@ -1,6 +1,7 @@
 #include "core/io/image.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <iterator>
@@ -17,8 +18,9 @@
 #define STBI_ONLY_GIF
 #define STBI_ONLY_TGA
 #define STBI_ONLY_PNM
-// stb's own guard, in case a format's info() and load() ever disagree.
-#define STBI_MAX_DIMENSIONS 16384
+// No STBI_MAX_DIMENSIONS here: stb would then refuse big PNGs in info() as
+// "unknown image type", hiding the size; our own limit below names it, and
+// stb's default (2^24 per side) still guards its arithmetic.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
 #pragma GCC diagnostic ignored "-Wunused-but-set-variable"
@@ -34,10 +36,90 @@ namespace {
 
 std::string size_str(int64_t w, int64_t h) { return std::to_string(w) + "x" + std::to_string(h); }
 
+IOError too_large(const std::string& name, int64_t w, int64_t h) {
+  return IOError("image '" + name + "' is too large: " + size_str(w, h) + " pixels (limit " +
+                 std::to_string(kMaxImageSide) + " per side and " + std::to_string(kMaxImagePixels / 1'000'000) +
+                 " megapixels)");
+}
+
+IOError decode_error(const std::string& name) {
+  // stb's reasons are terse ("outofdata", "bad huffman code") and for
+  // truncated PNG chunks even a cut-off chunk name, so say what they mean.
+  return IOError("cannot decode image '" + name + "': corrupt or truncated image data (stb_image: " +
+                 stbi_failure_reason() + ")");
+}
+
 void check_size(int w, int h, const char* what) {
   if (w < 1 || h < 1 || w > kMaxImageSide || h > kMaxImageSide || int64_t(w) * h > kMaxImagePixels)
     throw ShapeError(std::string(what) + ": size " + size_str(w, h) + " is outside 1.." +
                      std::to_string(kMaxImageSide) + " per side / " + std::to_string(kMaxImagePixels) + " pixels");
+}
+
+uint32_t le16(const std::vector<uint8_t>& b, size_t at) { return uint32_t(b[at]) | uint32_t(b[at + 1]) << 8; }
+uint32_t le32(const std::vector<uint8_t>& b, size_t at) { return le16(b, at) | le16(b, at + 2) << 16; }
+
+// stb_image reads past the end of a BMP, TGA or PNM as zeros (or, for PNM,
+// leaves the rest uninitialised) instead of failing, so for these formats we
+// check that the pixel data is all there before decoding. PNG, JPEG and GIF
+// detect truncation themselves.
+void check_complete(const std::vector<uint8_t>& b, int w, int h, const std::string& name) {
+  auto truncated = [&](uint64_t need) {
+    throw IOError("cannot decode image '" + name + "': file is truncated (needs at least " + std::to_string(need) +
+                  " bytes for " + size_str(w, h) + " pixels, has " + std::to_string(b.size()) + ")");
+  };
+  const uint64_t pixels = uint64_t(w) * uint64_t(h);
+  if (b.size() >= 2 && b[0] == 'B' && b[1] == 'M') {
+    if (b.size() < 34) truncated(34);
+    const uint32_t bpp = le16(b, 28), compression = le32(b, 30), offset = le32(b, 10);
+    if (compression == 0 || compression == 3 || compression == 6) {  // uncompressed rows
+      const uint64_t row = (uint64_t(w) * bpp + 31) / 32 * 4;
+      if (uint64_t(offset) + row * uint64_t(h) > b.size()) truncated(uint64_t(offset) + row * uint64_t(h));
+    }
+    return;
+  }
+  if (b.size() >= 2 && b[0] == 'P' && (b[1] == '5' || b[1] == '6')) {
+    size_t pos = 2;
+    uint64_t fields[3] = {0, 0, 0};
+    for (uint64_t& field : fields) {
+      while (pos < b.size() && (std::isspace(b[pos]) || b[pos] == '#')) {
+        if (b[pos] == '#')
+          while (pos < b.size() && b[pos] != '\n') ++pos;
+        else
+          ++pos;
+      }
+      while (pos < b.size() && std::isdigit(b[pos]) && field < (uint64_t(1) << 32))
+        field = field * 10 + uint64_t(b[pos++] - '0');
+    }
+    ++pos;  // the single whitespace byte before the samples
+    const uint64_t need = pos + pixels * (b[1] == '6' ? 3 : 1) * (fields[2] > 255 ? 2 : 1);
+    if (need > b.size()) truncated(need);
+    return;
+  }
+  const bool known_magic = (b.size() >= 8 && b[0] == 0x89 && b[1] == 'P') ||
+                           (b.size() >= 2 && b[0] == 0xff && b[1] == 0xd8) ||
+                           (b.size() >= 4 && b[0] == 'G' && b[1] == 'I' && b[2] == 'F');
+  if (known_magic) return;
+  if (b.size() < 18) truncated(18);
+  // TGA has no magic; stb tried it last, so this is one.
+  const uint32_t id_len = b[0], colormap_type = b[1], type = b[2];
+  const uint32_t colormap_len = le16(b, 5), colormap_bits = b[7], bits = b[16];
+  const uint64_t pixel_bytes = (bits + 7) / 8;
+  uint64_t pos = 18 + id_len + (colormap_type ? uint64_t(colormap_len) * ((colormap_bits + 7) / 8) : 0);
+  if (type == 1 || type == 2 || type == 3) {
+    if (pos + pixels * pixel_bytes > b.size()) truncated(pos + pixels * pixel_bytes);
+  } else if (type == 9 || type == 10 || type == 11) {
+    // Walk the run-length packets: a header byte, then one pixel repeated or
+    // `count` literal pixels.
+    uint64_t done = 0;
+    while (done < pixels) {
+      if (pos >= b.size()) truncated(pos + 1);
+      const uint8_t packet = b[pos++];
+      const uint64_t count = (packet & 0x7f) + 1u;
+      pos += (packet & 0x80) ? pixel_bytes : count * pixel_bytes;
+      done += count;
+    }
+    if (pos > b.size()) truncated(pos);
+  }
 }
 
 }  // namespace
@@ -49,13 +131,26 @@ Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name) {
                   " bytes is too large");
   const int len = int(bytes.size());
   int w = 0, h = 0, channels = 0;
-  if (!stbi_info_from_memory(bytes.data(), len, &w, &h, &channels))
+  if (!stbi_info_from_memory(bytes.data(), len, &w, &h, &channels)) {
+    // stb refuses PNGs above 2^30 bytes of pixels already in info() and then
+    // reports the last format it tried; read the size from IHDR ourselves so
+    // the message says what is wrong.
+    static const uint8_t kPng[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R'};
+    if (bytes.size() >= 24 && std::equal(std::begin(kPng), std::end(kPng), bytes.begin())) {
+      auto be32 = [&](size_t at) {
+        return uint32_t(bytes[at]) << 24 | uint32_t(bytes[at + 1]) << 16 | uint32_t(bytes[at + 2]) << 8 | bytes[at + 3];
+      };
+      const uint32_t pw = be32(16), ph = be32(20);
+      if (pw > uint32_t(kMaxImageSide) || ph > uint32_t(kMaxImageSide) || uint64_t(pw) * ph > uint64_t(kMaxImagePixels))
+        throw too_large(name, pw, ph);
+    }
     throw IOError("cannot decode image '" + name + "': " + stbi_failure_reason() +
                   " (supported: JPEG, PNG, BMP, GIF, TGA, PNM)");
+  }
   if (w < 1 || h < 1 || w > kMaxImageSide || h > kMaxImageSide || int64_t(w) * h > kMaxImagePixels)
-    throw IOError("image '" + name + "' is too large: " + size_str(w, h) + " pixels (limit " +
-                  std::to_string(kMaxImageSide) + " per side and " + std::to_string(kMaxImagePixels / 1'000'000) +
-                  " megapixels)");
+    throw too_large(name, w, h);
+
+  check_complete(bytes, w, h, name);
 
   Image img;
   int dw = 0, dh = 0, dc = 0;
@@ -63,7 +158,7 @@ Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name) {
   // Asking stb for 3 channels makes it replicate grey and drop alpha.
   if (stbi_is_16_bit_from_memory(bytes.data(), len)) {
     stbi_us* px = stbi_load_16_from_memory(bytes.data(), len, &dw, &dh, &dc, 3);
-    if (!px) throw IOError("cannot decode image '" + name + "': " + stbi_failure_reason());
+    if (!px) throw decode_error(name);
     if (dw != w || dh != h) {
       stbi_image_free(px);
       throw IOError("cannot decode image '" + name + "': header says " + size_str(w, h) + ", pixels are " +
@@ -74,7 +169,7 @@ Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name) {
     stbi_image_free(px);
   } else {
     stbi_uc* px = stbi_load_from_memory(bytes.data(), len, &dw, &dh, &dc, 3);
-    if (!px) throw IOError("cannot decode image '" + name + "': " + stbi_failure_reason());
+    if (!px) throw decode_error(name);
     if (dw != w || dh != h) {
       stbi_image_free(px);
       throw IOError("cannot decode image '" + name + "': header says " + size_str(w, h) + ", pixels are " +

@@ -170,16 +170,19 @@ std::vector<uint8_t> read_entry(zip_t* z, zip_uint64_t index, const std::string&
   return data;
 }
 
-StateDict load_zip(const std::string& path, uint64_t file_size) {
-  int code = 0;
-  std::unique_ptr<zip_t, ZipCloser> z(zip_open(path.c_str(), ZIP_RDONLY, &code));
+StateDict load_zip(const std::string& path, const std::vector<uint8_t>& file) {
+  const uint64_t file_size = file.size();
+  zip_error_t err;
+  zip_error_init(&err);
+  zip_source_t* source = zip_source_buffer_create(file.data(), file.size(), 0, &err);
+  std::unique_ptr<zip_t, ZipCloser> z(source ? zip_open_from_source(source, ZIP_RDONLY, &err) : nullptr);
   if (!z) {
-    zip_error_t err;
-    zip_error_init_with_code(&err, code);
     std::string why = zip_error_strerror(&err);
     zip_error_fini(&err);
+    if (source) zip_source_free(source);
     throw IOError("checkpoint '" + path + "' is not a readable zip archive: " + why + " (truncated file?)");
   }
+  zip_error_fini(&err);
   // The records live under one root folder whose name varies with the torch
   // version ("archive", or the file's stem); data.pkl tells us which.
   const zip_int64_t entries = zip_get_num_entries(z.get(), 0);
@@ -278,23 +281,25 @@ StateDict load_legacy(const std::string& path, const std::vector<uint8_t>& file)
 
 }  // namespace
 
+StateDict load_pth_bytes(const std::vector<uint8_t>& file, const std::string& path) {
+  if (file.empty()) throw IOError("checkpoint '" + path + "' is empty");
+  if (file.size() >= 4 && std::memcmp(file.data(), "PK\x03\x04", 4) == 0) return load_zip(path, file);
+  if (file[0] != 0x80)
+    throw IOError("'" + path + "' is not a PyTorch checkpoint (neither a zip archive nor a pickle)");
+  return load_legacy(path, file);
+}
+
 StateDict load_pth(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IOError("cannot open checkpoint '" + path + "'");
   in.seekg(0, std::ios::end);
   const std::streamoff size = in.tellg();
   if (size < 0) throw IOError("cannot read checkpoint '" + path + "'");
-  if (size == 0) throw IOError("checkpoint '" + path + "' is empty");
   in.seekg(0);
-  char head[4] = {};
-  in.read(head, std::min<std::streamoff>(4, size));
-  if (size >= 4 && std::memcmp(head, "PK\x03\x04", 4) == 0) return load_zip(path, uint64_t(size));
-  if (uint8_t(head[0]) != 0x80)
-    throw IOError("'" + path + "' is not a PyTorch checkpoint (neither a zip archive nor a pickle)");
   std::vector<uint8_t> file(static_cast<size_t>(size));
-  in.seekg(0);
-  if (!in.read(reinterpret_cast<char*>(file.data()), size)) throw IOError("cannot read checkpoint '" + path + "'");
-  return load_legacy(path, file);
+  if (size > 0 && !in.read(reinterpret_cast<char*>(file.data()), size))
+    throw IOError("cannot read checkpoint '" + path + "'");
+  return load_pth_bytes(file, path);
 }
 
 }  // namespace tl

@@ -6,7 +6,9 @@
 //    object, the storage keys) followed by the raw storages.
 // The pickles go through core/io/pickle.h, which never runs code.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/io/host_tensor.h"
 
@@ -18,5 +20,9 @@ namespace tl {
 // row-major order. Throws tl::IOError naming the file (and the tensor key
 // where one is involved) for anything malformed, truncated or refused.
 StateDict load_pth(const std::string& path);
+
+// The same from bytes already in memory (fuzzing, embedded resources);
+// `name` stands in for the file name in error messages.
+StateDict load_pth_bytes(const std::vector<uint8_t>& bytes, const std::string& name);
 
 }  // namespace tl

@@ -40,8 +40,9 @@ struct Entry {
 
 }  // namespace
 
-StateDict load_safetensors(const std::string& path) {
-  const std::vector<uint8_t> file = read_file(path);
+StateDict load_safetensors(const std::string& path) { return load_safetensors_bytes(read_file(path), path); }
+
+StateDict load_safetensors_bytes(const std::vector<uint8_t>& file, const std::string& path) {
   auto fail = [&](const std::string& why) { return IOError("safetensors file '" + path + "': " + why); };
   if (file.size() < 8)
     throw fail("only " + std::to_string(file.size()) + " bytes, too short for the 8-byte header length");
