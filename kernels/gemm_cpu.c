@@ -36,8 +36,9 @@
 #define UNIT ((ptrdiff_t)({{UNIT}}))
 #define UNITS_PER_BATCH ((ptrdiff_t)({{UNITS_PER_BATCH}}))
 
-// Tile shape: MR rows x NV vectors of VW floats. 2*MR*NV... accumulators plus
-// NV loads of B must stay below the register count, or the tile spills.
+// Tile shape: MR rows x NV vectors of VW floats. The MR*NV accumulators plus
+// NV vectors of B must fit the vector register file, or the tile spills.
+// MR=14 on AVX-512 also divides the 7*2^k row counts of image models.
 #if defined(__AVX512F__)
 #define VW 16
 #ifndef TL_MR
@@ -76,7 +77,8 @@
 #define NR (NV * VW)
 
 // Cache blocking: a KC x NR sliver of B stays in L1 while the MC x KC block of
-// A streams from L2; the KC x NC block of B is reused across all of A's rows.
+// A streams from L2; the KC x NC block of B (1 MiB with AVX-512) stays in L2
+// too and is reused across all of the thread's rows.
 #ifndef TL_KC
 #define TL_KC 256
 #endif
@@ -84,11 +86,12 @@
 #define TL_MC (MR * 12)
 #endif
 #ifndef TL_NC
-#define TL_NC (NR * 64)
+#define TL_NC (NR * 32)
 #endif
 // Up to this many rows, B is read in place instead of packed.
 #define THIN_ROWS 4
-#define KC TL_KC
+// K is cut into equal blocks of at most TL_KC (K=320 -> 2 x 160, not 256 + 64).
+#define KC ((G_K + (G_K + TL_KC - 1) / TL_KC - 1) / ((G_K + TL_KC - 1) / TL_KC))
 #define MC TL_MC
 #define NC TL_NC
 
@@ -100,10 +103,11 @@ typedef float vfu __attribute__((vector_size(VW * 4), aligned(4)));
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 
 // acc[i][j] += a[i] * b[j] over kc steps, then writes (or adds, when
-// `accumulate`) the tile to c. `nv` is a literal at every call so each copy is
-// specialised; the narrow one serves tiles of at most VW valid columns (N=16
-// layers) without doing the work of the wide one.
-static inline __attribute__((always_inline)) void micro_tile(int nv, ptrdiff_t kc, const float* restrict ap,
+// `accumulate`) the tile to c. `mr` and `nv` are literals at every call so each
+// copy is specialised: the short and narrow copies serve edge tiles of at most
+// MR/2 rows or VW columns (m=49, N=16 layers) without the work of a full one.
+// A panels keep their MR stride whatever mr is.
+static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptrdiff_t kc, const float* restrict ap,
                                                              const float* restrict bp, float* restrict c,
                                                              ptrdiff_t ldc, int accumulate, int rows, int cols) {
   vf acc[MR][NV];
@@ -118,7 +122,7 @@ static inline __attribute__((always_inline)) void micro_tile(int nv, ptrdiff_t k
 #pragma GCC unroll 8
     for (int j = 0; j < nv; ++j) b[j] = *(const vf*)(bp + j * VW);
 #pragma GCC unroll 64
-    for (int i = 0; i < MR; ++i) {
+    for (int i = 0; i < mr; ++i) {
       const float a = ap[i];
 #pragma GCC unroll 8
       for (int j = 0; j < nv; ++j) acc[i][j] += b[j] * a;
@@ -127,9 +131,9 @@ static inline __attribute__((always_inline)) void micro_tile(int nv, ptrdiff_t k
     bp += NR;
   }
 
-  if (rows == MR && cols == nv * VW) {
+  if (rows == mr && cols == nv * VW) {
 #pragma GCC unroll 64
-    for (int i = 0; i < MR; ++i)
+    for (int i = 0; i < mr; ++i)
 #pragma GCC unroll 8
       for (int j = 0; j < nv; ++j) {
         vfu* dst = (vfu*)(c + i * ldc + j * VW);
@@ -141,10 +145,10 @@ static inline __attribute__((always_inline)) void micro_tile(int nv, ptrdiff_t k
   // valid part is written.
   float tile[MR][NR] __attribute__((aligned(64)));
   // Already true; stated so the compiler sees the copy stays inside `tile`.
-  if (rows > MR) rows = MR;
+  if (rows > mr) rows = mr;
   if (cols > NR) cols = NR;
 #pragma GCC unroll 64
-  for (int i = 0; i < MR; ++i)
+  for (int i = 0; i < mr; ++i)
 #pragma GCC unroll 8
     for (int j = 0; j < nv; ++j) *(vf*)&tile[i][j * VW] = acc[i][j];
   for (int i = 0; i < rows; ++i)
@@ -315,10 +319,15 @@ static void gemm_block(float* restrict c, const float* restrict a, const float* 
             const int rows = (int)MIN(MR, mc - ir);
             float* ct = c + (ic + ir) * G_N + jc + jr;
             const float* ap = abuf + ir * kc;
-            if (NV > 1 && cols <= VW)
-              micro_tile(1, kc, ap, bp, ct, G_N, pc > 0, rows, cols);
+            const int narrow = NV > 1 && cols <= VW, short_tile = MR >= 4 && rows <= MR / 2;
+            if (narrow && short_tile)
+              micro_tile(MR / 2, 1, kc, ap, bp, ct, G_N, pc > 0, rows, cols);
+            else if (narrow)
+              micro_tile(MR, 1, kc, ap, bp, ct, G_N, pc > 0, rows, cols);
+            else if (short_tile)
+              micro_tile(MR / 2, NV, kc, ap, bp, ct, G_N, pc > 0, rows, cols);
             else
-              micro_tile(NV, kc, ap, bp, ct, G_N, pc > 0, rows, cols);
+              micro_tile(MR, NV, kc, ap, bp, ct, G_N, pc > 0, rows, cols);
           }
         }
       }
