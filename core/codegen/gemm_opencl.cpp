@@ -1,0 +1,103 @@
+// Specialises kernels/gemm.cl for one GEMM shape and one OpenCL device.
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "templates.h"
+
+namespace tl {
+
+namespace {
+
+struct GemmTiles {
+  int tm, tn, tk, wm, wn;
+  int threads() const { return (tm / wm) * (tn / wn); }
+  // Two buffers of A and B slices, each row padded by one float4.
+  uint64_t local_bytes() const { return 2ull * tk * ((tm + 4) + (tn + 4)) * sizeof(float); }
+};
+
+// Largest tile first: 128x128 with 8x8 per work-item is what a big GPU needs
+// to reach its FMA rate; smaller ones fit small devices and small problems
+// (a 128x128 tile on a 64x64 product would idle three quarters of the work).
+GemmTiles pick_tiles(const GemmShape& s, const DeviceInfo& info) {
+  static const GemmTiles gpu[] = {{128, 128, 16, 8, 8}, {64, 64, 16, 4, 4}, {32, 32, 8, 4, 4}, {16, 16, 8, 4, 4}};
+  // PoCL-style CPU devices run a work-group as loops over work-items, so a
+  // 64x64 tile with 4x4 per item keeps the working set in L1/L2.
+  static const GemmTiles cpu[] = {{64, 64, 16, 4, 4}, {32, 32, 8, 4, 4}, {16, 16, 8, 4, 4}};
+  const bool is_gpu = info.kind == "GPU";
+  const GemmTiles* begin = is_gpu ? std::begin(gpu) : std::begin(cpu);
+  const GemmTiles* end = is_gpu ? std::end(gpu) : std::end(cpu);
+  const uint64_t local = info.local_memory ? info.local_memory : 16 * 1024;
+  const size_t max_group = std::max<size_t>(1, info.max_work_group);
+  const int64_t units = std::max(1, info.compute_units);
+  for (const GemmTiles* t = begin; t != end; ++t) {
+    if (t->local_bytes() > local || static_cast<size_t>(t->threads()) > max_group) continue;
+    const int64_t groups = ((s.m + t->tm - 1) / t->tm) * ((s.n + t->tn - 1) / t->tn) * std::max<int64_t>(1, s.batch);
+    if (t + 1 != end && is_gpu && groups < units) continue;  // a smaller tile keeps more units busy
+    return *t;
+  }
+  return *(end - 1);
+}
+
+}  // namespace
+
+TemplateKernel render_gemm_opencl(const GemmShape& s, const std::string& name, const DeviceInfo& info) {
+  if (s.batch < 0 || s.m < 0 || s.n < 0 || s.k < 0)
+    throw ShapeError(std::string("gemm: negative size batch=").append(std::to_string(s.batch)).append(" m=")
+                         .append(std::to_string(s.m)).append(" n=").append(std::to_string(s.n)).append(" k=")
+                         .append(std::to_string(s.k)));
+  const GemmTiles t = pick_tiles(s, info);
+
+  // 32-bit index math when every element reachable fits; strides are
+  // non-negative element counts.
+  auto reach = [](int64_t b, int64_t r, int64_t c, const int64_t* st) -> int64_t {
+    return std::max<int64_t>(0, b - 1) * std::abs(st[0]) + std::max<int64_t>(0, r - 1) * std::abs(st[1]) +
+           std::max<int64_t>(0, c - 1) * std::abs(st[2]);
+  };
+  const bool negative = std::min({s.a_strides[0], s.a_strides[1], s.a_strides[2], s.b_strides[0], s.b_strides[1],
+                                  s.b_strides[2]}) < 0;
+  const int64_t padded_m = (s.m + t.tm - 1) / t.tm * t.tm, padded_n = (s.n + t.tn - 1) / t.tn * t.tn;
+  const int64_t padded_k = (s.k + t.tk - 1) / t.tk * t.tk;
+  const int64_t largest = std::max({reach(s.batch, padded_m, padded_k, s.a_strides),
+                                    reach(s.batch, padded_k, padded_n, s.b_strides), s.batch * s.m * s.n});
+  const bool wide = negative || largest >= (int64_t{1} << 31);
+
+  // Walk each operand's tile along its unit-stride (or smaller-stride) axis.
+  const bool a_k_fast = std::abs(s.a_strides[2]) <= std::abs(s.a_strides[1]);
+  const bool b_n_fast = std::abs(s.b_strides[2]) <= std::abs(s.b_strides[1]);
+
+  auto str = [](int64_t v) { return std::to_string(v); };
+  TemplateKernel out;
+  out.source = specialise(embedded_kernel("gemm.cl"),
+                          {{"NAME", name},
+                           {"M", str(s.m)},
+                           {"N", str(s.n)},
+                           {"K", str(s.k)},
+                           {"SA0", str(s.a_strides[0])},
+                           {"SA1", str(s.a_strides[1])},
+                           {"SA2", str(s.a_strides[2])},
+                           {"SB0", str(s.b_strides[0])},
+                           {"SB1", str(s.b_strides[1])},
+                           {"SB2", str(s.b_strides[2])},
+                           {"TM", str(t.tm)},
+                           {"TN", str(t.tn)},
+                           {"TK", str(t.tk)},
+                           {"WM", str(t.wm)},
+                           {"WN", str(t.wn)},
+                           {"A_K_FAST", a_k_fast ? "1" : "0"},
+                           {"B_N_FAST", b_n_fast ? "1" : "0"},
+                           {"EVEN_M", s.m % t.tm == 0 ? "1" : "0"},
+                           {"EVEN_N", s.n % t.tn == 0 ? "1" : "0"},
+                           {"EVEN_K", s.k % t.tk == 0 ? "1" : "0"},
+                           {"IDX", wide ? "long" : "int"}});
+  const int tx = t.tn / t.wn, ty = t.tm / t.wm;
+  out.global[0] = (s.n + t.tn - 1) / t.tn * tx;
+  out.global[1] = (s.m + t.tm - 1) / t.tm * ty;
+  out.global[2] = s.batch;
+  out.local[0] = tx;
+  out.local[1] = ty;
+  out.local[2] = 1;
+  return out;
+}
+
+}  // namespace tl
