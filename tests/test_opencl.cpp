@@ -1,0 +1,412 @@
+// The OpenCL device on every platform the ICD loader lists (PoCL here):
+// enumeration facts, build logs, compile errors, the binary cache, the GEMM
+// template against a double-precision CPU loop, and a generic kernel in the
+// dialect's form. Skips when no OpenCL device exists.
+#include <QtTest/QtTest>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "core/codegen/templates.h"
+#include "core/runtime/registry.h"
+
+#ifdef TL_HAVE_OPENCL
+#include "core/runtime/opencl.h"
+#endif
+
+using namespace tl;
+
+namespace {
+
+#ifdef TL_HAVE_OPENCL
+// A dialect-form elementwise kernel: c[gid] = a[gid] + b[gid] for gid < n.
+std::string add_kernel(const Dialect& d, const std::string& name, long n) {
+  std::string open = d.parallel_open;
+  open.replace(open.find("{n}"), 3, std::to_string(n));
+  const std::string q = d.global_qualifier;
+  return d.preamble + d.kernel_prefix + " " + name + "(" + q + "float* " + d.restrict_kw + " c, " + q + "const float* " +
+         d.restrict_kw + " a, " + q + "const float* " + d.restrict_kw + " b) {\n  " + open +
+         "\n    c[gid] = a[gid] + b[gid];\n  " + d.parallel_close + "\n}\n";
+}
+
+// Runs the add kernel on n elements; returns false with a reason on a wrong value.
+bool run_add(Device& dev, Program& program, long n, double* seconds, QString* why) {
+  const float guard = -12345.0f;
+  std::vector<float> a(n), b(n), c(n + 16, guard);
+  for (long i = 0; i < n; ++i) {
+    a[i] = 0.5f * i;
+    b[i] = 3.0f - i;
+  }
+  auto bc = dev.allocate((n + 16) * sizeof(float)), ba = dev.allocate(n * sizeof(float)),
+       bb = dev.allocate(n * sizeof(float));
+  dev.copy_in(*bc, c.data(), c.size() * sizeof(float));
+  dev.copy_in(*ba, a.data(), n * sizeof(float));
+  dev.copy_in(*bb, b.data(), n * sizeof(float));
+  LaunchArgs args;
+  args.buffers = {bc.get(), ba.get(), bb.get()};
+  args.global[0] = n;
+  double t = program.launch(args);
+  if (seconds) *seconds = t;
+  dev.copy_out(*bc, c.data(), c.size() * sizeof(float));
+  for (long i = 0; i < n; ++i)
+    if (c[i] != a[i] + b[i]) {
+      *why = QString("c[%1] = %2, expected %3").arg(i).arg(c[i]).arg(a[i] + b[i]);
+      return false;
+    }
+  for (long i = n; i < n + 16; ++i)
+    if (c[i] != guard) {
+      *why = QString("write past the end at %1").arg(i);
+      return false;
+    }
+  return true;
+}
+
+std::pair<int, int> indices_of(const Device& d) {
+  int p = -1, i = -1;
+  std::sscanf(d.name().c_str(), "opencl:%d:%d", &p, &i);
+  return {p, i};
+}
+
+GemmShape contiguous(int64_t batch, int64_t m, int64_t n, int64_t k) {
+  GemmShape s;
+  s.batch = batch;
+  s.m = m;
+  s.n = n;
+  s.k = k;
+  s.a_strides[0] = m * k;
+  s.a_strides[1] = k;
+  s.a_strides[2] = 1;
+  s.b_strides[0] = k * n;
+  s.b_strides[1] = n;
+  s.b_strides[2] = 1;
+  return s;
+}
+
+// One element past the largest index a strided operand reaches.
+int64_t extent(int64_t b, int64_t r, int64_t c, const int64_t* st) {
+  if (b == 0 || r == 0 || c == 0) return 1;
+  return (b - 1) * st[0] + (r - 1) * st[1] + (c - 1) * st[2] + 1;
+}
+
+struct GemmRun {
+  std::vector<float> c, a, b;
+  double seconds = 0;
+  bool guard_intact = true;
+};
+
+GemmRun run_gemm(Device& dev, const GemmShape& s, const std::string& name, bool random = true) {
+  GemmRun r;
+  r.a.resize(extent(s.batch, s.m, s.k, s.a_strides));
+  r.b.resize(extent(s.batch, s.k, s.n, s.b_strides));
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (auto& x : r.a) x = random ? u(rng) : 0.5f;
+  for (auto& x : r.b) x = random ? u(rng) : 0.25f;
+  const size_t count = s.batch * s.m * s.n, guard = 64;
+  std::vector<float> c(count + guard, 777.0f);
+  TemplateKernel tk = render_gemm_opencl(s, name, dev.info());
+  auto program = dev.compile(name, tk.source);
+  auto bc = dev.allocate(c.size() * sizeof(float)), ba = dev.allocate(r.a.size() * sizeof(float)),
+       bb = dev.allocate(r.b.size() * sizeof(float));
+  dev.copy_in(*bc, c.data(), c.size() * sizeof(float));
+  dev.copy_in(*ba, r.a.data(), r.a.size() * sizeof(float));
+  dev.copy_in(*bb, r.b.data(), r.b.size() * sizeof(float));
+  LaunchArgs args;
+  args.buffers = {bc.get(), ba.get(), bb.get()};
+  for (int d = 0; d < 3; ++d) {
+    args.global[d] = tk.global[d];
+    args.local[d] = tk.local[d];
+  }
+  r.seconds = program->launch(args);
+  dev.copy_out(*bc, c.data(), c.size() * sizeof(float));
+  for (size_t i = count; i < c.size(); ++i) r.guard_intact &= c[i] == 777.0f;
+  c.resize(count);
+  r.c = std::move(c);
+  return r;
+}
+
+std::vector<float> reference_gemm(const GemmShape& s, const std::vector<float>& a, const std::vector<float>& b) {
+  std::vector<float> c(s.batch * s.m * s.n);
+  for (int64_t p = 0; p < s.batch; ++p)
+    for (int64_t i = 0; i < s.m; ++i)
+      for (int64_t j = 0; j < s.n; ++j) {
+        double acc = 0;
+        for (int64_t k = 0; k < s.k; ++k)
+          acc += double(a[p * s.a_strides[0] + i * s.a_strides[1] + k * s.a_strides[2]]) *
+                 b[p * s.b_strides[0] + k * s.b_strides[1] + j * s.b_strides[2]];
+        c[(p * s.m + i) * s.n + j] = float(acc);
+      }
+  return c;
+}
+#endif
+
+}  // namespace
+
+class TestOpenCL : public QObject {
+  Q_OBJECT
+
+#ifdef TL_HAVE_OPENCL
+  QTemporaryDir cache_home_;
+  std::vector<std::shared_ptr<Device>> devices_;
+#endif
+
+ private slots:
+  void initTestCase() {
+#ifndef TL_HAVE_OPENCL
+    QSKIP("built without OpenCL");
+#else
+    QVERIFY(cache_home_.isValid());
+    // Before anything reads it: the kernel cache (and PoCL's own) go here.
+    qputenv("XDG_CACHE_HOME", cache_home_.path().toUtf8());
+    for (auto& d : enumerate_opencl_devices())
+      if (d->available()) devices_.push_back(d);
+    if (devices_.empty()) QSKIP("no available OpenCL device");
+    for (auto& d : devices_) qInfo("testing %s: %s", d->name().c_str(), d->info().description.c_str());
+#endif
+  }
+
+#ifdef TL_HAVE_OPENCL
+  void errorNames() {
+    QCOMPARE(cl_error_name(-5), std::string("CL_OUT_OF_RESOURCES"));
+    QCOMPARE(cl_error_name(-4), std::string("CL_MEM_OBJECT_ALLOCATION_FAILURE"));
+    QCOMPARE(cl_error_name(-52), std::string("CL_INVALID_KERNEL_ARGS"));
+    QCOMPARE(cl_error_name(-11), std::string("CL_BUILD_PROGRAM_FAILURE"));
+    QCOMPARE(cl_error_name(-1001), std::string("CL_PLATFORM_NOT_FOUND_KHR"));
+    QCOMPARE(cl_error_name(-4242), std::string("CL_ERROR(-4242)"));
+  }
+
+  void enumerationFacts() {
+    for (auto& d : devices_) {
+      const DeviceInfo& i = d->info();
+      auto [p, n] = indices_of(*d);
+      QVERIFY2(p >= 0 && n >= 0, i.name.c_str());
+      QVERIFY(!i.description.empty());
+      QVERIFY(!i.vendor.empty());
+      QVERIFY(!i.platform.empty());
+      QVERIFY(!i.driver_version.empty());
+      QVERIFY2(i.language_version.rfind("OpenCL C ", 0) == 0, i.language_version.c_str());
+      QVERIFY(i.kind == "CPU" || i.kind == "GPU" || i.kind == "Accelerator");
+      QVERIFY(i.compute_units >= 1);
+      QVERIFY(i.clock_mhz >= 0);
+      QVERIFY(i.global_memory >= (uint64_t{64} << 20));
+      QVERIFY(i.local_memory >= 1024);
+      QVERIFY(i.max_work_group >= 1);
+      QVERIFY(!i.extensions.empty());
+      auto has = [&](const char* e) { return std::find(i.extensions.begin(), i.extensions.end(), e) != i.extensions.end(); };
+      QCOMPARE(i.fp64, has("cl_khr_fp64"));
+      QCOMPARE(i.fp16, has("cl_khr_fp16"));
+      QCOMPARE(d->dialect().name, std::string("opencl"));
+      if (i.platform.find("Portable Computing Language") != std::string::npos) {
+        QCOMPARE(i.kind, std::string("CPU"));
+        QVERIFY(i.max_work_group >= 256);
+      }
+      // A second object for the same indices reports the same facts.
+      auto again = open_opencl_device(p, n);
+      QVERIFY(again);
+      QCOMPARE(again->info().description, i.description);
+      QCOMPARE(again->info().name, i.name);
+    }
+    QVERIFY(!open_opencl_device(1000, 0));
+    QVERIFY(!open_opencl_device(0, 1000));
+  }
+
+  void warningIsKeptInBuildLog() {
+    const std::string src =
+        "#warning tinylens_deliberate_warning\n"
+        "__kernel void warns(__global float* c) {\n"
+        "  int unused_variable = 3;\n"
+        "  c[get_global_id(0)] = 2.0f;\n"
+        "}\n";
+    for (auto& d : devices_) {
+      auto program = d->compile("warns", src);
+      QVERIFY2(program->build_log.find("tinylens_deliberate_warning") != std::string::npos,
+               ("build log was: " + program->build_log).c_str());
+      auto buf = d->allocate(4 * sizeof(float));
+      LaunchArgs args;
+      args.buffers = {buf.get()};
+      args.global[0] = 4;
+      program->launch(args);
+      float out[4] = {};
+      d->copy_out(*buf, out, sizeof(out));
+      for (float v : out) QCOMPARE(v, 2.0f);
+    }
+  }
+
+  void syntaxErrorThrowsCompileError() {
+    const std::string bad = "__kernel void broken(__global float* c) {\n  c[0] = 1.0f +;\n}\n";
+    for (auto& d : devices_) {
+      bool thrown = false;
+      try {
+        d->compile("broken", bad);
+      } catch (const CompileError& e) {
+        thrown = true;
+        const std::string what = e.what();
+        QVERIFY2(what.find("broken") != std::string::npos, e.what());
+        QVERIFY2(what.find("CL_BUILD_PROGRAM_FAILURE") != std::string::npos, e.what());
+        QVERIFY2(e.log.find("error") != std::string::npos, e.log.c_str());
+        QCOMPARE(e.source, bad);
+      }
+      QVERIFY(thrown);
+      // The device is still fine.
+      QVERIFY(d->available());
+      auto program = d->compile("after_error", add_kernel(d->dialect(), "after_error", 100));
+      QString why;
+      QVERIFY2(run_add(*d, *program, 100, nullptr, &why), qPrintable(why));
+    }
+  }
+
+  void binaryCacheHitsInFreshDevice() {
+    // A token unique to this run keeps an older cache from answering.
+    const std::string token = std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+    for (auto& d : devices_) {
+      const std::string src = "// run " + token + "\n#warning cached_warning_text\n" +
+                              add_kernel(d->dialect(), "cached_add", 1000);
+      auto [p, n] = indices_of(*d);
+      auto first = open_opencl_device(p, n);
+      auto a = first->compile("cached_add", src);
+      QVERIFY(!a->cache_hit);
+      first.reset();  // nothing in memory survives
+
+      auto second = open_opencl_device(p, n);
+      auto b = second->compile("cached_add", src);
+      QVERIFY(b->cache_hit);
+      QVERIFY2(b->build_log.find("cached_warning_text") != std::string::npos, b->build_log.c_str());
+      QString why;
+      QVERIFY2(run_add(*second, *b, 1000, nullptr, &why), qPrintable(why));
+
+      // A program outlives the device object that built it.
+      second.reset();
+      QVERIFY(b->build_log.size() > 0);
+
+      // Corrupt every cached binary: the next compile rebuilds from source.
+      namespace fs = std::filesystem;
+      int corrupted = 0;
+      for (auto& entry : fs::recursive_directory_iterator(cache_home_.path().toStdString()))
+        if (entry.is_regular_file() && entry.path().extension() == ".clbin") {
+          std::ofstream(entry.path(), std::ios::binary | std::ios::trunc) << "TLCLBIN1 not a binary at all";
+          ++corrupted;
+        }
+      QVERIFY(corrupted >= 1);
+      auto third = open_opencl_device(p, n);
+      auto c = third->compile("cached_add", src);
+      QVERIFY(!c->cache_hit);
+      QVERIFY2(run_add(*third, *c, 1000, nullptr, &why), qPrintable(why));
+      // ... and the rebuilt binary is cached again.
+      auto fourth = open_opencl_device(p, n);
+      QVERIFY(fourth->compile("cached_add", src)->cache_hit);
+    }
+  }
+
+  void genericKernelAndProfiling() {
+    for (auto& d : devices_) {
+      for (long n : {1L, 1000L, 1L << 20}) {
+        const std::string name = "add_" + std::to_string(n);
+        auto program = d->compile(name, add_kernel(d->dialect(), name, n));
+        double seconds = 0;
+        QString why;
+        QVERIFY2(run_add(*d, *program, n, &seconds, &why), qPrintable(why));
+        if (n == (1L << 20)) QVERIFY2(seconds > 0, "profiling event reported no time");
+      }
+    }
+  }
+
+  void emptyBuffersAndBadLaunches() {
+    for (auto& d : devices_) {
+      auto empty = d->allocate(0);
+      QCOMPARE(empty->bytes(), size_t(0));
+      d->copy_in(*empty, nullptr, 0);
+      d->copy_out(*empty, nullptr, 0);
+      auto program = d->compile("add_empty", add_kernel(d->dialect(), "add_empty", 0));
+      LaunchArgs args;
+      args.buffers = {empty.get(), empty.get(), empty.get()};
+      args.global[0] = 0;
+      QCOMPARE(program->launch(args), 0.0);
+
+      // Mistakes of the caller are DeviceErrors and leave the device usable.
+      args.buffers = {empty.get()};
+      args.global[0] = 1;
+      QVERIFY_THROWS_EXCEPTION(DeviceError, program->launch(args));
+      float four[4] = {};
+      QVERIFY_THROWS_EXCEPTION(DeviceError, d->copy_in(*empty, four, sizeof(four)));
+      auto [p, n] = indices_of(*d);
+      auto other = open_opencl_device(p, n);
+      auto foreign = other->allocate(16);
+      args.buffers = {foreign.get(), foreign.get(), foreign.get()};
+      QVERIFY_THROWS_EXCEPTION(DeviceError, program->launch(args));
+      QVERIFY(d->available());
+    }
+  }
+
+  void gemmTemplateMatchesCpu_data() {
+    QTest::addColumn<int>("which");
+    const char* names[] = {"1x1x1", "17x33x5", "64x64x64", "129x65x257", "batch3 stride-0 B", "transposed A",
+                           "transposed B batch 2", "k=0"};
+    for (int i = 0; i < 8; ++i) QTest::newRow(names[i]) << i;
+  }
+
+  void gemmTemplateMatchesCpu() {
+    QFETCH(int, which);
+    GemmShape s;
+    switch (which) {
+      case 0: s = contiguous(1, 1, 1, 1); break;
+      case 1: s = contiguous(1, 17, 33, 5); break;
+      case 2: s = contiguous(1, 64, 64, 64); break;
+      case 3: s = contiguous(1, 129, 65, 257); break;
+      case 4:
+        s = contiguous(3, 19, 23, 31);
+        s.b_strides[0] = 0;  // one B shared by the batch
+        break;
+      case 5:
+        s = contiguous(1, 37, 41, 29);
+        s.a_strides[1] = 1;  // A stored k x m
+        s.a_strides[2] = 37;
+        break;
+      case 6:
+        s = contiguous(2, 70, 90, 45);
+        s.b_strides[1] = 1;  // B stored n x k
+        s.b_strides[2] = 45;
+        break;
+      default: s = contiguous(1, 5, 6, 0); break;
+    }
+    for (auto& d : devices_) {
+      GemmRun r = run_gemm(*d, s, "gemm_case_" + std::to_string(which));
+      std::vector<float> ref = reference_gemm(s, r.a, r.b);
+      QVERIFY2(r.guard_intact, "GEMM wrote past the end of C");
+      double scale = 0;
+      for (float v : ref) scale = std::max(scale, double(std::fabs(v)));
+      for (size_t i = 0; i < ref.size(); ++i) {
+        const double err = std::fabs(double(r.c[i]) - ref[i]);
+        QVERIFY2(err <= 1e-4 * (std::fabs(ref[i]) + scale) + 1e-30,
+                 qPrintable(QString("%1 at %2: %3 vs %4").arg(d->name().c_str()).arg(i).arg(r.c[i]).arg(ref[i])));
+      }
+    }
+  }
+
+  // Reports, does not assert speed: GEMM n=1024 and the add kernel's bandwidth.
+  void benchmark() {
+    for (auto& d : devices_) {
+      const int n = 1024;
+      GemmShape s = contiguous(1, n, n, n);
+      GemmRun r = run_gemm(*d, s, "gemm_bench", false);
+      // Constant inputs: every element is n * 0.5 * 0.25 exactly.
+      QCOMPARE(r.c[0], float(n) * 0.125f);
+      QCOMPARE(r.c.back(), float(n) * 0.125f);
+      double best = r.seconds;
+      const long count = 1L << 22;
+      auto program = d->compile("add_bench", add_kernel(d->dialect(), "add_bench", count));
+      double add_seconds = 0;
+      QString why;
+      QVERIFY2(run_add(*d, *program, count, &add_seconds, &why), qPrintable(why));
+      qInfo("%s GEMM %dx%dx%d: %.2f ms = %.1f GFLOP/s; add of %ld floats: %.3f ms = %.1f GB/s", d->name().c_str(), n,
+            n, n, best * 1e3, 2.0 * n * n * n / best * 1e-9, count, add_seconds * 1e3,
+            3.0 * count * sizeof(float) / add_seconds * 1e-9);
+    }
+  }
+#endif
+};
+
+QTEST_GUILESS_MAIN(TestOpenCL)
+#include "test_opencl.moc"
