@@ -479,6 +479,22 @@ class TestIO : public QObject {
 #endif
   }
 
+  void jpegHuffmanOverflowRefused() {
+#ifndef TL_HAVE_IMAGES
+    QSKIP("built without stb_image");
+#else
+    // Debian's stb would write past its Huffman tables for > 256 symbols.
+    auto bytes = read_bytes(fixture("blocks.jpg"));
+    size_t dht = 0;
+    for (size_t i = 2; i + 1 < bytes.size() && !dht; ++i)
+      if (bytes[i] == 0xff && bytes[i + 1] == 0xc4) dht = i;
+    QVERIFY(dht > 0);
+    for (size_t i = 0; i < 16; ++i) bytes[dht + 5 + i] = 0xff;  // 16 x 255 symbols
+    const QString msg = io_error_of([&] { tl::decode_image(bytes, "evil.jpg"); });
+    QVERIFY2(msg.contains("Huffman table with 4080 symbols") && msg.contains("evil.jpg"), qPrintable(msg));
+#endif
+  }
+
   void hugeImageGuard_data() {
     QTest::addColumn<QByteArray>("bytes");
     QTest::addColumn<QString>("size");

@@ -122,6 +122,45 @@ void check_complete(const std::vector<uint8_t>& b, int w, int h, const std::stri
   }
 }
 
+// Debian 12's stb_image (2022-09 snapshot) trusts the symbol counts of a
+// JPEG Huffman table: more than 256 symbols write past its fixed tables (a
+// heap overflow, fixed upstream later). Walk the markers and refuse such
+// tables before stb sees them. Progressive JPEGs define tables between scans,
+// so the walk continues through the entropy-coded data.
+void check_jpeg_tables(const std::vector<uint8_t>& b, const std::string& name) {
+  size_t pos = 2;
+  while (pos + 1 < b.size()) {
+    if (b[pos] != 0xff) {  // entropy-coded data
+      ++pos;
+      continue;
+    }
+    const uint8_t marker = b[pos + 1];
+    if (marker == 0xff) {  // fill byte
+      ++pos;
+      continue;
+    }
+    if (marker == 0x00 || marker == 0x01 || (marker >= 0xd0 && marker <= 0xd8)) {  // stuffing, TEM, RSTn, SOI
+      pos += 2;
+      continue;
+    }
+    if (marker == 0xd9 || pos + 4 > b.size()) return;  // EOI, or cut short: stb reports that
+    const size_t length = size_t(b[pos + 2]) << 8 | b[pos + 3];
+    const size_t end = pos + 2 + length;
+    if (marker == 0xc4) {
+      size_t p = pos + 4;
+      while (p < end && p + 17 <= b.size()) {
+        size_t symbols = 0;
+        for (size_t i = 1; i <= 16; ++i) symbols += b[p + i];
+        if (symbols > 256)
+          throw IOError("cannot decode image '" + name + "': corrupt JPEG (Huffman table with " +
+                        std::to_string(symbols) + " symbols, at most 256 are possible)");
+        p += 17 + symbols;
+      }
+    }
+    pos = std::max(end, pos + 2);
+  }
+}
+
 }  // namespace
 
 Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name) {
@@ -130,6 +169,7 @@ Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name) {
     throw IOError("cannot decode image '" + name + "': file of " + std::to_string(bytes.size()) +
                   " bytes is too large");
   const int len = int(bytes.size());
+  if (bytes.size() >= 2 && bytes[0] == 0xff && bytes[1] == 0xd8) check_jpeg_tables(bytes, name);
   int w = 0, h = 0, channels = 0;
   if (!stbi_info_from_memory(bytes.data(), len, &w, &h, &channels)) {
     // stb refuses PNGs above 2^30 bytes of pixels already in info() and then
