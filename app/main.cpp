@@ -1,0 +1,53 @@
+// tinylens: the Qt window. `tinylens [--device NAME] [--screenshot FILE] [MODEL] [IMAGE]`
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QFileInfo>
+#include <QTimer>
+#include <cstdio>
+#include <cstdlib>
+
+#include "ui/main_window.h"
+
+int main(int argc, char** argv) {
+  // Without a display Qt would abort in its platform plugin; exit cleanly so
+  // scripts/run can fall back to tinylens-cli.
+  auto unset = [](const char* name) {
+    const char* v = std::getenv(name);
+    return !v || !*v;
+  };
+  if (unset("QT_QPA_PLATFORM") && unset("DISPLAY") && unset("WAYLAND_DISPLAY")) {
+    std::fprintf(stderr, "tinylens: no display (DISPLAY, WAYLAND_DISPLAY and QT_QPA_PLATFORM are unset); "
+                         "use tinylens-cli, or run under xvfb-run\n");
+    return 3;
+  }
+  QApplication app(argc, argv);
+  QApplication::setOrganizationName("tinylens");
+  QApplication::setApplicationName("tinylens");
+  QApplication::setApplicationVersion("0.1");
+
+  QCommandLineParser parser;
+  parser.setApplicationDescription("Model explorer: op graph, kernels, sources and timings per device.");
+  parser.addHelpOption();
+  parser.addVersionOption();
+  QCommandLineOption device("device", "Run on this device (cpu, opencl:0:0, ...).", "name");
+  QCommandLineOption screenshot("screenshot", "Save a grab of the window after the first result and exit.", "file");
+  parser.addOption(device);
+  parser.addOption(screenshot);
+  parser.addPositionalArgument("model", "A built-in model name or a .pth / .safetensors file (optional).");
+  parser.addPositionalArgument("image", "An image to classify (optional).");
+  parser.process(app);
+
+  tlui::MainWindow window;
+  if (parser.isSet(screenshot)) window.setScreenshotPath(parser.value(screenshot));
+  if (parser.isSet(device)) window.setDevice(parser.value(device));
+  window.show();
+
+  QString model, image;
+  for (const QString& arg : parser.positionalArguments()) {
+    if (tlui::MainWindow::isModelFile(arg) || arg == "efficientnet-lite0") model = arg;
+    else image = arg;
+  }
+  if (!model.isEmpty()) window.openModel(model);
+  if (!image.isEmpty()) window.openImage(image);
+  return app.exec();
+}

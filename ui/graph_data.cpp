@@ -1,0 +1,176 @@
+#include "graph_data.h"
+
+#include <graphviz/gvc.h>
+
+#include <QRegularExpression>
+#include <QStringList>
+#include <mutex>
+#include <set>
+
+namespace tlui {
+
+QString groupKeyOf(const std::string& scope) {
+  const QStringList parts = QString::fromStdString(scope).split('.', Qt::SkipEmptyParts);
+  for (int i = 1; i < parts.size(); ++i) {
+    bool number = false;
+    parts[i].toInt(&number);
+    if (number) return parts.mid(0, i + 1).join('.');
+  }
+  return parts.size() > 1 ? parts[0] : QString();
+}
+
+std::map<uint64_t, int> kernelOfNodes(const std::vector<tl::ProfileRecord>& records) {
+  std::map<uint64_t, int> out;
+  for (size_t i = 0; i < records.size(); ++i) {
+    for (uint64_t id : records[i].kernel->node_ids) out[id] = int(i);
+    out[records[i].kernel->output_node] = int(i);
+  }
+  return out;
+}
+
+DisplayGraph buildOpGraph(const std::vector<tl::GraphNode>& graph, const std::vector<tl::ProfileRecord>& records,
+                          const QSet<QString>& expanded) {
+  DisplayGraph g;
+  auto kernelOf = kernelOfNodes(records);
+  std::map<uint64_t, int> displayOf;  // graph node id -> display node
+  std::map<QString, int> groupNode;
+  std::map<int, std::set<int>> groupKernels;
+  for (const auto& n : graph) {
+    QString key = groupKeyOf(n.scope);
+    auto k = kernelOf.find(n.id);
+    int kernel = k == kernelOf.end() ? -1 : k->second;
+    if (!key.isEmpty() && !expanded.contains(key)) {
+      auto it = groupNode.find(key);
+      if (it == groupNode.end()) {
+        DisplayNode d;
+        d.group = true;
+        d.groupKey = key;
+        it = groupNode.emplace(key, int(g.nodes.size())).first;
+        g.nodes.push_back(d);
+      }
+      g.nodes[size_t(it->second)].members.push_back(n.id);
+      if (kernel >= 0) groupKernels[it->second].insert(kernel);
+      displayOf[n.id] = it->second;
+      continue;
+    }
+    DisplayNode d;
+    d.groupKey = key;
+    d.members = {n.id};
+    d.kernel = kernel;
+    d.label = QString::fromStdString(n.op);
+    if (kernel >= 0) d.seconds = records[size_t(kernel)].seconds;
+    displayOf[n.id] = int(g.nodes.size());
+    g.nodes.push_back(d);
+  }
+  for (auto& [index, kernels] : groupKernels)
+    for (int k : kernels) g.nodes[size_t(index)].seconds += records[size_t(k)].seconds;
+  for (auto& d : g.nodes)
+    if (d.group) d.label = QString("%1\n%2 ops").arg(d.groupKey).arg(d.members.size());
+  std::set<std::pair<int, int>> seen;
+  for (const auto& n : graph) {
+    int to = displayOf[n.id];
+    for (uint64_t in : n.inputs) {
+      auto it = displayOf.find(in);
+      if (it == displayOf.end() || it->second == to) continue;
+      if (seen.insert({it->second, to}).second) g.edges.push_back({it->second, to});
+    }
+  }
+  for (auto& d : g.nodes) g.maxSeconds = std::max(g.maxSeconds, d.seconds);
+  return g;
+}
+
+DisplayGraph buildKernelGraph(const std::vector<tl::ProfileRecord>& records) {
+  DisplayGraph g;
+  std::map<uint64_t, int> writer;  // node id -> newest kernel that wrote it
+  std::set<std::pair<int, int>> seen;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const auto& k = *records[i].kernel;
+    DisplayNode d;
+    d.kernel = int(i);
+    d.seconds = records[i].seconds;
+    d.label = QString("%1\n%2 ms").arg(QString::fromStdString(k.name)).arg(records[i].seconds * 1e3, 0, 'f', 3);
+    d.members = k.node_ids;
+    for (uint64_t in : k.input_nodes) {
+      auto it = writer.find(in);
+      if (it != writer.end() && seen.insert({it->second, int(i)}).second) g.edges.push_back({it->second, int(i)});
+    }
+    writer[k.output_node] = int(i);
+    g.nodes.push_back(d);
+    g.maxSeconds = std::max(g.maxSeconds, d.seconds);
+  }
+  return g;
+}
+
+namespace {
+std::mutex graphviz_mutex;
+
+Agsym_t* declare(Agraph_t* g, int kind, const char* name, const char* fallback) {
+  return agattr(g, kind, const_cast<char*>(name), const_cast<char*>(fallback));
+}
+}  // namespace
+
+GraphLayout layoutGraph(const DisplayGraph& dg) {
+  GraphLayout out;
+  if (dg.nodes.empty()) return out;
+  std::lock_guard<std::mutex> lock(graphviz_mutex);
+  GVC_t* gvc = gvContext();
+  Agraph_t* g = agopen(const_cast<char*>("g"), Agdirected, nullptr);
+  declare(g, AGRAPH, "rankdir", "TB");
+  declare(g, AGRAPH, "nodesep", "0.25");
+  declare(g, AGRAPH, "ranksep", "0.35");
+  Agsym_t* shape = declare(g, AGNODE, "shape", "box");
+  Agsym_t* label = declare(g, AGNODE, "label", "");
+  Agsym_t* fontsize = declare(g, AGNODE, "fontsize", "10");
+  Agsym_t* margin = declare(g, AGNODE, "margin", "0.08,0.04");
+  (void)shape;
+  (void)margin;
+  std::vector<Agnode_t*> nodes;
+  nodes.reserve(dg.nodes.size());
+  for (size_t i = 0; i < dg.nodes.size(); ++i) {
+    QByteArray name = QByteArray("n").append(QByteArray::number(qulonglong(i)));
+    Agnode_t* n = agnode(g, name.data(), 1);
+    QByteArray text = dg.nodes[i].label.toUtf8();
+    agxset(n, label, text.data());
+    if (dg.nodes[i].group) agxset(n, fontsize, const_cast<char*>("12"));
+    nodes.push_back(n);
+  }
+  std::vector<Agedge_t*> edges;
+  for (auto& e : dg.edges) edges.push_back(agedge(g, nodes[size_t(e.from)], nodes[size_t(e.to)], nullptr, 1));
+  if (gvLayout(gvc, g, "dot") != 0) {
+    out.error = "Graphviz could not lay out the graph";
+  } else {
+    boxf bb = GD_bb(g);
+    out.width = bb.UR.x - bb.LL.x;
+    out.height = bb.UR.y - bb.LL.y;
+    auto flip = [&](pointf p) { return std::make_pair(p.x - bb.LL.x, bb.UR.y - p.y); };
+    for (auto* n : nodes) {
+      NodeLayout l;
+      auto c = flip(ND_coord(n));
+      l.x = c.first;
+      l.y = c.second;
+      l.w = ND_width(n) * 72.0;
+      l.h = ND_height(n) * 72.0;
+      out.nodes.push_back(l);
+    }
+    for (auto* e : edges) {
+      EdgeLayout l;
+      // agedge returns the existing edge for a repeated pair; the splines
+      // live on whichever edge Graphviz kept, so an empty one stays empty.
+      if (e && ED_spl(e) && ED_spl(e)->size > 0) {
+        const bezier& b = ED_spl(e)->list[0];
+        for (int i = 0; i < b.size; ++i) l.points.push_back(flip(b.list[i]));
+        if (b.eflag) {
+          l.hasTip = true;
+          l.tip = flip(b.ep);
+        }
+      }
+      out.edges.push_back(std::move(l));
+    }
+    gvFreeLayout(gvc, g);
+  }
+  agclose(g);
+  gvFreeContext(gvc);
+  return out;
+}
+
+}  // namespace tlui

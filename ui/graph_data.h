@@ -1,0 +1,68 @@
+// What the graph pane draws: the op graph with repeated blocks collapsed, or
+// the kernel graph after scheduling. Built from plain core data, so it can be
+// made and laid out on any thread.
+#pragma once
+#include <QSet>
+#include <QString>
+#include <map>
+#include <vector>
+
+#include "core/graph.h"
+#include "core/profile.h"
+
+namespace tlui {
+
+struct DisplayNode {
+  QString label;        // shown in the box
+  bool group = false;   // a collapsed block ("blocks.3")
+  QString groupKey;     // the block this node belongs to / is
+  std::vector<uint64_t> members;  // graph node ids (one for a primitive node)
+  int kernel = -1;      // record index (primitive node or kernel graph node)
+  double seconds = 0;   // time of the kernels it went into
+};
+
+struct DisplayEdge {
+  int from = 0, to = 0;
+};
+
+struct DisplayGraph {
+  std::vector<DisplayNode> nodes;
+  std::vector<DisplayEdge> edges;
+  double maxSeconds = 0;
+};
+
+// "blocks.3.conv2d" -> "blocks.3"; "stem.conv2d" -> "stem"; "conv2d" -> "".
+// The prefix up to the first numbered component is one repeated block; a
+// scope without numbers is grouped by its first component when it has more.
+QString groupKeyOf(const std::string& scope);
+
+// Primitive node id -> index of the record whose kernel computed it.
+std::map<uint64_t, int> kernelOfNodes(const std::vector<tl::ProfileRecord>& records);
+
+// The op graph with every group not in `expanded` drawn as one box.
+DisplayGraph buildOpGraph(const std::vector<tl::GraphNode>& graph, const std::vector<tl::ProfileRecord>& records,
+                          const QSet<QString>& expanded);
+
+// One box per kernel; an edge where a kernel reads another's output.
+DisplayGraph buildKernelGraph(const std::vector<tl::ProfileRecord>& records);
+
+struct NodeLayout {
+  double x = 0, y = 0, w = 0, h = 0;  // centre and size, in points, y down
+};
+struct EdgeLayout {
+  std::vector<std::pair<double, double>> points;  // cubic Bezier control points (1 + 3n)
+  bool hasTip = false;                            // the arrowhead's point, beyond the curve
+  std::pair<double, double> tip;
+};
+struct GraphLayout {
+  std::vector<NodeLayout> nodes;
+  std::vector<EdgeLayout> edges;  // same order as DisplayGraph::edges
+  double width = 0, height = 0;
+  QString error;
+};
+
+// Graphviz "dot" on the graph. Thread-safe (serialised: Graphviz keeps global
+// state), meant to run off the UI thread.
+GraphLayout layoutGraph(const DisplayGraph& graph);
+
+}  // namespace tlui

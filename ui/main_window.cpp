@@ -1,0 +1,383 @@
+#include "main_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDockWidget>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QFile>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QProgressBar>
+#include <QSettings>
+#include <QStatusBar>
+#include <QTimer>
+#include <QToolButton>
+
+namespace tlui {
+
+namespace {
+constexpr int kMaxRecent = 10;
+
+QDockWidget* makeDock(QMainWindow* window, const QString& title, const QString& objectName, QWidget* content) {
+  auto* dock = new QDockWidget(title, window);
+  dock->setObjectName(objectName);
+  dock->setWidget(content);
+  dock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable |
+                    QDockWidget::DockWidgetClosable);
+  return dock;
+}
+}  // namespace
+
+bool MainWindow::isModelFile(const QString& path) {
+  const QString suffix = QFileInfo(path).suffix().toLower();
+  return suffix == "pth" || suffix == "pt" || suffix == "safetensors" || suffix == "onnx";
+}
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Session(this)) {
+  setWindowTitle("tinylens");
+  setAcceptDrops(true);
+  setDockOptions(QMainWindow::AnimatedDocks | QMainWindow::AllowTabbedDocks | QMainWindow::AllowNestedDocks);
+  image_ = new ImagePane;
+  model_ = new ModelPane;
+  devices_ = new DevicePane;
+  graph_ = new GraphPane;
+  kernels_ = new KernelPane;
+  source_ = new SourcePane;
+  compare_ = new ComparePane;
+  buildDocks();
+  buildMenus();
+
+  status_ = new QLabel(tr("Ready. Drop an image to classify it."));
+  progress_ = new QProgressBar;
+  progress_->setRange(0, 100);
+  progress_->setMaximumWidth(200);
+  progress_->hide();
+  cancel_ = new QToolButton;
+  cancel_->setText(tr("Cancel"));
+  cancel_->hide();
+  statusBar()->addWidget(status_, 1);
+  statusBar()->addPermanentWidget(progress_);
+  statusBar()->addPermanentWidget(cancel_);
+  connect(cancel_, &QToolButton::clicked, session_, &Session::cancel);
+
+  // ---- session -> widgets ----
+  connect(session_, &Session::progress, this, [this](quint64, const QString& stage, int pct) {
+    status_->setText(stage);
+    progress_->setValue(pct);
+    progress_->show();
+    cancel_->show();
+  });
+  connect(session_, &Session::idle, this, [this] {
+    progress_->hide();
+    cancel_->hide();
+    compare_->setBusy(false);
+  });
+  connect(session_, &Session::devicesReady, this, [this](const DeviceList& list) {
+    devices_->setDevices(list);
+    compare_->setDevices(list);
+    if (devices_->model()->rowOf(device_) < 0 || !devices_->model()->availableNames().contains(device_)) device_ = "cpu";
+    devices_->setCurrent(device_);
+    emit devicesKnown();
+  });
+  connect(session_, &Session::modelLoaded, this, [this](const ModelPtr& m) {
+    model_->setModel(m);
+    // A model the user picked re-runs the current image; the built-in one
+    // loaded on demand by a run does not (that run is already going).
+    if (m->job != 0 && m->nameOrPath == pendingModel_) {
+      pendingModel_.clear();
+      addRecent(m->nameOrPath);
+      status_->setText(tr("Model %1 loaded").arg(QString::fromStdString(m->summary.name)));
+      if (!currentImage_.isEmpty()) rerun();
+    }
+  });
+  connect(session_, &Session::imageDecoded, this, [this](quint64, const QString& path, const QImage& img) {
+    currentImage_ = path;
+    image_->setImage(path, img);
+    image_->setError({});
+    addRecent(path);
+  });
+  connect(session_, &Session::classified, this, &MainWindow::onClassified);
+  connect(session_, &Session::compared, this, [this](const ComparePtr& r) {
+    compare_->setResult(r);
+    status_->setText(tr("Compared %1 devices").arg(r->runs.size()));
+  });
+  connect(session_, &Session::cancelled, this, [this](quint64) { status_->setText(tr("Cancelled.")); });
+  connect(session_, &Session::failed, this, [this](quint64, const QString& what, const QString& message) {
+    if (what == "model") pendingModel_.clear();
+    showError(message);
+  });
+
+  // ---- widgets -> session ----
+  connect(image_, &ImagePane::fileDropped, this, &MainWindow::openFile);
+  connect(model_, &ModelPane::builtinChosen, this, &MainWindow::openModel);
+  connect(model_, &ModelPane::openRequested, this, [this] {
+    QString path = QFileDialog::getOpenFileName(this, tr("Open model"), {},
+                                                tr("Models (*.pth *.pt *.safetensors *.onnx);;All files (*)"));
+    if (!path.isEmpty()) openModel(path);
+  });
+  connect(devices_, &DevicePane::devicePicked, this, &MainWindow::setDevice);
+  connect(kernels_, &KernelPane::kernelSelected, this, &MainWindow::showKernel);
+  connect(graph_, &GraphPane::kernelSelected, this, [this](int record) {
+    kernels_->selectRecord(record);
+  });
+  connect(graph_, &GraphPane::layoutReady, this, &MainWindow::maybeScreenshot);
+  connect(compare_, &ComparePane::compareRequested, this, &MainWindow::compareDevices);
+
+  // ---- settings ----
+  defaultState_ = saveState();
+  QSettings settings;
+  device_ = settings.value("device", "cpu").toString();
+  if (!restoreGeometry(settings.value("geometry").toByteArray())) resize(1560, 960);
+  restoreState(settings.value("windowState").toByteArray());
+  rebuildRecentMenu();
+  session_->enumerateDevices();
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::buildDocks() {
+  setCentralWidget(graph_);
+  auto* imageDock = makeDock(this, tr("Image && predictions"), "imageDock", image_);
+  auto* modelDock = makeDock(this, tr("Model"), "modelDock", model_);
+  auto* deviceDock = makeDock(this, tr("Devices"), "deviceDock", devices_);
+  auto* kernelDock = makeDock(this, tr("Kernels"), "kernelDock", kernels_);
+  auto* sourceDock = makeDock(this, tr("Kernel source"), "sourceDock", source_);
+  auto* compareDock = makeDock(this, tr("Compare devices"), "compareDock", compare_);
+  addDockWidget(Qt::LeftDockWidgetArea, imageDock);
+  addDockWidget(Qt::LeftDockWidgetArea, modelDock);
+  tabifyDockWidget(modelDock, deviceDock);
+  modelDock->raise();
+  addDockWidget(Qt::BottomDockWidgetArea, kernelDock);
+  addDockWidget(Qt::BottomDockWidgetArea, sourceDock);
+  tabifyDockWidget(sourceDock, compareDock);
+  sourceDock->raise();
+  resizeDocks({imageDock}, {440}, Qt::Horizontal);
+  resizeDocks({imageDock, modelDock}, {620, 260}, Qt::Vertical);
+  resizeDocks({kernelDock}, {330}, Qt::Vertical);
+}
+
+void MainWindow::buildMenus() {
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  file->addAction(tr("Open &Image..."), QKeySequence::Open, this, [this] {
+    QString path = QFileDialog::getOpenFileName(this, tr("Open image"), {},
+                                                tr("Images (*.jpg *.jpeg *.png *.bmp *.gif *.tga *.ppm *.pgm);;All files (*)"));
+    if (!path.isEmpty()) openImage(path);
+  });
+  file->addAction(tr("Open &Model..."), QKeySequence(tr("Ctrl+M")), this, [this] {
+    QString path = QFileDialog::getOpenFileName(this, tr("Open model"), {},
+                                                tr("Models (*.pth *.pt *.safetensors *.onnx);;All files (*)"));
+    if (!path.isEmpty()) openModel(path);
+  });
+  recentMenu_ = file->addMenu(tr("Open &Recent"));
+  file->addSeparator();
+  file->addAction(tr("Export Op Graph as &SVG..."), this, [this] {
+    QString path = QFileDialog::getSaveFileName(this, tr("Export graph"), "graph.svg", tr("SVG (*.svg)"));
+    QString error;
+    if (!path.isEmpty() && !exportGraph(path, &error)) showError(error);
+  });
+  file->addAction(tr("Export Op Graph as &PNG..."), this, [this] {
+    QString path = QFileDialog::getSaveFileName(this, tr("Export graph"), "graph.png", tr("PNG (*.png)"));
+    QString error;
+    if (!path.isEmpty() && !exportGraph(path, &error)) showError(error);
+  });
+  file->addAction(tr("Export &Kernel Table as CSV..."), this, [this] {
+    QString path = QFileDialog::getSaveFileName(this, tr("Export kernels"), "kernels.csv", tr("CSV (*.csv)"));
+    QString error;
+    if (!path.isEmpty() && !exportKernelsCsv(path, &error)) showError(error);
+  });
+  file->addSeparator();
+  file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+
+  QMenu* view = menuBar()->addMenu(tr("&View"));
+  for (auto* dock : findChildren<QDockWidget*>()) view->addAction(dock->toggleViewAction());
+  view->addSeparator();
+  view->addAction(tr("&Op Graph"), this, [this] { graph_->setMode(GraphPane::OpGraph); });
+  view->addAction(tr("&Kernel Graph"), this, [this] { graph_->setMode(GraphPane::KernelGraph); });
+  view->addAction(tr("&Fit Graph"), QKeySequence(tr("Ctrl+0")), graph_, &GraphPane::fit);
+  view->addSeparator();
+  view->addAction(tr("&Reset Layout"), this, [this] { restoreState(defaultState_); });
+
+  QMenu* run = menuBar()->addMenu(tr("&Run"));
+  run->addAction(tr("&Re-run"), QKeySequence::Refresh, this, &MainWindow::rerun);
+  run->addAction(tr("&Cancel"), QKeySequence(Qt::Key_Escape), session_, &Session::cancel);
+  run->addAction(tr("Com&pare Checked Devices"), this, [this] { compareDevices(compare_->checkedDevices()); });
+
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&About tinylens"), this, [this] {
+    QMessageBox::about(this, tr("About tinylens"),
+                       tr("<b>tinylens</b> %1<br>A model explorer on a tiny lazy tensor core: op graph, "
+                          "kernels, their sources and timings on every device.")
+                           .arg(QApplication::applicationVersion()));
+  });
+}
+
+void MainWindow::openFile(const QString& path) {
+  if (isModelFile(path)) openModel(path);
+  else openImage(path);
+}
+
+void MainWindow::openImage(const QString& path) {
+  status_->setText(tr("Classifying %1 on %2...").arg(QFileInfo(path).fileName(), device_));
+  session_->classify(path, device_);
+}
+
+void MainWindow::openModel(const QString& nameOrPath) {
+  pendingModel_ = nameOrPath;
+  session_->loadModel(nameOrPath);
+}
+
+void MainWindow::setDevice(const QString& name) {
+  if (name.isEmpty()) return;
+  device_ = name;
+  devices_->setCurrent(name);
+  QSettings().setValue("device", name);
+  if (!currentImage_.isEmpty()) rerun();
+}
+
+void MainWindow::rerun() {
+  if (currentImage_.isEmpty()) {
+    status_->setText(tr("Open an image first."));
+    return;
+  }
+  openImage(currentImage_);
+}
+
+void MainWindow::compareDevices(const QStringList& devices) {
+  if (currentImage_.isEmpty()) {
+    showError(tr("Open an image first: the comparison runs the current image on each device."));
+    return;
+  }
+  if (devices.isEmpty()) {
+    showError(tr("Check at least one device to compare."));
+    return;
+  }
+  compare_->setBusy(true);
+  session_->compare(currentImage_, devices);
+}
+
+void MainWindow::onClassified(const RunPtr& run) {
+  lastRun_ = run;
+  image_->setPredictions(run->top, run->coldSeconds, run->warmSeconds, run->device);
+  image_->setError({});
+  kernels_->setRecords(run->records);
+  graph_->setRun(run);
+  if (!run->records.empty()) kernels_->selectRecord(0);
+  status_->setText(tr("%1 on %2: %3 (%4 %), warm %5 ms, %6 kernels")
+                       .arg(QFileInfo(run->imagePath).fileName(), run->device,
+                            run->top.empty() ? QString("-") : QString::fromStdString(run->top[0].label))
+                       .arg(run->top.empty() ? 0.0 : run->top[0].probability * 100.0, 0, 'f', 1)
+                       .arg(run->warmSeconds * 1e3, 0, 'f', 2)
+                       .arg(run->records.size()));
+  screenshotResult_ = true;
+  emit runFinished(run);
+}
+
+void MainWindow::showKernel(int record) {
+  if (!lastRun_ || record < 0 || size_t(record) >= lastRun_->records.size()) return;
+  const auto& k = *lastRun_->records[size_t(record)].kernel;
+  source_->setKernel(QString("#%1 %2 (%3)").arg(record).arg(QString::fromStdString(k.name), QString::fromStdString(k.device)),
+                     QString::fromStdString(k.source), QString::fromStdString(k.build_log));
+}
+
+void MainWindow::showError(const QString& message) {
+  image_->setError(message);
+  status_->setText(message.section('\n', 0, 0));
+  statusBar()->setToolTip(message);
+  emit runFailed(message);
+}
+
+QString MainWindow::statusText() const { return status_->text(); }
+
+void MainWindow::addRecent(const QString& path) {
+  QSettings settings;
+  QStringList recent = settings.value("recentFiles").toStringList();
+  QString absolute = QFileInfo(path).exists() ? QFileInfo(path).absoluteFilePath() : path;
+  recent.removeAll(absolute);
+  recent.prepend(absolute);
+  while (recent.size() > kMaxRecent) recent.removeLast();
+  settings.setValue("recentFiles", recent);
+  rebuildRecentMenu();
+}
+
+QStringList MainWindow::recentFiles() const { return QSettings().value("recentFiles").toStringList(); }
+
+void MainWindow::rebuildRecentMenu() {
+  if (!recentMenu_) return;
+  recentMenu_->clear();
+  const QStringList recent = recentFiles();
+  for (const QString& path : recent)
+    recentMenu_->addAction(QFileInfo(path).fileName() + "  —  " + QFileInfo(path).path(), this,
+                           [this, path] { openFile(path); });
+  recentMenu_->setEnabled(!recent.isEmpty());
+}
+
+bool MainWindow::exportGraph(const QString& path, QString* error) {
+  if (path.endsWith(".svg", Qt::CaseInsensitive)) return graph_->exportSvg(path, error);
+  return graph_->exportPng(path, error);
+}
+
+bool MainWindow::exportKernelsCsv(const QString& path, QString* error) {
+  QFile f(path);
+  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate | QIODevice::Text)) {
+    if (error) *error = tr("Could not write %1: %2").arg(path, f.errorString());
+    return false;
+  }
+  f.write(kernels_->model()->toCsv().toUtf8());
+  return true;
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* event) {
+  if (event->mimeData()->hasUrls()) event->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* event) {
+  const auto urls = event->mimeData()->urls();
+  if (urls.isEmpty() || !urls[0].isLocalFile()) return;
+  event->acceptProposedAction();
+  openFile(urls[0].toLocalFile());
+}
+
+void MainWindow::saveSettings() {
+  QSettings settings;
+  settings.setValue("geometry", saveGeometry());
+  settings.setValue("windowState", saveState());
+  settings.setValue("device", device_);
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  if (screenshotPath_.isEmpty()) saveSettings();
+  QMainWindow::closeEvent(event);
+}
+
+void MainWindow::setScreenshotPath(const QString& path) {
+  screenshotPath_ = path;
+  // A run that never finishes must not hang a script.
+  QTimer::singleShot(600000, this, [] {
+    qWarning("tinylens: no result within 10 minutes; no screenshot taken");
+    QApplication::exit(4);
+  });
+  connect(this, &MainWindow::runFailed, this, [this](const QString& message) {
+    if (screenshotPath_.isEmpty()) return;
+    qWarning("tinylens: %s", qPrintable(message));
+    QApplication::exit(5);
+  });
+}
+
+void MainWindow::maybeScreenshot() {
+  if (screenshotPath_.isEmpty() || !screenshotResult_) return;
+  // Let the layout pass and the chart's animation settle before grabbing.
+  QTimer::singleShot(800, this, [this] {
+    QPixmap shot = grab();
+    bool ok = shot.save(screenshotPath_, "PNG");
+    if (!ok) qWarning("tinylens: could not write %s", qPrintable(screenshotPath_));
+    QApplication::exit(ok ? 0 : 6);
+  });
+}
+
+}  // namespace tlui

@@ -1,0 +1,100 @@
+// The explorer's window: docks for image + predictions, model, devices, op
+// graph, kernels, kernel source and device comparison. All core work goes
+// through the Session's worker thread.
+#pragma once
+#include <QMainWindow>
+
+#include "panes/compare_pane.h"
+#include "panes/graph_pane.h"
+#include "panes/image_pane.h"
+#include "panes/kernel_pane.h"
+#include "panes/side_panes.h"
+#include "panes/source_pane.h"
+#include "session.h"
+
+class QLabel;
+class QMenu;
+class QProgressBar;
+class QToolButton;
+
+namespace tlui {
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  explicit MainWindow(QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  // A model file (.pth, .safetensors, .onnx) loads the model; anything else
+  // is treated as an image and classified.
+  void openFile(const QString& path);
+  void openImage(const QString& path);
+  void openModel(const QString& nameOrPath);
+  void setDevice(const QString& name);
+  QString device() const { return device_; }
+  QString currentImage() const { return currentImage_; }
+  void rerun();
+  void compareDevices(const QStringList& devices);
+  // Saves a grab of the window to `path` after the first result and quits.
+  void setScreenshotPath(const QString& path);
+  static bool isModelFile(const QString& path);
+
+  Session* session() const { return session_; }
+  ImagePane* imagePane() const { return image_; }
+  ModelPane* modelPane() const { return model_; }
+  DevicePane* devicePane() const { return devices_; }
+  GraphPane* graphPane() const { return graph_; }
+  KernelPane* kernelPane() const { return kernels_; }
+  SourcePane* sourcePane() const { return source_; }
+  ComparePane* comparePane() const { return compare_; }
+  RunPtr lastRun() const { return lastRun_; }
+  QString statusText() const;
+  QStringList recentFiles() const;
+
+  bool exportGraph(const QString& path, QString* error);  // .svg or .png by suffix
+  bool exportKernelsCsv(const QString& path, QString* error);
+
+ signals:
+  void runFinished(const tlui::RunPtr& run);
+  void runFailed(const QString& message);
+  void devicesKnown();
+
+ protected:
+  void dragEnterEvent(QDragEnterEvent* event) override;
+  void dropEvent(QDropEvent* event) override;
+  void closeEvent(QCloseEvent* event) override;
+
+ private:
+  void buildDocks();
+  void buildMenus();
+  void saveSettings();
+  void addRecent(const QString& path);
+  void rebuildRecentMenu();
+  void showError(const QString& message);
+  void showKernel(int record);
+  void onClassified(const RunPtr& run);
+  void maybeScreenshot();
+
+  Session* session_;
+  ImagePane* image_;
+  ModelPane* model_;
+  DevicePane* devices_;
+  GraphPane* graph_;
+  KernelPane* kernels_;
+  SourcePane* source_;
+  ComparePane* compare_;
+  QLabel* status_;
+  QProgressBar* progress_;
+  QToolButton* cancel_;
+  QMenu* recentMenu_ = nullptr;
+  QByteArray defaultState_;
+
+  QString device_ = "cpu";
+  QString currentImage_;
+  QString pendingModel_;
+  RunPtr lastRun_;
+  QString screenshotPath_;
+  bool screenshotResult_ = false;
+};
+
+}  // namespace tlui

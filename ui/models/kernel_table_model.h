@@ -1,0 +1,38 @@
+// One row per kernel launch of a run: what it is, where it ran, how fast.
+#pragma once
+#include <QAbstractTableModel>
+#include <vector>
+
+#include "core/profile.h"
+
+namespace tlui {
+
+class KernelTableModel : public QAbstractTableModel {
+  Q_OBJECT
+ public:
+  enum Column { Index, Name, Device, Global, Local, Ops, TimeMs, GFlops, GBps, Share, ColumnCount };
+  // Sort by this role: numbers sort as numbers, not as their text.
+  enum Roles { SortRole = Qt::UserRole + 1, RecordRole };
+  using QAbstractTableModel::QAbstractTableModel;
+
+  void setRecords(const std::vector<tl::ProfileRecord>& records);
+  const std::vector<tl::ProfileRecord>& records() const { return records_; }
+  double totalSeconds() const { return total_; }
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+
+  // Every row and column, comma-separated, quoted where needed; numbers in
+  // full precision so a spreadsheet can recompute the shares.
+  QString toCsv() const;
+
+  static QString launchSize(const int64_t size[3]);
+
+ private:
+  std::vector<tl::ProfileRecord> records_;
+  double total_ = 0;
+};
+
+}  // namespace tlui

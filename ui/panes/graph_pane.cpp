@@ -1,0 +1,398 @@
+#include "graph_pane.h"
+
+#include <QApplication>
+#include <QComboBox>
+#include <QFutureWatcher>
+#include <QGraphicsPathItem>
+#include <QGraphicsSimpleTextItem>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QPushButton>
+#include <QScrollBar>
+#include <QSplitter>
+#include <QTextBrowser>
+#include <QVBoxLayout>
+#include <QWheelEvent>
+#include <QtConcurrent/QtConcurrent>
+#include <cmath>
+#include <set>
+#ifdef TL_HAVE_QTSVG
+#include <QSvgGenerator>
+#endif
+
+#include "core/dtype.h"
+
+namespace tlui {
+
+namespace {
+constexpr int kNodeRole = 0;  // QGraphicsItem::data key holding the display node index
+}
+
+GraphView::GraphView(QWidget* parent) : QGraphicsView(parent) {
+  setDragMode(QGraphicsView::ScrollHandDrag);
+  setRenderHints(QPainter::Antialiasing | QPainter::TextAntialiasing);
+  setTransformationAnchor(QGraphicsView::AnchorUnderMouse);
+  setViewportUpdateMode(QGraphicsView::SmartViewportUpdate);
+  setOptimizationFlags(QGraphicsView::DontSavePainterState);
+  setBackgroundBrush(QColor(250, 250, 250));
+}
+
+void GraphView::zoomBy(double factor) {
+  double current = transform().m11();
+  double next = std::clamp(current * factor, 0.02, 8.0);
+  scale(next / current, next / current);
+}
+
+void GraphView::wheelEvent(QWheelEvent* event) {
+  zoomBy(std::pow(1.0015, event->angleDelta().y()));
+  event->accept();
+}
+
+int GraphView::nodeAt(const QPoint& pos) const {
+  for (QGraphicsItem* item = itemAt(pos); item; item = item->parentItem()) {
+    QVariant v = item->data(kNodeRole);
+    if (v.isValid()) return v.toInt();
+  }
+  return -1;
+}
+
+void GraphView::mousePressEvent(QMouseEvent* event) {
+  int node = nodeAt(event->pos());
+  if (node >= 0 && event->button() == Qt::LeftButton) emit nodeClicked(node);
+  QGraphicsView::mousePressEvent(event);
+}
+
+void GraphView::mouseDoubleClickEvent(QMouseEvent* event) {
+  int node = nodeAt(event->pos());
+  if (node >= 0) emit nodeDoubleClicked(node);
+  QGraphicsView::mouseDoubleClickEvent(event);
+}
+
+GraphPane::GraphPane(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(2, 2, 2, 2);
+  auto* bar = new QHBoxLayout;
+  modeBox_ = new QComboBox;
+  modeBox_->addItems({tr("Op graph (blocks collapsed)"), tr("Kernel graph (after scheduling)")});
+  auto* fitButton = new QPushButton(tr("Fit"));
+  auto* collapseButton = new QPushButton(tr("Collapse all"));
+  searchEdit_ = new QLineEdit;
+  searchEdit_->setPlaceholderText(tr("Search nodes by name (Enter: next)"));
+  searchEdit_->setClearButtonEnabled(true);
+  info_ = new QLabel;
+  bar->addWidget(modeBox_);
+  bar->addWidget(fitButton);
+  bar->addWidget(collapseButton);
+  bar->addWidget(searchEdit_, 1);
+  bar->addWidget(info_);
+  layout->addLayout(bar);
+
+  auto* split = new QSplitter(Qt::Horizontal);
+  scene_ = new QGraphicsScene(this);
+  view_ = new GraphView;
+  view_->setScene(scene_);
+  details_ = new QTextBrowser;
+  details_->setOpenLinks(false);
+  details_->setPlaceholderText(tr("Click a node for its shapes, attributes and kernel; double-click a block to expand it."));
+  split->addWidget(view_);
+  split->addWidget(details_);
+  split->setStretchFactor(0, 4);
+  split->setStretchFactor(1, 1);
+  layout->addWidget(split, 1);
+
+  connect(modeBox_, &QComboBox::currentIndexChanged, this, [this](int i) { setMode(Mode(i)); });
+  connect(fitButton, &QPushButton::clicked, this, &GraphPane::fit);
+  connect(collapseButton, &QPushButton::clicked, this, [this] {
+    expanded_.clear();
+    relayout();
+  });
+  connect(searchEdit_, &QLineEdit::returnPressed, this, [this] { search(searchEdit_->text()); });
+  connect(view_, &GraphView::nodeClicked, this, &GraphPane::showDetails);
+  connect(view_, &GraphView::nodeDoubleClicked, this, [this](int node) {
+    if (node < 0 || size_t(node) >= graph_.nodes.size()) return;
+    const auto& d = graph_.nodes[size_t(node)];
+    if (d.group || (!d.groupKey.isEmpty() && mode_ == OpGraph)) toggleGroup(d.groupKey);
+  });
+  connect(details_, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
+    if (url.scheme() == "kernel") emit kernelSelected(url.path().toInt());
+  });
+}
+
+void GraphPane::setRun(const RunPtr& run) {
+  run_ = run;
+  nodeById_.clear();
+  if (run_)
+    for (const auto& n : run_->graph) nodeById_[n.id] = &n;
+  details_->clear();
+  relayout();
+}
+
+void GraphPane::setMode(Mode mode) {
+  if (mode_ == mode) return;
+  mode_ = mode;
+  modeBox_->setCurrentIndex(int(mode));
+  relayout();
+}
+
+void GraphPane::toggleGroup(const QString& key) {
+  if (key.isEmpty()) return;
+  if (expanded_.contains(key)) expanded_.remove(key);
+  else expanded_.insert(key);
+  relayout();
+}
+
+void GraphPane::relayout() {
+  quint64 generation = ++generation_;
+  if (!run_) {
+    scene_->clear();
+    nodeItems_.clear();
+    graph_ = {};
+    pending_ = false;
+    return;
+  }
+  pending_ = true;
+  info_->setText(tr("laying out..."));
+  RunPtr run = run_;
+  Mode mode = mode_;
+  QSet<QString> expanded = expanded_;
+  auto* watcher = new QFutureWatcher<std::pair<DisplayGraph, GraphLayout>>(this);
+  connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, generation] {
+    watcher->deleteLater();
+    if (generation != generation_) return;  // a newer layout was asked for
+    auto result = watcher->result();
+    pending_ = false;
+    draw(result.first, result.second);
+    emit layoutReady();
+  });
+  watcher->setFuture(QtConcurrent::run([run, mode, expanded] {
+    DisplayGraph g = mode == OpGraph ? buildOpGraph(run->graph, run->records, expanded) : buildKernelGraph(run->records);
+    GraphLayout l = layoutGraph(g);
+    return std::make_pair(std::move(g), std::move(l));
+  }));
+}
+
+QColor GraphPane::colourFor(double seconds) const {
+  if (seconds <= 0 || graph_.maxSeconds <= 0) return QColor(236, 240, 245);
+  // Square root so the many small kernels are not all the same pale colour.
+  double t = std::sqrt(std::clamp(seconds / graph_.maxSeconds, 0.0, 1.0));
+  return QColor::fromHsvF(0.08 - 0.08 * t, 0.15 + 0.75 * t, 1.0 - 0.1 * t);
+}
+
+void GraphPane::draw(const DisplayGraph& graph, const GraphLayout& layout) {
+  graph_ = graph;
+  scene_->clear();
+  nodeItems_.clear();
+  if (!layout.error.isEmpty()) {
+    info_->setText(layout.error);
+    return;
+  }
+  QPen edgePen(QColor(120, 120, 130), 1.0);
+  for (size_t i = 0; i < layout.edges.size(); ++i) {
+    const auto& pts = layout.edges[i].points;
+    if (pts.empty()) continue;
+    QPainterPath path(QPointF(pts[0].first, pts[0].second));
+    for (size_t p = 1; p + 2 < pts.size(); p += 3)
+      path.cubicTo(QPointF(pts[p].first, pts[p].second), QPointF(pts[p + 1].first, pts[p + 1].second),
+                   QPointF(pts[p + 2].first, pts[p + 2].second));
+    QPointF end = path.currentPosition();
+    auto* item = scene_->addPath(path, edgePen);
+    item->setZValue(0);
+    if (layout.edges[i].hasTip) {
+      QPointF tip(layout.edges[i].tip.first, layout.edges[i].tip.second);
+      QLineF dir(end, tip);
+      if (dir.length() > 0.1) {
+        QLineF n = dir.normalVector();
+        n.setLength(3.0);
+        QPointF side(n.dx(), n.dy());
+        QPolygonF head({tip, end + side, end - side});
+        scene_->addPolygon(head, edgePen, QBrush(edgePen.color()))->setZValue(0);
+      }
+    }
+  }
+  QFont font = QApplication::font();
+  font.setPointSizeF(9);
+  QFont groupFont = font;
+  groupFont.setBold(true);
+  for (size_t i = 0; i < graph.nodes.size() && i < layout.nodes.size(); ++i) {
+    const auto& d = graph.nodes[i];
+    const auto& l = layout.nodes[i];
+    QRectF rect(l.x - l.w / 2, l.y - l.h / 2, l.w, l.h);
+    QPainterPath shape;
+    shape.addRoundedRect(rect, d.group ? 6 : 3, d.group ? 6 : 3);
+    auto* box = scene_->addPath(shape, QPen(d.group ? QColor(60, 90, 140) : QColor(110, 110, 120), d.group ? 1.6 : 0.8),
+                                colourFor(d.seconds));
+    box->setData(kNodeRole, int(i));
+    box->setZValue(1);
+    box->setToolTip(d.label);
+    box->setFlag(QGraphicsItem::ItemIsSelectable);
+    auto* text = new QGraphicsSimpleTextItem(d.label, box);
+    text->setFont(d.group ? groupFont : font);
+    QRectF tr = text->boundingRect();
+    text->setPos(rect.center() - QPointF(tr.width() / 2, tr.height() / 2));
+    nodeItems_.push_back(box);
+  }
+  scene_->setSceneRect(QRectF(-10, -10, layout.width + 20, layout.height + 20));
+  info_->setText(tr("%1 nodes, %2 edges").arg(graph.nodes.size()).arg(graph.edges.size()));
+  fit();
+}
+
+void GraphPane::fit() {
+  if (scene_->items().isEmpty()) return;
+  view_->fitInView(scene_->sceneRect(), Qt::KeepAspectRatio);
+  // A tall graph fitted whole is unreadable: keep text legible and start at the top.
+  if (view_->transform().m11() < 0.35) {
+    view_->resetTransform();
+    view_->scale(0.6, 0.6);
+    view_->centerOn(scene_->sceneRect().center().x(), scene_->sceneRect().top());
+  }
+}
+
+bool GraphPane::search(const QString& text) {
+  if (text.isEmpty() || graph_.nodes.empty()) return false;
+  if (text != lastSearch_) searchFrom_ = 0;
+  lastSearch_ = text;
+  size_t n = graph_.nodes.size();
+  for (size_t step = 0; step < n; ++step) {
+    size_t i = (size_t(searchFrom_) + step) % n;
+    const auto& d = graph_.nodes[i];
+    bool hit = d.label.contains(text, Qt::CaseInsensitive) || d.groupKey.contains(text, Qt::CaseInsensitive);
+    if (!hit && d.members.size() == 1) {
+      auto it = nodeById_.find(d.members[0]);
+      if (it != nodeById_.end())
+        hit = QString::fromStdString(it->second->scope).contains(text, Qt::CaseInsensitive);
+    }
+    if (!hit && d.kernel >= 0 && run_ && size_t(d.kernel) < run_->records.size())
+      hit = QString::fromStdString(run_->records[size_t(d.kernel)].kernel->name).contains(text, Qt::CaseInsensitive);
+    if (hit) {
+      searchFrom_ = int(i + 1);
+      scene_->clearSelection();
+      if (i < nodeItems_.size()) {
+        nodeItems_[i]->setSelected(true);
+        view_->centerOn(nodeItems_[i]);
+      }
+      showDetails(int(i));
+      return true;
+    }
+  }
+  info_->setText(tr("no node matches \"%1\"").arg(text));
+  return false;
+}
+
+QString GraphPane::detailsText() const { return details_->toPlainText(); }
+
+void GraphPane::showDetails(int node) {
+  if (!run_ || node < 0 || size_t(node) >= graph_.nodes.size()) return;
+  const auto& d = graph_.nodes[size_t(node)];
+  QString html;
+  auto kernelLine = [&](int k) {
+    if (k < 0 || size_t(k) >= run_->records.size()) return QString("<i>no kernel (realized buffer)</i>");
+    const auto& r = run_->records[size_t(k)];
+    return QString("<a href='kernel:%1'>%2</a> on %3, %4 ms")
+        .arg(k)
+        .arg(QString::fromStdString(r.kernel->name).toHtmlEscaped(), QString::fromStdString(r.kernel->device))
+        .arg(r.seconds * 1e3, 0, 'f', 3);
+  };
+  if (mode_ == KernelGraph && d.kernel >= 0) {
+    const auto& k = *run_->records[size_t(d.kernel)].kernel;
+    QStringList ops;
+    for (auto& o : k.ops) ops << QString::fromStdString(o);
+    html = QString("<h3>Kernel %1</h3><p>%2</p><p>Output shape %3<br>Fused ops: %4<br>%5 graph nodes</p>")
+               .arg(QString::fromStdString(k.name).toHtmlEscaped(), kernelLine(d.kernel),
+                    QString::fromStdString(k.output_shape), ops.join(", "))
+               .arg(k.node_ids.size());
+  } else if (d.group) {
+    std::map<std::string, int> ops;
+    std::set<int> kernels;
+    auto kernelOf = kernelOfNodes(run_->records);
+    for (uint64_t id : d.members) {
+      auto it = nodeById_.find(id);
+      if (it != nodeById_.end()) ops[it->second->op]++;
+      auto k = kernelOf.find(id);
+      if (k != kernelOf.end()) kernels.insert(k->second);
+    }
+    QStringList opList;
+    for (auto& [op, count] : ops) opList << QString("%1 &times;%2").arg(QString::fromStdString(op)).arg(count);
+    QStringList kernelList;
+    for (int k : kernels) kernelList << kernelLine(k);
+    html = QString("<h3>Block %1</h3><p>%2 primitive nodes, %3 kernels, %4 ms</p><p>%5</p><p>Kernels:<br>%6</p>"
+                   "<p><i>Double-click the block to expand it.</i></p>")
+               .arg(d.groupKey.toHtmlEscaped())
+               .arg(d.members.size())
+               .arg(kernels.size())
+               .arg(d.seconds * 1e3, 0, 'f', 3)
+               .arg(opList.join(", "), kernelList.join("<br>"));
+  } else if (!d.members.empty()) {
+    auto it = nodeById_.find(d.members[0]);
+    if (it == nodeById_.end()) return;
+    const tl::GraphNode& n = *it->second;
+    QStringList inputs;
+    for (uint64_t in : n.inputs) {
+      auto src = nodeById_.find(in);
+      if (src != nodeById_.end())
+        inputs << QString("#%1 %2 %3").arg(in).arg(QString::fromStdString(src->second->op),
+                                                   QString::fromStdString(tl::shape_str(src->second->shape)));
+    }
+    html = QString("<h3>%1 <small>#%2</small></h3><p>Scope: %3<br>Shape: %4 %5<br>Attributes: %6<br>%7</p>"
+                   "<p>Inputs:<br>%8</p><p>Kernel: %9</p>")
+               .arg(QString::fromStdString(n.op))
+               .arg(n.id)
+               .arg(QString::fromStdString(n.scope.empty() ? "(top level)" : n.scope).toHtmlEscaped(),
+                    QString::fromStdString(tl::shape_str(n.shape)), QString::fromStdString(tl::dtype_name(n.dtype)),
+                    QString::fromStdString(n.detail.empty() ? "none" : n.detail).toHtmlEscaped(),
+                    n.realized ? tr("realized buffer") : QString(), inputs.join("<br>"), kernelLine(d.kernel));
+  }
+  details_->setHtml(html);
+}
+
+bool GraphPane::exportPng(const QString& path, QString* error) const {
+  QRectF rect = scene_->sceneRect();
+  if (rect.isEmpty() || scene_->items().isEmpty()) {
+    if (error) *error = tr("The graph is empty: run a model first.");
+    return false;
+  }
+  // Large graphs would make gigapixel images; cap the longer side.
+  double scale = std::min(2.0, 16000.0 / std::max(rect.width(), rect.height()));
+  QImage image(QSize(int(rect.width() * scale), int(rect.height() * scale)), QImage::Format_ARGB32);
+  image.fill(Qt::white);
+  QPainter painter(&image);
+  painter.setRenderHints(QPainter::Antialiasing | QPainter::TextAntialiasing);
+  scene_->render(&painter, QRectF(0, 0, image.width(), image.height()), rect);
+  painter.end();
+  if (!image.save(path, "PNG")) {
+    if (error) *error = tr("Could not write %1").arg(path);
+    return false;
+  }
+  return true;
+}
+
+bool GraphPane::exportSvg(const QString& path, QString* error) const {
+#ifdef TL_HAVE_QTSVG
+  QRectF rect = scene_->sceneRect();
+  if (rect.isEmpty() || scene_->items().isEmpty()) {
+    if (error) *error = tr("The graph is empty: run a model first.");
+    return false;
+  }
+  QSvgGenerator svg;
+  svg.setFileName(path);
+  svg.setSize(rect.size().toSize());
+  svg.setViewBox(QRectF(QPointF(0, 0), rect.size()));
+  svg.setTitle("tinylens op graph");
+  QPainter painter;
+  if (!painter.begin(&svg)) {
+    if (error) *error = tr("Could not write %1").arg(path);
+    return false;
+  }
+  scene_->render(&painter, QRectF(QPointF(0, 0), rect.size()), rect);
+  painter.end();
+  return true;
+#else
+  if (error) *error = tr("SVG export needs Qt SVG (Debian package qt6-svg-dev) at build time; PNG export works.");
+  (void)path;
+  return false;
+#endif
+}
+
+}  // namespace tlui

@@ -1,0 +1,88 @@
+// The op graph (collapsed by block) and the kernel graph, laid out by
+// Graphviz on a pool thread and drawn in a QGraphicsView.
+#pragma once
+#include <QGraphicsView>
+#include <QSet>
+#include <QWidget>
+
+#include "ui/graph_data.h"
+#include "ui/run_data.h"
+
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QTextBrowser;
+
+namespace tlui {
+
+class GraphView : public QGraphicsView {
+  Q_OBJECT
+ public:
+  explicit GraphView(QWidget* parent = nullptr);
+  void zoomBy(double factor);
+
+ signals:
+  void nodeClicked(int node);
+  void nodeDoubleClicked(int node);
+
+ protected:
+  void wheelEvent(QWheelEvent* event) override;
+  void mousePressEvent(QMouseEvent* event) override;
+  void mouseDoubleClickEvent(QMouseEvent* event) override;
+
+ private:
+  int nodeAt(const QPoint& pos) const;
+};
+
+class GraphPane : public QWidget {
+  Q_OBJECT
+ public:
+  enum Mode { OpGraph, KernelGraph };
+  explicit GraphPane(QWidget* parent = nullptr);
+
+  void setRun(const RunPtr& run);
+  void setMode(Mode mode);
+  Mode mode() const { return mode_; }
+  void toggleGroup(const QString& key);
+  void fit();
+  // Selects the next node whose label or scope contains the text; false when none.
+  bool search(const QString& text);
+  void showDetails(int node);
+
+  bool layoutPending() const { return pending_; }
+  const DisplayGraph& displayGraph() const { return graph_; }
+  QGraphicsScene* scene() const { return scene_; }
+  GraphView* view() const { return view_; }
+  QString detailsText() const;
+
+  bool exportSvg(const QString& path, QString* error) const;
+  bool exportPng(const QString& path, QString* error) const;
+
+ signals:
+  void layoutReady();
+  void kernelSelected(int record);
+
+ private:
+  void relayout();
+  void draw(const DisplayGraph& graph, const GraphLayout& layout);
+  QColor colourFor(double seconds) const;
+
+  GraphView* view_;
+  QGraphicsScene* scene_;
+  QComboBox* modeBox_;
+  QLineEdit* searchEdit_;
+  QLabel* info_;
+  QTextBrowser* details_;
+  RunPtr run_;
+  Mode mode_ = OpGraph;
+  QSet<QString> expanded_;
+  DisplayGraph graph_;
+  std::map<uint64_t, const tl::GraphNode*> nodeById_;
+  quint64 generation_ = 0;
+  bool pending_ = false;
+  int searchFrom_ = 0;
+  QString lastSearch_;
+  std::vector<QGraphicsItem*> nodeItems_;
+};
+
+}  // namespace tlui

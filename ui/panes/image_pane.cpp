@@ -1,0 +1,136 @@
+#include "image_pane.h"
+
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QFileInfo>
+#include <QLabel>
+#include <QMimeData>
+#include <QPainter>
+#include <QVBoxLayout>
+
+namespace tlui {
+
+PredictionBars::PredictionBars(PredictionModel* model, QWidget* parent) : QWidget(parent), model_(model) {
+  connect(model_, &QAbstractItemModel::modelReset, this, qOverload<>(&QWidget::update));
+  setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
+}
+
+QSize PredictionBars::sizeHint() const { return {320, 5 * (fontMetrics().height() * 2 + 6) + 4}; }
+QSize PredictionBars::minimumSizeHint() const { return {200, sizeHint().height()}; }
+
+void PredictionBars::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  p.setRenderHint(QPainter::Antialiasing);
+  const int rowH = fontMetrics().height() * 2 + 6;
+  const int n = model_->rowCount();
+  if (n == 0) {
+    p.setPen(palette().color(QPalette::PlaceholderText));
+    p.drawText(rect(), Qt::AlignCenter, tr("Drop an image here or use File > Open Image"));
+    return;
+  }
+  for (int i = 0; i < n; ++i) {
+    QModelIndex idx = model_->index(i);
+    QString label = idx.data().toString();
+    double prob = idx.data(PredictionModel::ProbabilityRole).toDouble();
+    int y = i * rowH + 2;
+    QRect textRect(4, y, width() - 8, fontMetrics().height());
+    QFont f = font();
+    f.setBold(i == 0);
+    p.setFont(f);
+    p.setPen(palette().color(QPalette::Text));
+    p.drawText(textRect, Qt::AlignLeft | Qt::AlignVCenter, label);
+    p.drawText(textRect, Qt::AlignRight | Qt::AlignVCenter, QString::number(prob * 100.0, 'f', 1) + " %");
+    QRectF track(4, y + fontMetrics().height() + 2, width() - 8, fontMetrics().height() - 4);
+    p.setPen(Qt::NoPen);
+    p.setBrush(QColor(225, 229, 235));
+    p.drawRoundedRect(track, 3, 3);
+    QRectF bar = track;
+    bar.setWidth(std::max(2.0, track.width() * std::clamp(prob, 0.0, 1.0)));
+    p.setBrush(i == 0 ? QColor(46, 125, 200) : QColor(120, 160, 210));
+    p.drawRoundedRect(bar, 3, 3);
+  }
+}
+
+ImagePane::ImagePane(QWidget* parent) : QWidget(parent), predictions_(new PredictionModel(this)) {
+  setAcceptDrops(true);
+  auto* layout = new QVBoxLayout(this);
+  picture_ = new QLabel;
+  picture_->setAlignment(Qt::AlignCenter);
+  picture_->setMinimumSize(160, 160);
+  picture_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Ignored);
+  picture_->setText(tr("No image\n\nDrop an image here"));
+  picture_->setStyleSheet("QLabel { background: #20242a; color: #c8ccd2; border-radius: 4px; }");
+  caption_ = new QLabel;
+  caption_->setWordWrap(true);
+  caption_->setAlignment(Qt::AlignCenter);
+  bars_ = new PredictionBars(predictions_);
+  times_ = new QLabel;
+  times_->setWordWrap(true);
+  error_ = new QLabel;
+  error_->setWordWrap(true);
+  error_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  error_->setStyleSheet("QLabel { color: #a00000; background: #ffe8e8; border: 1px solid #e0a0a0; "
+                        "border-radius: 3px; padding: 4px; }");
+  error_->hide();
+  layout->addWidget(picture_, 1);
+  layout->addWidget(caption_);
+  layout->addWidget(error_);
+  layout->addWidget(bars_);
+  layout->addWidget(times_);
+}
+
+void ImagePane::setImage(const QString& path, const QImage& image) {
+  path_ = path;
+  image_ = image;
+  caption_->setText(QString("%1  (%2 x %3)").arg(QFileInfo(path).fileName()).arg(image.width()).arg(image.height()));
+  updatePixmap();
+}
+
+void ImagePane::setPredictions(const std::vector<tl::Prediction>& top, double coldSeconds, double warmSeconds,
+                               const QString& device) {
+  predictions_->setPredictions(top);
+  times_->setText(tr("<b>%1</b>: cold %2 ms (compile included), warm %3 ms")
+                      .arg(device)
+                      .arg(coldSeconds * 1e3, 0, 'f', 1)
+                      .arg(warmSeconds * 1e3, 0, 'f', 2));
+}
+
+void ImagePane::clearPredictions() {
+  predictions_->setPredictions({});
+  times_->clear();
+}
+
+void ImagePane::setError(const QString& message) {
+  error_->setText(message);
+  error_->setVisible(!message.isEmpty());
+}
+
+QString ImagePane::error() const { return error_->isVisible() ? error_->text() : QString(); }
+
+void ImagePane::updatePixmap() {
+  if (image_.isNull()) return;
+  QSize target = picture_->size() - QSize(8, 8);
+  picture_->setPixmap(QPixmap::fromImage(image_.scaled(target.expandedTo({16, 16}), Qt::KeepAspectRatio,
+                                                       Qt::SmoothTransformation)));
+}
+
+void ImagePane::resizeEvent(QResizeEvent* event) {
+  QWidget::resizeEvent(event);
+  updatePixmap();
+}
+
+void ImagePane::dragEnterEvent(QDragEnterEvent* event) {
+  if (event->mimeData()->hasUrls()) event->acceptProposedAction();
+}
+
+void ImagePane::dropEvent(QDropEvent* event) {
+  const auto urls = event->mimeData()->urls();
+  if (urls.isEmpty() || !urls[0].isLocalFile()) {
+    setError(tr("Only local files can be dropped here."));
+    return;
+  }
+  event->acceptProposedAction();
+  emit fileDropped(urls[0].toLocalFile());
+}
+
+}  // namespace tlui

@@ -1,0 +1,61 @@
+// The image the model saw, its top-5 as labelled bars, cold and warm times,
+// and an inline error line. Accepts dropped files.
+#pragma once
+#include <QImage>
+#include <QWidget>
+
+#include "ui/models/prediction_model.h"
+
+class QLabel;
+
+namespace tlui {
+
+class PredictionBars : public QWidget {
+  Q_OBJECT
+ public:
+  explicit PredictionBars(PredictionModel* model, QWidget* parent = nullptr);
+  QSize sizeHint() const override;
+  QSize minimumSizeHint() const override;
+
+ protected:
+  void paintEvent(QPaintEvent* event) override;
+
+ private:
+  PredictionModel* model_;
+};
+
+class ImagePane : public QWidget {
+  Q_OBJECT
+ public:
+  explicit ImagePane(QWidget* parent = nullptr);
+  PredictionModel* predictions() const { return predictions_; }
+  void setImage(const QString& path, const QImage& image);
+  void setPredictions(const std::vector<tl::Prediction>& top, double coldSeconds, double warmSeconds,
+                      const QString& device);
+  void clearPredictions();
+  void setError(const QString& message);  // empty hides it
+  QString error() const;
+  QString imagePath() const { return path_; }
+  QImage image() const { return image_; }
+
+ signals:
+  void fileDropped(const QString& path);
+
+ protected:
+  void dragEnterEvent(QDragEnterEvent* event) override;
+  void dropEvent(QDropEvent* event) override;
+  void resizeEvent(QResizeEvent* event) override;
+
+ private:
+  void updatePixmap();
+  PredictionModel* predictions_;
+  QLabel* picture_;
+  QLabel* caption_;
+  QLabel* times_;
+  QLabel* error_;
+  PredictionBars* bars_;
+  QImage image_;
+  QString path_;
+};
+
+}  // namespace tlui

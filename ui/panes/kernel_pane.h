@@ -1,0 +1,40 @@
+// The kernel table (sortable, filterable) with a bar chart of the top kernels.
+#pragma once
+#include <QSortFilterProxyModel>
+#include <QWidget>
+
+#include "ui/models/kernel_table_model.h"
+
+class QChartView;
+class QLineEdit;
+class QTableView;
+class QLabel;
+
+namespace tlui {
+
+class KernelPane : public QWidget {
+  Q_OBJECT
+ public:
+  explicit KernelPane(QWidget* parent = nullptr);
+  KernelTableModel* model() const { return model_; }
+  QSortFilterProxyModel* proxy() const { return proxy_; }
+  QTableView* view() const { return view_; }
+  void setRecords(const std::vector<tl::ProfileRecord>& records);
+  void selectRecord(int record);
+  int chartBars() const { return chartBars_; }
+
+ signals:
+  void kernelSelected(int record);
+
+ private:
+  void updateChart();
+  KernelTableModel* model_;
+  QSortFilterProxyModel* proxy_;
+  QTableView* view_;
+  QLineEdit* filter_;
+  QLabel* total_;
+  QChartView* chart_;
+  int chartBars_ = 0;
+};
+
+}  // namespace tlui

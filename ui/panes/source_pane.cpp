@@ -1,0 +1,118 @@
+#include "source_pane.h"
+
+#include <QApplication>
+#include <QClipboard>
+#include <QFile>
+#include <QFileDialog>
+#include <QFontDatabase>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QMessageBox>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSplitter>
+#include <QTextBlock>
+#include <QVBoxLayout>
+
+namespace tlui {
+
+SourcePane::SourcePane(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(2, 2, 2, 2);
+  auto* bar = new QHBoxLayout;
+  title_ = new QLabel(tr("Select a kernel in the kernel table."));
+  auto* copy = new QPushButton(tr("Copy"));
+  auto* save = new QPushButton(tr("Save..."));
+  bar->addWidget(title_, 1);
+  bar->addWidget(copy);
+  bar->addWidget(save);
+  layout->addLayout(bar);
+  QFont mono = QFontDatabase::systemFont(QFontDatabase::FixedFont);
+  source_ = new QPlainTextEdit;
+  source_->setReadOnly(true);
+  source_->setFont(mono);
+  source_->setLineWrapMode(QPlainTextEdit::NoWrap);
+  new KernelSourceHighlighter(source_->document());
+  log_ = new QPlainTextEdit;
+  log_->setReadOnly(true);
+  log_->setFont(mono);
+  log_->setPlaceholderText(tr("Build log: empty (the compiler printed nothing)"));
+  log_->setLineWrapMode(QPlainTextEdit::NoWrap);
+  new BuildLogHighlighter(log_->document());
+  auto* split = new QSplitter(Qt::Vertical);
+  split->addWidget(source_);
+  split->addWidget(log_);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 1);
+  layout->addWidget(split, 1);
+
+  connect(copy, &QPushButton::clicked, this, [this] { QApplication::clipboard()->setText(source_->toPlainText()); });
+  connect(save, &QPushButton::clicked, this, [this] {
+    QString path = QFileDialog::getSaveFileName(this, tr("Save kernel source"), title_->text() + ".c",
+                                                tr("C / OpenCL C (*.c *.cl *.cu);;All files (*)"));
+    QString error;
+    if (!path.isEmpty() && !this->save(path, &error)) QMessageBox::warning(this, tr("Save failed"), error);
+  });
+  connect(log_, &QPlainTextEdit::cursorPositionChanged, this, [this] {
+    int block = log_->textCursor().blockNumber();
+    for (size_t i = 0; i < diagnostics_.size(); ++i)
+      if (diagnostics_[i].logLine == block) {
+        jumpToDiagnostic(int(i));
+        return;
+      }
+  });
+}
+
+void SourcePane::setKernel(const QString& title, const QString& source, const QString& buildLog) {
+  title_->setText(title);
+  source_->setPlainText(source);
+  log_->setPlainText(buildLog);
+  diagnostics_ = parseBuildLog(buildLog);
+  markDiagnostics();
+}
+
+QString SourcePane::source() const { return source_->toPlainText(); }
+QString SourcePane::buildLog() const { return log_->toPlainText(); }
+QString SourcePane::title() const { return title_->text(); }
+
+void SourcePane::markDiagnostics() {
+  QList<QTextEdit::ExtraSelection> marks;
+  for (const auto& d : diagnostics_) {
+    QTextBlock block = source_->document()->findBlockByNumber(d.line - 1);
+    if (!block.isValid()) continue;
+    QTextEdit::ExtraSelection s;
+    s.cursor = QTextCursor(block);
+    s.format.setBackground(d.severity == "error" ? QColor(255, 220, 220) : QColor(255, 243, 205));
+    s.format.setProperty(QTextFormat::FullWidthSelection, true);
+    s.format.setToolTip(d.message);
+    marks << s;
+  }
+  source_->setExtraSelections(marks);
+}
+
+int SourcePane::jumpToDiagnostic(int index) {
+  if (index < 0 || size_t(index) >= diagnostics_.size()) return 0;
+  const auto& d = diagnostics_[size_t(index)];
+  QTextBlock block = source_->document()->findBlockByNumber(d.line - 1);
+  if (!block.isValid()) return 0;
+  QTextCursor c(block);
+  if (d.column > 0) c.movePosition(QTextCursor::Right, QTextCursor::MoveAnchor, std::min(d.column - 1, block.length() - 1));
+  source_->setTextCursor(c);
+  source_->centerCursor();
+  source_->setFocus();
+  return d.line;
+}
+
+int SourcePane::currentSourceLine() const { return source_->textCursor().blockNumber() + 1; }
+
+bool SourcePane::save(const QString& path, QString* error) const {
+  QFile f(path);
+  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) {
+    if (error) *error = tr("Could not write %1: %2").arg(path, f.errorString());
+    return false;
+  }
+  f.write(source_->toPlainText().toUtf8());
+  return true;
+}
+
+}  // namespace tlui

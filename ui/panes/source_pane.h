@@ -1,0 +1,35 @@
+// One kernel's generated source, highlighted, with its compiler log below;
+// clicking a diagnostic in the log jumps to its source line.
+#pragma once
+#include <QWidget>
+
+#include "ui/source_highlight.h"
+
+class QLabel;
+class QPlainTextEdit;
+
+namespace tlui {
+
+class SourcePane : public QWidget {
+  Q_OBJECT
+ public:
+  explicit SourcePane(QWidget* parent = nullptr);
+  void setKernel(const QString& title, const QString& source, const QString& buildLog);
+  QString source() const;
+  QString buildLog() const;
+  QString title() const;
+  const std::vector<Diagnostic>& diagnostics() const { return diagnostics_; }
+  // Moves the source view to the diagnostic's line; returns the line (1-based).
+  int jumpToDiagnostic(int index);
+  int currentSourceLine() const;
+  bool save(const QString& path, QString* error) const;
+
+ private:
+  void markDiagnostics();
+  QLabel* title_;
+  QPlainTextEdit* source_;
+  QPlainTextEdit* log_;
+  std::vector<Diagnostic> diagnostics_;
+};
+
+}  // namespace tlui

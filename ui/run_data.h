@@ -1,0 +1,56 @@
+// What the worker hands back to the window: plain copies of core results,
+// shared read-only so queued signals do not copy thousands of graph nodes.
+#pragma once
+#include <QImage>
+#include <QMetaType>
+#include <QString>
+#include <QStringList>
+#include <memory>
+#include <vector>
+
+#include "core/graph.h"
+#include "core/models/classifier.h"
+#include "core/profile.h"
+#include "core/runtime/device.h"
+
+namespace tlui {
+
+struct RunData {
+  quint64 job = 0;
+  QString device;
+  QString imagePath;
+  QString model;
+  std::vector<tl::Prediction> top;
+  std::vector<float> logits;
+  double coldSeconds = 0, warmSeconds = 0;
+  // Kernels of one inspected warm run; their node_ids refer to `graph`.
+  std::vector<tl::ProfileRecord> records;
+  std::vector<tl::GraphNode> graph;
+};
+using RunPtr = std::shared_ptr<const RunData>;
+
+struct CompareData {
+  quint64 job = 0;
+  std::vector<RunPtr> runs;   // one per device, in the order asked
+  double maxLogitDiff = 0;    // largest |logit_a - logit_b| over all device pairs
+  QString maxDiffPair;        // "cpu vs opencl:0:0"
+};
+using ComparePtr = std::shared_ptr<const CompareData>;
+
+struct ModelData {
+  quint64 job = 0;
+  QString nameOrPath;
+  tl::ModelSummary summary;
+};
+using ModelPtr = std::shared_ptr<const ModelData>;
+
+using DeviceList = std::vector<tl::DeviceInfo>;
+
+inline QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+}  // namespace tlui
+
+Q_DECLARE_METATYPE(tlui::RunPtr)
+Q_DECLARE_METATYPE(tlui::ComparePtr)
+Q_DECLARE_METATYPE(tlui::ModelPtr)
+Q_DECLARE_METATYPE(tlui::DeviceList)

@@ -1,0 +1,301 @@
+#include "session.h"
+
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <QCoreApplication>
+#include <algorithm>
+#include <cmath>
+
+#include "core/realize.h"
+#include "core/runtime/registry.h"
+#include "core/tensor.h"
+
+namespace tlui {
+
+struct Session::WorkerState {
+  std::unique_ptr<tl::ImageClassifier> model;
+  QString modelName;
+  tl::Image image;
+  QString imagePath;
+};
+
+namespace {
+
+QImage to_qimage(const tl::Image& img) {
+  QImage out(img.width, img.height, QImage::Format_RGB888);
+  for (int y = 0; y < img.height; ++y) {
+    uchar* line = out.scanLine(y);
+    const float* src = img.rgb.data() + size_t(y) * size_t(img.width) * 3;
+    for (int x = 0; x < img.width * 3; ++x) line[x] = uchar(std::clamp(src[x], 0.0f, 1.0f) * 255.0f + 0.5f);
+  }
+  return out;
+}
+
+// The cancel flag is per thread in the core; this keeps it set for exactly
+// one job, whatever way the job leaves.
+struct CancelScope {
+  explicit CancelScope(const std::atomic<bool>* flag) { tl::set_cancel_flag(flag); }
+  ~CancelScope() { tl::set_cancel_flag(nullptr); }
+};
+
+const char* kBuiltinModel = "efficientnet-lite0";
+
+}  // namespace
+
+Session::Session(QObject* parent) : QObject(parent), state_(std::make_unique<WorkerState>()) {
+  qRegisterMetaType<tlui::RunPtr>();
+  qRegisterMetaType<tlui::ComparePtr>();
+  qRegisterMetaType<tlui::ModelPtr>();
+  qRegisterMetaType<tlui::DeviceList>();
+  workerContext_ = new QObject;
+  workerContext_->moveToThread(&thread_);
+  connect(&thread_, &QThread::finished, workerContext_, &QObject::deleteLater);
+  thread_.setObjectName("tinylens-core");
+  thread_.start();
+  // Compiler processes and the core's thread pool inherit the nice value of
+  // the thread that starts them: keeping the core below the UI thread is
+  // what keeps the window fluid on a two-core machine during a cold run.
+  post([] { setpriority(PRIO_PROCESS, pid_t(syscall(SYS_gettid)), 5); });
+}
+
+Session::~Session() {
+  if (runFlag_) runFlag_->store(true);
+  thread_.quit();
+  thread_.wait();
+  // The worker state holds tensors; it goes after the thread that used it.
+  state_.reset();
+}
+
+void Session::post(std::function<void()> work) {
+  QMetaObject::invokeMethod(workerContext_, std::move(work), Qt::QueuedConnection);
+}
+
+void Session::deliverRun(quint64 job, std::function<void()> emitter) {
+  QMetaObject::invokeMethod(
+      this,
+      [this, job, emitter = std::move(emitter)] {
+        if (job != runJob_) return;  // superseded while it ran
+        emitter();
+      },
+      Qt::QueuedConnection);
+}
+
+Session::Flag Session::startRunJob(quint64 job) {
+  if (runFlag_) runFlag_->store(true);  // the older run stops at its next kernel
+  runFlag_ = std::make_shared<std::atomic<bool>>(false);
+  runJob_ = job;
+  busyJob_ = job;
+  return runFlag_;
+}
+
+void Session::cancel() {
+  if (runFlag_) runFlag_->store(true);
+}
+
+quint64 Session::enumerateDevices() {
+  quint64 job = nextJob_++;
+  post([this, job] {
+    DeviceList list;
+    try {
+      for (auto& d : tl::Registry::instance().devices()) list.push_back(d->info());
+    } catch (const std::exception& e) {
+      QString msg = QString("Could not enumerate devices: %1").arg(e.what());
+      QMetaObject::invokeMethod(this, [this, job, msg] { emit failed(job, "devices", msg); }, Qt::QueuedConnection);
+      return;
+    }
+    QMetaObject::invokeMethod(this, [this, list] { emit devicesReady(list); }, Qt::QueuedConnection);
+  });
+  return job;
+}
+
+quint64 Session::loadModel(const QString& nameOrPath) {
+  quint64 job = nextJob_++;
+  modelJob_ = job;
+  post([this, job, nameOrPath] {
+    WorkerState& st = *state_;
+    QMetaObject::invokeMethod(
+        this, [this, job] { emit progress(job, tr("Loading model"), 0); }, Qt::QueuedConnection);
+    try {
+      auto model = tl::load_classifier(nameOrPath.toStdString());
+      auto data = std::make_shared<ModelData>();
+      data->job = job;
+      data->nameOrPath = nameOrPath;
+      data->summary = model->summary();
+      st.model = std::move(model);
+      st.modelName = nameOrPath;
+      ModelPtr out = data;
+      QMetaObject::invokeMethod(this, [this, out] { emit modelLoaded(out); }, Qt::QueuedConnection);
+    } catch (const std::exception& e) {
+      QString msg = QString("Could not load the model %1: %2").arg(nameOrPath, e.what());
+      QMetaObject::invokeMethod(this, [this, job, msg] { emit failed(job, "model", msg); }, Qt::QueuedConnection);
+    }
+  });
+  return job;
+}
+
+quint64 Session::classify(const QString& imagePath, const QString& device) {
+  quint64 job = nextJob_++;
+  Flag flag = startRunJob(job);
+  post([this, job, flag, imagePath, device] {
+    WorkerState& st = *state_;
+    auto report = [this, job](const QString& stage, int pct) {
+      deliverRun(job, [this, job, stage, pct] { emit progress(job, stage, pct); });
+    };
+    auto finish = [this, job] {
+      QMetaObject::invokeMethod(
+          this,
+          [this, job] {
+            if (busyJob_ == job) {
+              busyJob_ = 0;
+              emit idle();
+            }
+          },
+          Qt::QueuedConnection);
+    };
+    if (flag->load()) {  // a newer request arrived before this one started
+      finish();
+      return;
+    }
+    CancelScope cancelScope(flag.get());
+    const std::string dev = device.toStdString();
+    try {
+      report(tr("Reading %1").arg(imagePath), 2);
+      tl::Image image;
+      try {
+        image = imagePath == st.imagePath ? st.image : tl::load_image(imagePath.toStdString());
+      } catch (const std::exception& e) {
+        QString msg = QString::fromUtf8(e.what());
+        deliverRun(job, [this, job, msg] { emit failed(job, "image", msg); });
+        finish();
+        return;
+      }
+      if (imagePath != st.imagePath) {
+        st.image = image;
+        st.imagePath = imagePath;
+      }
+      QImage shown = to_qimage(image);
+      deliverRun(job, [this, job, imagePath, shown] { emit imageDecoded(job, imagePath, shown); });
+
+      if (!st.model) {
+        report(tr("Loading the built-in model"), 5);
+        st.model = tl::load_classifier(kBuiltinModel);
+        st.modelName = kBuiltinModel;
+        auto data = std::make_shared<ModelData>();
+        data->nameOrPath = kBuiltinModel;
+        data->summary = st.model->summary();
+        ModelPtr out = data;
+        QMetaObject::invokeMethod(this, [this, out] { emit modelLoaded(out); }, Qt::QueuedConnection);
+      }
+      report(tr("Compiling and running on %1 (cold run, then warm runs)").arg(device), 10);
+      tl::ClassifyResult result = tl::classify(*st.model, image, dev, 5, 3);
+
+      report(tr("Recording the op graph and kernel profile"), 85);
+      auto data = std::make_shared<RunData>();
+      data->job = job;
+      data->device = device;
+      data->imagePath = imagePath;
+      data->model = st.modelName;
+      data->top = result.top;
+      data->logits = result.logits;
+      data->coldSeconds = result.cold_seconds;
+      data->warmSeconds = result.warm_seconds;
+      {
+        // One more warm run whose graph is snapshotted first, so each
+        // kernel's node_ids point into the graph the window draws.
+        tl::NoGrad noGrad;
+        tl::Tensor input = st.model->preprocess(image, dev);
+        tl::Tensor logits = st.model->forward(input);
+        data->graph = tl::snapshot_graph({logits.node()});
+        tl::ProfileCapture capture;
+        logits.realize();
+        data->records = capture.records();
+      }
+      RunPtr out = data;
+      deliverRun(job, [this, out] { emit classified(out); });
+    } catch (const tl::Cancelled&) {
+      // deliverRun drops it when a newer job superseded this one: only an
+      // explicit cancel is announced.
+      deliverRun(job, [this, job] { emit cancelled(job); });
+    } catch (const std::exception& e) {
+      QString msg = QString("Classification on %1 failed: %2").arg(device, e.what());
+      deliverRun(job, [this, job, msg] { emit failed(job, "run", msg); });
+    }
+    finish();
+  });
+  return job;
+}
+
+quint64 Session::compare(const QString& imagePath, const QStringList& devices) {
+  quint64 job = nextJob_++;
+  Flag flag = startRunJob(job);
+  post([this, job, flag, imagePath, devices] {
+    WorkerState& st = *state_;
+    auto finish = [this, job] {
+      QMetaObject::invokeMethod(
+          this,
+          [this, job] {
+            if (busyJob_ == job) {
+              busyJob_ = 0;
+              emit idle();
+            }
+          },
+          Qt::QueuedConnection);
+    };
+    if (flag->load()) {
+      finish();
+      return;
+    }
+    CancelScope cancelScope(flag.get());
+    try {
+      tl::Image image = imagePath == st.imagePath ? st.image : tl::load_image(imagePath.toStdString());
+      if (!st.model) {
+        st.model = tl::load_classifier(kBuiltinModel);
+        st.modelName = kBuiltinModel;
+      }
+      auto data = std::make_shared<CompareData>();
+      data->job = job;
+      for (int i = 0; i < devices.size(); ++i) {
+        const QString device = devices[i];
+        int pct = 100 * i / int(devices.size());
+        deliverRun(job, [this, job, device, pct] { emit progress(job, tr("Comparing: running on %1").arg(device), pct); });
+        tl::ClassifyResult r = tl::classify(*st.model, image, device.toStdString(), 5, 3);
+        auto run = std::make_shared<RunData>();
+        run->job = job;
+        run->device = device;
+        run->imagePath = imagePath;
+        run->model = st.modelName;
+        run->top = r.top;
+        run->logits = r.logits;
+        run->coldSeconds = r.cold_seconds;
+        run->warmSeconds = r.warm_seconds;
+        run->records = r.records;
+        data->runs.push_back(run);
+      }
+      for (size_t a = 0; a < data->runs.size(); ++a)
+        for (size_t b = a + 1; b < data->runs.size(); ++b) {
+          const auto& la = data->runs[a]->logits;
+          const auto& lb = data->runs[b]->logits;
+          for (size_t k = 0; k < std::min(la.size(), lb.size()); ++k) {
+            double d = std::fabs(double(la[k]) - double(lb[k]));
+            if (d > data->maxLogitDiff || data->maxDiffPair.isEmpty()) {
+              data->maxLogitDiff = std::max(d, data->maxLogitDiff);
+              data->maxDiffPair = data->runs[a]->device + " vs " + data->runs[b]->device;
+            }
+          }
+        }
+      ComparePtr out = data;
+      deliverRun(job, [this, out] { emit compared(out); });
+    } catch (const tl::Cancelled&) {
+      deliverRun(job, [this, job] { emit cancelled(job); });
+    } catch (const std::exception& e) {
+      QString msg = QString("Comparison failed: %1").arg(e.what());
+      deliverRun(job, [this, job, msg] { emit failed(job, "compare", msg); });
+    }
+    finish();
+  });
+  return job;
+}
+
+}  // namespace tlui
