@@ -86,6 +86,10 @@ struct Node {
 // through the given element strides (batch, row, col).
 struct MatmulHint {
   NodeRef a, b;
+  // The (batch, m, k) and (batch, k, n) operands as the user's graph sees
+  // them: autograd differentiates the product through these with two more
+  // matmuls instead of through the generic multiply-and-sum.
+  NodeRef a_in, b_in;
   int64_t batch, m, n, k;
   int64_t a_strides[3], b_strides[3];
 };

@@ -714,6 +714,8 @@ Tensor Tensor::matmul(const Tensor& o) const {
   std::vector<int64_t> sa, sb;
   int64_t nb = tl::numel(batch);
   Tensor a3 = a.reshape({nb, m, k}), b3 = b.reshape({nb, k, n});
+  hint->a_in = a3.node();
+  hint->b_in = b3.node();
   hint->a = strided_base(a3, sa);
   hint->b = strided_base(b3, sb);
   hint->batch = nb, hint->m = m, hint->n = n, hint->k = k;
@@ -961,9 +963,21 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   return axes.empty() ? g : g.sum(axes, true);
 }
 
+// What gradients flow to: a matmul's two operands, any other node's sources.
+std::vector<NodeRef> grad_sources(const NodeRef& n) {
+  if (n->matmul && n->matmul->a_in) return {n->matmul->a_in, n->matmul->b_in};
+  return n->src;
+}
+
 // Gradients of one primitive with respect to each of its sources.
 std::vector<Tensor> backward_rule(const NodeRef& node, const Tensor& g) {
   const auto& s = node->src;
+  if (node->matmul && node->matmul->a_in) {
+    const MatmulHint& h = *node->matmul;
+    Tensor g3 = g.reshape({h.batch, h.m, h.n});
+    Tensor a(h.a_in), b(h.b_in);
+    return {g3.matmul(b.detach().transpose(-1, -2)), a.detach().transpose(-1, -2).matmul(g3)};
+  }
   Tensor out(node);
   auto src = [&](int i) { return Tensor(s[i]).detach(); };
   switch (node->op) {
@@ -1038,8 +1052,9 @@ void Tensor::backward() const {
   state[node_.get()] = 1;
   while (!stack.empty()) {
     auto& [n, i] = stack.back();
-    if (i < n->src.size()) {
-      NodeRef s = n->src[i++];
+    auto srcs = grad_sources(n);
+    if (i < srcs.size()) {
+      NodeRef s = srcs[i++];
       if (s->requires_grad && !state.count(s.get())) {
         state[s.get()] = 1;
         stack.push_back({s, 0});
@@ -1063,9 +1078,10 @@ void Tensor::backward() const {
       continue;
     }
     auto gs = backward_rule(n, gn);
-    for (size_t i = 0; i < gs.size() && i < n->src.size(); ++i) {
-      if (!gs[i].defined() || !n->src[i]->requires_grad) continue;
-      auto [slot, fresh] = grads.try_emplace(n->src[i].get(), gs[i]);
+    auto srcs = grad_sources(n);
+    for (size_t i = 0; i < gs.size() && i < srcs.size(); ++i) {
+      if (!gs[i].defined() || !srcs[i]->requires_grad) continue;
+      auto [slot, fresh] = grads.try_emplace(srcs[i].get(), gs[i]);
       if (!fresh) slot->second = slot->second + gs[i];
     }
     grads.erase(n.get());

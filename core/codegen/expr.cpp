@@ -111,12 +111,15 @@ E binary(ExprOp op, E a, E b) {
   if ((op == ExprOp::Add || op == ExprOp::Mul) && a->op == ExprOp::Const) std::swap(a, b);
   // identities; float ones only where IEEE allows them (x+0, x*1)
   if (op == ExprOp::Add && is_const(b, 0)) return a;
+  // (x + c1) + c2 -> x + (c1 + c2)
+  if (op == ExprOp::Add && integer && b->op == ExprOp::Const && a->op == ExprOp::Add && a->src[1]->op == ExprOp::Const)
+    return a->src[0] + constant(a->src[1]->value + b->value, a->dtype);
   if (op == ExprOp::Mul && is_const(b, 1)) return a;
   if (integer) {
     if (op == ExprOp::Mul && is_const(b, 0)) return b;
     if (op == ExprOp::Div && is_const(b, 1)) return a;
     if (op == ExprOp::Mod && is_const(b, 1)) return idx(0);
-    if (b->op == ExprOp::Const && b->value > 0 && a->lo >= 0) {
+    if ((op == ExprOp::Div || op == ExprOp::Mod) && b->op == ExprOp::Const && b->value > 0 && a->lo >= 0) {
       int64_t d = int64_t(b->value);
       if (op == ExprOp::Div && a->hi < d) return idx(0);
       if (op == ExprOp::Mod && a->hi < d) return a;
@@ -157,7 +160,7 @@ E binary(ExprOp op, E a, E b) {
         break;
       }
       case ExprOp::Div:
-        if (b->op == ExprOp::Const && b->value > 0 && a->lo >= 0) {
+        if ((op == ExprOp::Div || op == ExprOp::Mod) && b->op == ExprOp::Const && b->value > 0 && a->lo >= 0) {
           e->lo = a->lo / int64_t(b->value);
           e->hi = a->hi / int64_t(b->value);
         } else {
@@ -166,7 +169,7 @@ E binary(ExprOp op, E a, E b) {
         }
         break;
       case ExprOp::Mod:
-        if (b->op == ExprOp::Const && b->value > 0 && a->lo >= 0) {
+        if ((op == ExprOp::Div || op == ExprOp::Mod) && b->op == ExprOp::Const && b->value > 0 && a->lo >= 0) {
           e->lo = 0;
           e->hi = std::min<int64_t>(a->hi, int64_t(b->value) - 1);
         } else {

@@ -189,8 +189,12 @@ struct Printer {
   std::string operator()(const E& e) {
     if (auto it = names.find(e.get()); it != names.end()) return it->second;
     std::string text = expression(e);
-    bool named = e->op == ExprOp::Load || (e->dtype == DType::f32 && e->op != ExprOp::Const && e->op != ExprOp::Var);
-    if (!named) return text;
+    bool leaf = e->op == ExprOp::Const || e->op == ExprOp::Var;
+    bool named = !leaf && (e->op == ExprOp::Load || e->dtype == DType::f32 || text.size() > 48);
+    if (!named) {
+      names[e.get()] = text;  // short index arithmetic reads best inline
+      return text;
+    }
     std::string v = "v" + std::to_string(counter++);
     lines += indent + type(e->dtype) + " " + v + " = " + text + ";\n";
     if (e->dtype == DType::f32 && e->op != ExprOp::Load) flops_per_item += 1;
