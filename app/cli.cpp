@@ -4,13 +4,18 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cctype>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "core/ops.h"
+#include "core/io/image.h"
+#include "core/models/classifier.h"
 #include "core/profile.h"
 #include "core/runtime/registry.h"
 #include "core/tensor.h"
@@ -36,7 +41,9 @@ const char* kUsage =
     "  ops                           list the primitive ops\n"
     "  demo                          a small real computation with its kernel table\n"
     "  selftest [--device NAME]      run the op suite against the CPU device\n"
-    "  bench matmul [--n N] [--device NAME|all] [--repeat R]\n";
+    "  bench matmul [--n N] [--device NAME|all] [--repeat R]\n"
+    "  classify IMAGE... [--device NAME] [--model PATH] [--runs N] [--profile] [--dump-kernels DIR]\n"
+    "  bench model [--model efficientnet-lite0] [--device NAME|all] [--runs N] [--image PATH]\n";
 
 Args parse(int argc, char** argv) {
   static const std::vector<std::string> flags = {"profile", "help"};
@@ -118,6 +125,113 @@ std::vector<std::string> pick_devices(const std::string& spec) {
   return out;
 }
 
+// Errors from the loaders may span lines (a checkpoint's list of bad keys);
+// the CLI promises one line per failure.
+std::string one_line(const std::string& message) {
+  std::string out;
+  for (size_t i = 0; i < message.size(); ++i) {
+    if (message[i] != '\n') {
+      out += message[i];
+      continue;
+    }
+    while (i + 1 < message.size() && message[i + 1] == ' ') ++i;
+    out += out.empty() || out.back() == ':' ? " " : "; ";
+  }
+  return out;
+}
+
+std::string kernel_file_stem(size_t index, const std::string& name) {
+  char prefix[16];
+  std::snprintf(prefix, sizeof prefix, "%03zu_", index);
+  std::string safe;
+  for (char c : name) safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-') ? c : '_';
+  return prefix + safe;
+}
+
+// One source file and one build log per distinct kernel, in launch order.
+void dump_kernels(const std::vector<ProfileRecord>& records, const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw IOError("--dump-kernels: cannot create " + dir + ": " + ec.message());
+  std::vector<const KernelInfo*> seen;
+  for (auto& r : records) {
+    const KernelInfo* k = r.kernel.get();
+    if (!k || std::find(seen.begin(), seen.end(), k) != seen.end()) continue;
+    seen.push_back(k);
+    const bool opencl = k->device.rfind("opencl", 0) == 0;
+    const std::string stem = (fs::path(dir) / kernel_file_stem(seen.size() - 1, k->name)).string();
+    std::ofstream src(stem + (opencl ? ".cl" : ".c"));
+    src << k->source;
+    std::ofstream log(stem + ".log");
+    log << k->build_log;
+    if (!src || !log) throw IOError("--dump-kernels: cannot write " + stem + ".*");
+  }
+  std::printf("wrote %zu kernels (source and build log) to %s\n", seen.size(), dir.c_str());
+}
+
+int positive_option(const Args& a, const std::string& key, int fallback) {
+  const std::string text = a.get(key, std::to_string(fallback));
+  char* end = nullptr;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (end == text.c_str() || *end || v < 1 || v > 1000000)
+    throw std::invalid_argument("--" + key + " must be a positive integer, got '" + text + "'");
+  return int(v);
+}
+
+int cmd_classify(const Args& a) {
+  std::vector<std::string> images(a.positional.begin() + 1, a.positional.end());
+  if (images.empty()) {
+    std::fprintf(stderr, "tinylens-cli: classify needs at least one image\n");
+    return 2;
+  }
+  const std::string device = a.get("device").empty() ? default_device() : a.get("device");
+  Registry::instance().get_available(device);
+  auto model = load_classifier(a.get("model", "efficientnet-lite0"));
+  const int runs = positive_option(a, "runs", 3);
+  for (auto& path : images) {
+    Image image = load_image(path);
+    ClassifyResult r = classify(*model, image, device, 5, runs);
+    std::printf("%s (%dx%d) on %s: cold %.1f ms, warm %.1f ms (median of %d)\n", path.c_str(), image.width,
+                image.height, r.device.c_str(), r.cold_seconds * 1e3, r.warm_seconds * 1e3, runs);
+    for (auto& p : r.top) std::printf("  %6.2f%%  %-4d %s\n", p.probability * 100.0, p.index, p.label.c_str());
+    if (a.has("profile")) std::printf("%s", format_profile_table(r.records).c_str());
+    if (a.has("dump-kernels")) dump_kernels(r.records, a.get("dump-kernels"));
+  }
+  return 0;
+}
+
+int cmd_bench_model(const Args& a) {
+  const std::string name = a.get("model", "efficientnet-lite0");
+  const int runs = positive_option(a, "runs", 10);
+  const std::string image_path = a.get("image", "/usr/share/doc/opencv-doc/examples/data/squirrel_cls.jpg");
+  Image image;
+  std::error_code ec;
+  if (std::filesystem::exists(image_path, ec)) {
+    image = load_image(image_path);
+  } else {  // latency does not depend on the pixels; a gradient will do
+    image.width = image.height = 224;
+    image.rgb.resize(224 * 224 * 3);
+    for (size_t i = 0; i < image.rgb.size(); ++i) image.rgb[i] = float(i % 251) / 250.0f;
+  }
+  auto model = load_classifier(name);
+  auto summary = model->summary();
+  std::printf("%s, batch 1, %s input, %.2f GFLOP per image, %d warm runs\n", summary.name.c_str(),
+              shape_str(summary.input_shape).c_str(), summary.flops * 1e-9, runs);
+  for (auto& dev : pick_devices(a.get("device"))) {
+    ClassifyResult r = classify(*model, image, dev, 1, runs);
+    std::printf("%-14s cold %9.1f ms   warm median %8.2f ms   %6.1f GFLOP/s   kernels %zu (%.2f ms in kernels)\n",
+                dev.c_str(), r.cold_seconds * 1e3, r.warm_seconds * 1e3, summary.flops / r.warm_seconds * 1e-9,
+                r.records.size(), [&] {
+                  double t = 0;
+                  for (auto& rec : r.records) t += rec.seconds;
+                  return t * 1e3;
+                }());
+    if (a.has("profile")) std::printf("%s", format_profile_table(r.records).c_str());
+  }
+  return 0;
+}
+
 int cmd_bench_matmul(const Args& a) {
   int64_t n = std::stoll(a.get("n", "1024"));
   int repeat = std::stoi(a.get("repeat", "5"));
@@ -159,10 +273,12 @@ int main(int argc, char** argv) {
     if (cmd == "ops") return cmd_ops();
     if (cmd == "demo") return cmd_demo(a.get("device") == "all" ? "" : a.get("device"), a.has("profile"));
     if (cmd == "bench" && a.positional.size() > 1 && a.positional[1] == "matmul") return cmd_bench_matmul(a);
+    if (cmd == "bench" && a.positional.size() > 1 && a.positional[1] == "model") return cmd_bench_model(a);
+    if (cmd == "classify") return cmd_classify(a);
     std::fprintf(stderr, "tinylens-cli: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tinylens-cli: %s\n", e.what());
+    std::fprintf(stderr, "tinylens-cli: %s\n", one_line(e.what()).c_str());
     return 1;
   }
 }
