@@ -79,13 +79,13 @@ class TestErrors : public QObject {
         {"matmul 1-D", [&] { a.reshape({6}).matmul(b.reshape({20})).to_vector(); }, {"(6", "(20"}},
         {"linear", [&] { a.linear(b).to_vector(); }, {"(2, 3)", "(4, 5)"}},
         {"reshape", [&] { a.reshape({4, 2}).to_vector(); }, {"(2, 3)", "(4, 2)"}},
-        {"reshape two -1", [&] { b.reshape({-1, -1}).to_vector(); }, {"(4, 5)"}},
+        {"reshape two -1", [&] { b.reshape({-1, -1}).to_vector(); }, {"(-1, -1)"}},
         {"sum axis 5", [&] { a.sum({5}).to_vector(); }, {"5", "(2, 3)"}},
         {"max axis -3", [&] { a.max({-3}).to_vector(); }, {"-3", "(2, 3)"}},
         {"argmax axis 2", [&] { a.argmax(2).to_vector(); }, {"2", "(2, 3)"}},
         {"transpose axis 4", [&] { a.transpose(0, 4).to_vector(); }, {"4", "(2, 3)"}},
         {"slice axis 2", [&] { a.slice(2, 0, 1).to_vector(); }, {"2", "(2, 3)"}},
-        {"slice step 0", [&] { a.slice(1, 0, 2, 0).to_vector(); }, {"(2, 3)"}},
+        {"slice step 0", [&] { a.slice(1, 0, 2, 0).to_vector(); }, {"step"}},
         {"permute repeated axis", [&] { a.permute({0, 0}).to_vector(); }, {"(2, 3)"}},
         {"permute wrong length", [&] { a.permute({1, 0, 2}).to_vector(); }, {"(2, 3)"}},
         {"expand", [&] { a.expand({2, 4}).to_vector(); }, {"(2, 3)", "(2, 4)"}},
@@ -118,11 +118,14 @@ class TestErrors : public QObject {
          },
          {"(2, 3)"}},
     };
+    // Every row runs, so one report lists all the problems.
+    std::string problems;
     for (auto& r : rows) {
       std::string problem = expect_error<ShapeError>(r.f, r.names);
-      if (!problem.empty()) QFAIL((std::string(r.what) + ": " + problem).c_str());
+      if (!problem.empty()) problems += std::string("\n  ") + r.what + ": " + problem;
       still_usable();
     }
+    QVERIFY2(problems.empty(), problems.c_str());
   }
 
   void unknown_device() {

@@ -191,6 +191,9 @@ const std::map<std::string, OpFn>& op_table() {
     t["slice_clamp"] = unary([](auto& x) { return x.slice(1, 1, 100); });
     t["slice_axis0_neg"] = unary([](auto& x) { return x.slice(-2, -3, 4); });
     t["slice_negstep"] = unary([](auto& x) { return x.slice(1, 7, -10, -2); });
+    t["slice_1d_2_7_2"] = unary([](auto& x) { return x.slice(0, 2, 7, 2); });
+    t["slice_1d_2_8_2"] = unary([](auto& x) { return x.slice(0, 2, 8, 2); });
+    t["slice_1d_1_8_3"] = unary([](auto& x) { return x.slice(0, 1, 8, 3); });
     t["flip_0"] = unary([](auto& x) { return x.flip({0}); });
     t["flip_02"] = unary([](auto& x) { return x.flip({0, 2}); });
     t["flip_m1"] = unary([](auto& x) { return x.flip({-1}); });
@@ -296,6 +299,32 @@ const std::map<std::string, OpFn>& op_table() {
   return table;
 }
 
+// The family a case belongs to, from its name (order matters: max_pool
+// before max, log_softmax before the rest).
+std::string family(const std::string& name) {
+  auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };
+  for (auto p : {"conv2d_", "avg_pool_", "max_pool_", "adaptive_"})
+    if (starts(p)) return "conv_pool";
+  for (auto p : {"batch_norm_", "softmax_", "log_softmax_", "cross_entropy"})
+    if (starts(p)) return "norm_softmax";
+  for (auto p : {"matmul_", "linear_"})
+    if (starts(p)) return "matmul";
+  for (auto p : {"zeros_", "ones_", "full_", "arange_", "eye_"})
+    if (starts(p)) return "creation";
+  for (auto p : {"sum_", "mean_", "max_", "min_", "var_", "std_", "argmax_"})
+    if (starts(p)) return "reduce";
+  for (auto p : {"reshape_", "permute_", "transpose_", "expand_", "pad_", "slice_", "flip_", "cat_", "stack_",
+                 "squeeze_", "unsqueeze_", "flatten_", "chain_"})
+    if (starts(p)) return "movement";
+  if (name.size() > 5 && (name.ends_with("_edge") || name.ends_with("_rand"))) return "unary";
+  for (auto p : {"neg_", "exp_", "cast_", "from_ints_"})
+    if (starts(p)) return "unary";
+  for (auto p : {"add_", "sub_", "mul_", "div_", "maximum_", "minimum_", "pow_", "rsub_", "rdiv_", "radd_", "eq_",
+                 "ne_", "lt_", "le_", "gt_", "ge_", "where_"})
+    if (starts(p)) return "binary";
+  return "";
+}
+
 const std::vector<tltest::GoldenCase>& golden_cases() {
   static const auto cases = tltest::read_golden(tltest::source_dir() + "/tests/data/golden/ops.bin");
   return cases;
@@ -399,13 +428,38 @@ class TestOps : public QObject {
     }
   }
 
-  void golden_data() {
+  // One test function per family: Qt's watchdog limits each function (all its
+  // rows) to 5 minutes, and a failure in one family does not hide the others.
+  void golden_creation_data() { golden_rows("creation"); }
+  void golden_creation() { golden(); }
+  void golden_unary_data() { golden_rows("unary"); }
+  void golden_unary() { golden(); }
+  void golden_binary_data() { golden_rows("binary"); }
+  void golden_binary() { golden(); }
+  void golden_reduce_data() { golden_rows("reduce"); }
+  void golden_reduce() { golden(); }
+  void golden_movement_data() { golden_rows("movement"); }
+  void golden_movement() { golden(); }
+  void golden_matmul_data() { golden_rows("matmul"); }
+  void golden_matmul() { golden(); }
+  void golden_conv_pool_data() { golden_rows("conv_pool"); }
+  void golden_conv_pool() { golden(); }
+  void golden_norm_softmax_data() { golden_rows("norm_softmax"); }
+  void golden_norm_softmax() { golden(); }
+
+  void every_case_has_a_family() {
+    for (auto& c : golden_cases()) QVERIFY2(!family(c.name).empty(), c.name.c_str());
+  }
+
+ private:
+  static void golden_rows(const std::string& fam) {
     QTest::addColumn<QString>("device");
     QTest::addColumn<int>("index");
     auto& cases = golden_cases();
     for (auto& d : tltest::available_devices())
       for (size_t i = 0; i < cases.size(); ++i)
-        QTest::newRow((cases[i].name + "@" + d).c_str()) << QString::fromStdString(d) << int(i);
+        if (family(cases[i].name) == fam)
+          QTest::newRow((cases[i].name + "@" + d).c_str()) << QString::fromStdString(d) << int(i);
   }
 
   void golden() {
@@ -445,6 +499,7 @@ class TestOps : public QObject {
   }
 
   // ---- statistical creation ops and dropout ----
+ private slots:
   void random_creation_data() { add_device_rows(); }
   void random_creation() {
     QFETCH(QString, device);
