@@ -26,10 +26,10 @@ TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
     throw ShapeError("gemm: every size must be at least 1, got batch=" + std::to_string(s.batch) +
                      " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k));
 
-  // Split the longer side of C. Every thread packs the whole of the other
-  // operand's panels, so splitting rows of a wide, short C (m=49, n=1280)
-  // would have both threads copy all of B.
-  const bool split_rows = s.m >= s.n;
+  // Split the side of C that cuts into more strips: that balances the threads
+  // best (m=192, n=49 splits rows; m=49, n=1280 columns), and every thread
+  // packs all of the other operand, which is then the smaller one.
+  const bool split_rows = ceil_div(s.m, kRowUnit) >= ceil_div(s.n, kColUnit);
   const int64_t unit = split_rows ? kRowUnit : kColUnit;
   const int64_t units_per_batch = ceil_div(split_rows ? s.m : s.n, unit);
 
