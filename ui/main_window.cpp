@@ -143,7 +143,7 @@ MainWindow::~MainWindow() = default;
 
 void MainWindow::buildDocks() {
   setCentralWidget(graph_);
-  auto* imageDock = makeDock(this, tr("Image && predictions"), "imageDock", image_);
+  auto* imageDock = makeDock(this, tr("Image & predictions"), "imageDock", image_);
   auto* modelDock = makeDock(this, tr("Model"), "modelDock", model_);
   auto* deviceDock = makeDock(this, tr("Devices"), "deviceDock", devices_);
   auto* kernelDock = makeDock(this, tr("Kernels"), "kernelDock", kernels_);
@@ -160,6 +160,7 @@ void MainWindow::buildDocks() {
   resizeDocks({imageDock}, {440}, Qt::Horizontal);
   resizeDocks({imageDock, modelDock}, {620, 260}, Qt::Vertical);
   resizeDocks({kernelDock}, {330}, Qt::Vertical);
+  resizeDocks({kernelDock, sourceDock}, {980, 600}, Qt::Horizontal);
 }
 
 void MainWindow::buildMenus() {

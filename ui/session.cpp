@@ -154,7 +154,8 @@ quint64 Session::classify(const QString& imagePath, const QString& device) {
           },
           Qt::QueuedConnection);
     };
-    if (flag->load()) {  // a newer request arrived before this one started
+    if (flag->load()) {  // cancelled, or superseded, before it started
+      deliverRun(job, [this, job] { emit cancelled(job); });
       finish();
       return;
     }
@@ -244,6 +245,7 @@ quint64 Session::compare(const QString& imagePath, const QStringList& devices) {
           Qt::QueuedConnection);
     };
     if (flag->load()) {
+      deliverRun(job, [this, job] { emit cancelled(job); });
       finish();
       return;
     }

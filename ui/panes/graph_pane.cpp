@@ -99,8 +99,10 @@ GraphPane::GraphPane(QWidget* parent) : QWidget(parent) {
   details_->setPlaceholderText(tr("Click a node for its shapes, attributes and kernel; double-click a block to expand it."));
   split->addWidget(view_);
   split->addWidget(details_);
-  split->setStretchFactor(0, 4);
-  split->setStretchFactor(1, 1);
+  split->setStretchFactor(0, 1);
+  split->setStretchFactor(1, 0);
+  split->setSizes({900, 260});
+  details_->setMinimumWidth(180);
   layout->addWidget(split, 1);
 
   connect(modeBox_, &QComboBox::currentIndexChanged, this, [this](int i) { setMode(Mode(i)); });

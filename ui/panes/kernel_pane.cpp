@@ -53,6 +53,7 @@ KernelPane::KernelPane(QWidget* parent)
   split->addWidget(chart_);
   split->setStretchFactor(0, 3);
   split->setStretchFactor(1, 2);
+  split->setSizes({560, 400});
   layout->addWidget(split, 1);
   connect(filter_, &QLineEdit::textChanged, proxy_, &QSortFilterProxyModel::setFilterFixedString);
   connect(view_->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](const QModelIndex& idx) {
@@ -95,7 +96,9 @@ void KernelPane::updateChart() {
   // Reversed: a horizontal bar chart draws its first category at the bottom.
   for (int i = top - 1; i >= 0; --i) {
     const auto& r = recs[size_t(order[size_t(i)])];
-    names << QString("#%1 %2").arg(order[size_t(i)]).arg(QString::fromStdString(r.kernel->name).left(28));
+    QString name = QString::fromStdString(r.kernel->name);
+    if (name.size() > 18) name = name.left(17) + QChar(0x2026);
+    names << QString("#%1 %2").arg(order[size_t(i)]).arg(name);
     *set << r.seconds * 1e3;
     maxMs = std::max(maxMs, r.seconds * 1e3);
   }
@@ -103,11 +106,16 @@ void KernelPane::updateChart() {
   chart->addSeries(series);
   auto* y = new QBarCategoryAxis;
   y->append(names);
+  QFont small = font();
+  small.setPointSizeF(std::max(6.5, small.pointSizeF() - 1.5));
+  y->setLabelsFont(small);
   chart->addAxis(y, Qt::AlignLeft);
   series->attachAxis(y);
   auto* x = new QValueAxis;
   x->setRange(0, maxMs > 0 ? maxMs * 1.05 : 1);
-  x->setLabelFormat("%.2f");
+  x->setLabelFormat("%.1f");
+  x->setLabelsFont(small);
+  x->setTickCount(4);
   chart->addAxis(x, Qt::AlignBottom);
   series->attachAxis(x);
   QChart* old = chart_->chart();
