@@ -1,0 +1,50 @@
+#!/usr/bin/python3
+"""Exports EfficientNet-Lite0 (the independent PyTorch definition in
+scripts/reference_efficientnet.py, same weights file) to ONNX with Debian's
+torch.onnx.export at opset 13, batch dimension dynamic ("batch").
+
+The SAME padding amounts are computed from Python ints so they are baked into
+the graph as constants: the model then has plain Pad nodes, like most
+exported CNNs, while the batch dimension stays a dim_param.
+
+Usage:
+  scripts/export_onnx.py [OUT]   # default resources/models/efficientnet-lite0.onnx
+"""
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reference_efficientnet as ref  # noqa: E402
+
+
+class Lite0(torch.nn.Module):
+    def __init__(self, sd):
+        super().__init__()
+        # Parameters (not plain dict entries) so the exporter writes them as
+        # initializers with their state-dict names.
+        self.params = torch.nn.ParameterDict(
+            {k.replace(".", "__"): torch.nn.Parameter(v, requires_grad=False) for k, v in sd.items()})
+
+    def forward(self, x):
+        sd = {k.replace("__", "."): v for k, v in self.params.items()}
+        return ref.forward(sd, x)
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ref.ROOT, "resources", "models",
+                                                             "efficientnet-lite0.onnx")
+    sd = {k: v for k, v in ref.load().items() if not k.endswith("num_batches_tracked")}
+    model = Lite0(sd).eval()
+    x = torch.zeros(1, 3, ref.CROP, ref.CROP)
+    tmp = out + ".part"
+    with torch.no_grad():
+        torch.onnx.export(model, (x,), tmp, opset_version=13, input_names=["input"], output_names=["logits"],
+                          dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, do_constant_folding=True)
+    os.replace(tmp, out)
+    print("wrote", out, os.path.getsize(out), "bytes")
+
+
+if __name__ == "__main__":
+    main()
