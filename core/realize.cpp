@@ -3,6 +3,8 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <set>
+#include <thread>
 
 #include "codegen/render.h"
 #include "codegen/templates.h"
@@ -60,6 +62,40 @@ std::shared_ptr<Program> compile_kernel(Device& device, const std::string& name,
   return program;
 }
 
+// Compiles the kernels that are new to this process side by side, one
+// compiler per core: a cold model run is dominated by compilation.
+static void compile_all(Device& device, const std::vector<RenderedKernel>& kernels) {
+  std::vector<const RenderedKernel*> fresh;
+  {
+    std::lock_guard lock(memo_mutex);
+    std::set<std::string> seen;
+    for (auto& k : kernels)
+      if (!memo().count({device.name(), k.source}) && seen.insert(k.source).second) fresh.push_back(&k);
+  }
+  if (fresh.size() < 2) return;  // the launch loop compiles a single kernel itself
+  std::atomic<size_t> next{0};
+  std::mutex error_mutex;
+  std::exception_ptr error;
+  const std::atomic<bool>* cancel = cancel_flag;  // thread_local: read it on this thread
+  auto worker = [&] {
+    for (size_t i; (i = next++) < fresh.size();) {
+      if (cancel && cancel->load()) return;
+      try {
+        compile_kernel(device, fresh[i]->name, fresh[i]->source);
+      } catch (...) {
+        std::lock_guard lock(error_mutex);
+        if (!error) error = std::current_exception();
+      }
+    }
+  };
+  unsigned n = std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()), unsigned(fresh.size()));
+  std::vector<std::thread> threads;
+  for (unsigned t = 1; t < n; ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
 std::vector<KernelInfo> plan_kernels(const std::vector<NodeRef>& roots) {
   std::vector<KernelInfo> out;
   if (roots.empty()) return out;
@@ -79,9 +115,13 @@ void realize_nodes(const std::vector<NodeRef>& roots) {
     // (compile error, lost device, cancel) leaves the graph as it was.
     std::vector<std::pair<NodeRef, std::shared_ptr<Buffer>>> produced;
     std::map<const Node*, Buffer*> pending;
-    for (auto& plan : plans) {
+    std::vector<RenderedKernel> rendered;
+    for (auto& plan : plans) rendered.push_back(render_kernel(plan, device));
+    compile_all(device, rendered);
+    for (size_t p = 0; p < plans.size(); ++p) {
       if (cancel_flag && cancel_flag->load()) throw Cancelled();
-      RenderedKernel r = render_kernel(plan, device);
+      const KernelPlan& plan = plans[p];
+      const RenderedKernel& r = rendered[p];
       auto info = describe(plan, r, device);
       bool hit = false;
       auto program = compile_kernel(device, r.name, r.source, &hit);

@@ -729,6 +729,11 @@ Tensor Tensor::matmul(const Tensor& o) const {
 }
 
 Tensor Tensor::linear(const Tensor& weight, const Tensor& bias) const {
+  if (ndim() < 1 || weight.ndim() != 2 || dim(-1) != weight.dim(1))
+    throw ShapeError("linear: input " + shape_str(shape()) + " does not match weight " + shape_str(weight.shape()) +
+                     " (expects (out_features, in_features) with in_features = the input's last axis)");
+  if (bias.defined() && (bias.ndim() != 1 || bias.dim(0) != weight.dim(0)))
+    throw ShapeError("linear: bias " + shape_str(bias.shape()) + " does not match weight " + shape_str(weight.shape()));
   Tensor y = matmul(weight.transpose(-1, -2));
   return bias.defined() ? y + bias : y;
 }
@@ -737,9 +742,14 @@ Tensor Tensor::linear(const Tensor& weight, const Tensor& bias) const {
 // Built from movement ops only: repeat the row k times, view the repetition
 // with a period of (size + dilation) and keep every stride-th start.
 static Tensor windows_1d(const Tensor& x, int axis, int64_t k, int64_t stride, int64_t dilation, int64_t& out) {
-  int64_t size = x.dim(axis);
-  out = (size - dilation * (k - 1) - 1) / stride + 1;
-  if (out <= 0) throw ShapeError("window of " + std::to_string(k) + " does not fit axis of size " + std::to_string(size));
+  int64_t size = x.dim(axis), span = dilation * (k - 1) + 1;
+  if (k < 1 || stride < 1 || dilation < 1)
+    throw ShapeError("window: kernel, stride and dilation must be positive (got " + std::to_string(k) + ", " +
+                     std::to_string(stride) + ", " + std::to_string(dilation) + ")");
+  if (span > size)
+    throw ShapeError("window of " + std::to_string(k) + " (dilation " + std::to_string(dilation) +
+                     ") does not fit an axis of size " + std::to_string(size) + " in " + shape_str(x.shape()));
+  out = (size - span) / stride + 1;
   int nd = x.ndim();
   // move `axis` last
   std::vector<int> order;
@@ -774,8 +784,12 @@ static Tensor windows_1d(const Tensor& x, int axis, int64_t k, int64_t stride, i
 }
 
 static Tensor windows_2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh, int64_t dw,
-                         int64_t& oh, int64_t& ow) {
-  // x: (N, C, H, W)
+                         int64_t& oh, int64_t& ow, const char* what, const Shape& input) {
+  // x: (N, C, H, W), already padded
+  if (dh * (kh - 1) + 1 > x.dim(2) || dw * (kw - 1) + 1 > x.dim(3))
+    throw ShapeError(std::string(what) + ": a " + std::to_string(kh) + "x" + std::to_string(kw) + " window (dilation " +
+                     std::to_string(dh) + "x" + std::to_string(dw) + ") does not fit input " + shape_str(input) +
+                     (x.shape() != input ? " padded to " + shape_str(x.shape()) : std::string()));
   Tensor t = windows_1d(x, 3, kw, sw, dw, ow);  // (N, C, H, OW, KW)
   t = t.permute({0, 1, 3, 4, 2});               // (N, C, OW, KW, H)
   t = windows_1d(t, 4, kh, sh, dh, oh);          // (N, C, OW, KW, OH, KH)
@@ -801,7 +815,8 @@ Tensor Tensor::conv2d(const Tensor& weight, const Tensor& bias, const Conv2dOpti
     OH = x.dim(2), OW = x.dim(3);
     out = weight.reshape({O, C}).matmul(x.reshape({N, C, OH * OW}));
   } else {
-    Tensor win = windows_2d(x, KH, KW, opt.stride_h, opt.stride_w, opt.dilation_h, opt.dilation_w, OH, OW);
+    Tensor win = windows_2d(x, KH, KW, opt.stride_h, opt.stride_w, opt.dilation_h, opt.dilation_w, OH, OW, "conv2d",
+                            shape());
     // (N, C, OH, OW, KH, KW) -> (N, G, C/G * KH * KW, OH * OW)
     Tensor cols = win.permute({0, 1, 4, 5, 2, 3}).reshape({N, G, C / G * KH * KW, OH * OW});
     if (G == 1) {
@@ -826,7 +841,7 @@ Tensor Tensor::avg_pool2d(int64_t kernel, int64_t stride, int64_t padding) const
   if (stride == 0) stride = kernel;
   Tensor x = padding ? pad({{0, 0}, {0, 0}, {padding, padding}, {padding, padding}}) : *this;
   int64_t oh, ow;
-  return windows_2d(x, kernel, kernel, stride, stride, 1, 1, oh, ow).mean({4, 5});
+  return windows_2d(x, kernel, kernel, stride, stride, 1, 1, oh, ow, "avg_pool2d", shape()).mean({4, 5});
 }
 
 Tensor Tensor::max_pool2d(int64_t kernel, int64_t stride, int64_t padding) const {
@@ -835,7 +850,7 @@ Tensor Tensor::max_pool2d(int64_t kernel, int64_t stride, int64_t padding) const
   if (stride == 0) stride = kernel;
   Tensor x = padding ? pad({{0, 0}, {0, 0}, {padding, padding}, {padding, padding}}, -INFINITY) : *this;
   int64_t oh, ow;
-  return windows_2d(x, kernel, kernel, stride, stride, 1, 1, oh, ow).max({4, 5});
+  return windows_2d(x, kernel, kernel, stride, stride, 1, 1, oh, ow, "max_pool2d", shape()).max({4, 5});
 }
 
 Tensor Tensor::adaptive_avg_pool2d(int64_t out_h, int64_t out_w) const {
