@@ -22,6 +22,8 @@
 
 using namespace tl;
 
+int cmd_selftest(const std::string& device, const std::string& golden_path, bool verbose);  // selftest.cpp
+
 namespace {
 
 struct Args {
@@ -40,7 +42,7 @@ const char* kUsage =
     "  devices                       list every device and its facts\n"
     "  ops                           list the primitive ops\n"
     "  demo                          a small real computation with its kernel table\n"
-    "  selftest [--device NAME]      run the op suite against the CPU device\n"
+    "  selftest [--device NAME] [--verbose]   the op suite on one device vs golden data and the CPU device\n"
     "  bench matmul [--n N] [--device NAME|all] [--repeat R]\n"
     "  classify IMAGE... [--device NAME] [--model PATH] [--runs N] [--profile] [--dump-kernels DIR]\n"
     "  bench model [--model efficientnet-lite0] [--device NAME|all] [--runs N] [--image PATH]\n";
@@ -275,6 +277,9 @@ int main(int argc, char** argv) {
     if (cmd == "bench" && a.positional.size() > 1 && a.positional[1] == "matmul") return cmd_bench_matmul(a);
     if (cmd == "bench" && a.positional.size() > 1 && a.positional[1] == "model") return cmd_bench_model(a);
     if (cmd == "classify") return cmd_classify(a);
+    if (cmd == "selftest")
+      return cmd_selftest(a.get("device", "cpu"), a.get("golden", std::string(TL_SOURCE_DIR) + "/tests/data/golden/ops.bin"),
+                          a.has("verbose"));
     std::fprintf(stderr, "tinylens-cli: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (const std::exception& e) {
