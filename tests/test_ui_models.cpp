@@ -3,6 +3,7 @@
 // block grouping, Graphviz layout).
 #include <QAbstractItemModelTester>
 #include <QSortFilterProxyModel>
+#include <QTemporaryDir>
 
 #include "testing.h"
 #include "ui/graph_data.h"
@@ -10,6 +11,7 @@
 #include "ui/models/device_model.h"
 #include "ui/models/kernel_table_model.h"
 #include "ui/models/prediction_model.h"
+#include "ui/panes/source_pane.h"
 #include "ui/source_highlight.h"
 
 using namespace tlui;
@@ -176,6 +178,28 @@ class TestUiModels : public QObject {
     QCOMPARE(d[2].column, 0);
   }
 
+  void sourcePaneJumpsToDiagnostics() {
+    SourcePane pane;
+    QString source;
+    for (int i = 1; i <= 40; ++i) source += QString("float v%1 = %1.0f;\n").arg(i);
+    pane.setKernel("E_4", source, "k.c: In function 'E_4':\nk.c:17:7: warning: unused variable 'v17'\nk.c:30:1: error: boom\n");
+    QCOMPARE(int(pane.diagnostics().size()), 2);
+    QCOMPARE(pane.jumpToDiagnostic(1), 30);
+    QCOMPARE(pane.currentSourceLine(), 30);
+    QCOMPARE(pane.jumpToDiagnostic(0), 17);
+    QCOMPARE(pane.currentSourceLine(), 17);
+    QCOMPARE(pane.jumpToDiagnostic(5), 0);  // no such diagnostic: stays put
+    QCOMPARE(pane.currentSourceLine(), 17);
+    QTemporaryDir dir;
+    QString error;
+    QVERIFY(pane.save(dir.filePath("k.c"), &error));
+    QFile f(dir.filePath("k.c"));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QCOMPARE(QString::fromUtf8(f.readAll()), pane.source());
+    QVERIFY(!pane.save(dir.filePath("no/such/dir/k.c"), &error));
+    QVERIFY(error.contains("no/such/dir"));
+  }
+
   void grouping() {
     QCOMPARE(groupKeyOf("blocks.3.conv2d"), QString("blocks.3"));
     QCOMPARE(groupKeyOf("blocks.12.se.conv2d"), QString("blocks.12"));
@@ -196,19 +220,45 @@ class TestUiModels : public QObject {
                                            record("E_b", 3e-3, 1, 1, {5, 6}, 6, {4}),
                                            record("R_c", 2e-3, 1, 1, {7}, 7, {6})};
     DisplayGraph collapsed = buildOpGraph(g, recs, {});
-    QCOMPARE(int(collapsed.nodes.size()), 4);  // input, blocks.0, blocks.1, head
-    QCOMPARE(int(collapsed.edges.size()), 3);
-    QCOMPARE(collapsed.nodes[1].groupKey, QString("blocks.0"));
-    QVERIFY(collapsed.nodes[1].group);
-    QCOMPARE(int(collapsed.nodes[1].members.size()), 3);
-    QCOMPARE(collapsed.nodes[1].seconds, 1e-3);
-    QCOMPARE(collapsed.nodes[2].seconds, 3e-3);
+    // The input buffer is read by blocks.0 only, so it is drawn inside it.
+    QCOMPARE(int(collapsed.nodes.size()), 3);  // blocks.0, blocks.1, head
+    QCOMPARE(int(collapsed.edges.size()), 2);
+    QCOMPARE(collapsed.nodes[0].groupKey, QString("blocks.0"));
+    QVERIFY(collapsed.nodes[0].group);
+    QCOMPARE(int(collapsed.nodes[0].members.size()), 4);
+    QCOMPARE(collapsed.nodes[0].seconds, 1e-3);
+    QCOMPARE(collapsed.nodes[1].seconds, 3e-3);
     QCOMPARE(collapsed.maxSeconds, 3e-3);
-    QCOMPARE(collapsed.nodes[3].kernel, 2);
+    QVERIFY(!collapsed.nodes[2].group);
+    QCOMPARE(collapsed.nodes[2].kernel, 2);
 
     DisplayGraph expanded = buildOpGraph(g, recs, {"blocks.1"});
-    QCOMPARE(int(expanded.nodes.size()), 5);  // blocks.1 opens into its 2 nodes
-    QCOMPARE(int(expanded.edges.size()), 5);  // in->b0, b0->5, b0->6, 5->6, 6->head
+    QCOMPARE(int(expanded.nodes.size()), 4);  // blocks.1 opens into its 2 nodes
+    QCOMPARE(int(expanded.edges.size()), 4);  // b0->5, b0->6, 5->6, 6->head
+
+    // Unscoped glue: a run of 4 computed nodes becomes "ops"; a weight read
+    // only by blocks.0 joins it; a buffer read by two blocks stays alone.
+    std::vector<tl::GraphNode> loose = {node(1, "BUFFER", "", {}),       node(2, "RESHAPE", "", {1}),
+                                        node(3, "PAD", "", {2}),         node(4, "MUL", "", {3}),
+                                        node(5, "ADD", "", {4}),         node(6, "BUFFER", "", {}),
+                                        node(7, "MUL", "blocks.0.c", {5, 6}), node(8, "BUFFER", "", {}),
+                                        node(9, "ADD", "blocks.0.c", {7, 8}), node(10, "ADD", "blocks.1.c", {9, 8})};
+    auto keys = groupKeys(loose);
+    QCOMPARE(keys[0], QString("ops"));  // the input buffer is read by "ops" only
+    QCOMPARE(keys[1], QString("ops"));
+    QCOMPARE(keys[4], QString("ops"));
+    QCOMPARE(keys[5], QString("blocks.0"));
+    QCOMPARE(keys[7], QString());  // read by blocks.0 and blocks.1
+    QCOMPARE(int(buildOpGraph(loose, {}, {}).nodes.size()), 4);  // ops, blocks.0, buffer 8, blocks.1
+    // Named by their scope when they have one; a second run of it gets "#2".
+    for (int i : {1, 2, 3, 4}) loose[size_t(i)].scope = "stem";
+    loose.push_back(node(11, "MUL", "stem", {10}));
+    loose.push_back(node(12, "MUL", "stem", {11}));
+    loose.push_back(node(13, "MUL", "stem", {12}));
+    loose.push_back(node(14, "MUL", "", {13}));
+    keys = groupKeys(loose);
+    QCOMPARE(keys[1], QString("stem"));
+    QCOMPARE(keys[13], QString("stem#2"));
 
     DisplayGraph kernels = buildKernelGraph(recs);
     QCOMPARE(int(kernels.nodes.size()), 3);
@@ -218,10 +268,10 @@ class TestUiModels : public QObject {
 
     GraphLayout layout = layoutGraph(collapsed);
     QVERIFY2(layout.error.isEmpty(), qPrintable(layout.error));
-    QCOMPARE(int(layout.nodes.size()), 4);
-    QCOMPARE(int(layout.edges.size()), 3);
+    QCOMPARE(int(layout.nodes.size()), 3);
+    QCOMPARE(int(layout.edges.size()), 2);
     // dot ranks a chain top to bottom: each node lies below its input.
-    for (int i = 1; i < 4; ++i) QVERIFY(layout.nodes[size_t(i)].y > layout.nodes[size_t(i - 1)].y);
+    for (int i = 1; i < 3; ++i) QVERIFY(layout.nodes[size_t(i)].y > layout.nodes[size_t(i - 1)].y);
     for (auto& n : layout.nodes) {
       QVERIFY(n.w > 0 && n.h > 0);
       QVERIFY(n.x >= 0 && n.x <= layout.width && n.y >= 0 && n.y <= layout.height);
@@ -230,5 +280,5 @@ class TestUiModels : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestUiModels)
+QTEST_MAIN(TestUiModels)
 #include "test_ui_models.moc"

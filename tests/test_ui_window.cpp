@@ -159,7 +159,7 @@ class TestUiWindow : public QObject {
     for (int r = 0; r < model->rowCount(); ++r)
       shares += model->index(r, KernelTableModel::Share).data(KernelTableModel::SortRole).toDouble();
     QVERIFY(std::abs(shares - 100.0) < 1e-6);
-    QVERIFY(window_->kernelPane()->chartBars() == std::min(10, model->rowCount()));
+    QVERIFY(window_->kernelPane()->chartBars() == std::min(8, model->rowCount()));
   }
 
   void selectingKernelShowsSource() {

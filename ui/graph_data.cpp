@@ -19,6 +19,75 @@ QString groupKeyOf(const std::string& scope) {
   return parts.size() > 1 ? parts[0] : QString();
 }
 
+std::vector<QString> groupKeys(const std::vector<tl::GraphNode>& graph) {
+  std::vector<QString> keys(graph.size());
+  std::map<uint64_t, size_t> index;
+  for (size_t i = 0; i < graph.size(); ++i) {
+    keys[i] = groupKeyOf(graph[i].scope);
+    index[graph[i].id] = i;
+  }
+  // Unscoped computed nodes (input handling, glue between layers): each
+  // connected run of them is one box, so hundreds of them do not flood the view.
+  std::vector<size_t> parent(graph.size());
+  for (size_t i = 0; i < parent.size(); ++i) parent[i] = i;
+  auto find = [&](size_t x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  };
+  auto loose = [&](size_t i) { return keys[i].isEmpty() && !graph[i].realized; };
+  for (size_t i = 0; i < graph.size(); ++i) {
+    if (!loose(i)) continue;
+    for (uint64_t in : graph[i].inputs) {
+      auto it = index.find(in);
+      if (it != index.end() && loose(it->second)) parent[find(i)] = find(it->second);
+    }
+  }
+  std::map<size_t, int> size;
+  for (size_t i = 0; i < graph.size(); ++i)
+    if (loose(i)) size[find(i)]++;
+  // A run is named after the scope most of its nodes carry ("stem", "head"),
+  // else "ops"; repeated names get "#2", "#3"...
+  std::map<size_t, std::map<QString, int>> scopeVotes;
+  for (size_t i = 0; i < graph.size(); ++i)
+    if (loose(i) && !graph[i].scope.empty())
+      scopeVotes[find(i)][QString::fromStdString(graph[i].scope).section('.', 0, 0)]++;
+  std::map<size_t, QString> name;
+  std::map<QString, int> used;
+  for (size_t i = 0; i < graph.size(); ++i) {
+    if (!loose(i) || size[find(i)] < 4) continue;
+    size_t root = find(i);
+    auto it = name.find(root);
+    if (it == name.end()) {
+      QString base = "ops";
+      int best = 0;
+      for (auto& [scope, votes] : scopeVotes[root])
+        if (votes > best) best = votes, base = scope;
+      int n = ++used[base];
+      it = name.emplace(root, n == 1 ? base : QString("%1#%2").arg(base).arg(n)).first;
+    }
+    keys[i] = it->second;
+  }
+  // Weights and other buffers belong to the block that reads them when only
+  // one block does.
+  std::vector<QString> reader(graph.size());
+  std::vector<bool> read(graph.size(), false), shared(graph.size(), false);
+  for (size_t i = 0; i < graph.size(); ++i)
+    for (uint64_t in : graph[i].inputs) {
+      auto it = index.find(in);
+      if (it == index.end()) continue;
+      size_t j = it->second;
+      if (!read[j]) {
+        read[j] = true;
+        reader[j] = keys[i];
+      } else if (reader[j] != keys[i]) {
+        shared[j] = true;
+      }
+    }
+  for (size_t i = 0; i < graph.size(); ++i)
+    if (graph[i].realized && keys[i].isEmpty() && read[i] && !shared[i]) keys[i] = reader[i];
+  return keys;
+}
+
 std::map<uint64_t, int> kernelOfNodes(const std::vector<tl::ProfileRecord>& records) {
   std::map<uint64_t, int> out;
   for (size_t i = 0; i < records.size(); ++i) {
@@ -35,8 +104,10 @@ DisplayGraph buildOpGraph(const std::vector<tl::GraphNode>& graph, const std::ve
   std::map<uint64_t, int> displayOf;  // graph node id -> display node
   std::map<QString, int> groupNode;
   std::map<int, std::set<int>> groupKernels;
-  for (const auto& n : graph) {
-    QString key = groupKeyOf(n.scope);
+  const std::vector<QString> keys = groupKeys(graph);
+  for (size_t i = 0; i < graph.size(); ++i) {
+    const auto& n = graph[i];
+    const QString& key = keys[i];
     auto k = kernelOf.find(n.id);
     int kernel = k == kernelOf.end() ? -1 : k->second;
     if (!key.isEmpty() && !expanded.contains(key)) {
@@ -65,7 +136,7 @@ DisplayGraph buildOpGraph(const std::vector<tl::GraphNode>& graph, const std::ve
   for (auto& [index, kernels] : groupKernels)
     for (int k : kernels) g.nodes[size_t(index)].seconds += records[size_t(k)].seconds;
   for (auto& d : g.nodes)
-    if (d.group) d.label = QString("%1\n%2 ops").arg(d.groupKey).arg(d.members.size());
+    if (d.group) d.label = QString("%1\n%2 ops, %3 ms").arg(d.groupKey).arg(d.members.size()).arg(d.seconds * 1e3, 0, 'f', 2);
   std::set<std::pair<int, int>> seen;
   for (const auto& n : graph) {
     int to = displayOf[n.id];
@@ -122,6 +193,9 @@ GraphLayout layoutGraph(const DisplayGraph& dg) {
   Agsym_t* label = declare(g, AGNODE, "label", "");
   Agsym_t* fontsize = declare(g, AGNODE, "fontsize", "10");
   Agsym_t* margin = declare(g, AGNODE, "margin", "0.08,0.04");
+  Agsym_t* fixed = declare(g, AGNODE, "fixedsize", "false");
+  Agsym_t* width = declare(g, AGNODE, "width", "0.75");
+  Agsym_t* height = declare(g, AGNODE, "height", "0.5");
   (void)shape;
   (void)margin;
   std::vector<Agnode_t*> nodes;
@@ -131,7 +205,16 @@ GraphLayout layoutGraph(const DisplayGraph& dg) {
     Agnode_t* n = agnode(g, name.data(), 1);
     QByteArray text = dg.nodes[i].label.toUtf8();
     agxset(n, label, text.data());
-    if (dg.nodes[i].group) agxset(n, fontsize, const_cast<char*>("12"));
+    if (dg.nodes[i].group) agxset(n, fontsize, const_cast<char*>("13"));
+    if (dg.nodes[i].width > 0) {
+      // The window draws the text with its own font: boxes sized by Qt's
+      // metrics fit it, Graphviz's estimate may not.
+      QByteArray w = QByteArray::number(dg.nodes[i].width / 72.0, 'f', 3);
+      QByteArray h = QByteArray::number(dg.nodes[i].height / 72.0, 'f', 3);
+      agxset(n, fixed, const_cast<char*>("true"));
+      agxset(n, width, w.data());
+      agxset(n, height, h.data());
+    }
     nodes.push_back(n);
   }
   std::vector<Agedge_t*> edges;

@@ -19,6 +19,7 @@ struct DisplayNode {
   std::vector<uint64_t> members;  // graph node ids (one for a primitive node)
   int kernel = -1;      // record index (primitive node or kernel graph node)
   double seconds = 0;   // time of the kernels it went into
+  double width = 0, height = 0;  // box size in points; 0 lets Graphviz size it
 };
 
 struct DisplayEdge {
@@ -35,6 +36,12 @@ struct DisplayGraph {
 // The prefix up to the first numbered component is one repeated block; a
 // scope without numbers is grouped by its first component when it has more.
 QString groupKeyOf(const std::string& scope);
+
+// The box each node is drawn in when collapsed ("" = drawn on its own):
+// groupKeyOf its scope; each connected run of 4+ computed nodes without one
+// becomes a box named after the scope most of them carry ("stem", "head"; else
+// "ops", then "ops#2"...); a buffer read by one box only joins that box.
+std::vector<QString> groupKeys(const std::vector<tl::GraphNode>& graph);
 
 // Primitive node id -> index of the record whose kernel computed it.
 std::map<uint64_t, int> kernelOfNodes(const std::vector<tl::ProfileRecord>& records);

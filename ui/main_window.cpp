@@ -159,7 +159,7 @@ void MainWindow::buildDocks() {
   sourceDock->raise();
   resizeDocks({imageDock}, {440}, Qt::Horizontal);
   resizeDocks({imageDock, modelDock}, {620, 260}, Qt::Vertical);
-  resizeDocks({kernelDock}, {330}, Qt::Vertical);
+  resizeDocks({kernelDock}, {370}, Qt::Vertical);
   resizeDocks({kernelDock, sourceDock}, {980, 600}, Qt::Horizontal);
 }
 
@@ -372,6 +372,8 @@ void MainWindow::setScreenshotPath(const QString& path) {
 
 void MainWindow::maybeScreenshot() {
   if (screenshotPath_.isEmpty() || !screenshotResult_) return;
+  // The picture explains more with one block's details open.
+  if (int node = graph_->slowestNode(); node >= 0) graph_->showDetails(node);
   // Let the layout pass and the chart's animation settle before grabbing.
   QTimer::singleShot(800, this, [this] {
     QPixmap shot = grab();

@@ -4,7 +4,9 @@
 #include <QComboBox>
 #include <QFutureWatcher>
 #include <QGraphicsPathItem>
-#include <QGraphicsSimpleTextItem>
+#include <QGraphicsTextItem>
+#include <QTextDocument>
+#include <QTextOption>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
@@ -169,11 +171,25 @@ void GraphPane::relayout() {
     draw(result.first, result.second);
     emit layoutReady();
   });
-  watcher->setFuture(QtConcurrent::run([run, mode, expanded] {
+  const QFont font = nodeFont(false), groupFont = nodeFont(true);
+  watcher->setFuture(QtConcurrent::run([run, mode, expanded, font, groupFont] {
     DisplayGraph g = mode == OpGraph ? buildOpGraph(run->graph, run->records, expanded) : buildKernelGraph(run->records);
+    const QFontMetricsF plain(font), bold(groupFont);
+    for (auto& d : g.nodes) {
+      QRectF r = (d.group ? bold : plain).boundingRect(QRectF(0, 0, 4000, 4000), Qt::AlignLeft | Qt::AlignTop, d.label);
+      d.width = r.width() + (d.group ? 16 : 10);
+      d.height = r.height() + (d.group ? 10 : 6);
+    }
     GraphLayout l = layoutGraph(g);
     return std::make_pair(std::move(g), std::move(l));
   }));
+}
+
+QFont GraphPane::nodeFont(bool group) {
+  QFont font = QApplication::font();
+  font.setPointSizeF(group ? 10.5 : 9);
+  font.setBold(group);
+  return font;
 }
 
 QColor GraphPane::colourFor(double seconds) const {
@@ -214,10 +230,7 @@ void GraphPane::draw(const DisplayGraph& graph, const GraphLayout& layout) {
       }
     }
   }
-  QFont font = QApplication::font();
-  font.setPointSizeF(9);
-  QFont groupFont = font;
-  groupFont.setBold(true);
+  const QFont font = nodeFont(false), groupFont = nodeFont(true);
   for (size_t i = 0; i < graph.nodes.size() && i < layout.nodes.size(); ++i) {
     const auto& d = graph.nodes[i];
     const auto& l = layout.nodes[i];
@@ -230,8 +243,13 @@ void GraphPane::draw(const DisplayGraph& graph, const GraphLayout& layout) {
     box->setZValue(1);
     box->setToolTip(d.label);
     box->setFlag(QGraphicsItem::ItemIsSelectable);
-    auto* text = new QGraphicsSimpleTextItem(d.label, box);
+    auto* text = new QGraphicsTextItem(box);
     text->setFont(d.group ? groupFont : font);
+    text->document()->setDocumentMargin(0);
+    text->setPlainText(d.label);
+    text->setTextWidth(std::max(1.0, rect.width() - 4));
+    QTextOption centred(Qt::AlignHCenter);
+    text->document()->setDefaultTextOption(centred);
     QRectF tr = text->boundingRect();
     text->setPos(rect.center() - QPointF(tr.width() / 2, tr.height() / 2));
     nodeItems_.push_back(box);
@@ -245,9 +263,9 @@ void GraphPane::fit() {
   if (scene_->items().isEmpty()) return;
   view_->fitInView(scene_->sceneRect(), Qt::KeepAspectRatio);
   // A tall graph fitted whole is unreadable: keep text legible and start at the top.
-  if (view_->transform().m11() < 0.35) {
+  if (view_->transform().m11() < 0.8) {
     view_->resetTransform();
-    view_->scale(0.6, 0.6);
+    view_->scale(0.8, 0.8);
     view_->centerOn(scene_->sceneRect().center().x(), scene_->sceneRect().top());
   }
 }
@@ -281,6 +299,13 @@ bool GraphPane::search(const QString& text) {
   }
   info_->setText(tr("no node matches \"%1\"").arg(text));
   return false;
+}
+
+int GraphPane::slowestNode() const {
+  int best = -1;
+  for (size_t i = 0; i < graph_.nodes.size(); ++i)
+    if (best < 0 || graph_.nodes[i].seconds > graph_.nodes[size_t(best)].seconds) best = int(i);
+  return best;
 }
 
 QString GraphPane::detailsText() const { return details_->toPlainText(); }

@@ -48,6 +48,7 @@ class GraphPane : public QWidget {
   // Selects the next node whose label or scope contains the text; false when none.
   bool search(const QString& text);
   void showDetails(int node);
+  int slowestNode() const;  // -1 when empty
 
   bool layoutPending() const { return pending_; }
   const DisplayGraph& displayGraph() const { return graph_; }
@@ -66,6 +67,7 @@ class GraphPane : public QWidget {
   void relayout();
   void draw(const DisplayGraph& graph, const GraphLayout& layout);
   QColor colourFor(double seconds) const;
+  static QFont nodeFont(bool group);
 
   GraphView* view_;
   QGraphicsScene* scene_;

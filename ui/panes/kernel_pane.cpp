@@ -4,6 +4,7 @@
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
+#include <QGraphicsLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QHorizontalBarSeries>
@@ -17,6 +18,12 @@
 #include <numeric>
 
 namespace tlui {
+
+namespace {
+// More bars than this and Qt Charts elides the category names in a dock of
+// ordinary height.
+constexpr int kChartBars = 8;
+}  // namespace
 
 KernelPane::KernelPane(QWidget* parent)
     : QWidget(parent), model_(new KernelTableModel(this)), proxy_(new QSortFilterProxyModel(this)) {
@@ -83,11 +90,16 @@ void KernelPane::updateChart() {
   std::vector<int> order(recs.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return recs[size_t(a)].seconds > recs[size_t(b)].seconds; });
-  const int top = std::min<int>(10, int(order.size()));
+  const int top = std::min<int>(kChartBars, int(order.size()));
   auto* chart = new QChart;
-  chart->setTitle(tr("Top %1 kernels by time (ms)").arg(top));
+  chart->setTitle(tr("Top %1 kernels by time (ms), by table row").arg(top));
+  QFont titleFont = font();
+  titleFont.setBold(true);
+  chart->setTitleFont(titleFont);
   chart->legend()->hide();
-  chart->setMargins(QMargins(2, 2, 2, 2));
+  chart->setMargins(QMargins(0, 0, 4, 0));
+  chart->layout()->setContentsMargins(0, 0, 0, 0);
+  chart->setBackgroundRoundness(0);
   auto* series = new QHorizontalBarSeries;
   auto* set = new QBarSet(tr("time"));
   set->setColor(QColor(46, 125, 200));
@@ -96,19 +108,32 @@ void KernelPane::updateChart() {
   // Reversed: a horizontal bar chart draws its first category at the bottom.
   for (int i = top - 1; i >= 0; --i) {
     const auto& r = recs[size_t(order[size_t(i)])];
-    QString name = QString::fromStdString(r.kernel->name);
-    if (name.size() > 18) name = name.left(17) + QChar(0x2026);
-    names << QString("#%1 %2").arg(order[size_t(i)]).arg(name);
+    // Qt Charts elides long category names to "..." in a dock-sized chart:
+    // the bar carries the table's row number, its name is in the tooltip.
+    names << QString("#%1").arg(order[size_t(i)]);
     *set << r.seconds * 1e3;
     maxMs = std::max(maxMs, r.seconds * 1e3);
   }
   series->append(set);
   chart->addSeries(series);
+  std::vector<int> shown(order.begin(), order.begin() + top);
+  connect(set, &QBarSet::hovered, chart_, [this, shown, top](bool on, int index) {
+    int rank = top - 1 - index;
+    if (!on || rank < 0 || rank >= int(shown.size())) return chart_->setToolTip({});
+    const auto& r = model_->records()[size_t(shown[size_t(rank)])];
+    chart_->setToolTip(QString("#%1 %2: %3 ms").arg(shown[size_t(rank)]).arg(QString::fromStdString(r.kernel->name))
+                           .arg(r.seconds * 1e3, 0, 'f', 3));
+  });
+  connect(set, &QBarSet::clicked, this, [this, shown, top](int index) {
+    int rank = top - 1 - index;
+    if (rank >= 0 && rank < int(shown.size())) selectRecord(shown[size_t(rank)]);
+  });
   auto* y = new QBarCategoryAxis;
   y->append(names);
   QFont small = font();
   small.setPointSizeF(std::max(6.5, small.pointSizeF() - 1.5));
   y->setLabelsFont(small);
+  y->setTruncateLabels(false);
   chart->addAxis(y, Qt::AlignLeft);
   series->attachAxis(y);
   auto* x = new QValueAxis;
