@@ -19,6 +19,9 @@
 #include "core/profile.h"
 #include "core/runtime/registry.h"
 #include "core/tensor.h"
+#ifdef TL_HAVE_ONNX
+#include "core/io/onnx.h"
+#endif
 
 using namespace tl;
 
@@ -45,6 +48,7 @@ const char* kUsage =
     "  selftest [--device NAME] [--verbose]   the op suite on one device vs golden data and the CPU device\n"
     "  bench matmul [--n N] [--device NAME|all] [--repeat R]\n"
     "  classify IMAGE... [--device NAME] [--model PATH] [--runs N] [--profile] [--dump-kernels DIR]\n"
+    "  onnx-test DIR... [--device NAME] [--expected FILE]   run ONNX backend test cases (model.onnx + test_data_set_*)\n"
     "  bench model [--model efficientnet-lite0] [--device NAME|all] [--runs N] [--image PATH]\n";
 
 Args parse(int argc, char** argv) {
@@ -260,6 +264,50 @@ int cmd_bench_matmul(const Args& a) {
   return 0;
 }
 
+// ONNX conformance: one line per case folder, then the counts.
+int cmd_onnx_test(const Args& a) {
+#ifdef TL_HAVE_ONNX
+  if (a.positional.size() < 2) throw std::invalid_argument("onnx-test needs at least one folder of test cases");
+  const std::string device = a.get("device", default_device());
+  std::map<std::string, std::string> expected;
+  if (a.has("expected")) expected = read_onnx_expected_failures(a.get("expected"));
+  int pass = 0, fail = 0, unsupported = 0, xfail = 0, float_cases = 0, float_pass = 0;
+  std::map<std::string, int> missing_ops;
+  for (size_t i = 1; i < a.positional.size(); ++i) {
+    for (const auto& dir : onnx_case_dirs(a.positional[i])) {
+      OnnxCaseResult r = run_onnx_case(dir, device, expected);
+      switch (r.status) {
+        case OnnxCaseResult::Status::Pass: ++pass; break;
+        case OnnxCaseResult::Status::Fail: ++fail; break;
+        case OnnxCaseResult::Status::Unsupported: ++unsupported; ++missing_ops[r.op]; break;
+        case OnnxCaseResult::Status::ExpectedFailure: ++xfail; break;
+      }
+      if (r.float_inputs) {
+        ++float_cases;
+        float_pass += r.status == OnnxCaseResult::Status::Pass;
+      }
+      std::string what = r.status == OnnxCaseResult::Status::Unsupported ? r.op : r.detail;
+      std::printf("%-11s %s%s%s%s\n", onnx_status_name(r.status), r.name.c_str(), what.empty() ? "" : " (",
+                  one_line(what).c_str(), what.empty() ? "" : ")");
+      std::fflush(stdout);
+    }
+  }
+  std::printf("\n%d passed, %d failed, %d unsupported, %d expected failures on %s\n", pass, fail, unsupported, xfail,
+              device.c_str());
+  std::printf("float32-input cases: %d of %d pass (%.1f%%)\n", float_pass, float_cases,
+              float_cases ? 100.0 * float_pass / float_cases : 0.0);
+  if (!missing_ops.empty()) {
+    std::printf("unsupported:");
+    for (auto& [op, n] : missing_ops) std::printf(" %s (%d)", op.c_str(), n);
+    std::printf("\n");
+  }
+  return fail ? 1 : 0;
+#else
+  (void)a;
+  throw std::runtime_error("this build has no ONNX support (libonnx-dev / protobuf were missing at configure time)");
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -277,6 +325,7 @@ int main(int argc, char** argv) {
     if (cmd == "bench" && a.positional.size() > 1 && a.positional[1] == "matmul") return cmd_bench_matmul(a);
     if (cmd == "bench" && a.positional.size() > 1 && a.positional[1] == "model") return cmd_bench_model(a);
     if (cmd == "classify") return cmd_classify(a);
+    if (cmd == "onnx-test") return cmd_onnx_test(a);
     if (cmd == "selftest")
       return cmd_selftest(a.get("device", "cpu"), a.get("golden", std::string(TL_SOURCE_DIR) + "/tests/data/golden/ops.bin"),
                           a.has("verbose"));

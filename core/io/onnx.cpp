@@ -1,0 +1,620 @@
+// ONNX files: parsing (with external data), the graph walk of OnnxModel::run,
+// inspect_onnx for the window, and the conformance-case runner.
+#include "core/io/onnx.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "core/io/onnx_ops.h"
+
+namespace tl {
+
+namespace fs = std::filesystem;
+using onnx_detail::Value;
+using TP = onnx::TensorProto;
+
+namespace {
+
+std::string read_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IOError("cannot open " + what + " " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+onnx::ModelProto parse_model(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) throw IOError("ONNX model " + path + " does not exist or is not a file");
+  std::string bytes = read_file(path, "ONNX model");
+  onnx::ModelProto m;
+  if (bytes.empty() || bytes.size() > size_t(std::numeric_limits<int>::max()) ||
+      !m.ParseFromArray(bytes.data(), int(bytes.size())))
+    throw IOError(path + " is not a valid ONNX model (protobuf parse failed" +
+                  std::string(bytes.empty() ? ": the file is empty" : "; truncated or not an ONNX file?") + ")");
+  // Protobuf accepts many byte strings as some message; a model has a graph
+  // and an IR version.
+  if (!m.has_graph() || m.ir_version() <= 0)
+    throw IOError(path + " is not a valid ONNX model (no graph or IR version in it)");
+  return m;
+}
+
+int64_t default_opset(const onnx::ModelProto& m) {
+  for (const auto& o : m.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") return o.version();
+  return 1;
+}
+
+OnnxValueInfo value_info(const onnx::ValueInfoProto& v) {
+  OnnxValueInfo info;
+  info.name = v.name();
+  if (v.type().has_tensor_type()) {
+    const auto& t = v.type().tensor_type();
+    info.dtype = onnx_detail::elem_name(t.elem_type());
+    for (const auto& d : t.shape().dim()) {
+      if (d.has_dim_value()) {
+        info.shape.push_back(d.dim_value());
+        info.dim_names.push_back("");
+      } else {
+        info.shape.push_back(-1);
+        info.dim_names.push_back(d.dim_param());
+      }
+    }
+  } else {
+    info.dtype = "non-tensor";
+  }
+  return info;
+}
+
+template <class T>
+void widen(const void* src, size_t n, std::vector<double>& out) {
+  out.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, static_cast<const char*>(src) + i * sizeof(T), sizeof(T));
+    out[i] = double(v);
+  }
+}
+
+float half_to_float(uint16_t h) {
+  uint32_t sign = uint32_t(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023;
+  uint32_t bits;
+  if (exp == 0) {
+    if (man == 0) bits = sign;
+    else {
+      float f = std::ldexp(float(man), -24);
+      return sign ? -f : f;
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else {
+    bits = sign | ((exp + 112) << 23) | (man << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+float bf16_to_float(uint16_t h) {
+  uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+size_t elem_bytes(int32_t e) {
+  switch (e) {
+    case TP::FLOAT: case TP::INT32: case TP::UINT32: return 4;
+    case TP::DOUBLE: case TP::INT64: case TP::UINT64: return 8;
+    case TP::INT16: case TP::UINT16: case TP::FLOAT16: case TP::BFLOAT16: return 2;
+    case TP::INT8: case TP::UINT8: case TP::BOOL: return 1;
+    default: return 0;
+  }
+}
+
+void decode_raw(const char* p, size_t n, int32_t e, std::vector<double>& out) {
+  switch (e) {
+    case TP::FLOAT: widen<float>(p, n, out); break;
+    case TP::DOUBLE: widen<double>(p, n, out); break;
+    case TP::INT32: widen<int32_t>(p, n, out); break;
+    case TP::UINT32: widen<uint32_t>(p, n, out); break;
+    case TP::INT64: widen<int64_t>(p, n, out); break;
+    case TP::UINT64: widen<uint64_t>(p, n, out); break;
+    case TP::INT16: widen<int16_t>(p, n, out); break;
+    case TP::UINT16: widen<uint16_t>(p, n, out); break;
+    case TP::INT8: widen<int8_t>(p, n, out); break;
+    case TP::UINT8: case TP::BOOL: widen<uint8_t>(p, n, out); break;
+    case TP::FLOAT16: case TP::BFLOAT16: {
+      out.resize(n);
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        out[i] = e == TP::FLOAT16 ? half_to_float(h) : bf16_to_float(h);
+      }
+      break;
+    }
+    default: break;
+  }
+}
+
+}  // namespace
+
+namespace onnx_detail {
+
+Value value_from_proto(const onnx::TensorProto& t, const std::string& model_dir, const std::string& where) {
+  Value v;
+  v.elem = t.data_type();
+  v.host = true;
+  for (auto d : t.dims()) {
+    if (d < 0) throw IOError(where + ": tensor '" + t.name() + "' has a negative dimension");
+    v.shape.push_back(d);
+  }
+  const std::string name = "tensor '" + t.name() + "' of " + where;
+  size_t n = size_t(numel(v.shape));
+  size_t eb = elem_bytes(v.elem);
+  if (eb == 0)
+    throw OnnxUnsupported("unsupported ONNX element type " + std::string(elem_name(v.elem)) + " in " + name,
+                          "type:" + std::string(elem_name(v.elem)));
+  if (t.data_location() == TP::EXTERNAL) {
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto& kv : t.external_data()) {
+      if (kv.key() == "location") location = kv.value();
+      else if (kv.key() == "offset") offset = std::stoll(kv.value());
+      else if (kv.key() == "length") length = std::stoll(kv.value());
+    }
+    if (location.empty()) throw IOError(name + " is external but names no location");
+    fs::path file = fs::path(model_dir) / location;
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw IOError("external data file " + file.string() + " of " + name + " cannot be opened");
+    in.seekg(0, std::ios::end);
+    int64_t size = int64_t(in.tellg());
+    int64_t want = int64_t(n * eb);
+    if (length >= 0 && length != want)
+      throw IOError("external data of " + name + ": length " + std::to_string(length) + " but the shape " +
+                    shape_str(v.shape) + " needs " + std::to_string(want) + " bytes");
+    if (offset < 0 || offset + want > size)
+      throw IOError("external data file " + file.string() + " is too short for " + name + " (" +
+                    std::to_string(size) + " bytes, needs " + std::to_string(offset + want) + ")");
+    std::string buf(size_t(want), '\0');
+    in.seekg(offset);
+    in.read(buf.data(), want);
+    decode_raw(buf.data(), n, v.elem, v.data);
+    return v;
+  }
+  if (t.has_raw_data()) {
+    if (t.raw_data().size() != n * eb)
+      throw IOError(name + ": raw data has " + std::to_string(t.raw_data().size()) + " bytes, the shape " +
+                    shape_str(v.shape) + " needs " + std::to_string(n * eb));
+    decode_raw(t.raw_data().data(), n, v.elem, v.data);
+    return v;
+  }
+  auto check = [&](size_t have) {
+    if (have != n)
+      throw IOError(name + " holds " + std::to_string(have) + " values, its shape " + shape_str(v.shape) + " needs " +
+                    std::to_string(n));
+  };
+  switch (v.elem) {
+    case TP::FLOAT: check(size_t(t.float_data_size())); v.data.assign(t.float_data().begin(), t.float_data().end()); break;
+    case TP::DOUBLE: check(size_t(t.double_data_size())); v.data.assign(t.double_data().begin(), t.double_data().end()); break;
+    case TP::INT64: check(size_t(t.int64_data_size())); v.data.assign(t.int64_data().begin(), t.int64_data().end()); break;
+    case TP::UINT32: case TP::UINT64: check(size_t(t.uint64_data_size())); v.data.assign(t.uint64_data().begin(), t.uint64_data().end()); break;
+    case TP::FLOAT16: case TP::BFLOAT16:
+      check(size_t(t.int32_data_size()));
+      for (auto h : t.int32_data()) v.data.push_back(v.elem == TP::FLOAT16 ? half_to_float(uint16_t(h)) : bf16_to_float(uint16_t(h)));
+      break;
+    default: check(size_t(t.int32_data_size())); v.data.assign(t.int32_data().begin(), t.int32_data().end()); break;
+  }
+  return v;
+}
+
+}  // namespace onnx_detail
+
+// ---------------- OnnxModel ----------------
+
+struct OnnxModel::Impl {
+  std::string path;
+  onnx::ModelProto model;
+  int64_t opset = 0;
+  std::vector<OnnxValueInfo> inputs, outputs;
+  std::unordered_map<std::string, Value> initializers;
+  int64_t parameters = 0;
+  // Device copies of the initializers, made on a device's first run.
+  mutable std::mutex mutex;
+  mutable std::map<std::string, std::unordered_map<std::string, Tensor>> on_device;
+};
+
+OnnxModel::OnnxModel(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  auto& m = *impl_;
+  m.path = path;
+  m.model = parse_model(path);
+  m.opset = default_opset(m.model);
+  const auto& g = m.model.graph();
+  const std::string dir = fs::path(path).parent_path().string();
+  for (const auto& t : g.initializer()) {
+    Value v = onnx_detail::value_from_proto(t, dir, path);
+    m.parameters += int64_t(v.data.size());
+    m.initializers[t.name()] = std::move(v);
+  }
+  for (const auto& i : g.input())
+    if (!m.initializers.count(i.name())) m.inputs.push_back(value_info(i));
+  for (const auto& o : g.output()) m.outputs.push_back(value_info(o));
+  for (const auto& n : g.node()) {
+    if (!onnx_detail::op_supported(n.domain(), n.op_type())) {
+      std::string dom = n.domain().empty() ? "ai.onnx" : n.domain();
+      throw OnnxUnsupported("unsupported ONNX op '" + dom + "::" + n.op_type() + "' (opset " +
+                                std::to_string(m.opset) + ") in " + path,
+                            dom + "::" + n.op_type());
+    }
+    for (const auto& a : n.attribute())
+      if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS)
+        throw OnnxUnsupported("unsupported ONNX op 'ai.onnx::" + n.op_type() + "' (opset " + std::to_string(m.opset) +
+                                  "): subgraph attributes",
+                              "ai.onnx::" + n.op_type());
+  }
+}
+
+OnnxModel::~OnnxModel() = default;
+const std::string& OnnxModel::path() const { return impl_->path; }
+int64_t OnnxModel::opset() const { return impl_->opset; }
+const std::vector<OnnxValueInfo>& OnnxModel::inputs() const { return impl_->inputs; }
+const std::vector<OnnxValueInfo>& OnnxModel::outputs() const { return impl_->outputs; }
+int64_t OnnxModel::parameters() const { return impl_->parameters; }
+int64_t OnnxModel::nodes() const { return impl_->model.graph().node_size(); }
+
+std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs) const {
+  auto& m = *impl_;
+  if (inputs.size() > m.inputs.size())
+    throw ShapeError(m.path + " takes " + std::to_string(m.inputs.size()) + " inputs, got " + std::to_string(inputs.size()));
+  const std::string device = inputs.empty() ? default_device() : inputs[0].device();
+  std::unordered_map<std::string, Value> env;
+  {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    auto& cache = m.on_device[device];
+    for (auto& [name, v] : m.initializers) {
+      Value copy;
+      copy.elem = v.elem;
+      copy.shape = v.shape;
+      // Small initializers stay host values so shape arithmetic can read them.
+      if (v.data.size() <= 4096) {
+        copy.host = true;
+        copy.data = v.data;
+      }
+      auto it = cache.find(name);
+      if (it != cache.end()) copy.tensor = it->second;
+      else if (!copy.host) {
+        Value tmp = v;
+        copy.tensor = onnx_detail::device_tensor(tmp, device).realize();
+        cache[name] = copy.tensor;
+      }
+      env[name] = std::move(copy);
+    }
+  }
+  const auto& g = m.model.graph();
+  size_t k = 0;
+  for (const auto& gi : g.input()) {
+    if (m.initializers.count(gi.name()) && !env.count(gi.name())) continue;
+    if (m.initializers.count(gi.name())) {
+      // An initializer listed as an input: a default the caller may override.
+      continue;
+    }
+    if (k >= inputs.size()) break;
+    const Tensor& t = inputs[k];
+    const auto& info = m.inputs[k++];
+    if (!t.defined()) continue;
+    if (info.shape.size() && info.shape.size() != t.shape().size())
+      throw ShapeError("input '" + info.name + "' of " + m.path + " has rank " + std::to_string(info.shape.size()) +
+                       ", got " + shape_str(t.shape()));
+    for (size_t d = 0; d < info.shape.size(); ++d)
+      if (info.shape[d] >= 0 && info.shape[d] != t.shape()[d])
+        throw ShapeError("input '" + info.name + "' of " + m.path + " expects dimension " + std::to_string(d) +
+                         " = " + std::to_string(info.shape[d]) + ", got " + shape_str(t.shape()));
+    Value v;
+    const auto elem = gi.type().tensor_type().elem_type();
+    v.elem = elem ? elem : TP::FLOAT;
+    v.shape = t.shape();
+    v.tensor = t.device() == device ? t : t.to(device);
+    if (v.tensor.dtype() != onnx_detail::tl_dtype(v.elem, "input")) v.tensor = v.tensor.cast(onnx_detail::tl_dtype(v.elem, "input"));
+    env[gi.name()] = std::move(v);
+  }
+  Value absent;
+  absent.present = false;
+  for (const auto& n : g.node()) {
+    std::vector<Value*> ins;
+    for (const auto& name : n.input()) {
+      if (name.empty()) {
+        ins.push_back(&absent);
+        continue;
+      }
+      auto it = env.find(name);
+      if (it == env.end())
+        throw ShapeError("ONNX node '" + n.name() + "' (" + n.op_type() + ") reads '" + name +
+                         "', which no earlier node, input or initializer defines");
+      ins.push_back(&it->second);
+    }
+    std::vector<Value> outs = onnx_detail::run_node(n, ins, m.opset, device);
+    for (int i = 0; i < n.output_size() && size_t(i) < outs.size(); ++i)
+      if (!n.output(i).empty()) env[n.output(i)] = std::move(outs[size_t(i)]);
+  }
+  std::vector<Tensor> result;
+  for (const auto& o : g.output()) {
+    auto it = env.find(o.name());
+    if (it == env.end()) throw ShapeError("graph output '" + o.name() + "' of " + m.path + " is never computed");
+    result.push_back(onnx_detail::device_tensor(it->second, device));
+  }
+  return result;
+}
+
+// ---------------- inspection ----------------
+
+namespace {
+
+std::string attr_text(const onnx::AttributeProto& a) {
+  std::ostringstream s;
+  auto list = [&](const auto& xs) {
+    s << "[";
+    int k = 0;
+    for (const auto& x : xs) {
+      if (k++) s << ", ";
+      if (k > 16) {
+        s << "...";
+        break;
+      }
+      s << x;
+    }
+    s << "]";
+  };
+  switch (a.type()) {
+    case onnx::AttributeProto::FLOAT: s << a.f(); break;
+    case onnx::AttributeProto::INT: s << a.i(); break;
+    case onnx::AttributeProto::STRING: s << '"' << a.s() << '"'; break;
+    case onnx::AttributeProto::FLOATS: list(a.floats()); break;
+    case onnx::AttributeProto::INTS: list(a.ints()); break;
+    case onnx::AttributeProto::STRINGS: list(a.strings()); break;
+    case onnx::AttributeProto::TENSOR: {
+      s << "tensor " << onnx_detail::elem_name(a.t().data_type()) << " (";
+      for (int i = 0; i < a.t().dims_size(); ++i) s << (i ? ", " : "") << a.t().dims(i);
+      s << ")";
+      break;
+    }
+    case onnx::AttributeProto::GRAPH: s << "graph '" << a.g().name() << "'"; break;
+    default: s << "(" << onnx::AttributeProto::AttributeType_Name(a.type()) << ")"; break;
+  }
+  return s.str();
+}
+
+}  // namespace
+
+OnnxGraphInfo inspect_onnx(const std::string& path) {
+  onnx::ModelProto m = parse_model(path);
+  OnnxGraphInfo info;
+  info.opset = default_opset(m);
+  info.producer = m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
+  const auto& g = m.graph();
+  const std::string dir = fs::path(path).parent_path().string();
+  std::set<std::string> init_names;
+  for (const auto& t : g.initializer()) {
+    init_names.insert(t.name());
+    OnnxGraphInfo::Init in;
+    in.name = t.name();
+    in.shape.assign(t.dims().begin(), t.dims().end());
+    in.dtype = onnx_detail::elem_name(t.data_type());
+    try {
+      Value v = onnx_detail::value_from_proto(t, dir, path);
+      if (!v.data.empty()) {
+        double lo = v.data[0], hi = v.data[0], sum = 0, sq = 0;
+        for (double x : v.data) {
+          lo = std::min(lo, x);
+          hi = std::max(hi, x);
+          sum += x;
+        }
+        double mean = sum / double(v.data.size());
+        for (double x : v.data) sq += (x - mean) * (x - mean);
+        in.min = float(lo);
+        in.max = float(hi);
+        in.mean = float(mean);
+        in.stddev = float(std::sqrt(sq / double(v.data.size())));
+      }
+    } catch (const IOError&) {
+      // Statistics are a nicety: an unreadable initializer still shows up by name.
+    }
+    info.initializers.push_back(std::move(in));
+  }
+  for (const auto& i : g.input())
+    if (!init_names.count(i.name())) info.inputs.push_back(value_info(i));
+  for (const auto& o : g.output()) info.outputs.push_back(value_info(o));
+  int k = 0;
+  for (const auto& n : g.node()) {
+    OnnxGraphInfo::Node node;
+    node.name = n.name().empty() ? n.op_type() + "_" + std::to_string(k) : n.name();
+    ++k;
+    node.op_type = n.op_type();
+    node.domain = n.domain().empty() ? "ai.onnx" : n.domain();
+    node.inputs.assign(n.input().begin(), n.input().end());
+    node.outputs.assign(n.output().begin(), n.output().end());
+    for (const auto& a : n.attribute()) node.attributes.emplace_back(a.name(), attr_text(a));
+    node.supported = onnx_detail::op_supported(n.domain(), n.op_type());
+    info.nodes.push_back(std::move(node));
+  }
+  return info;
+}
+
+// ---------------- tensors and conformance cases ----------------
+
+OnnxTensorData load_onnx_tensor(const std::string& pb_path) {
+  std::string bytes = read_file(pb_path, "ONNX tensor file");
+  onnx::TensorProto t;
+  if (!t.ParseFromArray(bytes.data(), int(bytes.size())))
+    throw IOError(pb_path + " is not a valid serialized ONNX TensorProto");
+  Value v = onnx_detail::value_from_proto(t, fs::path(pb_path).parent_path().string(), pb_path);
+  OnnxTensorData d;
+  d.name = t.name();
+  d.shape = v.shape;
+  d.elem_type = v.elem;
+  d.values = std::move(v.data);
+  return d;
+}
+
+Tensor onnx_tensor_to_tensor(const OnnxTensorData& t, const std::string& device) {
+  Value v;
+  v.elem = t.elem_type;
+  v.shape = t.shape;
+  v.host = true;
+  v.data = t.values;
+  return onnx_detail::device_tensor(v, device);
+}
+
+const char* onnx_status_name(OnnxCaseResult::Status s) {
+  switch (s) {
+    case OnnxCaseResult::Status::Pass: return "PASS";
+    case OnnxCaseResult::Status::Fail: return "FAIL";
+    case OnnxCaseResult::Status::Unsupported: return "UNSUPPORTED";
+    case OnnxCaseResult::Status::ExpectedFailure: return "XFAIL";
+  }
+  return "?";
+}
+
+std::map<std::string, std::string> read_onnx_expected_failures(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw IOError("cannot open the expected-failures list " + path);
+  std::map<std::string, std::string> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (auto h = line.find('#'); h != std::string::npos) line.erase(h);
+    std::istringstream ss(line);
+    std::string name;
+    if (!(ss >> name)) continue;
+    std::string reason;
+    std::getline(ss, reason);
+    reason.erase(0, reason.find_first_not_of(" \t"));
+    out[name] = reason.empty() ? "listed without a reason" : reason;
+  }
+  return out;
+}
+
+std::vector<std::string> onnx_case_dirs(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (fs::is_regular_file(fs::path(dir) / "model.onnx", ec)) return {dir};
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_directory() && fs::is_regular_file(e.path() / "model.onnx", ec)) out.push_back(e.path().string());
+  if (ec) throw IOError("cannot list " + dir + ": " + ec.message());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+namespace {
+
+std::vector<std::string> numbered(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::pair<int, std::string>> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::string n = e.path().filename().string();
+    if (n.rfind(prefix, 0) == 0 && n.size() > prefix.size() + 3 && n.substr(n.size() - 3) == ".pb")
+      found.push_back({std::atoi(n.c_str() + prefix.size()), e.path().string()});
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(f.second);
+  return out;
+}
+
+}  // namespace
+
+OnnxCaseResult run_onnx_case(const std::string& case_dir, const std::string& device,
+                             const std::map<std::string, std::string>& expected_failures, double rtol, double atol) {
+  OnnxCaseResult r;
+  r.name = fs::path(case_dir).filename().string();
+  std::vector<fs::path> sets;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(case_dir, ec))
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
+  std::sort(sets.begin(), sets.end());
+  // Whether the case counts towards the float32 pass rate: every input float32.
+  try {
+    r.float_inputs = true;
+    if (!sets.empty())
+      for (const auto& p : numbered(sets[0], "input_"))
+        if (load_onnx_tensor(p).elem_type != TP::FLOAT) r.float_inputs = false;
+  } catch (const std::exception&) {
+    r.float_inputs = false;
+  }
+  auto xfail = expected_failures.find(r.name);
+  try {
+    OnnxModel model((fs::path(case_dir) / "model.onnx").string());
+    if (sets.empty()) throw IOError("no test_data_set_* in " + case_dir);
+    double worst = 0;
+    std::string worst_where;
+    for (const auto& set : sets) {
+      std::vector<Tensor> ins;
+      for (const auto& p : numbered(set, "input_")) ins.push_back(onnx_tensor_to_tensor(load_onnx_tensor(p), device));
+      std::vector<Tensor> outs = model.run(ins);
+      auto want_files = numbered(set, "output_");
+      if (want_files.size() != outs.size())
+        throw ShapeError("model gives " + std::to_string(outs.size()) + " outputs, the case has " +
+                         std::to_string(want_files.size()));
+      for (size_t o = 0; o < outs.size(); ++o) {
+        OnnxTensorData want = load_onnx_tensor(want_files[o]);
+        Shape got_shape = outs[o].shape();
+        if (got_shape != want.shape) {
+          r.status = OnnxCaseResult::Status::Fail;
+          r.detail = "wrong output: output " + std::to_string(o) + " has shape " + shape_str(got_shape) + ", want " +
+                     shape_str(want.shape);
+          if (xfail != expected_failures.end()) {
+            r.status = OnnxCaseResult::Status::ExpectedFailure;
+            r.detail = xfail->second + " [" + r.detail + "]";
+          }
+          return r;
+        }
+        std::vector<float> got = outs[o].to_vector();
+        for (size_t i = 0; i < got.size(); ++i) {
+          double x = got[i], y = want.values[i];
+          double err;
+          if (std::isnan(y) || std::isnan(x)) err = std::isnan(x) == std::isnan(y) ? 0 : INFINITY;
+          else if (std::isinf(y) || std::isinf(x)) err = x == y ? 0 : INFINITY;
+          else {
+            // float32 outputs compared in float: the reference is float too.
+            err = std::fabs(x - y) / (atol + rtol * std::fabs(y));
+          }
+          if (err > worst) {
+            worst = err;
+            std::ostringstream s;
+            s << "output " << o << " [" << i << "]: " << x << " vs " << y;
+            worst_where = s.str();
+          }
+        }
+      }
+    }
+    if (worst <= 1) {
+      r.status = OnnxCaseResult::Status::Pass;
+      if (xfail != expected_failures.end()) r.detail = "passes although listed as expected failure";
+      return r;
+    }
+    r.status = OnnxCaseResult::Status::Fail;
+    std::ostringstream s;
+    s << "wrong output: max err " << worst << "x tolerance at " << worst_where;
+    r.detail = s.str();
+  } catch (const OnnxUnsupported& e) {
+    r.status = OnnxCaseResult::Status::Unsupported;
+    r.op = e.op;
+    r.detail = e.what();
+    return r;
+  } catch (const std::exception& e) {
+    r.status = OnnxCaseResult::Status::Fail;
+    r.detail = std::string("error: ") + e.what();
+  }
+  if (xfail != expected_failures.end()) {
+    r.status = OnnxCaseResult::Status::ExpectedFailure;
+    r.detail = xfail->second + " [" + r.detail + "]";
+  }
+  return r;
+}
+
+}  // namespace tl

@@ -1,0 +1,122 @@
+// ONNX models on tl::Tensor: the protobuf file is parsed with the onnx_proto
+// classes, and each run walks the graph once, turning nodes into lazy tensor
+// ops. Small integer tensors that only describe shapes (Shape -> Gather ->
+// Concat -> Reshape) stay on the host, so reshapes and slices see plain ints.
+// Also: a Qt-free description of a graph for the window, and the runner of
+// ONNX's own backend conformance cases.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace tl {
+
+// A node the runtime cannot map (op, attribute value or data type it lacks).
+// Its message reads "unsupported ONNX op 'domain::Op' (opset N)[: why]".
+struct OnnxUnsupported : IOError {
+  OnnxUnsupported(const std::string& what, std::string op) : IOError(what), op(std::move(op)) {}
+  std::string op;  // "ai.onnx::Foo", "com.microsoft::FusedConv"
+};
+
+// A graph input or output. Dynamic dimensions are -1 in `shape` and keep
+// their dim_param name ("batch") in `dim_names` ("" where the size is fixed).
+struct OnnxValueInfo {
+  std::string name;
+  Shape shape;
+  std::vector<std::string> dim_names;
+  std::string dtype;  // ONNX spelling: "float", "int64", "bool", ...
+};
+
+// What the window draws: every node (marked when the runtime lacks it) and
+// statistics of every initializer. Reads the file, runs nothing.
+struct OnnxGraphInfo {
+  struct Node {
+    std::string name, op_type, domain;
+    std::vector<std::string> inputs, outputs;
+    std::vector<std::pair<std::string, std::string>> attributes;  // name, printed value
+    bool supported = true;
+  };
+  std::vector<Node> nodes;
+  struct Init {
+    std::string name;
+    Shape shape;
+    std::string dtype;
+    float min = 0, max = 0, mean = 0, stddev = 0;
+  };
+  std::vector<Init> initializers;
+  std::vector<OnnxValueInfo> inputs, outputs;  // inputs exclude initializers
+  int64_t opset = 0;                           // of the default domain
+  std::string producer;                        // "pytorch 1.13.1"
+};
+OnnxGraphInfo inspect_onnx(const std::string& path);
+
+class OnnxModel {
+ public:
+  // Parses the file and its external data; throws IOError for a file that is
+  // not an ONNX model and OnnxUnsupported for the first node it cannot run.
+  explicit OnnxModel(const std::string& path);
+  ~OnnxModel();
+  OnnxModel(const OnnxModel&) = delete;
+  OnnxModel& operator=(const OnnxModel&) = delete;
+
+  const std::string& path() const;
+  int64_t opset() const;
+  const std::vector<OnnxValueInfo>& inputs() const;
+  const std::vector<OnnxValueInfo>& outputs() const;
+  int64_t parameters() const;  // elements of all initializers
+  int64_t nodes() const;
+
+  // One tensor per graph input, in inputs() order (trailing optional inputs
+  // may be left out); returns one tensor per graph output, on the device of
+  // the first input. int64 values become int32 tensors, doubles float32.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A serialized TensorProto (.pb of the conformance cases), values widened to double.
+struct OnnxTensorData {
+  std::string name;
+  Shape shape;
+  int32_t elem_type = 1;  // onnx::TensorProto::DataType
+  std::vector<double> values;
+};
+OnnxTensorData load_onnx_tensor(const std::string& pb_path);
+// The dtype tl uses for an ONNX element type; throws OnnxUnsupported-free
+// IOError for strings, complex numbers and other types it cannot hold.
+Tensor onnx_tensor_to_tensor(const OnnxTensorData& t, const std::string& device);
+
+// ---- conformance cases (onnx/backend/test/data/node/<case>/) ----
+struct OnnxCaseResult {
+  enum class Status { Pass, Fail, Unsupported, ExpectedFailure };
+  std::string name;       // the case folder's name
+  Status status = Status::Fail;
+  std::string detail;     // "max err 0.3 at 12", "ai.onnx::Einsum", the xfail reason
+  bool float_inputs = false;  // every input is float32
+  std::string op;         // unsupported op, when status is Unsupported
+};
+const char* onnx_status_name(OnnxCaseResult::Status s);  // PASS FAIL UNSUPPORTED XFAIL
+
+// "case_name  reason" lines; '#' starts a comment.
+std::map<std::string, std::string> read_onnx_expected_failures(const std::string& path);
+
+// Runs every test_data_set_* of one case folder on `device` and compares each
+// output (|got - want| <= atol + rtol * |want|, NaN where NaN).
+OnnxCaseResult run_onnx_case(const std::string& case_dir, const std::string& device,
+                             const std::map<std::string, std::string>& expected_failures = {},
+                             double rtol = 1e-3, double atol = 1e-4);
+
+// Case folders (those holding a model.onnx) directly under `dir`, or `dir`
+// itself when it is one; sorted by name.
+std::vector<std::string> onnx_case_dirs(const std::string& dir);
+
+}  // namespace tl

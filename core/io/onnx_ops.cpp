@@ -1,0 +1,1234 @@
+// The ONNX op set on tl::Tensor. Each op reads its attributes with the
+// defaults of the ONNX spec and the semantics of the opset the model imports
+// (Softmax's flattening before 13, Squeeze/Slice/Reduce axes as attributes
+// or inputs, ...).
+#include "core/io/onnx_ops.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "core/io/onnx.h"
+
+namespace tl::onnx_detail {
+
+namespace {
+
+using TP = onnx::TensorProto;
+using Ints = std::vector<int64_t>;
+
+// A huge finite number: -inf would have to survive every renderer's literal
+// printing; nothing real gets near this.
+constexpr double kMaxPoolFill = -3.0e38;
+
+[[noreturn]] void unsupported(const onnx::NodeProto& n, int64_t opset, const std::string& why) {
+  std::string dom = n.domain().empty() || n.domain() == "ai.onnx" ? "ai.onnx" : n.domain();
+  std::string op = dom + "::" + n.op_type();
+  throw OnnxUnsupported("unsupported ONNX op '" + op + "' (opset " + std::to_string(opset) + ")" +
+                            (why.empty() ? "" : ": " + why),
+                        op);
+}
+
+[[noreturn]] void bad(const onnx::NodeProto& n, const std::string& why) {
+  throw ShapeError("ONNX node '" + n.name() + "' (" + n.op_type() + "): " + why);
+}
+
+const onnx::AttributeProto* find_attr(const onnx::NodeProto& n, const std::string& name) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+int64_t attr_i(const onnx::NodeProto& n, const std::string& name, int64_t def) {
+  auto* a = find_attr(n, name);
+  return a ? a->i() : def;
+}
+double attr_f(const onnx::NodeProto& n, const std::string& name, double def) {
+  auto* a = find_attr(n, name);
+  return a ? double(a->f()) : def;
+}
+std::string attr_s(const onnx::NodeProto& n, const std::string& name, const std::string& def) {
+  auto* a = find_attr(n, name);
+  return a ? a->s() : def;
+}
+Ints attr_ints(const onnx::NodeProto& n, const std::string& name, const Ints& def = {}) {
+  auto* a = find_attr(n, name);
+  if (!a) return def;
+  return Ints(a->ints().begin(), a->ints().end());
+}
+
+int64_t norm_axis(int64_t axis, int64_t rank, const onnx::NodeProto& n) {
+  if (axis < -rank || axis >= std::max<int64_t>(rank, 1)) bad(n, "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+int64_t clamp_i64(double d) {
+  if (d >= 9.2e18) return INT64_MAX;
+  if (d <= -9.2e18) return INT64_MIN;
+  return int64_t(d);
+}
+
+struct Ctx {
+  const onnx::NodeProto& node;
+  std::vector<Value*>& in;
+  int64_t opset;
+  const std::string& device;
+
+  bool has(size_t i) const { return i < in.size() && in[i]->present; }
+  Value& v(size_t i) const {
+    if (!has(i)) bad(node, "input " + std::to_string(i) + " is missing");
+    return *in[i];
+  }
+  Tensor t(size_t i) const { return device_tensor(v(i), device); }
+  std::vector<double> h(size_t i) const {
+    Value& x = v(i);
+    if (x.host) return x.data;
+    auto f = x.tensor.dtype() == DType::f32 ? x.tensor.to_vector() : std::vector<float>();
+    if (x.tensor.dtype() != DType::f32) {
+      auto ints = x.tensor.to_ints();
+      return std::vector<double>(ints.begin(), ints.end());
+    }
+    return std::vector<double>(f.begin(), f.end());
+  }
+  Ints ints(size_t i) const {
+    auto d = h(i);
+    Ints out(d.size());
+    for (size_t k = 0; k < d.size(); ++k) out[k] = clamp_i64(d[k]);
+    return out;
+  }
+  const Shape& shape(size_t i) const { return v(i).shape; }
+  int64_t rank(size_t i) const { return int64_t(v(i).shape.size()); }
+  bool all_host() const {
+    for (auto* x : in)
+      if (x->present && (!x->host || x->data.size() > 4096)) return false;
+    return true;
+  }
+};
+
+Value from_tensor(Tensor t, int32_t elem) {
+  Value v;
+  v.elem = elem;
+  v.shape = t.shape();
+  v.tensor = std::move(t);
+  return v;
+}
+Value from_host(Shape shape, int32_t elem, std::vector<double> data) {
+  Value v;
+  v.elem = elem;
+  v.shape = std::move(shape);
+  v.host = true;
+  v.data = std::move(data);
+  return v;
+}
+
+bool is_int_elem(int32_t e) { return !is_float_elem(e) && e != TP::BOOL; }
+
+// Rounds a float result the way the element type stores it.
+double store_as(double x, int32_t elem) {
+  if (elem == TP::BOOL) return x != 0 ? 1 : 0;
+  if (is_int_elem(elem)) return std::isfinite(x) ? std::trunc(x) : 0;
+  if (elem == TP::FLOAT) return double(float(x));
+  return x;
+}
+
+Tensor cast_to(const Tensor& t, int32_t elem) {
+  DType d = tl_dtype(elem, "Cast");
+  if (d == DType::boolean && t.dtype() != DType::boolean)
+    return t.ne(Tensor::scalar(0, t.dtype(), t.device()));
+  return t.cast(d);
+}
+
+// ---------- host helpers (shape arithmetic) ----------
+Shape broadcast(const Shape& a, const Shape& b, const onnx::NodeProto& n) {
+  size_t r = std::max(a.size(), b.size());
+  Shape out(r);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t x = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    int64_t y = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    if (x != y && x != 1 && y != 1) bad(n, "cannot broadcast " + shape_str(a) + " with " + shape_str(b));
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+// Element of `data` (shape s) at the broadcast position `idx` of shape out.
+double bcast_at(const std::vector<double>& data, const Shape& s, const Shape& out, const Ints& idx) {
+  int64_t off = 0, stride = 1;
+  for (int64_t i = int64_t(s.size()) - 1; i >= 0; --i) {
+    int64_t oi = idx[size_t(i + int64_t(out.size()) - int64_t(s.size()))];
+    off += (s[size_t(i)] == 1 ? 0 : oi) * stride;
+    stride *= s[size_t(i)];
+  }
+  return data[size_t(off)];
+}
+bool next_index(Ints& idx, const Shape& s) {
+  for (int64_t i = int64_t(s.size()) - 1; i >= 0; --i) {
+    if (++idx[size_t(i)] < s[size_t(i)]) return true;
+    idx[size_t(i)] = 0;
+  }
+  return false;
+}
+Value host_binary(const Ctx& c, const std::function<double(double, double)>& f, int32_t out_elem) {
+  Shape a = c.shape(0), b = c.shape(1), s = broadcast(a, b, c.node);
+  std::vector<double> out;
+  out.reserve(size_t(numel(s)));
+  Ints idx(s.size(), 0);
+  if (numel(s) > 0) do {
+      out.push_back(store_as(f(bcast_at(c.v(0).data, a, s, idx), bcast_at(c.v(1).data, b, s, idx)), out_elem));
+    } while (next_index(idx, s));
+  return from_host(s, out_elem, std::move(out));
+}
+
+// ---------- device helpers ----------
+std::vector<int> all_axes(int64_t rank) {
+  std::vector<int> v(static_cast<size_t>(rank));
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+// Python-free slice along one axis: clamped start, count and step (may be negative).
+Tensor take_range(const Tensor& x, int axis, int64_t start, int64_t count, int64_t step) {
+  if (step > 0) return x.slice(axis, start, start + (count - 1) * step + 1, step);
+  int64_t last = start + (count - 1) * step;
+  Tensor r = x.slice(axis, last, start + 1).flip({axis});
+  return -step == 1 ? r : r.slice(axis, 0, (count - 1) * -step + 1, -step);
+}
+
+Tensor erf(const Tensor& x) {
+  // Abramowitz & Stegun 7.1.26: |error| < 1.5e-7, enough for float32 tests.
+  Tensor ax = x.abs();
+  Tensor t = 1.0 / (ax * 0.3275911 + 1.0);
+  Tensor poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
+  return x.sign() * (1.0 - poly * (-(ax * ax)).exp());
+}
+
+Tensor floor_t(const Tensor& x) {
+  // Truncation through int32 is exact for |x| < 2^31; larger floats are already integers.
+  Tensor tr = x.cast(DType::i32).cast(DType::f32);
+  Tensor fl = tr - x.lt(tr).cast(DType::f32);
+  return Tensor::where(x.abs().lt(Tensor::scalar(2147483520.0, DType::f32, x.device())), fl, x);
+}
+
+Tensor reshape_to(const Tensor& x, const Shape& s) { return x.shape() == s ? x : x.reshape(s); }
+
+// Brings a per-channel (C) parameter to (1, C, 1, ...) for rank `rank`.
+Tensor per_channel(const Tensor& p, int64_t rank) {
+  Shape s(size_t(rank), 1);
+  s[1] = p.numel();
+  return p.reshape(s);
+}
+
+struct PoolGeometry {
+  Ints kernel, strides, dilations, pad_begin, pad_end, extra_end, out;
+};
+
+// ONNX pads: [x1_begin, x2_begin, ..., x1_end, x2_end]; auto_pad SAME_* / VALID.
+PoolGeometry geometry(const Ctx& c, const Shape& in_spatial, const Ints& kernel, bool ceil_mode) {
+  const auto& n = c.node;
+  size_t d = in_spatial.size();
+  PoolGeometry g;
+  g.kernel = kernel;
+  g.strides = attr_ints(n, "strides", Ints(d, 1));
+  g.dilations = attr_ints(n, "dilations", Ints(d, 1));
+  Ints pads = attr_ints(n, "pads", Ints(2 * d, 0));
+  if (g.strides.size() != d || g.dilations.size() != d || pads.size() != 2 * d || kernel.size() != d)
+    bad(n, "strides/dilations/pads/kernel_shape do not match " + std::to_string(d) + " spatial dims");
+  std::string autopad = attr_s(n, "auto_pad", "NOTSET");
+  g.pad_begin.assign(pads.begin(), pads.begin() + int64_t(d));
+  g.pad_end.assign(pads.begin() + int64_t(d), pads.end());
+  g.out.resize(d);
+  g.extra_end.assign(d, 0);
+  for (size_t i = 0; i < d; ++i) {
+    int64_t eff = (kernel[i] - 1) * g.dilations[i] + 1, in = in_spatial[i], s = g.strides[i];
+    if (autopad == "SAME_UPPER" || autopad == "SAME_LOWER") {
+      int64_t out = (in + s - 1) / s;
+      int64_t total = std::max<int64_t>((out - 1) * s + eff - in, 0);
+      g.pad_begin[i] = autopad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      g.pad_end[i] = total - g.pad_begin[i];
+    } else if (autopad == "VALID") {
+      g.pad_begin[i] = g.pad_end[i] = 0;
+    } else if (autopad != "NOTSET") {
+      unsupported(n, c.opset, "auto_pad " + autopad);
+    }
+    int64_t span = in + g.pad_begin[i] + g.pad_end[i] - eff;
+    if (span < 0) bad(n, "kernel larger than the padded input");
+    int64_t out = ceil_mode ? (span + s - 1) / s + 1 : span / s + 1;
+    // A last window that would start inside the end padding is dropped (as PyTorch and ONNX's reference).
+    if (ceil_mode && (out - 1) * s >= in + g.pad_begin[i]) --out;
+    g.out[i] = out;
+    g.extra_end[i] = std::max<int64_t>(0, (out - 1) * s + eff - (in + g.pad_begin[i] + g.pad_end[i]));
+  }
+  return g;
+}
+
+// Every kernel tap of x (padded already) as a (N, C, *out) strided view.
+template <class F>
+void for_each_tap(const Tensor& xp, const PoolGeometry& g, F f) {
+  size_t d = g.kernel.size();
+  Ints tap(d, 0);
+  if (numel(g.kernel) == 0) return;
+  do {
+    Tensor v = xp;
+    for (size_t i = 0; i < d; ++i) {
+      int64_t start = tap[i] * g.dilations[i];
+      v = v.slice(int(2 + i), start, start + (g.out[i] - 1) * g.strides[i] + 1, g.strides[i]);
+    }
+    f(v, tap);
+  } while (next_index(tap, g.kernel));
+}
+
+std::vector<std::pair<int64_t, int64_t>> spatial_pads(const PoolGeometry& g, bool with_extra) {
+  std::vector<std::pair<int64_t, int64_t>> p = {{0, 0}, {0, 0}};
+  for (size_t i = 0; i < g.kernel.size(); ++i)
+    p.push_back({g.pad_begin[i], g.pad_end[i] + (with_extra ? g.extra_end[i] : 0)});
+  return p;
+}
+
+Tensor pool(const Ctx& c, bool is_max) {
+  Tensor x = c.t(0);
+  if (x.ndim() < 3) bad(c.node, "pooling needs (N, C, spatial...) input, got " + shape_str(x.shape()));
+  Shape spatial(x.shape().begin() + 2, x.shape().end());
+  Ints kernel = attr_ints(c.node, "kernel_shape");
+  if (kernel.empty()) bad(c.node, "kernel_shape is required");
+  bool ceil_mode = attr_i(c.node, "ceil_mode", 0) != 0;
+  if (!is_max && find_attr(c.node, "dilations") && c.opset < 19) {
+    // dilations on AveragePool arrived in opset 19; earlier models never set them.
+  }
+  PoolGeometry g = geometry(c, spatial, kernel, ceil_mode);
+  if (is_max) {
+    if (attr_i(c.node, "storage_order", 0) != 0) unsupported(c.node, c.opset, "storage_order 1");
+    Tensor xp = x.pad(spatial_pads(g, true), kMaxPoolFill);
+    Tensor acc;
+    for_each_tap(xp, g, [&](const Tensor& v, const Ints&) { acc = acc.defined() ? acc.maximum(v) : v; });
+    return acc;
+  }
+  bool include_pad = attr_i(c.node, "count_include_pad", 0) != 0;
+  Tensor xp = x.pad(spatial_pads(g, true), 0);
+  Tensor acc;
+  for_each_tap(xp, g, [&](const Tensor& v, const Ints&) { acc = acc.defined() ? acc + v : v; });
+  bool any_pad = false;
+  for (size_t i = 0; i < g.kernel.size(); ++i) any_pad |= g.pad_begin[i] || g.pad_end[i] || g.extra_end[i];
+  if (!any_pad) return acc * (1.0 / double(numel(g.kernel)));
+  // The divisor counts the cells each window covers: real ones, plus the
+  // explicit padding when count_include_pad, never the ceil_mode overhang.
+  Shape ones_shape = {1, 1};
+  ones_shape.insert(ones_shape.end(), spatial.begin(), spatial.end());
+  Tensor ones = Tensor::ones(ones_shape, DType::f32, x.device());
+  Tensor cover = include_pad ? ones.pad(spatial_pads(g, false), 1).pad(
+                                   [&] {
+                                     std::vector<std::pair<int64_t, int64_t>> p = {{0, 0}, {0, 0}};
+                                     for (auto e : g.extra_end) p.push_back({0, e});
+                                     return p;
+                                   }(),
+                                   0)
+                             : ones.pad(spatial_pads(g, true), 0);
+  Tensor count;
+  for_each_tap(cover, g, [&](const Tensor& v, const Ints&) { count = count.defined() ? count + v : v; });
+  return acc / count;
+}
+
+// N-d convolution as a sum over kernel taps of (O, C) x (C, positions)
+// products; 2-D goes to Tensor::conv2d.
+Tensor conv(const Ctx& c) {
+  Tensor x = c.t(0), w = c.t(1);
+  if (x.ndim() < 3 || w.ndim() != x.ndim()) bad(c.node, "Conv needs X (N, C, ...) and W of the same rank");
+  int64_t groups = attr_i(c.node, "group", 1);
+  Shape spatial(x.shape().begin() + 2, x.shape().end());
+  Ints kernel = attr_ints(c.node, "kernel_shape", Ints(w.shape().begin() + 2, w.shape().end()));
+  PoolGeometry g = geometry(c, spatial, kernel, false);
+  Tensor xp = x.pad(spatial_pads(g, false), 0);
+  Tensor bias = c.has(2) ? c.t(2) : Tensor();
+  if (x.dim(1) != w.dim(1) * groups)
+    bad(c.node, "X has " + std::to_string(x.dim(1)) + " channels, W expects " + std::to_string(w.dim(1) * groups));
+  if (x.ndim() == 4) {
+    Conv2dOptions o;
+    o.stride_h = g.strides[0];
+    o.stride_w = g.strides[1];
+    o.dilation_h = g.dilations[0];
+    o.dilation_w = g.dilations[1];
+    o.groups = groups;
+    return xp.conv2d(w, bias, o);
+  }
+  int64_t N = x.dim(0), O = w.dim(0), Cg = w.dim(1), Og = O / groups, P = numel(g.out);
+  std::vector<Tensor> outs;
+  for (int64_t gi = 0; gi < groups; ++gi) {
+    Tensor xg = groups == 1 ? xp : xp.slice(1, gi * Cg, (gi + 1) * Cg);
+    Tensor wg = groups == 1 ? w : w.slice(0, gi * Og, (gi + 1) * Og);
+    Tensor wflat = wg.reshape({Og, Cg, numel(g.kernel)});
+    Tensor acc;
+    int64_t t = 0;
+    for_each_tap(xg, g, [&](const Tensor& v, const Ints&) {
+      Tensor term = wflat.slice(2, t, t + 1).reshape({Og, Cg}).matmul(v.reshape({N, Cg, P}));
+      acc = acc.defined() ? acc + term : term;
+      ++t;
+    });
+    outs.push_back(acc);
+  }
+  Tensor y = groups == 1 ? outs[0] : Tensor::cat(outs, 1);
+  Shape s = {N, O};
+  s.insert(s.end(), g.out.begin(), g.out.end());
+  y = y.reshape(s);
+  if (bias.defined()) y = y + per_channel(bias, int64_t(s.size()));
+  return y;
+}
+
+Tensor softmax_like(const Ctx& c, int kind) {  // 0 softmax, 1 log-softmax, 2 hardmax
+  Tensor x = c.t(0);
+  int64_t r = x.ndim();
+  auto apply = [&](const Tensor& t, int axis) {
+    if (kind == 0) return t.softmax(axis);
+    if (kind == 1) return t.log_softmax(axis);
+    Tensor m = t.argmax(axis, true);
+    Shape s(size_t(t.ndim()), 1);
+    s[size_t(axis)] = t.dim(axis);
+    Tensor idx = Tensor::arange(0, double(t.dim(axis)), 1, DType::i32, t.device()).reshape(s);
+    return idx.eq(m).cast(DType::f32);
+  };
+  if (c.opset < 13) {
+    int64_t axis = norm_axis(attr_i(c.node, "axis", 1), r, c.node);
+    int64_t outer = 1;
+    for (int64_t i = 0; i < axis; ++i) outer *= x.dim(int(i));
+    return apply(x.reshape({outer, x.numel() / std::max<int64_t>(outer, 1)}), 1).reshape(x.shape());
+  }
+  return apply(x, int(norm_axis(attr_i(c.node, "axis", -1), r, c.node)));
+}
+
+// Reduce* axes: attribute before the opset that moved them to an input.
+std::vector<int> reduce_axes(const Ctx& c, int64_t input_from, bool* noop) {
+  Ints axes;
+  *noop = false;
+  if (c.opset >= input_from) {
+    if (c.has(1)) axes = c.ints(1);
+    if (axes.empty() && attr_i(c.node, "noop_with_empty_axes", 0)) *noop = true;
+  } else {
+    axes = attr_ints(c.node, "axes");
+  }
+  std::vector<int> out;
+  for (auto a : axes) out.push_back(int(norm_axis(a, c.rank(0), c.node)));
+  if (out.empty()) out = all_axes(c.rank(0));
+  return out;
+}
+
+Value reduce(const Ctx& c, const std::string& op) {
+  bool noop = false;
+  int64_t from = op == "ReduceSum" ? 13 : 18;
+  std::vector<int> axes = reduce_axes(c, from, &noop);
+  Tensor x = c.t(0);
+  if (noop) return from_tensor(x, c.v(0).elem);
+  bool keep = attr_i(c.node, "keepdims", 1) != 0;
+  int32_t elem = c.v(0).elem;
+  Tensor y;
+  if (op == "ReduceSum") y = x.sum(axes, keep);
+  else if (op == "ReduceMean") y = x.mean(axes, keep);
+  else if (op == "ReduceMax") y = x.max(axes, keep);
+  else if (op == "ReduceMin") y = x.min(axes, keep);
+  else if (op == "ReduceSumSquare") y = (x * x).sum(axes, keep);
+  else if (op == "ReduceL1") y = x.abs().sum(axes, keep);
+  else if (op == "ReduceL2") y = (x.cast(DType::f32) * x.cast(DType::f32)).sum(axes, keep).sqrt();
+  else if (op == "ReduceLogSum") y = x.cast(DType::f32).sum(axes, keep).log();
+  else if (op == "ReduceLogSumExp") {
+    Tensor xf = x.cast(DType::f32);
+    Tensor m = xf.max(axes, true);
+    y = (xf - m).exp().sum(axes, true).log() + m;
+    if (!keep) {
+      std::vector<int> sorted = axes;
+      std::sort(sorted.rbegin(), sorted.rend());
+      for (int a : sorted) y = y.squeeze(a);
+    }
+  } else if (op == "ReduceProd") {
+    // Sign and magnitude separately: exp(sum(log|x|)) times the parity of negatives.
+    Tensor xf = x.cast(DType::f32);
+    Tensor mag = xf.abs().log().sum(axes, keep).exp();
+    Tensor negs = xf.lt(Tensor::scalar(0, DType::f32, x.device())).cast(DType::f32).sum(axes, keep);
+    Tensor odd = (negs - (negs * 0.5).cast(DType::i32).cast(DType::f32) * 2.0);
+    Tensor zero = xf.eq(Tensor::scalar(0, DType::f32, x.device())).cast(DType::f32).max(axes, keep);
+    y = mag * (1.0 - odd * 2.0) * (1.0 - zero);
+  } else unsupported(c.node, c.opset, "");
+  if (is_int_elem(elem) && y.dtype() == DType::f32 && op != "ReduceMean") y = y.cast(DType::i32);
+  return from_tensor(is_int_elem(elem) && op == "ReduceMean" ? y.cast(DType::i32) : y, elem);
+}
+
+Tensor pad_mode(Tensor x, int axis, int64_t before, int64_t after, const std::string& mode) {
+  int64_t n = x.dim(axis);
+  std::vector<Tensor> parts;
+  if (mode == "edge") {
+    if (before > 0) parts.push_back(x.slice(axis, 0, 1).expand([&] { Shape s = x.shape(); s[size_t(axis)] = before; return s; }()));
+    parts.push_back(x);
+    if (after > 0) parts.push_back(x.slice(axis, n - 1, n).expand([&] { Shape s = x.shape(); s[size_t(axis)] = after; return s; }()));
+  } else {  // reflect: mirror without repeating the edge
+    if (before > 0) parts.push_back(x.slice(axis, 1, before + 1).flip({axis}));
+    parts.push_back(x);
+    if (after > 0) parts.push_back(x.slice(axis, n - 1 - after, n - 1).flip({axis}));
+  }
+  return parts.size() == 1 ? x : Tensor::cat(parts, axis);
+}
+
+Value gather(const Ctx& c) {
+  Value& data = c.v(0);
+  int64_t r = int64_t(data.shape.size());
+  int64_t axis = norm_axis(attr_i(c.node, "axis", 0), r, c.node);
+  Ints idx = c.ints(1);
+  Shape ishape = c.shape(1);
+  int64_t dim = data.shape[size_t(axis)];
+  for (auto& i : idx) {
+    if (i < -dim || i >= dim) bad(c.node, "index " + std::to_string(i) + " out of range for axis of size " + std::to_string(dim));
+    if (i < 0) i += dim;
+  }
+  Shape out(data.shape.begin(), data.shape.begin() + axis);
+  out.insert(out.end(), ishape.begin(), ishape.end());
+  out.insert(out.end(), data.shape.begin() + axis + 1, data.shape.end());
+  if (data.host && data.data.size() <= 4096) {
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < axis; ++i) outer *= data.shape[size_t(i)];
+    for (int64_t i = axis + 1; i < r; ++i) inner *= data.shape[size_t(i)];
+    std::vector<double> o;
+    for (int64_t a = 0; a < outer; ++a)
+      for (auto i : idx)
+        for (int64_t b = 0; b < inner; ++b) o.push_back(data.data[size_t((a * dim + i) * inner + b)]);
+    return from_host(out, data.elem, std::move(o));
+  }
+  Tensor x = c.t(0);
+  Tensor y;
+  if (idx.size() <= 32) {
+    std::vector<Tensor> parts;
+    for (auto i : idx) parts.push_back(x.slice(int(axis), i, i + 1));
+    y = parts.size() == 1 ? parts[0] : Tensor::cat(parts, int(axis));
+  } else {
+    // Many indices: one one-hot matmul instead of hundreds of slices.
+    std::vector<float> onehot(size_t(dim) * idx.size(), 0.f);
+    for (size_t k = 0; k < idx.size(); ++k) onehot[size_t(idx[k]) * idx.size() + k] = 1.f;
+    Tensor oh = Tensor::from_data(onehot, {dim, int64_t(idx.size())}, x.device());
+    std::vector<int> perm;
+    for (int i = 0; i < r; ++i)
+      if (i != axis) perm.push_back(i);
+    perm.push_back(int(axis));
+    Tensor moved = x.cast(DType::f32).permute(perm).matmul(oh);  // axis last, now of size K
+    std::vector<int> back(static_cast<size_t>(r));
+    for (int i = 0, j = 0; i < r; ++i) back[size_t(i)] = i == axis ? int(r - 1) : j++;
+    y = moved.permute(back);
+    if (x.dtype() != DType::f32) y = y.cast(x.dtype());
+  }
+  return from_tensor(y.reshape(out), data.elem);
+}
+
+Value slice(const Ctx& c) {
+  Ints starts, ends, axes, steps;
+  if (c.opset < 10) {
+    starts = attr_ints(c.node, "starts");
+    ends = attr_ints(c.node, "ends");
+    axes = attr_ints(c.node, "axes");
+  } else {
+    starts = c.ints(1);
+    ends = c.ints(2);
+    if (c.has(3)) axes = c.ints(3);
+    if (c.has(4)) steps = c.ints(4);
+  }
+  int64_t r = c.rank(0);
+  if (axes.empty()) {
+    axes.resize(starts.size());
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    bad(c.node, "starts, ends, axes and steps differ in length");
+  Value& xv = c.v(0);
+  Shape out = xv.shape;
+  struct Range { int64_t start, count, step; };
+  std::vector<Range> ranges(static_cast<size_t>(r));
+  for (int64_t a = 0; a < r; ++a) ranges[size_t(a)] = {0, out[size_t(a)], 1};
+  for (size_t k = 0; k < starts.size(); ++k) {
+    int64_t a = norm_axis(axes[k], r, c.node), dim = xv.shape[size_t(a)], st = steps[k];
+    if (st == 0) bad(c.node, "step 0");
+    int64_t s = starts[k], e = ends[k];
+    if (s < 0) s += dim;
+    if (e < 0 && e > INT64_MIN / 2) e += dim;
+    if (st > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+    } else {
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+    }
+    int64_t count = st > 0 ? std::max<int64_t>(0, (e - s + st - 1) / st) : std::max<int64_t>(0, (s - e + (-st) - 1) / -st);
+    ranges[size_t(a)] = {s, count, st};
+    out[size_t(a)] = count;
+  }
+  if (numel(out) == 0) unsupported(c.node, c.opset, "empty result " + shape_str(out));
+  if (xv.host && xv.data.size() <= 4096) {
+    std::vector<double> o;
+    Ints idx(size_t(r), 0);
+    do {
+      int64_t off = 0;
+      for (int64_t a = 0; a < r; ++a)
+        off = off * xv.shape[size_t(a)] + ranges[size_t(a)].start + idx[size_t(a)] * ranges[size_t(a)].step;
+      o.push_back(xv.data[size_t(off)]);
+    } while (next_index(idx, out));
+    return from_host(out, xv.elem, std::move(o));
+  }
+  Tensor x = c.t(0);
+  for (int64_t a = 0; a < r; ++a) {
+    auto& rg = ranges[size_t(a)];
+    if (rg.start == 0 && rg.step == 1 && rg.count == xv.shape[size_t(a)]) continue;
+    x = take_range(x, int(a), rg.start, rg.count, rg.step);
+  }
+  return from_tensor(x, xv.elem);
+}
+
+Shape reshape_target(const Ctx& c, const Shape& in, Ints target, bool allowzero) {
+  int64_t known = 1, infer = -1;
+  Shape s(target.size());
+  for (size_t i = 0; i < target.size(); ++i) {
+    int64_t d = target[i];
+    if (d == 0 && !allowzero) {
+      if (i >= in.size()) bad(c.node, "0 in the new shape copies a dimension the input lacks");
+      d = in[i];
+    }
+    if (d == -1) {
+      if (infer >= 0) bad(c.node, "two -1 in the new shape");
+      infer = int64_t(i);
+      continue;
+    }
+    s[i] = d;
+    known *= d;
+  }
+  if (infer >= 0) s[size_t(infer)] = known ? numel(in) / known : 0;
+  if (numel(s) != numel(in)) bad(c.node, "cannot reshape " + shape_str(in) + " to " + shape_str(s));
+  return s;
+}
+
+Value reshaped(const Ctx& c, const Shape& s) {
+  Value& x = c.v(0);
+  if (x.host) return from_host(s, x.elem, x.data);
+  return from_tensor(reshape_to(c.t(0), s), x.elem);
+}
+
+std::vector<Value> split(const Ctx& c) {
+  Tensor x = c.t(0);
+  int64_t axis = norm_axis(attr_i(c.node, "axis", 0), x.ndim(), c.node);
+  Ints parts;
+  if (c.opset >= 13 && c.has(1)) parts = c.ints(1);
+  else if (c.opset < 13) parts = attr_ints(c.node, "split");
+  int64_t n = c.node.output_size(), dim = x.dim(int(axis));
+  if (parts.empty()) {
+    int64_t k = attr_i(c.node, "num_outputs", n);
+    int64_t each = (dim + k - 1) / k;
+    for (int64_t i = 0; i < k; ++i) parts.push_back(std::min(each, dim - each * i));
+  }
+  std::vector<Value> out;
+  int64_t at = 0;
+  for (auto p : parts) {
+    out.push_back(from_tensor(x.slice(int(axis), at, at + p), c.v(0).elem));
+    at += p;
+  }
+  return out;
+}
+
+Tensor unary_f(const Ctx& c, const std::string& op) {
+  Tensor x = c.t(0);
+  const auto& n = c.node;
+  if (op == "Relu") return x.relu();
+  if (op == "Sigmoid") return x.sigmoid();
+  if (op == "Tanh") return x.tanh();
+  if (op == "Exp") return x.exp();
+  if (op == "Log") return x.log();
+  if (op == "Sqrt") return x.sqrt();
+  if (op == "Neg") return x.neg();
+  if (op == "Abs") return x.abs();
+  if (op == "Reciprocal") return x.reciprocal();
+  if (op == "Sin") return x.sin();
+  if (op == "Cos") return x.cos();
+  if (op == "Tan") return x.sin() / x.cos();
+  if (op == "Sign") return x.sign();
+  if (op == "Erf") return erf(x);
+  if (op == "Floor") return floor_t(x);
+  if (op == "Ceil") return -floor_t(-x);
+  if (op == "LeakyRelu") return x.leaky_relu(attr_f(n, "alpha", 0.01));
+  if (op == "Elu") {
+    double a = attr_f(n, "alpha", 1.0);
+    return Tensor::where(x.gt(Tensor::scalar(0, DType::f32, x.device())), x, (x.exp() - 1.0) * a);
+  }
+  if (op == "Celu") {
+    double a = attr_f(n, "alpha", 1.0);
+    return x.relu() + ((x / a).exp() - 1.0).minimum(0.0) * a;
+  }
+  if (op == "Selu") {
+    double a = attr_f(n, "alpha", 1.67326319217681884765625), g = attr_f(n, "gamma", 1.05070102214813232421875);
+    return Tensor::where(x.gt(Tensor::scalar(0, DType::f32, x.device())), x * g, (x.exp() - 1.0) * (a * g));
+  }
+  if (op == "HardSigmoid") return (x * attr_f(n, "alpha", 0.2) + attr_f(n, "beta", 0.5)).clip(0, 1);
+  if (op == "HardSwish") return x * (x * (1.0 / 6) + 0.5).clip(0, 1);
+  if (op == "Softplus") {
+    // log(1 + e^x) without overflow: max(x, 0) + log(1 + e^-|x|)
+    return x.relu() + ((-x.abs()).exp() + 1.0).log();
+  }
+  if (op == "Softsign") return x / (x.abs() + 1.0);
+  if (op == "Mish") return x * (x.relu() + ((-x.abs()).exp() + 1.0).log()).tanh();
+  if (op == "ThresholdedRelu") {
+    double a = attr_f(n, "alpha", 1.0);
+    return x * x.gt(Tensor::scalar(a, DType::f32, x.device())).cast(DType::f32);
+  }
+  if (op == "Gelu") {
+    if (attr_s(n, "approximate", "none") == "tanh") return x.gelu();
+    return x * 0.5 * (erf(x * M_SQRT1_2) + 1.0);
+  }
+  if (op == "Round") {
+    // Half to even: floor(x + 0.5), then step back where x was exactly halfway to an odd result.
+    Tensor f = floor_t(x + 0.5);
+    Tensor half = (x + 0.5).eq(f);
+    Tensor odd = (f - floor_t(f * 0.5) * 2.0).eq(Tensor::scalar(1, DType::f32, x.device()));
+    return f - (half.cast(DType::f32) * odd.cast(DType::f32));
+  }
+  unsupported(n, c.opset, "");
+}
+
+Value binary(const Ctx& c, const std::string& op) {
+  int32_t e0 = c.v(0).elem;
+  bool ints = is_int_elem(e0);
+  bool cmp = op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" || op == "GreaterOrEqual";
+  bool logic = op == "And" || op == "Or" || op == "Xor";
+  int32_t out_elem = cmp || logic ? int32_t(TP::BOOL) : e0;
+  if (c.all_host() && c.v(0).host && c.v(1).host) {
+    std::function<double(double, double)> f;
+    if (op == "Add") f = [](double a, double b) { return a + b; };
+    else if (op == "Sub") f = [](double a, double b) { return a - b; };
+    else if (op == "Mul") f = [](double a, double b) { return a * b; };
+    else if (op == "Div") f = [ints](double a, double b) { return ints ? (b == 0 ? 0 : std::trunc(a / b)) : a / b; };
+    else if (op == "Pow") f = [](double a, double b) { return std::pow(a, b); };
+    else if (op == "Equal") f = [](double a, double b) { return double(a == b); };
+    else if (op == "Less") f = [](double a, double b) { return double(a < b); };
+    else if (op == "Greater") f = [](double a, double b) { return double(a > b); };
+    else if (op == "LessOrEqual") f = [](double a, double b) { return double(a <= b); };
+    else if (op == "GreaterOrEqual") f = [](double a, double b) { return double(a >= b); };
+    else if (op == "And") f = [](double a, double b) { return double(a != 0 && b != 0); };
+    else if (op == "Or") f = [](double a, double b) { return double(a != 0 || b != 0); };
+    else if (op == "Xor") f = [](double a, double b) { return double((a != 0) != (b != 0)); };
+    else if (op == "Max") f = [](double a, double b) { return std::max(a, b); };
+    else if (op == "Min") f = [](double a, double b) { return std::min(a, b); };
+    else if (op == "Mod") f = [](double a, double b) { return b == 0 ? 0 : a - std::floor(a / b) * b; };
+    if (f) return host_binary(c, f, out_elem);
+  }
+  Tensor a = c.t(0), b = c.t(1);
+  Tensor y;
+  if (op == "Add") y = a + b;
+  else if (op == "Sub") y = a - b;
+  else if (op == "Mul") y = a * b;
+  else if (op == "Div") {
+    y = a / b;
+    if (ints) {
+      // Truncating integer division; the float quotient is nudged away from
+      // zero so 9 * (1/3) does not land on 2.9999998.
+      y = (y + y.sign() * 1e-5).cast(DType::i32);
+    }
+  } else if (op == "Pow") {
+    y = a.pow(b);
+    if (ints) y = (y + y.sign() * 1e-3).cast(DType::i32);
+  } else if (op == "Equal") y = a.eq(b);
+  else if (op == "Less") y = a.lt(b);
+  else if (op == "Greater") y = a.gt(b);
+  else if (op == "LessOrEqual") y = a.le(b);
+  else if (op == "GreaterOrEqual") y = a.ge(b);
+  else if (op == "And") y = a.cast(DType::f32).mul(b.cast(DType::f32)).ne(Tensor::scalar(0, DType::f32, a.device()));
+  else if (op == "Or") y = a.cast(DType::f32).maximum(b.cast(DType::f32)).ne(Tensor::scalar(0, DType::f32, a.device()));
+  else if (op == "Xor") y = a.cast(DType::f32).ne(b.cast(DType::f32));
+  else if (op == "Mod") {
+    if (attr_i(c.node, "fmod", 0)) {
+      Tensor q = (a.cast(DType::f32) / b.cast(DType::f32));
+      Tensor tq = Tensor::where(q.lt(Tensor::scalar(0, DType::f32, a.device())), -floor_t(-q), floor_t(q));
+      y = a.cast(DType::f32) - tq * b.cast(DType::f32);
+    } else {
+      Tensor af = a.cast(DType::f32), bf = b.cast(DType::f32);
+      y = af - floor_t(af / bf) * bf;
+    }
+    if (ints) y = (y + y.sign() * 1e-3).cast(DType::i32);
+  } else unsupported(c.node, c.opset, "");
+  return from_tensor(y, out_elem);
+}
+
+Value variadic(const Ctx& c, const std::string& op) {
+  Tensor acc;
+  int count = 0;
+  for (size_t i = 0; i < c.in.size(); ++i) {
+    if (!c.has(i)) continue;
+    Tensor t = c.t(i);
+    ++count;
+    if (!acc.defined()) acc = t;
+    else if (op == "Max") acc = acc.maximum(t);
+    else if (op == "Min") acc = acc.minimum(t);
+    else acc = acc + t;
+  }
+  if (!acc.defined()) bad(c.node, "no inputs");
+  if (op == "Mean") acc = acc * (1.0 / count);
+  // Variadic ops broadcast even with one operand shape differing.
+  return from_tensor(acc, c.v(0).elem);
+}
+
+Value constant_value(const Ctx& c) {
+  const auto& n = c.node;
+  for (const auto& a : n.attribute()) {
+    if (a.name() == "value") return value_from_proto(a.t(), "", "Constant '" + n.name() + "'");
+    if (a.name() == "value_float") return from_host({}, TP::FLOAT, {double(a.f())});
+    if (a.name() == "value_int") return from_host({}, TP::INT64, {double(a.i())});
+    if (a.name() == "value_floats") return from_host({int64_t(a.floats_size())}, TP::FLOAT, std::vector<double>(a.floats().begin(), a.floats().end()));
+    if (a.name() == "value_ints") return from_host({int64_t(a.ints_size())}, TP::INT64, std::vector<double>(a.ints().begin(), a.ints().end()));
+  }
+  unsupported(n, c.opset, "Constant without a numeric value (sparse_value or strings)");
+}
+
+Value run_single(const Ctx& c) {
+  const auto& n = c.node;
+  const std::string& op = n.op_type();
+  auto same = [&](Tensor t) { return from_tensor(std::move(t), c.v(0).elem); };
+
+  static const std::set<std::string> unary = {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg", "Abs",
+                                              "Reciprocal", "Sin", "Cos", "Tan", "Sign", "Erf", "Floor", "Ceil",
+                                              "LeakyRelu", "Elu", "Celu", "Selu", "HardSigmoid", "HardSwish",
+                                              "Softplus", "Softsign", "Mish", "ThresholdedRelu", "Gelu", "Round"};
+  if (unary.count(op)) {
+    Value& x = c.v(0);
+    if (is_int_elem(x.elem) && (op == "Neg" || op == "Abs" || op == "Sign" || op == "Relu")) {
+      Tensor t = c.t(0);
+      Tensor y = op == "Neg" ? t.neg() : op == "Abs" ? t.abs() : op == "Relu" ? t.relu() : t.sign();
+      return same(y.cast(DType::i32));
+    }
+    return same(unary_f(c, op));
+  }
+  static const std::set<std::string> binaries = {"Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater",
+                                                 "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Mod"};
+  if (binaries.count(op)) return binary(c, op);
+  if (op == "Max" || op == "Min" || op == "Sum" || op == "Mean") {
+    if (c.in.size() == 2 && c.all_host()) return binary(c, op);
+    return variadic(c, op);
+  }
+  if (op == "Not") {
+    if (c.v(0).host) {
+      auto d = c.v(0).data;
+      for (auto& x : d) x = x == 0;
+      return from_host(c.shape(0), TP::BOOL, d);
+    }
+    return from_tensor(c.t(0).cast(DType::f32).eq(Tensor::scalar(0, DType::f32, c.device)), TP::BOOL);
+  }
+  if (op == "Identity" || op == "Dropout") {
+    if (op == "Dropout" && c.opset >= 12 && c.has(2) && c.ints(2).at(0) != 0)
+      unsupported(n, c.opset, "Dropout in training mode");
+    return c.v(0);
+  }
+  if (op == "Constant") return constant_value(c);
+  if (op == "Shape") {
+    const Shape& s = c.shape(0);
+    int64_t r = int64_t(s.size());
+    int64_t start = attr_i(n, "start", 0), end = attr_i(n, "end", r);
+    if (start < 0) start += r;
+    if (end < 0) end += r;
+    start = std::clamp<int64_t>(start, 0, r);
+    end = std::clamp<int64_t>(end, start, r);
+    return from_host({end - start}, TP::INT64, std::vector<double>(s.begin() + start, s.begin() + end));
+  }
+  if (op == "Size") return from_host({}, TP::INT64, {double(numel(c.shape(0)))});
+  if (op == "Cast" || op == "CastLike") {
+    int32_t to = op == "Cast" ? int32_t(attr_i(n, "to", TP::FLOAT)) : c.v(1).elem;
+    tl_dtype(to, op);
+    Value& x = c.v(0);
+    if (x.host) {
+      auto d = x.data;
+      for (auto& e : d) e = store_as(e, to);
+      return from_host(x.shape, to, d);
+    }
+    return from_tensor(cast_to(c.t(0), to), to);
+  }
+  if (op == "Reshape") {
+    Ints target = c.opset < 5 ? attr_ints(n, "shape") : c.ints(1);
+    return reshaped(c, reshape_target(c, c.shape(0), target, attr_i(n, "allowzero", 0) != 0));
+  }
+  if (op == "Flatten") {
+    const Shape& s = c.shape(0);
+    int64_t axis = attr_i(n, "axis", 1);
+    if (axis < 0) axis += int64_t(s.size());
+    int64_t outer = 1;
+    for (int64_t i = 0; i < axis; ++i) outer *= s[size_t(i)];
+    return reshaped(c, {outer, numel(s) / std::max<int64_t>(outer, 1)});
+  }
+  if (op == "Squeeze" || op == "Unsqueeze") {
+    Ints axes = c.opset >= 13 ? (c.has(1) ? c.ints(1) : Ints{}) : attr_ints(n, "axes");
+    Shape s = c.shape(0);
+    if (op == "Squeeze") {
+      std::set<int64_t> drop;
+      for (auto a : axes) drop.insert(norm_axis(a, int64_t(s.size()), n));
+      Shape out;
+      for (size_t i = 0; i < s.size(); ++i) {
+        bool d = axes.empty() ? s[i] == 1 : drop.count(int64_t(i)) > 0;
+        if (d && s[i] != 1) bad(n, "cannot squeeze axis " + std::to_string(i) + " of size " + std::to_string(s[i]));
+        if (!d) out.push_back(s[i]);
+      }
+      return reshaped(c, out);
+    }
+    int64_t r = int64_t(s.size() + axes.size());
+    std::set<int64_t> add;
+    for (auto a : axes) add.insert(norm_axis(a, r, n));
+    Shape out;
+    size_t k = 0;
+    for (int64_t i = 0; i < r; ++i) out.push_back(add.count(i) ? 1 : s[k++]);
+    return reshaped(c, out);
+  }
+  if (op == "Concat") {
+    int64_t r = c.rank(0);
+    int64_t axis = norm_axis(attr_i(n, "axis", 0), r, n);
+    bool host = c.all_host();
+    if (host) {
+      Shape out = c.shape(0);
+      out[size_t(axis)] = 0;
+      for (size_t i = 0; i < c.in.size(); ++i)
+        if (c.has(i)) out[size_t(axis)] += c.shape(i)[size_t(axis)];
+      int64_t outer = 1, inner = 1;
+      for (int64_t i = 0; i < axis; ++i) outer *= out[size_t(i)];
+      for (int64_t i = axis + 1; i < r; ++i) inner *= out[size_t(i)];
+      std::vector<double> d;
+      for (int64_t o = 0; o < outer; ++o)
+        for (size_t i = 0; i < c.in.size(); ++i) {
+          if (!c.has(i)) continue;
+          int64_t chunk = c.shape(i)[size_t(axis)] * inner;
+          auto& src = c.v(i).data;
+          d.insert(d.end(), src.begin() + o * chunk, src.begin() + (o + 1) * chunk);
+        }
+      return from_host(out, c.v(0).elem, d);
+    }
+    std::vector<Tensor> ts;
+    for (size_t i = 0; i < c.in.size(); ++i)
+      if (c.has(i) && numel(c.shape(i)) > 0) ts.push_back(c.t(i));
+    return same(ts.size() == 1 ? ts[0] : Tensor::cat(ts, int(axis)));
+  }
+  if (op == "Gather") return gather(c);
+  if (op == "Slice") return slice(c);
+  if (op == "ConstantOfShape") {
+    Shape s;
+    for (auto d : c.ints(0)) s.push_back(d);
+    double v = 0;
+    int32_t elem = TP::FLOAT;
+    if (auto* a = find_attr(n, "value")) {
+      Value cv = value_from_proto(a->t(), "", "ConstantOfShape");
+      elem = cv.elem;
+      if (!cv.data.empty()) v = cv.data[0];
+    }
+    if (numel(s) == 0) unsupported(n, c.opset, "empty result " + shape_str(s));
+    if (numel(s) <= 4096) return from_host(s, elem, std::vector<double>(size_t(numel(s)), v));
+    DType d = tl_dtype(elem, op);
+    return from_tensor(Tensor::full(s, v, d == DType::boolean ? DType::boolean : d, c.device), elem);
+  }
+  if (op == "Range") {
+    double start = c.h(0).at(0), limit = c.h(1).at(0), delta = c.h(2).at(0);
+    if (delta == 0) bad(n, "delta 0");
+    int64_t count = std::max<int64_t>(0, int64_t(std::ceil((limit - start) / delta)));
+    std::vector<double> d(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) d[size_t(i)] = store_as(start + double(i) * delta, c.v(0).elem);
+    if (count == 0) unsupported(n, c.opset, "empty result");
+    return from_host({count}, c.v(0).elem, d);
+  }
+  if (op == "Where") {
+    Tensor y = Tensor::where(c.t(0), c.t(1), c.t(2));
+    int32_t elem = c.v(1).elem;
+    if (is_int_elem(elem)) y = y.cast(DType::i32);
+    return from_tensor(y, elem);
+  }
+  if (op == "Expand") {
+    Ints want = c.ints(1);
+    Shape s = broadcast(c.shape(0), Shape(want.begin(), want.end()), n);
+    Tensor x = c.t(0);
+    Shape padded(s.size() - size_t(x.ndim()), 1);
+    padded.insert(padded.end(), x.shape().begin(), x.shape().end());
+    return same(x.reshape(padded).expand(s));
+  }
+  if (op == "Tile") {
+    Ints reps = c.ints(1);
+    Tensor x = c.t(0);
+    if (int64_t(reps.size()) != x.ndim()) bad(n, "repeats has " + std::to_string(reps.size()) + " entries for rank " + std::to_string(x.ndim()));
+    Shape inter, big, out;
+    for (int i = 0; i < x.ndim(); ++i) {
+      inter.push_back(1);
+      inter.push_back(x.dim(i));
+      big.push_back(reps[size_t(i)]);
+      big.push_back(x.dim(i));
+      out.push_back(reps[size_t(i)] * x.dim(i));
+    }
+    return same(x.reshape(inter).expand(big).reshape(out));
+  }
+  if (op == "Transpose") {
+    int64_t r = c.rank(0);
+    Ints perm = attr_ints(n, "perm");
+    if (perm.empty())
+      for (int64_t i = r - 1; i >= 0; --i) perm.push_back(i);
+    std::vector<int> p(perm.begin(), perm.end());
+    return same(c.t(0).permute(p));
+  }
+  if (op == "MatMul") {
+    Tensor y = c.t(0).matmul(c.t(1));
+    return same(is_int_elem(c.v(0).elem) ? y.cast(DType::i32) : y);
+  }
+  if (op == "Gemm") {
+    Tensor a = c.t(0), b = c.t(1);
+    if (attr_i(n, "transA", 0)) a = a.transpose(0, 1);
+    if (attr_i(n, "transB", 0)) b = b.transpose(0, 1);
+    Tensor y = a.matmul(b);
+    double alpha = attr_f(n, "alpha", 1.0), beta = attr_f(n, "beta", 1.0);
+    if (alpha != 1.0) y = y * alpha;
+    if (c.has(2)) y = y + (beta == 1.0 ? c.t(2) : c.t(2) * beta);
+    return same(y);
+  }
+  if (op == "Conv") return same(conv(c));
+  if (op == "MaxPool") {
+    if (n.output_size() > 1 && !n.output(1).empty()) unsupported(n, c.opset, "MaxPool's Indices output");
+    return same(pool(c, true));
+  }
+  if (op == "AveragePool") return same(pool(c, false));
+  if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
+    Tensor x = c.t(0);
+    std::vector<int> axes;
+    for (int i = 2; i < x.ndim(); ++i) axes.push_back(i);
+    return same(op == "GlobalAveragePool" ? x.mean(axes, true) : x.max(axes, true));
+  }
+  if (op == "BatchNormalization") {
+    if (attr_i(n, "training_mode", 0) != 0) unsupported(n, c.opset, "training_mode 1");
+    Tensor x = c.t(0);
+    int64_t r = x.ndim();
+    double eps = attr_f(n, "epsilon", 1e-5);
+    Tensor inv = (c.t(4) + eps).rsqrt() * c.t(1);
+    return same((x - per_channel(c.t(3), r)) * per_channel(inv, r) + per_channel(c.t(2), r));
+  }
+  if (op == "InstanceNormalization") {
+    Tensor x = c.t(0);
+    std::vector<int> axes;
+    for (int i = 2; i < x.ndim(); ++i) axes.push_back(i);
+    double eps = attr_f(n, "epsilon", 1e-5);
+    Tensor mean = x.mean(axes, true), cen = x - mean;
+    Tensor var = (cen * cen).mean(axes, true);
+    return same(cen * (var + eps).rsqrt() * per_channel(c.t(1), x.ndim()) + per_channel(c.t(2), x.ndim()));
+  }
+  if (op == "MeanVarianceNormalization") {
+    Tensor x = c.t(0);
+    Ints ax = attr_ints(n, "axes", {0, 2, 3});
+    std::vector<int> axes;
+    for (auto a : ax) axes.push_back(int(norm_axis(a, x.ndim(), n)));
+    Tensor cen = x - x.mean(axes, true);
+    return same(cen * ((cen * cen).mean(axes, true) + 1e-9).rsqrt());
+  }
+  if (op == "LpNormalization") {
+    Tensor x = c.t(0);
+    int axis = int(norm_axis(attr_i(n, "axis", -1), x.ndim(), n));
+    int64_t p = attr_i(n, "p", 2);
+    Tensor norm = p == 1 ? x.abs().sum({axis}, true) : (x * x).sum({axis}, true).sqrt();
+    return same(x / norm);
+  }
+  if (op == "LRN") {
+    Tensor x = c.t(0);
+    int64_t size = attr_i(n, "size", 0);
+    if (size <= 0) bad(n, "size is required");
+    double alpha = attr_f(n, "alpha", 1e-4), beta = attr_f(n, "beta", 0.75), bias = attr_f(n, "bias", 1.0);
+    std::vector<std::pair<int64_t, int64_t>> p(size_t(x.ndim()), {0, 0});
+    p[1] = {(size - 1) / 2, size - 1 - (size - 1) / 2};
+    Tensor sq = (x * x).pad(p, 0);
+    Tensor acc;
+    for (int64_t k = 0; k < size; ++k) {
+      Tensor s = sq.slice(1, k, k + x.dim(1));
+      acc = acc.defined() ? acc + s : s;
+    }
+    return same(x / (acc * (alpha / double(size)) + bias).pow(beta));
+  }
+  if (op == "Softmax") return same(softmax_like(c, 0));
+  if (op == "LogSoftmax") return same(softmax_like(c, 1));
+  if (op == "Hardmax") return same(softmax_like(c, 2));
+  if (op == "Clip") {
+    Tensor x = c.t(0);
+    bool ints = is_int_elem(c.v(0).elem);
+    if (c.opset < 11) {
+      return same(x.clip(attr_f(n, "min", -FLT_MAX), attr_f(n, "max", FLT_MAX)));
+    }
+    if (c.has(1)) x = x.maximum(c.t(1));
+    if (c.has(2)) x = x.minimum(c.t(2));
+    return same(ints ? x.cast(DType::i32) : x);
+  }
+  if (op == "PRelu") {
+    Tensor x = c.t(0), slope = c.t(1);
+    return same(Tensor::where(x.lt(Tensor::scalar(0, DType::f32, x.device())), x * slope, x));
+  }
+  if (op == "Pad") {
+    Ints pads;
+    double value = 0;
+    std::string mode = attr_s(n, "mode", "constant");
+    if (c.opset < 11) {
+      pads = attr_ints(n, c.opset < 2 ? "paddings" : "pads");
+      value = attr_f(n, "value", 0);
+    } else {
+      pads = c.ints(1);
+      if (c.has(2)) value = c.h(2).at(0);
+    }
+    Tensor x = c.t(0);
+    int64_t r = x.ndim();
+    Ints axes;
+    if (c.opset >= 18 && c.has(3)) {
+      for (auto a : c.ints(3)) axes.push_back(norm_axis(a, r, n));
+    } else {
+      for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+    }
+    int64_t k = int64_t(axes.size());
+    if (int64_t(pads.size()) != 2 * k) bad(n, "pads has " + std::to_string(pads.size()) + " entries for " + std::to_string(k) + " axes");
+    std::vector<std::pair<int64_t, int64_t>> p(size_t(r), {0, 0});
+    for (int64_t i = 0; i < k; ++i) p[size_t(axes[size_t(i)])] = {pads[size_t(i)], pads[size_t(i + k)]};
+    if (mode == "constant") return same(x.pad(p, value));
+    if (mode != "edge" && mode != "reflect") unsupported(n, c.opset, "mode " + mode);
+    for (int64_t a = 0; a < r; ++a) {
+      auto [b, e] = p[size_t(a)];
+      if (b < 0 || e < 0) unsupported(n, c.opset, "negative pads with mode " + mode);
+      if (b || e) x = pad_mode(x, int(a), b, e, mode);
+    }
+    return same(x);
+  }
+  if (op.rfind("Reduce", 0) == 0) return reduce(c, op);
+  if (op == "ArgMax" || op == "ArgMin") {
+    Tensor x = c.t(0).cast(DType::f32);
+    if (op == "ArgMin") x = -x;
+    int axis = int(norm_axis(attr_i(n, "axis", 0), x.ndim(), n));
+    bool keep = attr_i(n, "keepdims", 1) != 0;
+    Tensor y;
+    if (attr_i(n, "select_last_index", 0)) {
+      y = (double(x.dim(axis) - 1) - x.flip({axis}).argmax(axis, keep).cast(DType::f32)).cast(DType::i32);
+    } else {
+      y = x.argmax(axis, keep);
+    }
+    return from_tensor(y, TP::INT64);
+  }
+  if (op == "LayerNormalization") {
+    Tensor x = c.t(0);
+    int64_t axis = norm_axis(attr_i(n, "axis", -1), x.ndim(), n);
+    std::vector<int> axes;
+    for (int64_t i = axis; i < x.ndim(); ++i) axes.push_back(int(i));
+    double eps = attr_f(n, "epsilon", 1e-5);
+    Tensor mean = x.mean(axes, true), cen = x - mean;
+    Tensor inv = ((cen * cen).mean(axes, true) + eps).rsqrt();
+    Tensor y = cen * inv * c.t(1);
+    if (c.has(2)) y = y + c.t(2);
+    return same(y);  // Mean / InvStdDev outputs are filled by run_node
+  }
+  if (op == "DepthToSpace" || op == "SpaceToDepth") {
+    Tensor x = c.t(0);
+    if (x.ndim() != 4) bad(n, "needs a 4-D input");
+    int64_t b = attr_i(n, "blocksize", 0), N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
+    if (b <= 0) bad(n, "blocksize is required");
+    if (op == "DepthToSpace") {
+      if (attr_s(n, "mode", "DCR") == "DCR")
+        return same(x.reshape({N, b, b, C / (b * b), H, W}).permute({0, 3, 4, 1, 5, 2}).reshape({N, C / (b * b), H * b, W * b}));
+      return same(x.reshape({N, C / (b * b), b, b, H, W}).permute({0, 1, 4, 2, 5, 3}).reshape({N, C / (b * b), H * b, W * b}));
+    }
+    return same(x.reshape({N, C, H / b, b, W / b, b}).permute({0, 3, 5, 1, 2, 4}).reshape({N, C * b * b, H / b, W / b}));
+  }
+  unsupported(n, c.opset, "");
+}
+
+}  // namespace
+
+bool is_float_elem(int32_t e) {
+  return e == TP::FLOAT || e == TP::DOUBLE || e == TP::FLOAT16 || e == TP::BFLOAT16;
+}
+
+const char* elem_name(int32_t e) {
+  switch (e) {
+    case TP::FLOAT: return "float";
+    case TP::UINT8: return "uint8";
+    case TP::INT8: return "int8";
+    case TP::UINT16: return "uint16";
+    case TP::INT16: return "int16";
+    case TP::INT32: return "int32";
+    case TP::INT64: return "int64";
+    case TP::STRING: return "string";
+    case TP::BOOL: return "bool";
+    case TP::FLOAT16: return "float16";
+    case TP::DOUBLE: return "double";
+    case TP::UINT32: return "uint32";
+    case TP::UINT64: return "uint64";
+    case TP::COMPLEX64: return "complex64";
+    case TP::COMPLEX128: return "complex128";
+    case TP::BFLOAT16: return "bfloat16";
+    default: return "unknown";
+  }
+}
+
+DType tl_dtype(int32_t e, const std::string& op) {
+  if (is_float_elem(e)) return DType::f32;
+  if (e == TP::BOOL) return DType::boolean;
+  switch (e) {
+    case TP::UINT8: case TP::INT8: case TP::UINT16: case TP::INT16: case TP::INT32: case TP::INT64:
+    case TP::UINT32: case TP::UINT64:
+      return DType::i32;
+    default:
+      throw OnnxUnsupported("unsupported ONNX element type " + std::string(elem_name(e)) + " (in " + op + ")",
+                            "type:" + std::string(elem_name(e)));
+  }
+}
+
+Tensor& device_tensor(Value& v, const std::string& device) {
+  if (v.tensor.defined() && v.tensor.device() == device) return v.tensor;
+  if (v.tensor.defined()) {
+    v.tensor = v.tensor.to(device);
+    return v.tensor;
+  }
+  DType d = tl_dtype(v.elem, "input");
+  if (d == DType::f32) {
+    v.tensor = Tensor::from_data(std::vector<float>(v.data.begin(), v.data.end()), v.shape, device);
+  } else {
+    std::vector<int32_t> ints(v.data.size());
+    for (size_t i = 0; i < ints.size(); ++i)
+      ints[i] = int32_t(std::clamp(v.data[i], double(INT32_MIN), double(INT32_MAX)));
+    v.tensor = Tensor::from_ints(ints, v.shape, device);
+    if (d == DType::boolean) v.tensor = v.tensor.cast(DType::boolean);
+  }
+  return v.tensor;
+}
+
+bool op_supported(const std::string& domain, const std::string& op) {
+  static const std::set<std::string> ops = {
+      "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg", "Abs", "Reciprocal", "Sin", "Cos", "Tan", "Sign",
+      "Erf", "Floor", "Ceil", "LeakyRelu", "Elu", "Celu", "Selu", "HardSigmoid", "HardSwish", "Softplus", "Softsign",
+      "Mish", "ThresholdedRelu", "Gelu", "Round", "Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater",
+      "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Mod", "Max", "Min", "Sum", "Mean", "Not", "Identity",
+      "Dropout", "Constant", "Shape", "Size", "Cast", "CastLike", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
+      "Concat", "Gather", "Slice", "ConstantOfShape", "Range", "Where", "Expand", "Tile", "Transpose", "MatMul",
+      "Gemm", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization",
+      "InstanceNormalization", "MeanVarianceNormalization", "LpNormalization", "LRN", "Softmax", "LogSoftmax",
+      "Hardmax", "Clip", "PRelu", "Pad", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceSumSquare",
+      "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceProd", "ArgMax", "ArgMin",
+      "LayerNormalization", "DepthToSpace", "SpaceToDepth", "Split"};
+  return (domain.empty() || domain == "ai.onnx") && ops.count(op) > 0;
+}
+
+std::vector<Value> run_node(const onnx::NodeProto& node, std::vector<Value*>& inputs, int64_t opset,
+                            const std::string& device) {
+  if (!op_supported(node.domain(), node.op_type())) unsupported(node, opset, "");
+  Ctx c{node, inputs, opset, device};
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (c.has(i)) tl_dtype(inputs[i]->elem, node.op_type());
+  if (node.op_type() == "Split") return split(c);
+  std::vector<Value> out;
+  out.push_back(run_single(c));
+  const std::string& op = node.op_type();
+  for (int i = 1; i < node.output_size(); ++i) {
+    if (node.output(i).empty()) {
+      out.emplace_back();
+      continue;
+    }
+    if (op == "Dropout") {  // the mask: every element kept
+      out.push_back(from_tensor(Tensor::full(c.shape(0), 1, DType::boolean, device), TP::BOOL));
+    } else if (op == "LayerNormalization") {
+      Tensor x = c.t(0);
+      int64_t axis = norm_axis(attr_i(node, "axis", -1), x.ndim(), node);
+      std::vector<int> axes;
+      for (int64_t k = axis; k < x.ndim(); ++k) axes.push_back(int(k));
+      Tensor mean = x.mean(axes, true), cen = x - mean;
+      Tensor inv = ((cen * cen).mean(axes, true) + attr_f(node, "epsilon", 1e-5)).rsqrt();
+      out.push_back(from_tensor(i == 1 ? mean : inv, TP::FLOAT));
+    } else {
+      unsupported(node, opset, "output " + std::to_string(i) + " (" + node.output(i) + ")");
+    }
+  }
+  return out;
+}
+
+}  // namespace tl::onnx_detail

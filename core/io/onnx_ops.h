@@ -1,0 +1,46 @@
+// Internal to the ONNX loader: the value a graph edge carries while a model
+// runs, and the op table. Not part of the public API (see onnx.h).
+#pragma once
+#include <onnx/onnx_pb.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace tl::onnx_detail {
+
+// An edge of the graph. Constants, initializers and shape arithmetic keep
+// their values on the host (`host`), so ops that need plain numbers (Reshape's
+// shape, Slice's starts) read them without running a kernel; the device
+// tensor is made from them only when a real op consumes them.
+struct Value {
+  int32_t elem = onnx::TensorProto::FLOAT;
+  Shape shape;
+  bool host = false;
+  std::vector<double> data;  // row-major, when host
+  Tensor tensor;             // when !host, or once uploaded
+  bool present = true;       // false for an omitted optional input ("")
+};
+
+// The dtype a tl::Tensor uses for an ONNX element type; throws OnnxUnsupported
+// naming `op` for types tl cannot hold (strings, complex).
+DType tl_dtype(int32_t elem, const std::string& op);
+const char* elem_name(int32_t elem);
+bool is_float_elem(int32_t elem);
+
+// Values widened to double; the file path names external data files in errors.
+Value value_from_proto(const onnx::TensorProto& t, const std::string& model_dir, const std::string& model_path);
+
+// The device tensor of a value, uploading host data on first use.
+Tensor& device_tensor(Value& v, const std::string& device);
+
+bool op_supported(const std::string& domain, const std::string& op_type);
+
+// Runs one node. `inputs` has one entry per node input (present == false for
+// ""); returns one value per node output.
+std::vector<Value> run_node(const onnx::NodeProto& node, std::vector<Value*>& inputs, int64_t opset,
+                            const std::string& device);
+
+}  // namespace tl::onnx_detail
