@@ -126,10 +126,14 @@ quint64 Session::loadModel(const QString& nameOrPath) {
       st.model = std::move(model);
       st.modelName = nameOrPath;
       ModelPtr out = data;
-      QMetaObject::invokeMethod(this, [this, out] { emit modelLoaded(out); }, Qt::QueuedConnection);
+      // Models load in request order, so the newest one ends up loaded; only
+      // its announcement matters.
+      QMetaObject::invokeMethod(
+          this, [this, job, out] { if (job == modelJob_) emit modelLoaded(out); }, Qt::QueuedConnection);
     } catch (const std::exception& e) {
       QString msg = QString("Could not load the model %1: %2").arg(nameOrPath, e.what());
-      QMetaObject::invokeMethod(this, [this, job, msg] { emit failed(job, "model", msg); }, Qt::QueuedConnection);
+      QMetaObject::invokeMethod(
+          this, [this, job, msg] { if (job == modelJob_) emit failed(job, "model", msg); }, Qt::QueuedConnection);
     }
   });
   return job;

@@ -26,8 +26,6 @@ KernelSourceHighlighter::KernelSourceHighlighter(QTextDocument* document) : QSyn
   const QStringList types = {"void", "float", "double", "half", "int", "long", "short", "char", "bool", "size_t",
                              "int64_t", "int32_t", "uint32_t", "uint64_t", "uint8_t", "float2", "float4", "float8",
                              "float16", "int2", "int4", "uint"};
-  const QStringList qualifiers = {"__kernel", "kernel", "__global", "global", "__local", "local", "__constant",
-                                  "constant", "__private", "__global__", "__device__", "__shared__", "extern \"C\""};
   auto words = [](const QStringList& list) { return QRegularExpression("\\b(" + list.join('|') + ")\\b"); };
   rules_.push_back({QRegularExpression(R"(\b[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?[fFuUlL]*\b)"), fmt(QColor(160, 80, 0))});
   rules_.push_back({words(keywords), fmt(QColor(0, 0, 160), true)});
@@ -40,7 +38,6 @@ KernelSourceHighlighter::KernelSourceHighlighter(QTextDocument* document) : QSyn
   rules_.push_back({QRegularExpression(R"("([^"\\]|\\.)*")"), fmt(QColor(0, 120, 0))});
   rules_.push_back({QRegularExpression(R"(//[^\n]*)"), fmt(QColor(110, 110, 110), false, true)});
   comment_ = fmt(QColor(110, 110, 110), false, true);
-  (void)qualifiers;
 }
 
 void KernelSourceHighlighter::highlightBlock(const QString& text) {
