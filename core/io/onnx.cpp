@@ -246,6 +246,12 @@ OnnxModel::OnnxModel(const std::string& path) : impl_(std::make_unique<Impl>()) 
   for (const auto& i : g.input())
     if (!m.initializers.count(i.name())) m.inputs.push_back(value_info(i));
   for (const auto& o : g.output()) m.outputs.push_back(value_info(o));
+  for (const auto& i : g.input())
+    if (!i.type().has_tensor_type()) {
+      const auto& t = i.type();
+      std::string kind = t.has_sequence_type() ? "sequence" : t.has_optional_type() ? "optional" : t.has_map_type() ? "map" : "non-tensor";
+      throw OnnxUnsupported("unsupported ONNX input '" + i.name() + "' of " + path + ": " + kind + " values", "type:" + kind);
+    }
   for (const auto& n : g.node()) {
     if (!onnx_detail::op_supported(n.domain(), n.op_type())) {
       std::string dom = n.domain().empty() ? "ai.onnx" : n.domain();
@@ -309,10 +315,9 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs) const {
     const Tensor& t = inputs[k];
     const auto& info = m.inputs[k++];
     if (!t.defined()) continue;
-    if (info.shape.size() && info.shape.size() != t.shape().size())
-      throw ShapeError("input '" + info.name + "' of " + m.path + " has rank " + std::to_string(info.shape.size()) +
-                       ", got " + shape_str(t.shape()));
-    for (size_t d = 0; d < info.shape.size(); ++d)
+    // Declared shapes are hints (ONNX's own cases contradict theirs); only
+    // a fixed size at a matching rank is checked.
+    for (size_t d = 0; info.shape.size() == t.shape().size() && d < info.shape.size(); ++d)
       if (info.shape[d] >= 0 && info.shape[d] != t.shape()[d])
         throw ShapeError("input '" + info.name + "' of " + m.path + " expects dimension " + std::to_string(d) +
                          " = " + std::to_string(info.shape[d]) + ", got " + shape_str(t.shape()));

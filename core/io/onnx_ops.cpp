@@ -555,7 +555,8 @@ Value slice(const Ctx& c) {
     ranges[size_t(a)] = {s, count, st};
     out[size_t(a)] = count;
   }
-  if (numel(out) == 0) unsupported(c.node, c.opset, "empty result " + shape_str(out));
+  if (numel(out) == 0 && !xv.host) unsupported(c.node, c.opset, "empty result " + shape_str(out));
+  if (numel(out) == 0) return from_host(out, xv.elem, {});
   if (xv.host && xv.data.size() <= 4096) {
     std::vector<double> o;
     Ints idx(size_t(r), 0);
@@ -910,7 +911,6 @@ Value run_single(const Ctx& c) {
       elem = cv.elem;
       if (!cv.data.empty()) v = cv.data[0];
     }
-    if (numel(s) == 0) unsupported(n, c.opset, "empty result " + shape_str(s));
     if (numel(s) <= 4096) return from_host(s, elem, std::vector<double>(size_t(numel(s)), v));
     DType d = tl_dtype(elem, op);
     return from_tensor(Tensor::full(s, v, d == DType::boolean ? DType::boolean : d, c.device), elem);
@@ -921,7 +921,6 @@ Value run_single(const Ctx& c) {
     int64_t count = std::max<int64_t>(0, int64_t(std::ceil((limit - start) / delta)));
     std::vector<double> d(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i) d[size_t(i)] = store_as(start + double(i) * delta, c.v(0).elem);
-    if (count == 0) unsupported(n, c.opset, "empty result");
     return from_host({count}, c.v(0).elem, d);
   }
   if (op == "Where") {

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/models/efficientnet.h"
+#include "core/models/onnx_classifier.h"
 #include "core/runtime/registry.h"
 #ifdef TL_HAVE_PTH
 #include "core/io/pth.h"
@@ -146,6 +147,13 @@ std::unique_ptr<ImageClassifier> load_classifier(const std::string& name_or_path
     std::error_code ec;
     if (!fs::is_regular_file(path, ec))
       throw IOError("EfficientNet-Lite0 weights not found at " + path + ": " + kSetupHint);
+  }
+  if (!builtin && lower_extension(path) == ".onnx") {
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) throw IOError("ONNX model " + path + " does not exist or is not a file");
+    return make_onnx_classifier(path, [] {
+      return read_labels((fs::path(models_directory()) / kLabelsFile).string(), EfficientNetLite0::kClasses);
+    });
   }
   StateDict state = load_checkpoint(path);
   // The network first: a wrong checkpoint is the likelier error, and its

@@ -1,0 +1,97 @@
+#include "core/models/onnx_classifier.h"
+
+#include "core/error.h"
+
+#ifdef TL_HAVE_ONNX
+#include <algorithm>
+#include <filesystem>
+
+#include "core/io/onnx.h"
+#include "core/models/efficientnet.h"
+#endif
+
+namespace tl {
+
+#ifdef TL_HAVE_ONNX
+namespace {
+
+class OnnxClassifier final : public ImageClassifier {
+ public:
+  OnnxClassifier(const std::string& path, const std::function<std::vector<std::string>()>& imagenet_labels)
+      : model_(path) {
+    const auto& ins = model_.inputs();
+    const auto& outs = model_.outputs();
+    if (ins.size() != 1 || ins[0].shape.size() != 4 || ins[0].dtype != "float" || (ins[0].shape[1] != 3 && ins[0].shape[1] != -1))
+      throw IOError(path + " is not an image classifier: it needs one float input (N, 3, H, W), the graph has " +
+                    describe(ins));
+    if (outs.size() != 1 || outs[0].shape.size() != 2)
+      throw IOError(path + " is not an image classifier: it needs one (N, classes) output, the graph has " +
+                    describe(outs));
+    height_ = ins[0].shape[2] > 0 ? ins[0].shape[2] : 224;
+    width_ = ins[0].shape[3] > 0 ? ins[0].shape[3] : 224;
+    classes_ = outs[0].shape[1];
+    if (classes_ == 1000) labels_ = imagenet_labels();
+    else
+      for (int64_t i = 0; i < std::max<int64_t>(classes_, 0); ++i) labels_.push_back("class " + std::to_string(i));
+    // ONNX files do not say how their inputs were normalised; EfficientNet-Lite
+    // exports use TensorFlow's (x - 127) / 128, everything else ImageNet's.
+    std::string file = std::filesystem::path(path).filename().string();
+    std::transform(file.begin(), file.end(), file.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    tf_norm_ = file.find("efficientnet-lite") != std::string::npos || file.find("efficientnet_lite") != std::string::npos;
+  }
+
+  ModelSummary summary() const override {
+    ModelSummary s;
+    s.name = std::filesystem::path(model_.path()).stem().string() + " (ONNX)";
+    s.source = model_.path();
+    s.layers = model_.nodes();
+    s.parameters = model_.parameters();
+    s.input_shape = {1, 3, height_, width_};
+    s.notes = {"ONNX opset " + std::to_string(model_.opset()) + ", " + std::to_string(model_.nodes()) + " nodes",
+               tf_norm_ ? "input: (pixel - 127) / 128 (EfficientNet-Lite)" : "input: ImageNet mean/std",
+               "input: short side resized to " + std::to_string(resize()) + ", centre crop " + std::to_string(height_)};
+    if (classes_ != 1000) s.notes.push_back(std::to_string(classes_) + " classes, named \"class N\"");
+    return s;
+  }
+
+  Tensor preprocess(const Image& image, const std::string& device) const override {
+    static const float imagenet_mean[3] = {0.485f, 0.456f, 0.406f}, imagenet_std[3] = {0.229f, 0.224f, 0.225f};
+    const float tf_mean[3] = {EfficientNetLite0::kMean, EfficientNetLite0::kMean, EfficientNetLite0::kMean};
+    const float tf_std[3] = {EfficientNetLite0::kStd, EfficientNetLite0::kStd, EfficientNetLite0::kStd};
+    if (height_ != width_) throw IOError(model_.path() + ": non-square inputs are not supported by the preprocessing");
+    return Tensor::from_data(preprocess_imagenet(image, resize(), int(height_), tf_norm_ ? tf_mean : imagenet_mean,
+                                                 tf_norm_ ? tf_std : imagenet_std),
+                             {1, 3, height_, width_}, device);
+  }
+
+  Tensor forward(const Tensor& input) override { return model_.run({input}).at(0); }
+  const std::vector<std::string>& labels() const override { return labels_; }
+
+ private:
+  static std::string describe(const std::vector<OnnxValueInfo>& vs) {
+    std::string s;
+    for (const auto& v : vs) s += (s.empty() ? "" : ", ") + v.name + " " + v.dtype + " " + shape_str(v.shape);
+    return s.empty() ? "none" : s;
+  }
+  int resize() const { return int(double(height_) / 0.875 + 0.5); }  // the usual 0.875 centre-crop fraction
+
+  OnnxModel model_;
+  int64_t height_ = 224, width_ = 224, classes_ = 0;
+  bool tf_norm_ = false;
+  std::vector<std::string> labels_;
+};
+
+}  // namespace
+
+std::unique_ptr<ImageClassifier> make_onnx_classifier(
+    const std::string& path, const std::function<std::vector<std::string>()>& imagenet_labels) {
+  return std::make_unique<OnnxClassifier>(path, imagenet_labels);
+}
+#else
+std::unique_ptr<ImageClassifier> make_onnx_classifier(const std::string& path,
+                                                      const std::function<std::vector<std::string>()>&) {
+  throw IOError("cannot open " + path + ": this build has no ONNX support (libonnx-dev / protobuf were missing)");
+}
+#endif
+
+}  // namespace tl
