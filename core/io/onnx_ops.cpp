@@ -674,6 +674,20 @@ Tensor unary_f(const Ctx& c, const std::string& op) {
     if (attr_s(n, "approximate", "none") == "tanh") return x.gelu();
     return x * 0.5 * (erf(x * M_SQRT1_2) + 1.0);
   }
+  if (op == "Sinh") return ((x).exp() - (-x).exp()) * 0.5;
+  if (op == "Cosh") return ((x).exp() + (-x).exp()) * 0.5;
+  if (op == "Asinh") {
+    Tensor ax = x.abs();
+    return x.sign() * (ax + (ax * ax + 1.0).sqrt()).log();
+  }
+  if (op == "Acosh") return (x + (x * x - 1.0).sqrt()).log();
+  if (op == "Atanh") return ((x + 1.0) / (1.0 - x)).log() * 0.5;
+  if (op == "Shrink") {
+    double bias = attr_f(n, "bias", 0.0), lambd = attr_f(n, "lambd", 0.5);
+    Tensor lo = x.lt(Tensor::scalar(-lambd, DType::f32, x.device())).cast(DType::f32);
+    Tensor hi = x.gt(Tensor::scalar(lambd, DType::f32, x.device())).cast(DType::f32);
+    return lo * (x + bias) + hi * (x - bias);
+  }
   if (op == "Round") {
     // Half to even: floor(x + 0.5), then step back where x was exactly halfway to an odd result.
     Tensor f = floor_t(x + 0.5);
@@ -765,6 +779,112 @@ Value variadic(const Ctx& c, const std::string& op) {
   return from_tensor(acc, c.v(0).elem);
 }
 
+// -log p[target] per element, weighted, with ignore_index; mean divides by
+// the total weight of the counted targets (ONNX and PyTorch agree on this).
+Tensor nll(const Ctx& c, const Tensor& logp, const Tensor& target, const Tensor& weight) {
+  const auto& n = c.node;
+  int64_t C = logp.dim(1), r = logp.ndim();
+  Shape cls_shape(size_t(r), 1);
+  cls_shape[1] = C;
+  Tensor cls = Tensor::arange(0, double(C), 1, DType::f32, logp.device()).reshape(cls_shape);
+  Tensor tf = target.cast(DType::f32).unsqueeze(1);
+  Tensor onehot = tf.eq(cls).cast(DType::f32);
+  if (auto* a = find_attr(n, "ignore_index")) {
+    Tensor keep = tf.ne(Tensor::scalar(double(a->i()), DType::f32, logp.device())).cast(DType::f32);
+    onehot = onehot * keep;
+  }
+  Tensor w = weight.defined() ? (onehot * per_channel(weight, r)).sum({1}) : onehot.sum({1});
+  Tensor loss = -(logp * onehot * (weight.defined() ? per_channel(weight, r) : Tensor::scalar(1, DType::f32, logp.device()))).sum({1});
+  std::string red = attr_s(n, "reduction", "mean");
+  if (red == "none") return loss;
+  if (red == "sum") return loss.sum();
+  if (red == "mean") return loss.sum() / w.sum();
+  unsupported(n, c.opset, "reduction " + red);
+}
+
+Value gather_elements(const Ctx& c) {
+  Tensor data = c.t(0), idx = c.t(1).cast(DType::f32);
+  int64_t r = data.ndim();
+  int axis = int(norm_axis(attr_i(c.node, "axis", 0), r, c.node));
+  if (idx.ndim() != r) bad(c.node, "indices rank differs from data rank");
+  int64_t D = data.dim(axis);
+  idx = Tensor::where(idx.lt(Tensor::scalar(0, DType::f32, idx.device())), idx + double(D), idx);
+  for (int a = 0; a < r; ++a)
+    if (a != axis && data.dim(a) != idx.dim(a)) data = data.slice(a, 0, idx.dim(a));
+  std::vector<int> perm, back(static_cast<size_t>(r));
+  for (int a = 0; a < r; ++a)
+    if (a != axis) perm.push_back(a);
+  perm.push_back(axis);
+  for (int a = 0, j = 0; a < r; ++a) back[size_t(a)] = a == axis ? int(r - 1) : j++;
+  Tensor dp = data.cast(DType::f32).permute(perm).unsqueeze(int(r) - 1);       // (..., 1, D)
+  Tensor ip = idx.permute(perm).unsqueeze(int(r));                            // (..., K, 1)
+  Tensor ar = Tensor::arange(0, double(D), 1, DType::f32, data.device());     // (D)
+  Tensor y = (dp * ip.eq(ar).cast(DType::f32)).sum({int(r)}).permute(back);
+  int32_t elem = c.v(0).elem;
+  return from_tensor(is_int_elem(elem) ? (y + y.sign() * 0.25).cast(DType::i32) : y, elem);
+}
+
+Value trilu(const Ctx& c) {
+  Tensor x = c.t(0);
+  int64_t k = c.has(1) ? c.ints(1).at(0) : 0;
+  int64_t N = x.dim(-2), M = x.dim(-1);
+  Tensor rows = Tensor::arange(0, double(N), 1, DType::f32, x.device()).reshape({N, 1});
+  Tensor cols = Tensor::arange(0, double(M), 1, DType::f32, x.device()).reshape({1, M});
+  Tensor diff = cols - rows, kk = Tensor::scalar(double(k), DType::f32, x.device());
+  Tensor keep = attr_i(c.node, "upper", 1) ? diff.ge(kk) : diff.le(kk);
+  Tensor y = Tensor::where(keep, x, Tensor::scalar(0, x.dtype(), x.device()));
+  return from_tensor(y.cast(x.dtype()), c.v(0).elem);
+}
+
+Value cumsum(const Ctx& c) {
+  Tensor x = c.t(0);
+  int64_t r = x.ndim();
+  int axis = int(norm_axis(c.ints(1).at(0), r, c.node));
+  bool exclusive = attr_i(c.node, "exclusive", 0) != 0, reverse = attr_i(c.node, "reverse", 0) != 0;
+  int64_t D = x.dim(axis);
+  // A prefix sum is a product with a triangular 0/1 matrix (D is small in practice).
+  std::vector<float> tri(size_t(D * D), 0.f);
+  for (int64_t i = 0; i < D; ++i)
+    for (int64_t j = 0; j < D; ++j) {
+      bool on = reverse ? (exclusive ? i > j : i >= j) : (exclusive ? i < j : i <= j);
+      tri[size_t(i * D + j)] = on ? 1.f : 0.f;
+    }
+  Tensor T = Tensor::from_data(tri, {D, D}, x.device());
+  Tensor y = x.cast(DType::f32).transpose(axis, int(r - 1)).matmul(T).transpose(axis, int(r - 1));
+  int32_t elem = c.v(0).elem;
+  return from_tensor(is_int_elem(elem) ? (y + y.sign() * 0.25).cast(DType::i32) : y, elem);
+}
+
+Value one_hot(const Ctx& c) {
+  Tensor idx = c.t(0).cast(DType::f32);
+  int64_t depth = c.ints(1).at(0);
+  auto vals = c.h(2);
+  int64_t r = idx.ndim() + 1;
+  int axis = int(norm_axis(attr_i(c.node, "axis", -1), r, c.node));
+  idx = Tensor::where(idx.lt(Tensor::scalar(0, DType::f32, idx.device())), idx + double(depth), idx);
+  Shape s(size_t(r), 1);
+  s[size_t(axis)] = depth;
+  Tensor ar = Tensor::arange(0, double(depth), 1, DType::f32, idx.device()).reshape(s);
+  Tensor hit = idx.unsqueeze(axis).eq(ar);
+  int32_t elem = c.v(2).elem;
+  DType d = tl_dtype(elem, "OneHot");
+  Tensor y = Tensor::where(hit, Tensor::scalar(vals.at(1), DType::f32, idx.device()),
+                           Tensor::scalar(vals.at(0), DType::f32, idx.device()));
+  return from_tensor(d == DType::f32 ? y : y.cast(d), elem);
+}
+
+Value eye_like(const Ctx& c) {
+  const Shape& s = c.shape(0);
+  if (s.size() != 2) bad(c.node, "EyeLike needs a 2-D input");
+  int64_t k = attr_i(c.node, "k", 0);
+  int32_t elem = int32_t(attr_i(c.node, "dtype", c.v(0).elem));
+  std::vector<double> d(size_t(numel(s)), 0.0);
+  for (int64_t i = 0; i < s[0]; ++i)
+    if (i + k >= 0 && i + k < s[1]) d[size_t(i * s[1] + i + k)] = 1;
+  tl_dtype(elem, "EyeLike");
+  return from_host(s, elem, d);
+}
+
 Value constant_value(const Ctx& c) {
   const auto& n = c.node;
   for (const auto& a : n.attribute()) {
@@ -785,7 +905,8 @@ Value run_single(const Ctx& c) {
   static const std::set<std::string> unary = {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg", "Abs",
                                               "Reciprocal", "Sin", "Cos", "Tan", "Sign", "Erf", "Floor", "Ceil",
                                               "LeakyRelu", "Elu", "Celu", "Selu", "HardSigmoid", "HardSwish",
-                                              "Softplus", "Softsign", "Mish", "ThresholdedRelu", "Gelu", "Round"};
+                                              "Softplus", "Softsign", "Mish", "ThresholdedRelu", "Gelu", "Round",
+                                              "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Shrink"};
   if (unary.count(op)) {
     Value& x = c.v(0);
     if (is_int_elem(x.elem) && (op == "Neg" || op == "Abs" || op == "Sign" || op == "Relu")) {
@@ -1119,6 +1240,28 @@ Value run_single(const Ctx& c) {
     }
     return same(x.reshape({N, C, H / b, b, W / b, b}).permute({0, 3, 5, 1, 2, 4}).reshape({N, C * b * b, H / b, W / b}));
   }
+  if (op == "NegativeLogLikelihoodLoss")
+    return same(nll(c, c.t(0).cast(DType::f32), c.t(1), c.has(2) ? c.t(2) : Tensor()));
+  if (op == "SoftmaxCrossEntropyLoss")
+    return same(nll(c, c.t(0).cast(DType::f32).log_softmax(1), c.t(1), c.has(2) ? c.t(2) : Tensor()));
+  if (op == "GatherElements") return gather_elements(c);
+  if (op == "Trilu") return trilu(c);
+  if (op == "CumSum") return cumsum(c);
+  if (op == "OneHot") return one_hot(c);
+  if (op == "EyeLike") return eye_like(c);
+  if (op == "IsNaN") {
+    Tensor x = c.t(0);
+    return from_tensor(x.ne(x), TP::BOOL);
+  }
+  if (op == "IsInf") {
+    // x - x is NaN exactly for infinities and NaNs; no inf literal has to be rendered.
+    Tensor x = c.t(0), z = x - x;
+    Tensor inf = z.ne(z).cast(DType::f32) * x.eq(x).cast(DType::f32);
+    Tensor zero = Tensor::scalar(0, DType::f32, x.device());
+    Tensor pos = x.gt(zero).cast(DType::f32), neg = x.lt(zero).cast(DType::f32);
+    Tensor sel = pos * double(attr_i(n, "detect_positive", 1) != 0) + neg * double(attr_i(n, "detect_negative", 1) != 0);
+    return from_tensor((inf * sel).ne(zero), TP::BOOL);
+  }
   unsupported(n, c.opset, "");
 }
 
@@ -1194,7 +1337,9 @@ bool op_supported(const std::string& domain, const std::string& op) {
       "InstanceNormalization", "MeanVarianceNormalization", "LpNormalization", "LRN", "Softmax", "LogSoftmax",
       "Hardmax", "Clip", "PRelu", "Pad", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceSumSquare",
       "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceProd", "ArgMax", "ArgMin",
-      "LayerNormalization", "DepthToSpace", "SpaceToDepth", "Split"};
+      "LayerNormalization", "DepthToSpace", "SpaceToDepth", "Split", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
+      "Shrink", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "GatherElements", "Trilu", "CumSum",
+      "OneHot", "EyeLike", "IsNaN", "IsInf"};
   return (domain.empty() || domain == "ai.onnx") && ops.count(op) > 0;
 }
 
@@ -1215,6 +1360,8 @@ std::vector<Value> run_node(const onnx::NodeProto& node, std::vector<Value*>& in
     }
     if (op == "Dropout") {  // the mask: every element kept
       out.push_back(from_tensor(Tensor::full(c.shape(0), 1, DType::boolean, device), TP::BOOL));
+    } else if (op == "SoftmaxCrossEntropyLoss") {
+      out.push_back(from_tensor(c.t(0).cast(DType::f32).log_softmax(1), c.v(0).elem));
     } else if (op == "LayerNormalization") {
       Tensor x = c.t(0);
       int64_t axis = norm_axis(attr_i(node, "axis", -1), x.ndim(), node);
