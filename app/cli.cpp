@@ -22,6 +22,7 @@
 #ifdef TL_HAVE_ONNX
 #include "core/io/onnx.h"
 #endif
+#include "core/train/command.h"
 
 using namespace tl;
 
@@ -49,7 +50,8 @@ const char* kUsage =
     "  bench matmul [--n N] [--device NAME|all] [--repeat R]\n"
     "  classify IMAGE... [--device NAME] [--model PATH] [--runs N] [--profile] [--dump-kernels DIR]\n"
     "  onnx-test DIR... [--device NAME] [--expected FILE]   run ONNX backend test cases (model.onnx + test_data_set_*)\n"
-    "  bench model [--model efficientnet-lite0] [--device NAME|all] [--runs N] [--image PATH]\n";
+    "  bench model [--model efficientnet-lite0] [--device NAME|all] [--runs N] [--image PATH]\n"
+    "  train --dataset digits|mnist:DIR --model cnn|mlp --epochs N ...   (train --help for all options)\n";
 
 Args parse(int argc, char** argv) {
   static const std::vector<std::string> flags = {"profile", "help"};
@@ -264,6 +266,16 @@ int cmd_bench_matmul(const Args& a) {
   return 0;
 }
 
+int cmd_train(const Args& a) {
+  if (a.has("help")) {
+    std::fputs(tl::train::kTrainUsage, stdout);
+    return 0;
+  }
+  auto options = a.options;
+  tl::train::TrainConfig config = tl::train::parse_train_options(options);
+  return tl::train::run_training(config, stdout);
+}
+
 // ONNX conformance: one line per case folder, then the counts.
 int cmd_onnx_test(const Args& a) {
 #ifdef TL_HAVE_ONNX
@@ -322,6 +334,7 @@ int main(int argc, char** argv) {
     if (cmd == "devices") return cmd_devices();
     if (cmd == "ops") return cmd_ops();
     if (cmd == "demo") return cmd_demo(a.get("device") == "all" ? "" : a.get("device"), a.has("profile"));
+    if (cmd == "train") return cmd_train(a);
     if (cmd == "bench" && a.positional.size() > 1 && a.positional[1] == "matmul") return cmd_bench_matmul(a);
     if (cmd == "bench" && a.positional.size() > 1 && a.positional[1] == "model") return cmd_bench_model(a);
     if (cmd == "classify") return cmd_classify(a);

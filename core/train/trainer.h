@@ -1,0 +1,56 @@
+// One training loop for every model and device: forward, cross-entropy,
+// backward, optimizer step, with the kernels each step ran.
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "core/data/dataset.h"
+#include "core/nn/module.h"
+#include "core/nn/optim.h"
+#include "core/profile.h"
+
+namespace tl::train {
+
+struct StepResult {
+  double loss = 0, accuracy = 0, seconds = 0;
+  int64_t samples = 0;
+  std::vector<ProfileRecord> kernels;  // every launch of the step, in order
+};
+
+struct EvalResult {
+  double loss = 0, accuracy = 0, seconds = 0;
+  int64_t samples = 0;
+};
+
+struct EpochResult {
+  int epoch = 0;
+  double train_loss = 0, train_accuracy = 0;  // averaged over the epoch's samples
+  double test_loss = 0, test_accuracy = 0;
+  double seconds = 0;        // training steps only
+  double eval_seconds = 0;
+  double kernel_seconds = 0;  // device time of the training steps' kernels
+  int64_t kernel_launches = 0;
+  double lr = 0;
+};
+
+class Trainer {
+ public:
+  Trainer(nn::Module& model, nn::Optimizer& optimizer) : model_(model), optimizer_(optimizer) {}
+
+  StepResult step(const data::Batch& batch);
+  // Evaluation mode and no gradient graph; restores the previous mode.
+  EvalResult evaluate(const data::Dataset& data, int64_t batch_size = 500);
+  // One pass over `batches` (epoch k's shuffle) then evaluate on `test` when
+  // given. `on_step` sees every step, e.g. for a progress bar.
+  EpochResult train_epoch(data::Batches& batches, int epoch, const data::Dataset* test = nullptr,
+                          const std::function<void(const StepResult&)>& on_step = {});
+
+ private:
+  nn::Module& model_;
+  nn::Optimizer& optimizer_;
+};
+
+// Fraction of rows whose first maximal logit is the label.
+double accuracy(const std::vector<float>& logits, int64_t classes, const std::vector<int32_t>& labels);
+
+}  // namespace tl::train
