@@ -885,6 +885,260 @@ Value eye_like(const Ctx& c) {
   return from_host(s, elem, d);
 }
 
+// Resize / Upsample: every mode ONNX has is separable, so each resized axis
+// is one matmul with an (out, in) weight matrix built on the host from the
+// coordinate transformation and the 1-D kernel (nearest, linear, cubic).
+Value resize(const Ctx& c) {
+  const auto& n = c.node;
+  const std::string& op = n.op_type();
+  Tensor x = c.t(0);
+  int64_t r = x.ndim();
+  std::string mode = attr_s(n, "mode", "nearest");
+  std::string coord = "half_pixel", nearest_mode = "round_prefer_floor";
+  std::vector<double> scales, roi;
+  Ints sizes;
+  Ints axes;
+  if (op == "Upsample" || c.opset < 11) {
+    coord = "asymmetric";
+    nearest_mode = "floor";
+    if (op == "Upsample" && c.opset < 9) {
+      auto* a = find_attr(n, "scales");
+      if (a) scales.assign(a->floats().begin(), a->floats().end());
+    } else {
+      scales = c.h(1);
+    }
+  } else {
+    coord = attr_s(n, "coordinate_transformation_mode", "half_pixel");
+    nearest_mode = attr_s(n, "nearest_mode", "round_prefer_floor");
+    if (c.has(1)) roi = c.h(1);
+    if (c.has(2)) scales = c.h(2);
+    if (c.has(3)) sizes = c.ints(3);
+    for (auto a : attr_ints(n, "axes")) axes.push_back(norm_axis(a, r, n));
+  }
+  if (mode == "bilinear" || mode == "trilinear") mode = "linear";
+  if (mode != "nearest" && mode != "linear" && mode != "cubic") unsupported(n, c.opset, "mode " + mode);
+  if (axes.empty())
+    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+  std::vector<double> scale(size_t(r), 1.0), roi_start(size_t(r), 0.0), roi_end(size_t(r), 1.0);
+  Shape out = x.shape();
+  if (!roi.empty()) {
+    if (roi.size() != 2 * axes.size()) bad(n, "roi has " + std::to_string(roi.size()) + " values");
+    for (size_t k = 0; k < axes.size(); ++k) {
+      roi_start[size_t(axes[k])] = roi[k];
+      roi_end[size_t(axes[k])] = roi[k + axes.size()];
+    }
+  }
+  if (!sizes.empty()) {
+    if (sizes.size() != axes.size()) bad(n, "sizes has " + std::to_string(sizes.size()) + " values for " + std::to_string(axes.size()) + " axes");
+    std::string policy = attr_s(n, "keep_aspect_ratio_policy", "stretch");
+    if (policy == "stretch") {
+      for (size_t k = 0; k < axes.size(); ++k) {
+        out[size_t(axes[k])] = sizes[k];
+        scale[size_t(axes[k])] = double(sizes[k]) / double(x.dim(int(axes[k])));
+      }
+    } else {
+      double s = policy == "not_larger" ? 1e300 : 0;
+      for (size_t k = 0; k < axes.size(); ++k) {
+        double q = double(sizes[k]) / double(x.dim(int(axes[k])));
+        s = policy == "not_larger" ? std::min(s, q) : std::max(s, q);
+      }
+      for (auto a : axes) {
+        scale[size_t(a)] = s;
+        out[size_t(a)] = int64_t(std::round(s * double(x.dim(int(a)))));
+      }
+    }
+  } else {
+    if (scales.size() != axes.size()) bad(n, "needs scales or sizes for every axis");
+    for (size_t k = 0; k < axes.size(); ++k) {
+      scale[size_t(axes[k])] = scales[k];
+      out[size_t(axes[k])] = int64_t(std::floor(double(x.dim(int(axes[k]))) * scales[k]));
+    }
+  }
+  const double A = attr_f(n, "cubic_coeff_a", -0.75), extrap = attr_f(n, "extrapolation_value", 0.0);
+  const bool exclude = attr_i(n, "exclude_outside", 0) != 0;
+  const bool antialias = op == "Resize" && c.opset >= 18 && attr_i(n, "antialias", 0) != 0;
+  Tensor y = x.cast(DType::f32);
+  Tensor valid;  // tf_crop_and_resize: 1 where every coordinate fell inside
+  for (int64_t a = 0; a < r; ++a) {
+    int64_t I = x.dim(int(a)), O = out[size_t(a)];
+    double sc = scale[size_t(a)];
+    if (O == I && sc == 1.0 && coord != "tf_crop_and_resize") continue;
+    std::vector<float> M(size_t(O * I), 0.f);
+    std::vector<float> inside(size_t(O), 1.f);
+    for (int64_t o = 0; o < O; ++o) {
+      double xo = double(o), xi;
+      if (coord == "half_pixel") xi = (xo + 0.5) / sc - 0.5;
+      else if (coord == "pytorch_half_pixel") xi = O > 1 ? (xo + 0.5) / sc - 0.5 : 0;
+      // align_corners uses the unrounded output length I * scale, as ONNX's reference does.
+      else if (coord == "align_corners") xi = O == 1 ? 0 : xo * double(I - 1) / (double(I) * sc - 1);
+      else if (coord == "asymmetric") xi = xo / sc;
+      else if (coord == "tf_half_pixel_for_nn") xi = (xo + 0.5) / sc;
+      else if (coord == "half_pixel_symmetric") {
+        double adj = double(O) / (sc * double(I)), center = double(I) / 2;
+        xi = center * (1 - adj) + (xo + 0.5) / sc - 0.5;
+      } else if (coord == "tf_crop_and_resize") {
+        double s0 = roi_start[size_t(a)], e0 = roi_end[size_t(a)];
+        xi = O > 1 ? s0 * double(I - 1) + xo * (e0 - s0) * double(I - 1) / double(O - 1) : 0.5 * (s0 + e0) * double(I - 1);
+        if (xi < 0 || xi > double(I - 1)) {
+          inside[size_t(o)] = 0.f;
+          continue;
+        }
+      } else unsupported(n, c.opset, "coordinate_transformation_mode " + coord);
+      std::vector<std::pair<int64_t, double>> taps;
+      if (mode == "nearest") {
+        double v;
+        if (nearest_mode == "round_prefer_floor") v = (xi == std::floor(xi) + 0.5) ? std::floor(xi) : std::round(xi);
+        else if (nearest_mode == "round_prefer_ceil") v = std::round(xi + (xi == std::floor(xi) + 0.5 ? 0.5 : 0));
+        else if (nearest_mode == "floor") v = std::floor(xi);
+        else if (nearest_mode == "ceil") v = std::ceil(xi);
+        else unsupported(n, c.opset, "nearest_mode " + nearest_mode);
+        if (nearest_mode == "round_prefer_ceil" && xi == std::floor(xi) + 0.5) v = std::floor(xi) + 1;
+        taps.push_back({int64_t(v), 1.0});
+      } else if (antialias && sc < 1) {
+        // Downsampling with antialias: the kernel stretched by 1/scale, weights normalised.
+        double f = std::floor(xi), t = xi - f, total = 0;
+        int64_t start = int64_t(std::floor((mode == "linear" ? -1.0 : -2.0) / sc)) + 1;
+        for (int64_t i = start; i <= 1 - start; ++i) {
+          double d = std::fabs(sc * (double(i) - t)), w;
+          if (mode == "linear") w = std::max(0.0, 1 - d);
+          else w = d < 1 ? ((A + 2) * d - (A + 3)) * d * d + 1 : d < 2 ? ((A * d - 5 * A) * d + 8 * A) * d - 4 * A : 0;
+          taps.push_back({int64_t(f) + i, w});
+          total += w;
+        }
+        for (auto& tw : taps) tw.second /= total;
+      } else if (mode == "linear") {
+        double f = std::floor(xi), t = xi - f;
+        taps = {{int64_t(f), 1 - t}, {int64_t(f) + 1, t}};
+      } else {
+        double f = std::floor(xi), t = xi - f;
+        auto k = [A](double d) {
+          d = std::fabs(d);
+          if (d <= 1) return (A + 2) * d * d * d - (A + 3) * d * d + 1;
+          if (d < 2) return A * d * d * d - 5 * A * d * d + 8 * A * d - 4 * A;
+          return 0.0;
+        };
+        for (int j = -1; j <= 2; ++j) taps.push_back({int64_t(f) + j, k(t - j)});
+      }
+      double total = 0;
+      for (auto& [j, w] : taps) {
+        if (exclude && (j < 0 || j >= I)) w = 0;
+        total += w;
+      }
+      for (auto& [j, w] : taps) {
+        int64_t jj = std::clamp<int64_t>(j, 0, I - 1);
+        M[size_t(o * I + jj)] += float(exclude && total != 0 ? w / total : w);
+      }
+    }
+    Tensor Mt = Tensor::from_data(M, {O, I}, x.device()).transpose(0, 1);  // (I, O)
+    y = y.transpose(int(a), int(r - 1)).matmul(Mt).transpose(int(a), int(r - 1));
+    if (coord == "tf_crop_and_resize") {
+      Shape s(size_t(r), 1);
+      s[size_t(a)] = O;
+      Tensor m = Tensor::from_data(inside, s, x.device());
+      valid = valid.defined() ? valid * m : m;
+    }
+  }
+  if (valid.defined()) y = Tensor::where(valid.gt(Tensor::scalar(0.5, DType::f32, x.device())), y, Tensor::scalar(extrap, DType::f32, x.device()));
+  int32_t elem = c.v(0).elem;
+  if (is_int_elem(elem)) y = floor_t(y + 0.5).cast(DType::i32);
+  return from_tensor(y, elem);
+}
+
+// Transposed convolution as a plain convolution of the stride-dilated input
+// with the flipped, in/out-swapped kernel.
+Value conv_transpose(const Ctx& c) {
+  const auto& n = c.node;
+  Tensor x = c.t(0), w = c.t(1);
+  int64_t r = x.ndim(), d = r - 2, groups = attr_i(n, "group", 1);
+  if (d < 1 || w.ndim() != r) bad(n, "ConvTranspose needs X (N, C, ...) and W of the same rank");
+  Ints kernel = attr_ints(n, "kernel_shape", Ints(w.shape().begin() + 2, w.shape().end()));
+  Ints strides = attr_ints(n, "strides", Ints(size_t(d), 1)), dil = attr_ints(n, "dilations", Ints(size_t(d), 1));
+  Ints pads = attr_ints(n, "pads", Ints(size_t(2 * d), 0)), outpad = attr_ints(n, "output_padding", Ints(size_t(d), 0));
+  Ints out_shape = attr_ints(n, "output_shape");
+  std::string autopad = attr_s(n, "auto_pad", "NOTSET");
+  for (int64_t i = 0; i < d; ++i) {
+    int64_t in = x.dim(int(2 + i)), eff = (kernel[size_t(i)] - 1) * dil[size_t(i)] + 1;
+    int64_t full = strides[size_t(i)] * (in - 1) + outpad[size_t(i)] + eff;
+    if (!out_shape.empty() || autopad == "SAME_UPPER" || autopad == "SAME_LOWER") {
+      int64_t target = !out_shape.empty() ? out_shape[size_t(out_shape.size() - size_t(d) + size_t(i))] : in * strides[size_t(i)];
+      // Negative totals (output_shape larger than the natural size) grow the end.
+      int64_t total = full - target;
+      bool lower = autopad == "SAME_LOWER";
+      // output_shape follows SAME_UPPER's split unless SAME_LOWER asks otherwise.
+      pads[size_t(i)] = lower ? total - total / 2 : total / 2;
+      pads[size_t(i + d)] = total - pads[size_t(i)];
+    } else if (autopad == "VALID") {
+      pads[size_t(i)] = pads[size_t(i + d)] = 0;
+    }
+  }
+  // Zero-insert the input: (.., H, ..) -> (.., H, s) -> (.., H*s) minus the tail.
+  Tensor xd = x;
+  for (int64_t i = 0; i < d; ++i) {
+    int64_t s = strides[size_t(i)];
+    if (s == 1) continue;
+    int ax = int(2 + i);
+    int64_t in = xd.dim(ax);
+    Tensor u = xd.unsqueeze(ax + 1);
+    std::vector<std::pair<int64_t, int64_t>> p(size_t(u.ndim()), {0, 0});
+    p[size_t(ax + 1)] = {0, s - 1};
+    Shape merged = xd.shape();
+    merged[size_t(ax)] = in * s;
+    xd = u.pad(p, 0).reshape(merged).slice(ax, 0, (in - 1) * s + 1);
+  }
+  std::vector<std::pair<int64_t, int64_t>> p = {{0, 0}, {0, 0}};
+  for (int64_t i = 0; i < d; ++i) {
+    int64_t eff = (kernel[size_t(i)] - 1) * dil[size_t(i)];
+    p.push_back({eff - pads[size_t(i)], eff - pads[size_t(i + d)] + outpad[size_t(i)]});
+  }
+  xd = xd.pad(p, 0);
+  // W: (C_in, C_out/g, k...) -> (C_out, C_in/g, k...), flipped in space.
+  int64_t Cin = w.dim(0), Cog = w.dim(1);
+  Shape ws = {groups, Cin / groups, Cog};
+  ws.insert(ws.end(), w.shape().begin() + 2, w.shape().end());
+  std::vector<int> perm = {0, 2, 1};
+  for (int64_t i = 0; i < d; ++i) perm.push_back(int(3 + i));
+  Shape wf = {groups * Cog, Cin / groups};
+  wf.insert(wf.end(), w.shape().begin() + 2, w.shape().end());
+  std::vector<int> flip_axes;
+  for (int64_t i = 0; i < d; ++i) flip_axes.push_back(int(2 + i));
+  Tensor wt = w.reshape(ws).permute(perm).reshape(wf).flip(flip_axes);
+  Tensor bias = c.has(2) ? c.t(2) : Tensor();
+  if (d == 2) {
+    Conv2dOptions o;
+    o.dilation_h = dil[0];
+    o.dilation_w = dil[1];
+    o.groups = groups;
+    return from_tensor(xd.conv2d(wt, bias, o), c.v(0).elem);
+  }
+  // 1-D and 3-D: the tap-sum convolution of Conv with unit strides.
+  int64_t N = x.dim(0), O = groups * Cog, Cg = Cin / groups;
+  PoolGeometry g;
+  g.kernel = kernel;
+  g.strides = Ints(size_t(d), 1);
+  g.dilations = dil;
+  g.out.resize(size_t(d));
+  for (int64_t i = 0; i < d; ++i) g.out[size_t(i)] = xd.dim(int(2 + i)) - (kernel[size_t(i)] - 1) * dil[size_t(i)];
+  std::vector<Tensor> outs;
+  for (int64_t gi = 0; gi < groups; ++gi) {
+    Tensor xg = groups == 1 ? xd : xd.slice(1, gi * Cg, (gi + 1) * Cg);
+    Tensor wg = (groups == 1 ? wt : wt.slice(0, gi * Cog, (gi + 1) * Cog)).reshape({Cog, Cg, numel(kernel)});
+    Tensor acc;
+    int64_t t = 0, P = numel(g.out);
+    for_each_tap(xg, g, [&](const Tensor& v, const Ints&) {
+      Tensor term = wg.slice(2, t, t + 1).reshape({Cog, Cg}).matmul(v.reshape({N, Cg, P}));
+      acc = acc.defined() ? acc + term : term;
+      ++t;
+    });
+    outs.push_back(acc);
+  }
+  Tensor y = groups == 1 ? outs[0] : Tensor::cat(outs, 1);
+  Shape s = {N, O};
+  s.insert(s.end(), g.out.begin(), g.out.end());
+  y = y.reshape(s);
+  if (bias.defined()) y = y + per_channel(bias, r);
+  return from_tensor(y, c.v(0).elem);
+}
+
 Value constant_value(const Ctx& c) {
   const auto& n = c.node;
   for (const auto& a : n.attribute()) {
@@ -1245,6 +1499,8 @@ Value run_single(const Ctx& c) {
   if (op == "SoftmaxCrossEntropyLoss")
     return same(nll(c, c.t(0).cast(DType::f32).log_softmax(1), c.t(1), c.has(2) ? c.t(2) : Tensor()));
   if (op == "GatherElements") return gather_elements(c);
+  if (op == "Resize" || op == "Upsample") return resize(c);
+  if (op == "ConvTranspose") return conv_transpose(c);
   if (op == "Trilu") return trilu(c);
   if (op == "CumSum") return cumsum(c);
   if (op == "OneHot") return one_hot(c);
@@ -1339,7 +1595,7 @@ bool op_supported(const std::string& domain, const std::string& op) {
       "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceProd", "ArgMax", "ArgMin",
       "LayerNormalization", "DepthToSpace", "SpaceToDepth", "Split", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
       "Shrink", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "GatherElements", "Trilu", "CumSum",
-      "OneHot", "EyeLike", "IsNaN", "IsInf"};
+      "OneHot", "EyeLike", "IsNaN", "IsInf", "Resize", "Upsample", "ConvTranspose"};
   return (domain.empty() || domain == "ai.onnx") && ops.count(op) > 0;
 }
 
