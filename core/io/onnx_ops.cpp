@@ -211,6 +211,35 @@ Tensor floor_t(const Tensor& x) {
   return Tensor::where(x.abs().lt(Tensor::scalar(2147483520.0, DType::f32, x.device())), fl, x);
 }
 
+// a / b to within float rounding: the core divides by multiplying with the
+// reciprocal; one residual step recovers the correctly rounded quotient in
+// nearly every case (Quantize's round-half-even is sensitive to the last bit).
+Tensor divide(const Tensor& a, const Tensor& b) {
+  Tensor af = a.cast(DType::f32), bf = b.cast(DType::f32), r = bf.reciprocal();
+  Tensor q = af * r;
+  Tensor refined = q + (af - q * bf) * r;
+  // Keep the plain quotient where the residual step is meaningless (inf, nan, 0 divisors).
+  Tensor z = refined - refined;
+  return Tensor::where(z.eq(z), refined, q);
+}
+
+Tensor atan_t(const Tensor& x) {
+  // |x| <= 1: an odd minimax polynomial (|error| < 1e-5); beyond, pi/2 - atan(1/|x|).
+  Tensor ax = x.abs();
+  Tensor big = ax.gt(Tensor::scalar(1, DType::f32, x.device()));
+  Tensor z = Tensor::where(big, ax.reciprocal(), ax), z2 = z * z;
+  Tensor p = z * (0.9998660 + z2 * (-0.3302995 + z2 * (0.1801410 + z2 * (-0.0851330 + z2 * 0.0208351))));
+  return x.sign() * Tensor::where(big, M_PI_2 - p, p);
+}
+
+Tensor round_even(const Tensor& x) {
+  // floor(x + 0.5), stepping back where x was exactly halfway and the result is odd.
+  Tensor f = floor_t(x + 0.5);
+  Tensor half = (x + 0.5).eq(f);
+  Tensor odd = (f - floor_t(f * 0.5) * 2.0).eq(Tensor::scalar(1, DType::f32, x.device()));
+  return f - (half.cast(DType::f32) * odd.cast(DType::f32));
+}
+
 Tensor reshape_to(const Tensor& x, const Shape& s) { return x.shape() == s ? x : x.reshape(s); }
 
 // Brings a per-channel (C) parameter to (1, C, 1, ...) for rank `rank`.
@@ -465,6 +494,29 @@ Tensor pad_mode(Tensor x, int axis, int64_t before, int64_t after, const std::st
   return parts.size() == 1 ? x : Tensor::cat(parts, axis);
 }
 
+// The entries `idx` (already non-negative) of x along `axis`.
+Tensor take(const Tensor& x, int axis, const Ints& idx) {
+  int64_t r = x.ndim(), dim = x.dim(axis);
+  if (idx.size() <= 32) {
+    std::vector<Tensor> parts;
+    for (auto i : idx) parts.push_back(x.slice(axis, i, i + 1));
+    return parts.size() == 1 ? parts[0] : Tensor::cat(parts, axis);
+  }
+  // Many indices: one one-hot matmul instead of hundreds of slices.
+  std::vector<float> onehot(size_t(dim) * idx.size(), 0.f);
+  for (size_t k = 0; k < idx.size(); ++k) onehot[size_t(idx[k]) * idx.size() + k] = 1.f;
+  Tensor oh = Tensor::from_data(onehot, {dim, int64_t(idx.size())}, x.device());
+  std::vector<int> perm;
+  for (int i = 0; i < r; ++i)
+    if (i != axis) perm.push_back(i);
+  perm.push_back(axis);
+  Tensor moved = x.cast(DType::f32).permute(perm).matmul(oh);  // axis last, now of size K
+  std::vector<int> back(static_cast<size_t>(r));
+  for (int i = 0, j = 0; i < r; ++i) back[size_t(i)] = i == axis ? int(r - 1) : j++;
+  Tensor y = moved.permute(back);
+  return x.dtype() != DType::f32 ? (y + y.sign() * 0.25).cast(x.dtype()) : y;
+}
+
 Value gather(const Ctx& c) {
   Value& data = c.v(0);
   int64_t r = int64_t(data.shape.size());
@@ -489,28 +541,7 @@ Value gather(const Ctx& c) {
         for (int64_t b = 0; b < inner; ++b) o.push_back(data.data[size_t((a * dim + i) * inner + b)]);
     return from_host(out, data.elem, std::move(o));
   }
-  Tensor x = c.t(0);
-  Tensor y;
-  if (idx.size() <= 32) {
-    std::vector<Tensor> parts;
-    for (auto i : idx) parts.push_back(x.slice(int(axis), i, i + 1));
-    y = parts.size() == 1 ? parts[0] : Tensor::cat(parts, int(axis));
-  } else {
-    // Many indices: one one-hot matmul instead of hundreds of slices.
-    std::vector<float> onehot(size_t(dim) * idx.size(), 0.f);
-    for (size_t k = 0; k < idx.size(); ++k) onehot[size_t(idx[k]) * idx.size() + k] = 1.f;
-    Tensor oh = Tensor::from_data(onehot, {dim, int64_t(idx.size())}, x.device());
-    std::vector<int> perm;
-    for (int i = 0; i < r; ++i)
-      if (i != axis) perm.push_back(i);
-    perm.push_back(int(axis));
-    Tensor moved = x.cast(DType::f32).permute(perm).matmul(oh);  // axis last, now of size K
-    std::vector<int> back(static_cast<size_t>(r));
-    for (int i = 0, j = 0; i < r; ++i) back[size_t(i)] = i == axis ? int(r - 1) : j++;
-    y = moved.permute(back);
-    if (x.dtype() != DType::f32) y = y.cast(x.dtype());
-  }
-  return from_tensor(y.reshape(out), data.elem);
+  return from_tensor(take(c.t(0), int(axis), idx).reshape(out), data.elem);
 }
 
 Value slice(const Ctx& c) {
@@ -688,13 +719,10 @@ Tensor unary_f(const Ctx& c, const std::string& op) {
     Tensor hi = x.gt(Tensor::scalar(lambd, DType::f32, x.device())).cast(DType::f32);
     return lo * (x + bias) + hi * (x - bias);
   }
-  if (op == "Round") {
-    // Half to even: floor(x + 0.5), then step back where x was exactly halfway to an odd result.
-    Tensor f = floor_t(x + 0.5);
-    Tensor half = (x + 0.5).eq(f);
-    Tensor odd = (f - floor_t(f * 0.5) * 2.0).eq(Tensor::scalar(1, DType::f32, x.device()));
-    return f - (half.cast(DType::f32) * odd.cast(DType::f32));
-  }
+  if (op == "Round") return round_even(x);
+  if (op == "Atan") return atan_t(x);
+  if (op == "Asin") return atan_t(x / (1.0 - x * x).sqrt());
+  if (op == "Acos") return M_PI_2 - atan_t(x / (1.0 - x * x).sqrt());
   unsupported(n, c.opset, "");
 }
 
@@ -730,7 +758,7 @@ Value binary(const Ctx& c, const std::string& op) {
   else if (op == "Sub") y = a - b;
   else if (op == "Mul") y = a * b;
   else if (op == "Div") {
-    y = a / b;
+    y = divide(a, b);
     if (ints) {
       // Truncating integer division; the float quotient is nudged away from
       // zero so 9 * (1/3) does not land on 2.9999998.
@@ -1139,6 +1167,179 @@ Value conv_transpose(const Ctx& c) {
   return from_tensor(y, c.v(0).elem);
 }
 
+// Per-axis parameters (scale, zero point) of the quantize ops brought to x's rank.
+Tensor along_axis(const Tensor& p, const Tensor& x, int64_t axis) {
+  if (p.ndim() == 0 || p.numel() == 1) return p.reshape({});
+  if (axis < 0) axis += x.ndim();
+  Shape s(size_t(x.ndim()), 1);
+  s[size_t(axis)] = p.numel();
+  return p.reshape(s);
+}
+
+Tensor saturate(const Tensor& q, int32_t elem) {
+  double lo = elem == TP::INT8 ? -128 : 0, hi = elem == TP::INT8 ? 127 : 255;
+  if (elem == TP::INT32) { lo = -2147483648.0; hi = 2147483520.0; }
+  return q.clip(lo, hi);
+}
+
+Value quantize(const Ctx& c) {
+  Tensor x = c.t(0).cast(DType::f32);
+  int64_t axis = attr_i(c.node, "axis", 1);
+  Tensor scale = along_axis(c.t(1).cast(DType::f32), x, axis);
+  int32_t elem = c.has(2) ? c.v(2).elem : int32_t(TP::UINT8);
+  Tensor zp = c.has(2) ? along_axis(c.t(2).cast(DType::f32), x, axis) : Tensor::scalar(0, DType::f32, x.device());
+  return from_tensor(saturate(round_even(divide(x, scale)) + zp, elem).cast(DType::i32), elem);
+}
+
+Value dequantize(const Ctx& c) {
+  Tensor x = c.t(0).cast(DType::f32);
+  int64_t axis = attr_i(c.node, "axis", 1);
+  Tensor scale = along_axis(c.t(1).cast(DType::f32), x, axis);
+  Tensor zp = c.has(2) ? along_axis(c.t(2).cast(DType::f32), x, axis) : Tensor::scalar(0, DType::f32, x.device());
+  return from_tensor((x - zp) * scale, TP::FLOAT);
+}
+
+Value group_norm(const Ctx& c) {
+  Tensor x = c.t(0);
+  int64_t G = attr_i(c.node, "num_groups", 0), N = x.dim(0), C = x.dim(1);
+  if (G <= 0 || C % G) bad(c.node, "num_groups must divide the channels");
+  double eps = attr_f(c.node, "epsilon", 1e-5);
+  Tensor g = x.reshape({N, G, -1});
+  Tensor cen = g - g.mean({2}, true);
+  Tensor y = (cen * ((cen * cen).mean({2}, true) + eps).rsqrt()).reshape(x.shape());
+  auto per_c = [&](Tensor p) {
+    if (p.numel() == G && G != C) p = p.reshape({G, 1}).expand({G, C / G}).reshape({C});
+    return per_channel(p, x.ndim());
+  };
+  return from_tensor(y * per_c(c.t(1)) + per_c(c.t(2)), c.v(0).elem);
+}
+
+Value center_crop_pad(const Ctx& c) {
+  Tensor x = c.t(0);
+  Ints target = c.ints(1), axes = attr_ints(c.node, "axes");
+  if (axes.empty())
+    for (int64_t i = 0; i < x.ndim(); ++i) axes.push_back(i);
+  if (axes.size() != target.size()) bad(c.node, "shape and axes differ in length");
+  for (size_t k = 0; k < axes.size(); ++k) {
+    int a = int(norm_axis(axes[k], x.ndim(), c.node));
+    int64_t d = x.dim(a), t = target[k];
+    if (d > t) {
+      int64_t start = (d - t) / 2;
+      x = x.slice(a, start, start + t);
+    } else if (d < t) {
+      std::vector<std::pair<int64_t, int64_t>> p(size_t(x.ndim()), {0, 0});
+      p[size_t(a)] = {(t - d) / 2, t - d - (t - d) / 2};
+      x = x.pad(p, 0);
+    }
+  }
+  return from_tensor(x, c.v(0).elem);
+}
+
+Value window(const Ctx& c) {
+  const std::string& op = c.node.op_type();
+  int64_t N = c.ints(0).at(0);
+  bool periodic = attr_i(c.node, "periodic", 1) != 0;
+  int32_t elem = int32_t(attr_i(c.node, "output_datatype", TP::FLOAT));
+  double den = periodic ? double(N) : double(N - 1);
+  std::vector<double> w(static_cast<size_t>(std::max<int64_t>(N, 0)));
+  for (int64_t i = 0; i < N; ++i) {
+    double a = 2 * M_PI * double(i) / den;
+    if (op == "HannWindow") w[size_t(i)] = 0.5 - 0.5 * std::cos(a);
+    else if (op == "HammingWindow") w[size_t(i)] = 25.0 / 46 - (1 - 25.0 / 46) * std::cos(a);
+    else w[size_t(i)] = 0.42 - 0.5 * std::cos(a) + 0.08 * std::cos(2 * a);
+    w[size_t(i)] = store_as(w[size_t(i)], elem);
+  }
+  return from_host({N}, elem, w);
+}
+
+// TopK by k rounds of (max, argmax, mask the winner): fine for the small k of
+// detection heads and tests.
+std::vector<Value> top_k(const Ctx& c) {
+  Tensor x = c.t(0).cast(DType::f32);
+  int64_t k = c.opset < 10 ? attr_i(c.node, "k", 1) : c.ints(1).at(0);
+  int axis = int(norm_axis(attr_i(c.node, "axis", -1), x.ndim(), c.node));
+  bool largest = attr_i(c.node, "largest", 1) != 0;
+  if (!largest) x = -x;
+  Shape s(size_t(x.ndim()), 1);
+  s[size_t(axis)] = x.dim(axis);
+  Tensor ar = Tensor::arange(0, double(x.dim(axis)), 1, DType::f32, x.device()).reshape(s);
+  std::vector<Tensor> vals, idxs;
+  Tensor work = x;
+  for (int64_t i = 0; i < k; ++i) {
+    Tensor m = work.max({axis}, true);
+    Tensor at = work.argmax(axis, true).cast(DType::f32);
+    vals.push_back(m);
+    idxs.push_back(at);
+    work = Tensor::where(ar.eq(at), Tensor::scalar(-3.0e38, DType::f32, x.device()), work);
+  }
+  Tensor v = k == 1 ? vals[0] : Tensor::cat(vals, axis), ix = k == 1 ? idxs[0] : Tensor::cat(idxs, axis);
+  if (!largest) v = -v;
+  int32_t elem = c.v(0).elem;
+  return {from_tensor(is_int_elem(elem) ? v.cast(DType::i32) : v, elem), from_tensor(ix.cast(DType::i32), TP::INT64)};
+}
+
+Value gather_nd(const Ctx& c) {
+  Value& dv = c.v(0);
+  const Shape& D = dv.shape;
+  Shape I = c.shape(1);
+  Ints idx = c.ints(1);
+  int64_t b = attr_i(c.node, "batch_dims", 0), L = I.back();
+  if (b + L > int64_t(D.size())) bad(c.node, "index tuples longer than the data rank");
+  int64_t batch = 1, rows_per_batch = 1, inner = 1;
+  for (int64_t i = 0; i < b; ++i) batch *= D[size_t(i)];
+  for (int64_t i = b; i < b + L; ++i) rows_per_batch *= D[size_t(i)];
+  for (size_t i = size_t(b + L); i < D.size(); ++i) inner *= D[i];
+  int64_t tuples = numel(I) / std::max<int64_t>(L, 1), per_batch = tuples / std::max<int64_t>(batch, 1);
+  Ints rows;
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t row = 0;
+    for (int64_t l = 0; l < L; ++l) {
+      int64_t v = idx[size_t(t * L + l)], dim = D[size_t(b + l)];
+      if (v < 0) v += dim;
+      if (v < 0 || v >= dim) bad(c.node, "index out of range");
+      row = row * dim + v;
+    }
+    rows.push_back((t / std::max<int64_t>(per_batch, 1)) * rows_per_batch + row);
+  }
+  Shape out(D.begin(), D.begin() + b);
+  out.insert(out.end(), I.begin() + b, I.end() - 1);
+  out.insert(out.end(), D.begin() + b + L, D.end());
+  Tensor flat = c.t(0).reshape({batch * rows_per_batch, inner});
+  return from_tensor(take(flat, 0, rows).reshape(out), dv.elem);
+}
+
+Value non_zero(const Ctx& c) {
+  auto d = c.h(0);
+  const Shape& s = c.shape(0);
+  std::vector<Ints> hits;
+  Ints idx(s.size(), 0);
+  if (!d.empty()) {
+    size_t k = 0;
+    do {
+      if (d[k++] != 0) hits.push_back(idx);
+    } while (next_index(idx, s));
+  }
+  int64_t n = int64_t(hits.size()), r = int64_t(s.size());
+  std::vector<double> out(size_t(r * n));
+  for (int64_t i = 0; i < r; ++i)
+    for (int64_t j = 0; j < n; ++j) out[size_t(i * n + j)] = double(hits[size_t(j)][size_t(i)]);
+  return from_host({r, n}, TP::INT64, out);
+}
+
+Value compress(const Ctx& c) {
+  auto cond = c.h(1);
+  Tensor x = c.t(0);
+  auto* a = find_attr(c.node, "axis");
+  int axis = 0;
+  if (a) axis = int(norm_axis(a->i(), x.ndim(), c.node));
+  else x = x.reshape({x.numel()});
+  Ints keep;
+  for (size_t i = 0; i < cond.size() && int64_t(i) < x.dim(axis); ++i)
+    if (cond[i] != 0) keep.push_back(int64_t(i));
+  if (keep.empty()) unsupported(c.node, c.opset, "empty result");
+  return from_tensor(take(x, axis, keep), c.v(0).elem);
+}
+
 Value constant_value(const Ctx& c) {
   const auto& n = c.node;
   for (const auto& a : n.attribute()) {
@@ -1160,7 +1361,7 @@ Value run_single(const Ctx& c) {
                                               "Reciprocal", "Sin", "Cos", "Tan", "Sign", "Erf", "Floor", "Ceil",
                                               "LeakyRelu", "Elu", "Celu", "Selu", "HardSigmoid", "HardSwish",
                                               "Softplus", "Softsign", "Mish", "ThresholdedRelu", "Gelu", "Round",
-                                              "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Shrink"};
+                                              "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Shrink", "Atan", "Asin", "Acos"};
   if (unary.count(op)) {
     Value& x = c.v(0);
     if (is_int_elem(x.elem) && (op == "Neg" || op == "Abs" || op == "Sign" || op == "Relu")) {
@@ -1186,8 +1387,6 @@ Value run_single(const Ctx& c) {
     return from_tensor(c.t(0).cast(DType::f32).eq(Tensor::scalar(0, DType::f32, c.device)), TP::BOOL);
   }
   if (op == "Identity" || op == "Dropout") {
-    if (op == "Dropout" && c.opset >= 12 && c.has(2) && c.ints(2).at(0) != 0)
-      unsupported(n, c.opset, "Dropout in training mode");
     return c.v(0);
   }
   if (op == "Constant") return constant_value(c);
@@ -1361,7 +1560,6 @@ Value run_single(const Ctx& c) {
     return same(op == "GlobalAveragePool" ? x.mean(axes, true) : x.max(axes, true));
   }
   if (op == "BatchNormalization") {
-    if (attr_i(n, "training_mode", 0) != 0) unsupported(n, c.opset, "training_mode 1");
     Tensor x = c.t(0);
     int64_t r = x.ndim();
     double eps = attr_f(n, "epsilon", 1e-5);
@@ -1499,6 +1697,14 @@ Value run_single(const Ctx& c) {
   if (op == "SoftmaxCrossEntropyLoss")
     return same(nll(c, c.t(0).cast(DType::f32).log_softmax(1), c.t(1), c.has(2) ? c.t(2) : Tensor()));
   if (op == "GatherElements") return gather_elements(c);
+  if (op == "QuantizeLinear") return quantize(c);
+  if (op == "DequantizeLinear") return dequantize(c);
+  if (op == "GroupNormalization") return group_norm(c);
+  if (op == "CenterCropPad") return center_crop_pad(c);
+  if (op == "HannWindow" || op == "HammingWindow" || op == "BlackmanWindow") return window(c);
+  if (op == "GatherND") return gather_nd(c);
+  if (op == "NonZero") return non_zero(c);
+  if (op == "Compress") return compress(c);
   if (op == "Resize" || op == "Upsample") return resize(c);
   if (op == "ConvTranspose") return conv_transpose(c);
   if (op == "Trilu") return trilu(c);
@@ -1595,7 +1801,9 @@ bool op_supported(const std::string& domain, const std::string& op) {
       "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceProd", "ArgMax", "ArgMin",
       "LayerNormalization", "DepthToSpace", "SpaceToDepth", "Split", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
       "Shrink", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "GatherElements", "Trilu", "CumSum",
-      "OneHot", "EyeLike", "IsNaN", "IsInf", "Resize", "Upsample", "ConvTranspose"};
+      "OneHot", "EyeLike", "IsNaN", "IsInf", "Resize", "Upsample", "ConvTranspose", "Atan", "Asin", "Acos",
+      "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "GroupNormalization", "CenterCropPad",
+      "HannWindow", "HammingWindow", "BlackmanWindow", "GatherND", "NonZero", "Compress", "TopK"};
   return (domain.empty() || domain == "ai.onnx") && ops.count(op) > 0;
 }
 
@@ -1606,6 +1814,36 @@ std::vector<Value> run_node(const onnx::NodeProto& node, std::vector<Value*>& in
   for (size_t i = 0; i < inputs.size(); ++i)
     if (c.has(i)) tl_dtype(inputs[i]->elem, node.op_type());
   if (node.op_type() == "Split") return split(c);
+  if (node.op_type() == "TopK") return top_k(c);
+  if (node.op_type() == "DynamicQuantizeLinear") {
+    Tensor x = c.t(0).cast(DType::f32);
+    Tensor zero = Tensor::scalar(0, DType::f32, device);
+    Tensor lo = x.min().minimum(zero), hi = x.max().maximum(zero);
+    Tensor scale = (hi - lo) / 255.0;
+    Tensor zp = saturate(round_even(zero - divide(lo, scale)), TP::UINT8);
+    Tensor y = saturate(round_even(divide(x, scale)) + zp, TP::UINT8);
+    return {from_tensor(y.cast(DType::i32), TP::UINT8), from_tensor(scale, TP::FLOAT), from_tensor(zp.cast(DType::i32), TP::UINT8)};
+  }
+  if (node.op_type() == "BatchNormalization" && attr_i(node, "training_mode", 0) != 0) {
+    // Batch statistics; the running ones blend in with `momentum`.
+    Tensor x = c.t(0);
+    int64_t r = x.ndim();
+    std::vector<int> axes = {0};
+    for (int i = 2; i < r; ++i) axes.push_back(i);
+    double eps = attr_f(node, "epsilon", 1e-5), mom = attr_f(node, "momentum", 0.9);
+    Tensor mean = x.mean(axes, true), cen = x - mean, var = (cen * cen).mean(axes, true);
+    Tensor y = cen * (var + eps).rsqrt() * per_channel(c.t(1), r) + per_channel(c.t(2), r);
+    Shape cs = {x.dim(1)};
+    Tensor rm = c.t(3) * mom + mean.reshape(cs) * (1 - mom), rv = c.t(4) * mom + var.reshape(cs) * (1 - mom);
+    return {from_tensor(y, c.v(0).elem), from_tensor(rm, c.v(3).elem), from_tensor(rv, c.v(4).elem)};
+  }
+  if (node.op_type() == "Dropout" && opset >= 12 && c.has(2) && c.ints(2).at(0) != 0) {
+    double ratio = c.has(1) ? c.h(1).at(0) : 0.5;
+    if (ratio != 0) unsupported(node, opset, "Dropout in training mode with ratio " + std::to_string(ratio) + " (random)");
+    std::vector<Value> out = {c.v(0)};
+    if (node.output_size() > 1) out.push_back(from_tensor(Tensor::full(c.shape(0), 1, DType::boolean, device), TP::BOOL));
+    return out;
+  }
   std::vector<Value> out;
   out.push_back(run_single(c));
   const std::string& op = node.op_type();
