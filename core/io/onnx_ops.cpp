@@ -586,7 +586,6 @@ Value slice(const Ctx& c) {
     ranges[size_t(a)] = {s, count, st};
     out[size_t(a)] = count;
   }
-  if (numel(out) == 0 && !xv.host) unsupported(c.node, c.opset, "empty result " + shape_str(out));
   if (numel(out) == 0) return from_host(out, xv.elem, {});
   if (xv.host && xv.data.size() <= 4096) {
     std::vector<double> o;
@@ -1340,6 +1339,117 @@ Value compress(const Ctx& c) {
   return from_tensor(take(x, axis, keep), c.v(0).elem);
 }
 
+// ---- host fallbacks: integer bit ops and scatters run on host copies ----
+// (read back once; their results are small index tensors or one-off updates)
+Value& hosted(const Ctx& c, size_t i) {
+  Value& v = c.v(i);
+  if (!v.host) {
+    v.data = c.h(i);
+    v.host = true;
+  }
+  return v;
+}
+
+uint64_t type_mask(int32_t elem) {
+  switch (elem) {
+    case TP::UINT8: case TP::INT8: return 0xffull;
+    case TP::UINT16: case TP::INT16: return 0xffffull;
+    case TP::UINT32: case TP::INT32: return 0xffffffffull;
+    default: return ~0ull;
+  }
+}
+
+double from_bits(uint64_t b, int32_t elem) {
+  b &= type_mask(elem);
+  switch (elem) {
+    case TP::INT8: return double(int8_t(b));
+    case TP::INT16: return double(int16_t(b));
+    case TP::INT32: return double(int32_t(b));
+    case TP::INT64: return double(int64_t(b));
+    default: return double(b);
+  }
+}
+
+Value bitwise(const Ctx& c) {
+  const std::string& op = c.node.op_type();
+  int32_t elem = c.v(0).elem;
+  if (!is_int_elem(elem)) bad(c.node, "bit ops need integer inputs");
+  hosted(c, 0);
+  auto bits = [](double v) { return uint64_t(int64_t(v)); };
+  if (op == "BitwiseNot") {
+    std::vector<double> d = c.v(0).data;
+    for (auto& x : d) x = from_bits(~bits(x), elem);
+    return from_host(c.shape(0), elem, d);
+  }
+  hosted(c, 1);
+  std::function<double(double, double)> f;
+  if (op == "BitwiseAnd") f = [&](double a, double b) { return from_bits(bits(a) & bits(b), elem); };
+  else if (op == "BitwiseOr") f = [&](double a, double b) { return from_bits(bits(a) | bits(b), elem); };
+  else if (op == "BitwiseXor") f = [&](double a, double b) { return from_bits(bits(a) ^ bits(b), elem); };
+  else {
+    bool left = attr_s(c.node, "direction", "") == "LEFT";
+    f = [&, left](double a, double b) {
+      uint64_t sh = bits(b);
+      if (sh >= 64) return 0.0;
+      return from_bits(left ? bits(a) << sh : bits(a) >> sh, elem);
+    };
+  }
+  return host_binary(c, f, elem);
+}
+
+// ScatterElements (and the old Scatter) and ScatterND with their reductions.
+Value scatter(const Ctx& c) {
+  const std::string& op = c.node.op_type();
+  Value& data = hosted(c, 0);
+  Ints idx = c.ints(1);
+  Value& upd = hosted(c, 2);
+  std::string red = attr_s(c.node, "reduction", "none");
+  std::vector<double> out = data.data;
+  auto apply = [&](double& dst, double v) {
+    if (red == "none") dst = v;
+    else if (red == "add") dst += v;
+    else if (red == "mul") dst *= v;
+    else if (red == "max") dst = std::max(dst, v);
+    else if (red == "min") dst = std::min(dst, v);
+    else unsupported(c.node, c.opset, "reduction " + red);
+  };
+  const Shape& D = data.shape;
+  int64_t r = int64_t(D.size());
+  if (op == "ScatterND") {
+    const Shape& I = c.shape(1);
+    int64_t L = I.back(), inner = 1;
+    for (size_t i = size_t(L); i < D.size(); ++i) inner *= D[i];
+    int64_t tuples = numel(I) / std::max<int64_t>(L, 1);
+    for (int64_t t = 0; t < tuples; ++t) {
+      int64_t row = 0;
+      for (int64_t l = 0; l < L; ++l) {
+        int64_t v = idx[size_t(t * L + l)], dim = D[size_t(l)];
+        if (v < 0) v += dim;
+        if (v < 0 || v >= dim) bad(c.node, "index out of range");
+        row = row * dim + v;
+      }
+      for (int64_t k = 0; k < inner; ++k) apply(out[size_t(row * inner + k)], upd.data[size_t(t * inner + k)]);
+    }
+    return from_host(D, data.elem, out);
+  }
+  int64_t axis = norm_axis(attr_i(c.node, "axis", 0), r, c.node);
+  const Shape& I = c.shape(1);
+  Ints pos(I.size(), 0);
+  size_t k = 0;
+  if (numel(I) > 0) do {
+      int64_t off = 0;
+      for (int64_t a = 0; a < r; ++a) {
+        int64_t v = a == axis ? idx[k] : pos[size_t(a)];
+        if (a == axis && v < 0) v += D[size_t(a)];
+        if (v < 0 || v >= D[size_t(a)]) bad(c.node, "index out of range");
+        off = off * D[size_t(a)] + v;
+      }
+      apply(out[size_t(off)], upd.data[k]);
+      ++k;
+    } while (next_index(pos, I));
+  return from_host(D, data.elem, out);
+}
+
 Value constant_value(const Ctx& c) {
   const auto& n = c.node;
   for (const auto& a : n.attribute()) {
@@ -1697,6 +1807,9 @@ Value run_single(const Ctx& c) {
   if (op == "SoftmaxCrossEntropyLoss")
     return same(nll(c, c.t(0).cast(DType::f32).log_softmax(1), c.t(1), c.has(2) ? c.t(2) : Tensor()));
   if (op == "GatherElements") return gather_elements(c);
+  if (op == "BitwiseAnd" || op == "BitwiseOr" || op == "BitwiseXor" || op == "BitwiseNot" || op == "BitShift")
+    return bitwise(c);
+  if (op == "ScatterElements" || op == "Scatter" || op == "ScatterND") return scatter(c);
   if (op == "QuantizeLinear") return quantize(c);
   if (op == "DequantizeLinear") return dequantize(c);
   if (op == "GroupNormalization") return group_norm(c);
@@ -1803,7 +1916,8 @@ bool op_supported(const std::string& domain, const std::string& op) {
       "Shrink", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "GatherElements", "Trilu", "CumSum",
       "OneHot", "EyeLike", "IsNaN", "IsInf", "Resize", "Upsample", "ConvTranspose", "Atan", "Asin", "Acos",
       "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "GroupNormalization", "CenterCropPad",
-      "HannWindow", "HammingWindow", "BlackmanWindow", "GatherND", "NonZero", "Compress", "TopK"};
+      "HannWindow", "HammingWindow", "BlackmanWindow", "GatherND", "NonZero", "Compress", "TopK", "BitwiseAnd",
+      "BitwiseOr", "BitwiseXor", "BitwiseNot", "BitShift", "ScatterElements", "Scatter", "ScatterND"};
   return (domain.empty() || domain == "ai.onnx") && ops.count(op) > 0;
 }
 
