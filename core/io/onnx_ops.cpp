@@ -1450,6 +1450,149 @@ Value scatter(const Ctx& c) {
   return from_host(D, data.elem, out);
 }
 
+// ---- recurrent layers, unrolled over the sequence ----
+struct Activation {
+  std::string name;
+  double alpha = 0, beta = 0;
+  Tensor operator()(const Tensor& x) const {
+    if (name == "Sigmoid") return x.sigmoid();
+    if (name == "Tanh") return x.tanh();
+    if (name == "Relu") return x.relu();
+    if (name == "LeakyRelu") return x.leaky_relu(alpha);
+    if (name == "HardSigmoid") return (x * alpha + beta).clip(0, 1);
+    if (name == "Softsign") return x / (x.abs() + 1.0);
+    if (name == "Softplus") return x.relu() + ((-x.abs()).exp() + 1.0).log();
+    if (name == "Affine") return x * alpha + beta;
+    if (name == "ScaledTanh") return (x * beta).tanh() * alpha;
+    if (name == "ThresholdedRelu") return x * x.gt(Tensor::scalar(alpha, DType::f32, x.device())).cast(DType::f32);
+    if (name == "Elu") return Tensor::where(x.gt(Tensor::scalar(0, DType::f32, x.device())), x, (x.exp() - 1.0) * alpha);
+    return Tensor();
+  }
+};
+
+std::vector<Value> recurrent(const Ctx& c) {
+  const auto& n = c.node;
+  const std::string& op = n.op_type();
+  const int gates = op == "LSTM" ? 4 : op == "GRU" ? 3 : 1;
+  Tensor X = c.t(0).cast(DType::f32), W = c.t(1), R = c.t(2);
+  const int64_t layout = attr_i(n, "layout", 0);
+  if (layout) X = X.transpose(0, 1);  // work in (seq, batch, input)
+  const int64_t S = X.dim(0), B = X.dim(1), H = attr_i(n, "hidden_size", R.dim(-1));
+  const std::string direction = attr_s(n, "direction", "forward");
+  const int dirs = direction == "bidirectional" ? 2 : 1;
+  const double clip = attr_f(n, "clip", 0);
+  if (op == "LSTM" && attr_i(n, "input_forget", 0)) unsupported(n, c.opset, "input_forget 1");
+  // Activations: f, g (and h for LSTM) per direction, with optional alpha/beta lists.
+  std::vector<std::string> names;
+  if (auto* a = find_attr(n, "activations")) names.assign(a->strings().begin(), a->strings().end());
+  std::vector<float> alphas, betas;
+  if (auto* a = find_attr(n, "activation_alpha")) alphas.assign(a->floats().begin(), a->floats().end());
+  if (auto* a = find_attr(n, "activation_beta")) betas.assign(a->floats().begin(), a->floats().end());
+  const int per_dir = op == "LSTM" ? 3 : op == "GRU" ? 2 : 1;
+  std::vector<std::string> defaults = op == "LSTM" ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
+                                      : op == "GRU" ? std::vector<std::string>{"Sigmoid", "Tanh"}
+                                                    : std::vector<std::string>{"Tanh"};
+  std::vector<Activation> acts;
+  for (int i = 0; i < per_dir * dirs; ++i) {
+    Activation act;
+    act.name = size_t(i) < names.size() ? names[size_t(i)] : defaults[size_t(i % per_dir)];
+    // ONNX's default alpha/beta per activation, when the lists leave them out.
+    act.alpha = size_t(i) < alphas.size() ? alphas[size_t(i)] : act.name == "LeakyRelu" ? 0.01 : act.name == "HardSigmoid" ? 0.2 : 1.0;
+    act.beta = size_t(i) < betas.size() ? betas[size_t(i)] : act.name == "HardSigmoid" ? 0.5 : 0.0;
+    if (!act(Tensor::zeros({1}, DType::f32, c.device)).defined()) unsupported(n, c.opset, "activation " + act.name);
+    acts.push_back(act);
+  }
+  Ints lens;
+  if (c.has(4)) lens = c.ints(4);
+  bool ragged = false;
+  for (auto l : lens) ragged |= l != S;
+  Tensor init_h = c.has(5) ? c.t(5) : Tensor(), init_c = (op == "LSTM" && c.has(6)) ? c.t(6) : Tensor();
+  Tensor P = (op == "LSTM" && c.has(7)) ? c.t(7) : Tensor();
+  std::vector<Tensor> ys(static_cast<size_t>(dirs)), hs(static_cast<size_t>(dirs)), cs(static_cast<size_t>(dirs));
+  for (int d = 0; d < dirs; ++d) {
+    const bool reverse = direction == "reverse" || d == 1;
+    if (reverse && ragged) unsupported(n, c.opset, "sequence_lens with a reverse direction");
+    Tensor Wd = W.slice(0, d, d + 1).reshape({gates * H, X.dim(2)}).transpose(0, 1);  // (input, G*H)
+    Tensor Rd = R.slice(0, d, d + 1).reshape({gates * H, H});
+    Tensor Wb, Rb;
+    if (c.has(3)) {
+      Tensor Bd = c.t(3).slice(0, d, d + 1).reshape({2 * gates * H});
+      Wb = Bd.slice(0, 0, gates * H);
+      Rb = Bd.slice(0, gates * H, 2 * gates * H);
+    } else {
+      Wb = Rb = Tensor::zeros({gates * H}, DType::f32, c.device);
+    }
+    Tensor h = init_h.defined() ? init_h.slice(0, d, d + 1).reshape({B, H}) : Tensor::zeros({B, H}, DType::f32, c.device);
+    Tensor cell = init_c.defined() ? init_c.slice(0, d, d + 1).reshape({B, H}) : Tensor::zeros({B, H}, DType::f32, c.device);
+    const Activation *f = &acts[size_t(d * per_dir)], *g = per_dir > 1 ? &acts[size_t(d * per_dir + 1)] : nullptr,
+                     *hh = per_dir > 2 ? &acts[size_t(d * per_dir + 2)] : nullptr;
+    auto gate = [&](const Tensor& t, int k) { return t.slice(1, k * H, (k + 1) * H); };
+    auto clipped = [&](const Tensor& t) { return clip > 0 ? t.clip(-clip, clip) : t; };
+    // All input projections at once: (S*B, input) @ (input, G*H).
+    Tensor xw = X.reshape({S * B, X.dim(2)}).matmul(Wd).reshape({S, B, gates * H}) + Wb;
+    std::vector<Tensor> steps(static_cast<size_t>(S));
+    for (int64_t step = 0; step < S; ++step) {
+      int64_t t = reverse ? S - 1 - step : step;
+      Tensor xt = xw.slice(0, t, t + 1).reshape({B, gates * H});
+      Tensor hr = h.matmul(Rd.transpose(0, 1)) + Rb;  // (B, G*H)
+      Tensor hn, cn;
+      if (op == "RNN") {
+        hn = (*f)(clipped(xt + hr));
+      } else if (op == "GRU") {
+        Tensor z = (*f)(clipped(gate(xt, 0) + gate(hr, 0)));
+        Tensor r = (*f)(clipped(gate(xt, 1) + gate(hr, 1)));
+        Tensor cand;
+        if (attr_i(n, "linear_before_reset", 0)) {
+          cand = (*g)(clipped(gate(xt, 2) + r * gate(hr, 2)));
+        } else {
+          Tensor Rh = Rd.slice(0, 2 * H, 3 * H);  // (H, H)
+          cand = (*g)(clipped(gate(xt, 2) + (r * h).matmul(Rh.transpose(0, 1)) + Rb.slice(0, 2 * H, 3 * H)));
+        }
+        hn = (1.0 - z) * cand + z * h;
+      } else {
+        Tensor pre = xt + hr;
+        Tensor pi = gate(pre, 0), po = gate(pre, 1), pf = gate(pre, 2), pc = gate(pre, 3);
+        if (P.defined()) {
+          Tensor Pd = P.slice(0, d, d + 1).reshape({3 * H});
+          pi = pi + Pd.slice(0, 0, H) * cell;
+          pf = pf + Pd.slice(0, 2 * H, 3 * H) * cell;
+        }
+        Tensor i = (*f)(clipped(pi)), fg = (*f)(clipped(pf)), cc = (*g)(clipped(pc));
+        cn = fg * cell + i * cc;
+        if (P.defined()) po = po + P.slice(0, d, d + 1).reshape({3 * H}).slice(0, H, 2 * H) * cn;
+        Tensor o = (*f)(clipped(po));
+        hn = o * (*hh)(cn);
+      }
+      if (ragged) {
+        // Past a sequence's end: its state stays, its output is zero.
+        std::vector<float> m(static_cast<size_t>(B));
+        for (int64_t b = 0; b < B; ++b) m[size_t(b)] = t < lens[size_t(b)] ? 1.f : 0.f;
+        Tensor mask = Tensor::from_data(m, {B, 1}, c.device);
+        hn = mask * hn + (1.0 - mask) * h;
+        if (cn.defined()) cn = mask * cn + (1.0 - mask) * cell;
+        steps[size_t(t)] = (mask * hn).reshape({1, 1, B, H});
+      } else {
+        steps[size_t(t)] = hn.reshape({1, 1, B, H});
+      }
+      h = hn;
+      if (cn.defined()) cell = cn;
+    }
+    ys[size_t(d)] = S == 1 ? steps[0] : Tensor::cat(steps, 0);  // (S, 1, B, H)
+    hs[size_t(d)] = h.reshape({1, B, H});
+    cs[size_t(d)] = cell.reshape({1, B, H});
+  }
+  Tensor Y = dirs == 1 ? ys[0] : Tensor::cat(ys, 1);
+  Tensor Yh = dirs == 1 ? hs[0] : Tensor::cat(hs, 0), Yc = dirs == 1 ? cs[0] : Tensor::cat(cs, 0);
+  if (layout) {
+    Y = Y.permute({2, 0, 1, 3});
+    Yh = Yh.transpose(0, 1);
+    Yc = Yc.transpose(0, 1);
+  }
+  std::vector<Value> out = {from_tensor(Y, TP::FLOAT), from_tensor(Yh, TP::FLOAT)};
+  if (op == "LSTM") out.push_back(from_tensor(Yc, TP::FLOAT));
+  return out;
+}
+
 Value constant_value(const Ctx& c) {
   const auto& n = c.node;
   for (const auto& a : n.attribute()) {
@@ -1917,7 +2060,8 @@ bool op_supported(const std::string& domain, const std::string& op) {
       "OneHot", "EyeLike", "IsNaN", "IsInf", "Resize", "Upsample", "ConvTranspose", "Atan", "Asin", "Acos",
       "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "GroupNormalization", "CenterCropPad",
       "HannWindow", "HammingWindow", "BlackmanWindow", "GatherND", "NonZero", "Compress", "TopK", "BitwiseAnd",
-      "BitwiseOr", "BitwiseXor", "BitwiseNot", "BitShift", "ScatterElements", "Scatter", "ScatterND"};
+      "BitwiseOr", "BitwiseXor", "BitwiseNot", "BitShift", "ScatterElements", "Scatter", "ScatterND", "RNN", "GRU",
+      "LSTM"};
   return (domain.empty() || domain == "ai.onnx") && ops.count(op) > 0;
 }
 
@@ -1929,6 +2073,7 @@ std::vector<Value> run_node(const onnx::NodeProto& node, std::vector<Value*>& in
     if (c.has(i)) tl_dtype(inputs[i]->elem, node.op_type());
   if (node.op_type() == "Split") return split(c);
   if (node.op_type() == "TopK") return top_k(c);
+  if (node.op_type() == "RNN" || node.op_type() == "GRU" || node.op_type() == "LSTM") return recurrent(c);
   if (node.op_type() == "DynamicQuantizeLinear") {
     Tensor x = c.t(0).cast(DType::f32);
     Tensor zero = Tensor::scalar(0, DType::f32, device);
