@@ -1593,6 +1593,153 @@ std::vector<Value> recurrent(const Ctx& c) {
   return out;
 }
 
+// ---- integer / quantized linear algebra: dequantize, compute in float32 ----
+// (exact while the integer sums stay below 2^24, which holds for 8-bit data
+// and the sizes quantized layers use)
+Tensor zero_shifted(const Ctx& c, size_t x, size_t zp, int64_t zp_axis) {
+  Tensor t = c.t(x).cast(DType::f32);
+  if (!c.has(zp)) return t;
+  Tensor z = c.t(zp).cast(DType::f32);
+  if (z.numel() == 1) return t - z.reshape({});
+  Shape s(size_t(t.ndim()), 1);
+  s[size_t(zp_axis < 0 ? zp_axis + t.ndim() : zp_axis)] = z.numel();
+  return t - z.reshape(s);
+}
+
+Value conv_on(const Ctx& c, const Tensor& x, const Tensor& w, const Tensor& bias) {
+  Value xv = from_tensor(x, TP::FLOAT), wv = from_tensor(w, TP::FLOAT), bv;
+  std::vector<Value*> ins = {&xv, &wv};
+  if (bias.defined()) {
+    bv = from_tensor(bias, TP::FLOAT);
+    ins.push_back(&bv);
+  }
+  Ctx sub{c.node, ins, c.opset, c.device};
+  return from_tensor(conv(sub), TP::FLOAT);
+}
+
+Value quantized_linear(const Ctx& c) {
+  const std::string& op = c.node.op_type();
+  if (op == "MatMulInteger") {
+    // zero points: a's per row (axis 0 of a 2-D A), b's per column
+    Tensor y = zero_shifted(c, 0, 2, 0).matmul(zero_shifted(c, 1, 3, -1));
+    return from_tensor(y.cast(DType::i32), TP::INT32);
+  }
+  if (op == "ConvInteger") {
+    Value y = conv_on(c, zero_shifted(c, 0, 2, 1), zero_shifted(c, 1, 3, 0), Tensor());
+    return from_tensor(y.tensor.cast(DType::i32), TP::INT32);
+  }
+  auto scale_of = [&](size_t i, int64_t rank, int64_t axis) {
+    Tensor s = c.t(i).cast(DType::f32);
+    if (s.numel() == 1) return s.reshape({});
+    Shape sh(size_t(rank), 1);
+    sh[size_t(axis < 0 ? axis + rank : axis)] = s.numel();
+    return s.reshape(sh);
+  };
+  int32_t out_elem = c.has(7) ? c.v(7).elem : int32_t(TP::UINT8);
+  Tensor y;
+  if (op == "QLinearMatMul") {
+    Tensor a = zero_shifted(c, 0, 2, 0) * scale_of(1, c.rank(0), 0);
+    Tensor b = zero_shifted(c, 3, 5, -1) * scale_of(4, c.rank(3), -1);
+    y = a.matmul(b);
+  } else {  // QLinearConv: x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B
+    Tensor x = zero_shifted(c, 0, 2, 1) * scale_of(1, c.rank(0), 1);
+    Tensor w = zero_shifted(c, 3, 5, 0) * scale_of(4, c.rank(3), 0);
+    Tensor bias;
+    if (c.has(8)) bias = c.t(8).cast(DType::f32) * (c.t(1).cast(DType::f32).reshape({}) * c.t(4).cast(DType::f32).reshape({-1}));
+    y = conv_on(c, x, w, bias).tensor;
+  }
+  Tensor ys = c.t(6).cast(DType::f32).reshape({});
+  Tensor yz = c.has(7) ? c.t(7).cast(DType::f32).reshape({}) : Tensor::scalar(0, DType::f32, c.device);
+  return from_tensor(saturate(round_even(divide(y, ys)) + yz, out_elem).cast(DType::i32), out_elem);
+}
+
+Value reverse_sequence(const Ctx& c) {
+  Tensor x = c.t(0);
+  Ints lens = c.ints(1);
+  int bax = int(attr_i(c.node, "batch_axis", 1)), tax = int(attr_i(c.node, "time_axis", 0));
+  int64_t T = x.dim(tax);
+  std::vector<Tensor> parts;
+  for (int64_t b = 0; b < x.dim(bax); ++b) {
+    Tensor xb = x.slice(bax, b, b + 1);
+    int64_t len = std::clamp<int64_t>(lens.at(size_t(b)), 0, T);
+    Ints order;
+    for (int64_t t = len - 1; t >= 0; --t) order.push_back(t);
+    for (int64_t t = len; t < T; ++t) order.push_back(t);
+    parts.push_back(take(xb, tax, order));
+  }
+  return from_tensor(parts.size() == 1 ? parts[0] : Tensor::cat(parts, bax), c.v(0).elem);
+}
+
+// Determinants by LU with partial pivoting on the host.
+Value determinant(const Ctx& c) {
+  auto d = c.h(0);
+  const Shape& s = c.shape(0);
+  if (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2]) bad(c.node, "Det needs square matrices, got " + shape_str(s));
+  int64_t n = s.back(), count = numel(s) / std::max<int64_t>(n * n, 1);
+  std::vector<double> out;
+  for (int64_t m = 0; m < count; ++m) {
+    std::vector<double> a(d.begin() + m * n * n, d.begin() + (m + 1) * n * n);
+    double det = 1;
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t piv = k;
+      for (int64_t i = k + 1; i < n; ++i)
+        if (std::fabs(a[size_t(i * n + k)]) > std::fabs(a[size_t(piv * n + k)])) piv = i;
+      if (a[size_t(piv * n + k)] == 0) {
+        det = 0;
+        break;
+      }
+      if (piv != k) {
+        for (int64_t j = 0; j < n; ++j) std::swap(a[size_t(k * n + j)], a[size_t(piv * n + j)]);
+        det = -det;
+      }
+      det *= a[size_t(k * n + k)];
+      for (int64_t i = k + 1; i < n; ++i) {
+        double f = a[size_t(i * n + k)] / a[size_t(k * n + k)];
+        for (int64_t j = k; j < n; ++j) a[size_t(i * n + j)] -= f * a[size_t(k * n + j)];
+      }
+    }
+    out.push_back(store_as(det, c.v(0).elem));
+  }
+  return from_host(Shape(s.begin(), s.end() - 2), c.v(0).elem, out);
+}
+
+// MaxPool's second output: the flat (n, c, h, w) index of each window's
+// first maximum (storage_order 0), tracked tap by tap.
+std::vector<Value> max_pool_with_indices(const Ctx& c) {
+  const bool column_major = attr_i(c.node, "storage_order", 0) != 0;
+  Tensor x = c.t(0);
+  if (x.ndim() != 4) unsupported(c.node, c.opset, "Indices output for a non-2-D pool");
+  int64_t N = x.dim(0), C = x.dim(1), Hh = x.dim(2), Ww = x.dim(3);
+  Shape spatial = {Hh, Ww};
+  PoolGeometry g = geometry(c, spatial, attr_ints(c.node, "kernel_shape"), attr_i(c.node, "ceil_mode", 0) != 0);
+  Tensor xp = x.pad(spatial_pads(g, true), kMaxPoolFill);
+  std::vector<float> base(size_t(N * C));
+  for (int64_t i = 0; i < N * C; ++i) base[size_t(i)] = float(i * Hh * Ww);
+  Tensor plane = Tensor::from_data(base, {N, C, 1, 1}, x.device());
+  Tensor best, where_at;
+  for_each_tap(xp, g, [&](const Tensor& v, const Ints& tap) {
+    std::vector<float> pos(size_t(g.out[0] * g.out[1]));
+    for (int64_t oh = 0; oh < g.out[0]; ++oh)
+      for (int64_t ow = 0; ow < g.out[1]; ++ow) {
+        int64_t h = oh * g.strides[0] + tap[0] * g.dilations[0] - g.pad_begin[0];
+        int64_t w = ow * g.strides[1] + tap[1] * g.dilations[1] - g.pad_begin[1];
+        h = std::clamp<int64_t>(h, 0, Hh - 1);
+        w = std::clamp<int64_t>(w, 0, Ww - 1);
+        pos[size_t(oh * g.out[1] + ow)] = float(column_major ? w * Hh + h : h * Ww + w);
+      }
+    Tensor idx = Tensor::from_data(pos, {1, 1, g.out[0], g.out[1]}, x.device()) + plane;
+    if (!best.defined()) {
+      best = v;
+      where_at = idx;
+      return;
+    }
+    Tensor better = v.gt(best);
+    best = Tensor::where(better, v, best);
+    where_at = Tensor::where(better, idx, where_at);
+  });
+  return {from_tensor(best, c.v(0).elem), from_tensor(where_at.cast(DType::i32), TP::INT64)};
+}
+
 Value constant_value(const Ctx& c) {
   const auto& n = c.node;
   for (const auto& a : n.attribute()) {
@@ -1950,6 +2097,10 @@ Value run_single(const Ctx& c) {
   if (op == "SoftmaxCrossEntropyLoss")
     return same(nll(c, c.t(0).cast(DType::f32).log_softmax(1), c.t(1), c.has(2) ? c.t(2) : Tensor()));
   if (op == "GatherElements") return gather_elements(c);
+  if (op == "MatMulInteger" || op == "ConvInteger" || op == "QLinearMatMul" || op == "QLinearConv")
+    return quantized_linear(c);
+  if (op == "ReverseSequence") return reverse_sequence(c);
+  if (op == "Det") return determinant(c);
   if (op == "BitwiseAnd" || op == "BitwiseOr" || op == "BitwiseXor" || op == "BitwiseNot" || op == "BitShift")
     return bitwise(c);
   if (op == "ScatterElements" || op == "Scatter" || op == "ScatterND") return scatter(c);
@@ -2061,7 +2212,7 @@ bool op_supported(const std::string& domain, const std::string& op) {
       "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "GroupNormalization", "CenterCropPad",
       "HannWindow", "HammingWindow", "BlackmanWindow", "GatherND", "NonZero", "Compress", "TopK", "BitwiseAnd",
       "BitwiseOr", "BitwiseXor", "BitwiseNot", "BitShift", "ScatterElements", "Scatter", "ScatterND", "RNN", "GRU",
-      "LSTM"};
+      "LSTM", "MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv", "ReverseSequence", "Det"};
   return (domain.empty() || domain == "ai.onnx") && ops.count(op) > 0;
 }
 
@@ -2073,6 +2224,7 @@ std::vector<Value> run_node(const onnx::NodeProto& node, std::vector<Value*>& in
     if (c.has(i)) tl_dtype(inputs[i]->elem, node.op_type());
   if (node.op_type() == "Split") return split(c);
   if (node.op_type() == "TopK") return top_k(c);
+  if (node.op_type() == "MaxPool" && node.output_size() > 1 && !node.output(1).empty()) return max_pool_with_indices(c);
   if (node.op_type() == "RNN" || node.op_type() == "GRU" || node.op_type() == "LSTM") return recurrent(c);
   if (node.op_type() == "DynamicQuantizeLinear") {
     Tensor x = c.t(0).cast(DType::f32);
