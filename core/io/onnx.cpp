@@ -152,12 +152,17 @@ Value value_from_proto(const onnx::TensorProto& t, const std::string& model_dir,
   Value v;
   v.elem = t.data_type();
   v.host = true;
+  const std::string name = "tensor '" + t.name() + "' of " + where;
+  // Sizes come from the file: refuse absurd ones before multiplying them.
+  uint64_t count = 1;
   for (auto d : t.dims()) {
-    if (d < 0) throw IOError(where + ": tensor '" + t.name() + "' has a negative dimension");
+    if (d < 0) throw IOError(name + " has a negative dimension");
+    if (d > 0 && count > (uint64_t(1) << 36) / uint64_t(d))
+      throw IOError(name + " is absurdly large (more than 2^36 elements)");
+    count *= uint64_t(d);
     v.shape.push_back(d);
   }
-  const std::string name = "tensor '" + t.name() + "' of " + where;
-  size_t n = size_t(numel(v.shape));
+  size_t n = size_t(count);
   size_t eb = elem_bytes(v.elem);
   if (eb == 0)
     throw OnnxUnsupported("unsupported ONNX element type " + std::string(elem_name(v.elem)) + " in " + name,
@@ -166,9 +171,13 @@ Value value_from_proto(const onnx::TensorProto& t, const std::string& model_dir,
     std::string location;
     int64_t offset = 0, length = -1;
     for (const auto& kv : t.external_data()) {
-      if (kv.key() == "location") location = kv.value();
-      else if (kv.key() == "offset") offset = std::stoll(kv.value());
-      else if (kv.key() == "length") length = std::stoll(kv.value());
+      try {
+        if (kv.key() == "location") location = kv.value();
+        else if (kv.key() == "offset") offset = std::stoll(kv.value());
+        else if (kv.key() == "length") length = std::stoll(kv.value());
+      } catch (const std::exception&) {
+        throw IOError(name + ": external data " + kv.key() + " '" + kv.value() + "' is not a number");
+      }
     }
     if (location.empty()) throw IOError(name + " is external but names no location");
     fs::path file = fs::path(model_dir) / location;

@@ -99,6 +99,13 @@ struct Ctx {
     for (size_t k = 0; k < d.size(); ++k) out[k] = clamp_i64(d[k]);
     return out;
   }
+  // The single number a scalar input (K, depth, axis, ratio...) holds.
+  double first(size_t i) const {
+    auto d = h(i);
+    if (d.empty()) bad(node, "input " + std::to_string(i) + " is empty, a single number was expected");
+    return d[0];
+  }
+  int64_t first_int(size_t i) const { return clamp_i64(first(i)); }
   const Shape& shape(size_t i) const { return v(i).shape; }
   int64_t rank(size_t i) const { return int64_t(v(i).shape.size()); }
   bool all_host() const {
@@ -853,7 +860,7 @@ Value gather_elements(const Ctx& c) {
 
 Value trilu(const Ctx& c) {
   Tensor x = c.t(0);
-  int64_t k = c.has(1) ? c.ints(1).at(0) : 0;
+  int64_t k = c.has(1) ? c.first_int(1) : 0;
   int64_t N = x.dim(-2), M = x.dim(-1);
   Tensor rows = Tensor::arange(0, double(N), 1, DType::f32, x.device()).reshape({N, 1});
   Tensor cols = Tensor::arange(0, double(M), 1, DType::f32, x.device()).reshape({1, M});
@@ -866,7 +873,7 @@ Value trilu(const Ctx& c) {
 Value cumsum(const Ctx& c) {
   Tensor x = c.t(0);
   int64_t r = x.ndim();
-  int axis = int(norm_axis(c.ints(1).at(0), r, c.node));
+  int axis = int(norm_axis(c.first_int(1), r, c.node));
   bool exclusive = attr_i(c.node, "exclusive", 0) != 0, reverse = attr_i(c.node, "reverse", 0) != 0;
   int64_t D = x.dim(axis);
   // A prefix sum is a product with a triangular 0/1 matrix (D is small in practice).
@@ -884,8 +891,9 @@ Value cumsum(const Ctx& c) {
 
 Value one_hot(const Ctx& c) {
   Tensor idx = c.t(0).cast(DType::f32);
-  int64_t depth = c.ints(1).at(0);
+  int64_t depth = c.first_int(1);
   auto vals = c.h(2);
+  if (vals.size() != 2) bad(c.node, "values must hold [off, on]");
   int64_t r = idx.ndim() + 1;
   int axis = int(norm_axis(attr_i(c.node, "axis", -1), r, c.node));
   idx = Tensor::where(idx.lt(Tensor::scalar(0, DType::f32, idx.device())), idx + double(depth), idx);
@@ -1236,7 +1244,8 @@ Value center_crop_pad(const Ctx& c) {
 
 Value window(const Ctx& c) {
   const std::string& op = c.node.op_type();
-  int64_t N = c.ints(0).at(0);
+  int64_t N = c.first_int(0);
+  if (N < 0 || N > (1 << 24)) bad(c.node, "window size " + std::to_string(N));
   bool periodic = attr_i(c.node, "periodic", 1) != 0;
   int32_t elem = int32_t(attr_i(c.node, "output_datatype", TP::FLOAT));
   double den = periodic ? double(N) : double(N - 1);
@@ -1255,7 +1264,7 @@ Value window(const Ctx& c) {
 // detection heads and tests.
 std::vector<Value> top_k(const Ctx& c) {
   Tensor x = c.t(0).cast(DType::f32);
-  int64_t k = c.opset < 10 ? attr_i(c.node, "k", 1) : c.ints(1).at(0);
+  int64_t k = c.opset < 10 ? attr_i(c.node, "k", 1) : c.first_int(1);
   int axis = int(norm_axis(attr_i(c.node, "axis", -1), x.ndim(), c.node));
   bool largest = attr_i(c.node, "largest", 1) != 0;
   if (!largest) x = -x;
@@ -1659,6 +1668,7 @@ Value reverse_sequence(const Ctx& c) {
   int bax = int(attr_i(c.node, "batch_axis", 1)), tax = int(attr_i(c.node, "time_axis", 0));
   int64_t T = x.dim(tax);
   std::vector<Tensor> parts;
+  if (int64_t(lens.size()) != x.dim(bax)) bad(c.node, "sequence_lens needs one length per batch entry");
   for (int64_t b = 0; b < x.dim(bax); ++b) {
     Tensor xb = x.slice(bax, b, b + 1);
     int64_t len = std::clamp<int64_t>(lens.at(size_t(b)), 0, T);
@@ -1890,9 +1900,11 @@ Value run_single(const Ctx& c) {
     return from_tensor(Tensor::full(s, v, d == DType::boolean ? DType::boolean : d, c.device), elem);
   }
   if (op == "Range") {
-    double start = c.h(0).at(0), limit = c.h(1).at(0), delta = c.h(2).at(0);
+    double start = c.first(0), limit = c.first(1), delta = c.first(2);
     if (delta == 0) bad(n, "delta 0");
-    int64_t count = std::max<int64_t>(0, int64_t(std::ceil((limit - start) / delta)));
+    double steps = std::ceil((limit - start) / delta);
+    if (!(steps < double(1 << 28))) bad(n, "Range of " + std::to_string(steps) + " elements");
+    int64_t count = std::max<int64_t>(0, int64_t(steps));
     std::vector<double> d(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i) d[size_t(i)] = store_as(start + double(i) * delta, c.v(0).elem);
     return from_host({count}, c.v(0).elem, d);
@@ -2031,7 +2043,7 @@ Value run_single(const Ctx& c) {
       value = attr_f(n, "value", 0);
     } else {
       pads = c.ints(1);
-      if (c.has(2)) value = c.h(2).at(0);
+      if (c.has(2)) value = c.first(2);
     }
     Tensor x = c.t(0);
     int64_t r = x.ndim();
@@ -2248,8 +2260,8 @@ std::vector<Value> run_node(const onnx::NodeProto& node, std::vector<Value*>& in
     Tensor rm = c.t(3) * mom + mean.reshape(cs) * (1 - mom), rv = c.t(4) * mom + var.reshape(cs) * (1 - mom);
     return {from_tensor(y, c.v(0).elem), from_tensor(rm, c.v(3).elem), from_tensor(rv, c.v(4).elem)};
   }
-  if (node.op_type() == "Dropout" && opset >= 12 && c.has(2) && c.ints(2).at(0) != 0) {
-    double ratio = c.has(1) ? c.h(1).at(0) : 0.5;
+  if (node.op_type() == "Dropout" && opset >= 12 && c.has(2) && c.first_int(2) != 0) {
+    double ratio = c.has(1) ? c.first(1) : 0.5;
     if (ratio != 0) unsupported(node, opset, "Dropout in training mode with ratio " + std::to_string(ratio) + " (random)");
     std::vector<Value> out = {c.v(0)};
     if (node.output_size() > 1) out.push_back(from_tensor(Tensor::full(c.shape(0), 1, DType::boolean, device), TP::BOOL));
