@@ -114,8 +114,10 @@ std::pair<Dataset, Dataset> load_mnist_dir(const std::string& dir) {
       throw IOError(dir + ": missing " + name + " (MNIST files must be unpacked: gunzip *.gz)");
     return p.string();
   };
-  return {load_idx(path("train-images-idx3-ubyte"), path("train-labels-idx1-ubyte")),
-          load_idx(path("t10k-images-idx3-ubyte"), path("t10k-labels-idx1-ubyte"))};
+  // one at a time, so the first missing file is the one reported
+  std::string train_images = path("train-images-idx3-ubyte"), train_labels = path("train-labels-idx1-ubyte");
+  std::string test_images = path("t10k-images-idx3-ubyte"), test_labels = path("t10k-labels-idx1-ubyte");
+  return {load_idx(train_images, train_labels), load_idx(test_images, test_labels)};
 }
 
 std::pair<Dataset, Dataset> split(const Dataset& all, double test_fraction, uint64_t seed) {
