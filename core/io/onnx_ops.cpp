@@ -5,6 +5,7 @@
 #include "core/io/onnx_ops.h"
 
 #include <algorithm>
+#include <array>
 #include <cfloat>
 #include <cmath>
 #include <functional>
@@ -1750,6 +1751,79 @@ std::vector<Value> max_pool_with_indices(const Ctx& c) {
   return {from_tensor(best, c.v(0).elem), from_tensor(where_at.cast(DType::i32), TP::INT64)};
 }
 
+// NonMaxSuppression on the host: greedy per batch and class, best score first.
+Value non_max_suppression(const Ctx& c) {
+  auto boxes = c.h(0), scores = c.h(1);
+  const Shape &bs = c.shape(0), &ss = c.shape(1);
+  if (bs.size() != 3 || bs[2] != 4 || ss.size() != 3 || ss[0] != bs[0] || ss[2] != bs[1])
+    bad(c.node, "boxes (B, N, 4) and scores (B, C, N) expected, got " + shape_str(bs) + " and " + shape_str(ss));
+  int64_t max_out = c.has(2) ? c.first_int(2) : 0;
+  double iou_t = c.has(3) ? c.first(3) : 0, score_t = c.has(4) ? c.first(4) : -INFINITY;
+  bool center = attr_i(c.node, "center_point_box", 0) != 0;
+  int64_t B = bs[0], N = bs[1], C = ss[1];
+  auto corners = [&](int64_t b, int64_t i) {
+    const double* p = &boxes[size_t((b * N + i) * 4)];
+    std::array<double, 4> r;  // y1 x1 y2 x2
+    if (center) r = {p[1] - p[3] / 2, p[0] - p[2] / 2, p[1] + p[3] / 2, p[0] + p[2] / 2};
+    else r = {std::min(p[0], p[2]), std::min(p[1], p[3]), std::max(p[0], p[2]), std::max(p[1], p[3])};
+    return r;
+  };
+  auto iou = [&](const std::array<double, 4>& a, const std::array<double, 4>& b) {
+    double ih = std::max(0.0, std::min(a[2], b[2]) - std::max(a[0], b[0]));
+    double iw = std::max(0.0, std::min(a[3], b[3]) - std::max(a[1], b[1]));
+    double inter = ih * iw, uni = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
+    return uni > 0 ? inter / uni : 0.0;
+  };
+  std::vector<double> out;
+  int64_t count = 0;
+  for (int64_t b = 0; b < B && max_out > 0; ++b)
+    for (int64_t k = 0; k < C; ++k) {
+      std::vector<int64_t> order;
+      for (int64_t i = 0; i < N; ++i)
+        if (scores[size_t((b * C + k) * N + i)] > score_t) order.push_back(i);
+      std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
+        return scores[size_t((b * C + k) * N + x)] > scores[size_t((b * C + k) * N + y)];
+      });
+      std::vector<int64_t> kept;
+      for (int64_t i : order) {
+        if (int64_t(kept.size()) >= max_out) break;
+        bool ok = true;
+        for (int64_t j : kept) ok = ok && iou(corners(b, i), corners(b, j)) <= iou_t;
+        if (!ok) continue;
+        kept.push_back(i);
+        out.insert(out.end(), {double(b), double(k), double(i)});
+        ++count;
+      }
+    }
+  return from_host({count, 3}, TP::INT64, out);
+}
+
+// MaxUnpool on the host: zeros with each value put back at its flat index.
+Value max_unpool(const Ctx& c) {
+  auto x = c.h(0);
+  Ints idx = c.ints(1);
+  const Shape& xs = c.shape(0);
+  // Indices address the natural unpooled shape; output_shape only pads its ends.
+  Ints k = attr_ints(c.node, "kernel_shape"), st = attr_ints(c.node, "strides", Ints(k.size(), 1));
+  Ints pads = attr_ints(c.node, "pads", Ints(2 * k.size(), 0));
+  if (xs.size() != k.size() + 2 || st.size() != k.size() || pads.size() != 2 * k.size())
+    bad(c.node, "kernel_shape/strides/pads do not match the input rank");
+  Shape natural = {xs[0], xs[1]};
+  for (size_t i = 0; i < k.size(); ++i) natural.push_back((xs[2 + i] - 1) * st[i] + k[i] - pads[i] - pads[i + k.size()]);
+  std::vector<double> y(size_t(numel(natural)), 0.0);
+  for (size_t i = 0; i < x.size() && i < idx.size(); ++i) {
+    if (idx[i] < 0 || idx[i] >= int64_t(y.size())) bad(c.node, "index " + std::to_string(idx[i]) + " out of range");
+    y[size_t(idx[i])] = x[i];
+  }
+  Value v = from_host(natural, c.v(0).elem, y);
+  if (!c.has(2)) return v;
+  Ints want = c.ints(2);
+  if (want.size() != natural.size()) bad(c.node, "output_shape has the wrong rank");
+  std::vector<std::pair<int64_t, int64_t>> p;
+  for (size_t i = 0; i < want.size(); ++i) p.push_back({0, want[i] - natural[i]});
+  return from_tensor(device_tensor(v, c.device).pad(p, 0), c.v(0).elem);
+}
+
 Value constant_value(const Ctx& c) {
   const auto& n = c.node;
   for (const auto& a : n.attribute()) {
@@ -2113,6 +2187,8 @@ Value run_single(const Ctx& c) {
     return quantized_linear(c);
   if (op == "ReverseSequence") return reverse_sequence(c);
   if (op == "Det") return determinant(c);
+  if (op == "NonMaxSuppression") return non_max_suppression(c);
+  if (op == "MaxUnpool") return max_unpool(c);
   if (op == "BitwiseAnd" || op == "BitwiseOr" || op == "BitwiseXor" || op == "BitwiseNot" || op == "BitShift")
     return bitwise(c);
   if (op == "ScatterElements" || op == "Scatter" || op == "ScatterND") return scatter(c);
@@ -2224,7 +2300,8 @@ bool op_supported(const std::string& domain, const std::string& op) {
       "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "GroupNormalization", "CenterCropPad",
       "HannWindow", "HammingWindow", "BlackmanWindow", "GatherND", "NonZero", "Compress", "TopK", "BitwiseAnd",
       "BitwiseOr", "BitwiseXor", "BitwiseNot", "BitShift", "ScatterElements", "Scatter", "ScatterND", "RNN", "GRU",
-      "LSTM", "MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv", "ReverseSequence", "Det"};
+      "LSTM", "MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv", "ReverseSequence", "Det",
+      "NonMaxSuppression", "MaxUnpool"};
   return (domain.empty() || domain == "ai.onnx") && ops.count(op) > 0;
 }
 
