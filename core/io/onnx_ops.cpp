@@ -2106,6 +2106,10 @@ Value run_single(const Ctx& c) {
   }
   if (op == "PRelu") {
     Tensor x = c.t(0), slope = c.t(1);
+    // Opset 6 and PyTorch's per-channel slopes: a (C) slope means channel 1.
+    if (slope.ndim() == 1 && x.ndim() >= 3 && slope.numel() == x.dim(1) && slope.numel() > 1 &&
+        (c.opset < 7 || x.dim(-1) != slope.numel()))
+      slope = per_channel(slope, x.ndim());
     return same(Tensor::where(x.lt(Tensor::scalar(0, DType::f32, x.device())), x * slope, x));
   }
   if (op == "Pad") {
