@@ -1824,6 +1824,107 @@ Value max_unpool(const Ctx& c) {
   return from_tensor(device_tensor(v, c.device).pad(p, 0), c.v(0).elem);
 }
 
+// DFT on the host (O(n^2) per signal; the signals of models and tests are short).
+Value dft(const Ctx& c) {
+  auto x = c.h(0);
+  const Shape& S = c.shape(0);
+  int64_t r = int64_t(S.size());
+  if (r < 2 || (S.back() != 1 && S.back() != 2)) bad(c.node, "input must end in a dimension of 1 (real) or 2 (complex)");
+  int64_t axis = attr_i(c.node, "axis", 1);
+  if (axis < 0) axis += r;
+  if (axis <= 0 || axis >= r - 1) bad(c.node, "axis " + std::to_string(axis) + " is not a signal axis");
+  bool inverse = attr_i(c.node, "inverse", 0) != 0, onesided = attr_i(c.node, "onesided", 0) != 0;
+  int64_t N = S[size_t(axis)], L = c.has(1) ? c.first_int(1) : N;
+  if (L <= 0 || L > (1 << 20)) bad(c.node, "dft_length " + std::to_string(L));
+  int64_t K = onesided ? L / 2 + 1 : L, cpx = S.back();
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= S[size_t(i)];
+  for (int64_t i = axis + 1; i < r - 1; ++i) inner *= S[size_t(i)];
+  Shape out = S;
+  out[size_t(axis)] = K;
+  out.back() = 2;
+  std::vector<double> y(size_t(numel(out)), 0.0);
+  const double sign = inverse ? 1 : -1;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t in = 0; in < inner; ++in)
+      for (int64_t k = 0; k < K; ++k) {
+        double re = 0, im = 0;
+        for (int64_t n = 0; n < std::min(N, L); ++n) {
+          size_t at = size_t(((o * N + n) * inner + in) * cpx);
+          double xr = x[at], xi = cpx == 2 ? x[at + 1] : 0;
+          double ang = sign * 2 * M_PI * double(k * n % L) / double(L);
+          re += xr * std::cos(ang) - xi * std::sin(ang);
+          im += xr * std::sin(ang) + xi * std::cos(ang);
+        }
+        if (inverse) {
+          re /= double(L);
+          im /= double(L);
+        }
+        size_t at = size_t(((o * K + k) * inner + in) * 2);
+        y[at] = re;
+        y[at + 1] = im;
+      }
+  return from_host(out, c.v(0).elem, y);
+}
+
+// Unique on the host: values (or slices along `axis`), first indices,
+// inverse indices and counts.
+std::vector<Value> unique(const Ctx& c) {
+  auto x = c.h(0);
+  Shape S = c.shape(0);
+  auto* ax = find_attr(c.node, "axis");
+  int64_t axis = 0;
+  if (ax) axis = norm_axis(ax->i(), int64_t(S.size()), c.node);
+  else S = {int64_t(x.size())};
+  int64_t outer = 1, inner = 1, D = S[size_t(axis)];
+  for (int64_t i = 0; i < axis; ++i) outer *= S[size_t(i)];
+  for (size_t i = size_t(axis) + 1; i < S.size(); ++i) inner *= S[i];
+  auto slice_of = [&](int64_t d) {
+    std::vector<double> v;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) v.push_back(x[size_t((o * D + d) * inner + i)]);
+    return v;
+  };
+  std::vector<std::vector<double>> uniq;
+  std::vector<int64_t> first, counts, inverse(static_cast<size_t>(D));
+  for (int64_t d = 0; d < D; ++d) {
+    auto v = slice_of(d);
+    auto it = std::find(uniq.begin(), uniq.end(), v);
+    if (it == uniq.end()) {
+      uniq.push_back(v);
+      first.push_back(d);
+      counts.push_back(0);
+      it = uniq.end() - 1;
+    }
+    size_t u = size_t(it - uniq.begin());
+    ++counts[u];
+    inverse[size_t(d)] = int64_t(u);
+  }
+  std::vector<size_t> order(uniq.size());
+  std::iota(order.begin(), order.end(), 0);
+  if (attr_i(c.node, "sorted", 1)) std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return uniq[a] < uniq[b]; });
+  std::vector<int64_t> rank(uniq.size());
+  for (size_t k = 0; k < order.size(); ++k) rank[order[k]] = int64_t(k);
+  int64_t U = int64_t(uniq.size());
+  Shape ys = S;
+  ys[size_t(axis)] = U;
+  std::vector<double> y(size_t(numel(ys)));
+  for (int64_t k = 0; k < U; ++k) {
+    const auto& v = uniq[order[size_t(k)]];
+    size_t j = 0;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) y[size_t((o * U + k) * inner + i)] = v[j++];
+  }
+  std::vector<double> fi, inv, cnt;
+  for (int64_t k = 0; k < U; ++k) {
+    fi.push_back(double(first[order[size_t(k)]]));
+    cnt.push_back(double(counts[order[size_t(k)]]));
+  }
+  for (auto u : inverse) inv.push_back(double(rank[size_t(u)]));
+  return {from_host(ys, c.v(0).elem, y), from_host({U}, TP::INT64, fi), from_host({D}, TP::INT64, inv),
+          from_host({U}, TP::INT64, cnt)};
+}
+
 Value constant_value(const Ctx& c) {
   const auto& n = c.node;
   for (const auto& a : n.attribute()) {
@@ -2193,6 +2294,7 @@ Value run_single(const Ctx& c) {
   if (op == "Det") return determinant(c);
   if (op == "NonMaxSuppression") return non_max_suppression(c);
   if (op == "MaxUnpool") return max_unpool(c);
+  if (op == "DFT") return dft(c);
   if (op == "BitwiseAnd" || op == "BitwiseOr" || op == "BitwiseXor" || op == "BitwiseNot" || op == "BitShift")
     return bitwise(c);
   if (op == "ScatterElements" || op == "Scatter" || op == "ScatterND") return scatter(c);
@@ -2305,7 +2407,7 @@ bool op_supported(const std::string& domain, const std::string& op) {
       "HannWindow", "HammingWindow", "BlackmanWindow", "GatherND", "NonZero", "Compress", "TopK", "BitwiseAnd",
       "BitwiseOr", "BitwiseXor", "BitwiseNot", "BitShift", "ScatterElements", "Scatter", "ScatterND", "RNN", "GRU",
       "LSTM", "MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv", "ReverseSequence", "Det",
-      "NonMaxSuppression", "MaxUnpool"};
+      "NonMaxSuppression", "MaxUnpool", "DFT", "Unique"};
   return (domain.empty() || domain == "ai.onnx") && ops.count(op) > 0;
 }
 
@@ -2317,6 +2419,7 @@ std::vector<Value> run_node(const onnx::NodeProto& node, std::vector<Value*>& in
     if (c.has(i)) tl_dtype(inputs[i]->elem, node.op_type());
   if (node.op_type() == "Split") return split(c);
   if (node.op_type() == "TopK") return top_k(c);
+  if (node.op_type() == "Unique") return unique(c);
   if (node.op_type() == "MaxPool" && node.output_size() > 1 && !node.output(1).empty()) return max_pool_with_indices(c);
   if (node.op_type() == "RNN" || node.op_type() == "GRU" || node.op_type() == "LSTM") return recurrent(c);
   if (node.op_type() == "DynamicQuantizeLinear") {
