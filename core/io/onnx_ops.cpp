@@ -1925,6 +1925,80 @@ std::vector<Value> unique(const Ctx& c) {
           from_host({U}, TP::INT64, cnt)};
 }
 
+// GridSample on the host, with PyTorch's (and ONNX's reference) rules for
+// unnormalising, padding and the three modes.
+Value grid_sample(const Ctx& c) {
+  auto x = c.h(0), grid = c.h(1);
+  const Shape &xs = c.shape(0), &gs = c.shape(1);
+  if (xs.size() != 4 || gs.size() != 4 || gs[3] != 2 || gs[0] != xs[0])
+    unsupported(c.node, c.opset, "only 2-D sampling: X (N, C, H, W) and grid (N, H_out, W_out, 2)");
+  const bool align = attr_i(c.node, "align_corners", 0) != 0;
+  const std::string mode = attr_s(c.node, "mode", "bilinear"), pad = attr_s(c.node, "padding_mode", "zeros");
+  if ((mode != "bilinear" && mode != "nearest" && mode != "bicubic" && mode != "linear" && mode != "cubic") ||
+      (pad != "zeros" && pad != "border" && pad != "reflection"))
+    unsupported(c.node, c.opset, "mode " + mode + " / padding_mode " + pad);
+  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], Ho = gs[1], Wo = gs[2];
+  auto unnormalize = [&](double g, int64_t size) { return align ? (g + 1) / 2 * double(size - 1) : ((g + 1) * double(size) - 1) / 2; };
+  auto reflect = [](double v, double twice_low, double twice_high) {
+    if (twice_low == twice_high) return 0.0;
+    double lo = twice_low / 2, span = (twice_high - twice_low) / 2;
+    v = std::fabs(v - lo);
+    double extra = std::fmod(v, span);
+    int64_t flips = int64_t(std::floor(v / span));
+    return flips % 2 == 0 ? extra + lo : span - extra + lo;
+  };
+  auto padded = [&](double v, int64_t size) {
+    if (pad == "border") return std::clamp(v, 0.0, double(size - 1));
+    if (pad == "reflection") {
+      v = align ? reflect(v, 0, 2.0 * double(size - 1)) : reflect(v, -1, 2.0 * double(size) - 1);
+      return std::clamp(v, 0.0, double(size - 1));
+    }
+    return v;
+  };
+  auto pixel = [&](int64_t n, int64_t ch, int64_t yy, int64_t xx) {
+    if (yy < 0 || yy >= H || xx < 0 || xx >= W) return 0.0;
+    return x[size_t(((n * C + ch) * H + yy) * W + xx)];
+  };
+  auto cubic = [](double d) {
+    const double A = -0.75;
+    d = std::fabs(d);
+    if (d <= 1) return ((A + 2) * d - (A + 3)) * d * d + 1;
+    if (d < 2) return ((A * d - 5 * A) * d + 8 * A) * d - 4 * A;
+    return 0.0;
+  };
+  std::vector<double> y(size_t(N * C * Ho * Wo));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < Ho; ++i)
+      for (int64_t j = 0; j < Wo; ++j) {
+        size_t g = size_t(((n * Ho + i) * Wo + j) * 2);
+        double fx = unnormalize(grid[g], W), fy = unnormalize(grid[g + 1], H);
+        for (int64_t ch = 0; ch < C; ++ch) {
+          double v = 0;
+          if (mode == "bicubic" || mode == "cubic") {
+            double x0 = std::floor(fx), y0 = std::floor(fy), tx = fx - x0, ty = fy - y0;
+            for (int dy = -1; dy <= 2; ++dy)
+              for (int dx = -1; dx <= 2; ++dx) {
+                // Each tap is padded on its own (PyTorch's get_value_bounded).
+                double px = padded(x0 + dx, W), py = padded(y0 + dy, H);
+                v += cubic(tx - dx) * cubic(ty - dy) * pixel(n, ch, int64_t(py), int64_t(px));
+              }
+          } else {
+            double px = padded(fx, W), py = padded(fy, H);
+            if (mode == "nearest") {
+              v = pixel(n, ch, int64_t(std::nearbyint(py)), int64_t(std::nearbyint(px)));
+            } else {
+              double x0 = std::floor(px), y0 = std::floor(py), tx = px - x0, ty = py - y0;
+              int64_t ix = int64_t(x0), iy = int64_t(y0);
+              v = pixel(n, ch, iy, ix) * (1 - tx) * (1 - ty) + pixel(n, ch, iy, ix + 1) * tx * (1 - ty) +
+                  pixel(n, ch, iy + 1, ix) * (1 - tx) * ty + pixel(n, ch, iy + 1, ix + 1) * tx * ty;
+            }
+          }
+          y[size_t(((n * C + ch) * Ho + i) * Wo + j)] = v;
+        }
+      }
+  return from_host({N, C, Ho, Wo}, c.v(0).elem, y);
+}
+
 Value constant_value(const Ctx& c) {
   const auto& n = c.node;
   for (const auto& a : n.attribute()) {
@@ -2295,6 +2369,7 @@ Value run_single(const Ctx& c) {
   if (op == "NonMaxSuppression") return non_max_suppression(c);
   if (op == "MaxUnpool") return max_unpool(c);
   if (op == "DFT") return dft(c);
+  if (op == "GridSample") return grid_sample(c);
   if (op == "BitwiseAnd" || op == "BitwiseOr" || op == "BitwiseXor" || op == "BitwiseNot" || op == "BitShift")
     return bitwise(c);
   if (op == "ScatterElements" || op == "Scatter" || op == "ScatterND") return scatter(c);
@@ -2407,7 +2482,7 @@ bool op_supported(const std::string& domain, const std::string& op) {
       "HannWindow", "HammingWindow", "BlackmanWindow", "GatherND", "NonZero", "Compress", "TopK", "BitwiseAnd",
       "BitwiseOr", "BitwiseXor", "BitwiseNot", "BitShift", "ScatterElements", "Scatter", "ScatterND", "RNN", "GRU",
       "LSTM", "MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv", "ReverseSequence", "Det",
-      "NonMaxSuppression", "MaxUnpool", "DFT", "Unique"};
+      "NonMaxSuppression", "MaxUnpool", "DFT", "Unique", "GridSample"};
   return (domain.empty() || domain == "ai.onnx") && ops.count(op) > 0;
 }
 
