@@ -1999,6 +1999,55 @@ Value grid_sample(const Ctx& c) {
   return from_host({N, C, Ho, Wo}, c.v(0).elem, y);
 }
 
+// Col2Im on the host: every column of the (N, C*prod(block), L) input adds its
+// block back into the image (overlaps sum).
+Value col2im(const Ctx& c) {
+  auto x = c.h(0);
+  const Shape& xs = c.shape(0);
+  Ints image = c.ints(1), block = c.ints(2);
+  size_t d = image.size();
+  if (xs.size() != 3 || block.size() != d || d == 0) bad(c.node, "input (N, C*prod(block), L) and matching image/block shapes expected");
+  Ints dil = attr_ints(c.node, "dilations", Ints(d, 1)), st = attr_ints(c.node, "strides", Ints(d, 1));
+  Ints pads = attr_ints(c.node, "pads", Ints(2 * d, 0));
+  if (dil.size() != d || st.size() != d || pads.size() != 2 * d) bad(c.node, "dilations/strides/pads do not match the image rank");
+  int64_t kprod = 1;
+  for (auto b : block) kprod *= b;
+  int64_t N = xs[0], C = xs[1] / std::max<int64_t>(kprod, 1), L = xs[2];
+  Ints blocks(d);  // block positions per axis
+  int64_t total = 1;
+  for (size_t i = 0; i < d; ++i) {
+    blocks[i] = (image[i] + pads[i] + pads[i + d] - (dil[i] * (block[i] - 1) + 1)) / st[i] + 1;
+    total *= blocks[i];
+  }
+  if (total != L || C * kprod != xs[1]) bad(c.node, "input shape " + shape_str(xs) + " does not match the image and block shapes");
+  Shape out = {N, C};
+  out.insert(out.end(), image.begin(), image.end());
+  int64_t img = numel(Shape(image.begin(), image.end()));
+  std::vector<double> y(size_t(numel(out)), 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t ch = 0; ch < C; ++ch) {
+      Ints k(d, 0);
+      int64_t kflat = 0;
+      do {
+        Ints b(d, 0);
+        int64_t l = 0;
+        do {
+          int64_t off = 0;
+          bool inside = true;
+          for (size_t i = 0; i < d; ++i) {
+            int64_t p = b[i] * st[i] + k[i] * dil[i] - pads[i];
+            inside = inside && p >= 0 && p < image[i];
+            off = off * image[i] + p;
+          }
+          if (inside) y[size_t((n * C + ch) * img + off)] += x[size_t(((n * C + ch) * kprod + kflat) * L + l)];
+          ++l;
+        } while (next_index(b, Shape(blocks.begin(), blocks.end())));
+        ++kflat;
+      } while (next_index(k, Shape(block.begin(), block.end())));
+    }
+  return from_host(out, c.v(0).elem, y);
+}
+
 Value constant_value(const Ctx& c) {
   const auto& n = c.node;
   for (const auto& a : n.attribute()) {
@@ -2370,6 +2419,7 @@ Value run_single(const Ctx& c) {
   if (op == "MaxUnpool") return max_unpool(c);
   if (op == "DFT") return dft(c);
   if (op == "GridSample") return grid_sample(c);
+  if (op == "Col2Im") return col2im(c);
   if (op == "BitwiseAnd" || op == "BitwiseOr" || op == "BitwiseXor" || op == "BitwiseNot" || op == "BitShift")
     return bitwise(c);
   if (op == "ScatterElements" || op == "Scatter" || op == "ScatterND") return scatter(c);
@@ -2482,7 +2532,7 @@ bool op_supported(const std::string& domain, const std::string& op) {
       "HannWindow", "HammingWindow", "BlackmanWindow", "GatherND", "NonZero", "Compress", "TopK", "BitwiseAnd",
       "BitwiseOr", "BitwiseXor", "BitwiseNot", "BitShift", "ScatterElements", "Scatter", "ScatterND", "RNN", "GRU",
       "LSTM", "MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv", "ReverseSequence", "Det",
-      "NonMaxSuppression", "MaxUnpool", "DFT", "Unique", "GridSample"};
+      "NonMaxSuppression", "MaxUnpool", "DFT", "Unique", "GridSample", "Col2Im"};
   return (domain.empty() || domain == "ai.onnx") && ops.count(op) > 0;
 }
 
