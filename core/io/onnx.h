@@ -91,8 +91,8 @@ struct OnnxTensorData {
   std::vector<double> values;
 };
 OnnxTensorData load_onnx_tensor(const std::string& pb_path);
-// The dtype tl uses for an ONNX element type; throws OnnxUnsupported-free
-// IOError for strings, complex numbers and other types it cannot hold.
+// A device tensor of the values: float types become float32, integers int32
+// (clamped), bool bool. Throws OnnxUnsupported for strings and complex numbers.
 Tensor onnx_tensor_to_tensor(const OnnxTensorData& t, const std::string& device);
 
 // ---- conformance cases (onnx/backend/test/data/node/<case>/) ----

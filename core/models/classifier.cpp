@@ -55,7 +55,6 @@ StateDict load_checkpoint(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) throw IOError("checkpoint " + path + " does not exist or is not a file");
   const std::string ext = lower_extension(path);
-  if (ext == ".onnx") throw IOError("cannot open " + path + ": ONNX support is not built yet");
   if (ext == ".safetensors") {
 #ifdef TL_HAVE_SAFETENSORS
     return load_safetensors(path);
@@ -71,7 +70,7 @@ StateDict load_checkpoint(const std::string& path) {
 #endif
   }
   throw IOError("cannot open " + path + ": unknown model format '" + ext +
-                "' (expected .pth, .safetensors or the name efficientnet-lite0)");
+                "' (expected .pth, .safetensors, .onnx or the name efficientnet-lite0)");
 }
 
 class EfficientNetClassifier final : public ImageClassifier {
