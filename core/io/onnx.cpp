@@ -302,9 +302,12 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs) const {
         copy.host = true;
         copy.data = v.data;
       }
+      // Every initializer is uploaded once per device; small ones also keep
+      // their host copy for shape arithmetic.
       auto it = cache.find(name);
-      if (it != cache.end()) copy.tensor = it->second;
-      else if (!copy.host) {
+      if (it != cache.end()) {
+        copy.tensor = it->second;
+      } else if (numel(v.shape) > 0) {
         Value tmp = v;
         copy.tensor = onnx_detail::device_tensor(tmp, device).realize();
         cache[name] = copy.tensor;

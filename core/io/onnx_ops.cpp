@@ -379,6 +379,22 @@ Tensor conv(const Ctx& c) {
   Tensor bias = c.has(2) ? c.t(2) : Tensor();
   if (x.dim(1) != w.dim(1) * groups)
     bad(c.node, "X has " + std::to_string(x.dim(1)) + " channels, W expects " + std::to_string(w.dim(1) * groups));
+  if (groups > 1 && groups == x.dim(1) && w.dim(1) == 1 && w.dim(0) == groups) {
+    // Depthwise: a multiply-add per tap over strided views, which fuses into
+    // one elementwise kernel (the grouped conv2d path reduces per channel).
+    Tensor wt = w.reshape({groups, numel(g.kernel)});
+    Shape ws(size_t(x.ndim()), 1);
+    ws[1] = groups;
+    Tensor acc;
+    int64_t t = 0;
+    for_each_tap(xp, g, [&](const Tensor& v, const Ints&) {
+      Tensor term = v * wt.slice(1, t, t + 1).reshape(ws);
+      acc = acc.defined() ? acc + term : term;
+      ++t;
+    });
+    if (bias.defined()) acc = acc + per_channel(bias, x.ndim());
+    return acc;
+  }
   if (x.ndim() == 4) {
     Conv2dOptions o;
     o.stride_h = g.strides[0];
