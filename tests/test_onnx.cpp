@@ -344,6 +344,25 @@ class TestOnnx : public QObject {
     QCOMPARE(a.size(), size_t(1000));
     std::string why;
     QVERIFY2(tltest::all_close(b, a, 1e-3, 1e-3, &why), why.c_str());
+
+    // The export's batch dimension is a dim_param: two images at once give
+    // the single-image logits in row 0.
+    Tensor x2 = Tensor::cat({x, Tensor::randn({1, 3, 224, 224}, gen, "cpu")}, 0);
+    std::vector<float> both = exported->forward(x2).to_vector();
+    QCOMPARE(both.size(), size_t(2000));
+    QVERIFY2(tltest::all_close(std::vector<float>(both.begin(), both.begin() + 1000), b, 1e-4, 1e-4, &why), why.c_str());
+
+    // What the window shows for it: every node supported, named batch dim.
+    OnnxGraphInfo info = inspect_onnx(onnx_path.string());
+    QCOMPARE(info.opset, int64_t(13));
+    QVERIFY(info.producer.find("pytorch") != std::string::npos);
+    QCOMPARE(info.inputs.size(), size_t(1));
+    QCOMPARE(info.inputs[0].dim_names[0], std::string("batch"));
+    QVERIFY(info.nodes.size() > 50);
+    for (const auto& n : info.nodes) QVERIFY2(n.supported, n.op_type.c_str());
+    int64_t weights = 0;
+    for (const auto& i : info.initializers) weights += numel(i.shape);
+    QVERIFY(weights > 4000000);  // about 4.65 M parameters
   }
 
   void notAClassifier() {
