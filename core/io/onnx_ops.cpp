@@ -2064,6 +2064,68 @@ Value col2im(const Ctx& c) {
   return from_host(out, c.v(0).elem, y);
 }
 
+// RoiAlign on the host, sampling as ONNX's reference and ONNX Runtime do
+// (including max mode's max over the four weighted corners).
+Value roi_align(const Ctx& c) {
+  auto x = c.h(0), rois = c.h(1);
+  Ints bidx = c.ints(2);
+  const Shape& xs = c.shape(0);
+  if (xs.size() != 4 || c.shape(1).size() != 2 || c.shape(1)[1] != 4 || int64_t(bidx.size()) != c.shape(1)[0])
+    bad(c.node, "X (N, C, H, W), rois (R, 4) and batch_indices (R) expected");
+  const int64_t C = xs[1], H = xs[2], W = xs[3], R = c.shape(1)[0];
+  const int64_t oh = attr_i(c.node, "output_height", 1), ow = attr_i(c.node, "output_width", 1);
+  const int64_t ratio = attr_i(c.node, "sampling_ratio", 0);
+  const double scale = attr_f(c.node, "spatial_scale", 1.0);
+  const bool half = attr_s(c.node, "coordinate_transformation_mode", c.opset >= 16 ? "half_pixel" : "output_half_pixel") == "half_pixel";
+  const bool is_max = attr_s(c.node, "mode", "avg") == "max";
+  std::vector<double> y(size_t(R * C * oh * ow), 0.0);
+  for (int64_t r = 0; r < R; ++r) {
+    int64_t n = bidx[size_t(r)];
+    if (n < 0 || n >= xs[0]) bad(c.node, "batch index " + std::to_string(n) + " out of range");
+    const double off = half ? 0.5 : 0;
+    double sw = rois[size_t(r * 4)] * scale - off, sh = rois[size_t(r * 4 + 1)] * scale - off;
+    double rw = rois[size_t(r * 4 + 2)] * scale - off - sw, rh = rois[size_t(r * 4 + 3)] * scale - off - sh;
+    if (!half) {
+      rw = std::max(rw, 1.0);
+      rh = std::max(rh, 1.0);
+    }
+    double bh = rh / double(oh), bw = rw / double(ow);
+    int64_t gh = ratio > 0 ? ratio : int64_t(std::ceil(rh / double(oh))), gw = ratio > 0 ? ratio : int64_t(std::ceil(rw / double(ow)));
+    double count = double(std::max<int64_t>(gh * gw, 1));
+    for (int64_t ch = 0; ch < C; ++ch) {
+      const double* plane = &x[size_t((n * C + ch) * H * W)];
+      for (int64_t ph = 0; ph < oh; ++ph)
+        for (int64_t pw = 0; pw < ow; ++pw) {
+          double acc = 0, best = 0;
+          bool first = true;
+          for (int64_t iy = 0; iy < gh; ++iy)
+            for (int64_t ix = 0; ix < gw; ++ix) {
+              double yy = sh + double(ph) * bh + (double(iy) + 0.5) * bh / double(gh);
+              double xx = sw + double(pw) * bw + (double(ix) + 0.5) * bw / double(gw);
+              double v = 0, vmax = 0;
+              if (!(yy < -1.0 || yy > double(H) || xx < -1.0 || xx > double(W))) {
+                yy = std::max(yy, 0.0);
+                xx = std::max(xx, 0.0);
+                int64_t yl = int64_t(yy), xl = int64_t(xx), yh, xh;
+                if (yl >= H - 1) { yh = yl = H - 1; yy = double(yl); } else yh = yl + 1;
+                if (xl >= W - 1) { xh = xl = W - 1; xx = double(xl); } else xh = xl + 1;
+                double ly = yy - double(yl), lx = xx - double(xl), hy = 1 - ly, hx = 1 - lx;
+                double a = hy * hx * plane[yl * W + xl], b = hy * lx * plane[yl * W + xh];
+                double cc = ly * hx * plane[yh * W + xl], d = ly * lx * plane[yh * W + xh];
+                v = a + b + cc + d;
+                vmax = std::max(std::max(a, b), std::max(cc, d));
+              }
+              acc += v;
+              best = first ? vmax : std::max(best, vmax);
+              first = false;
+            }
+          y[size_t(((r * C + ch) * oh + ph) * ow + pw)] = is_max ? best : acc / count;
+        }
+    }
+  }
+  return from_host({R, C, oh, ow}, c.v(0).elem, y);
+}
+
 Value constant_value(const Ctx& c) {
   const auto& n = c.node;
   for (const auto& a : n.attribute()) {
@@ -2436,6 +2498,7 @@ Value run_single(const Ctx& c) {
   if (op == "DFT") return dft(c);
   if (op == "GridSample") return grid_sample(c);
   if (op == "Col2Im") return col2im(c);
+  if (op == "RoiAlign") return roi_align(c);
   if (op == "BitwiseAnd" || op == "BitwiseOr" || op == "BitwiseXor" || op == "BitwiseNot" || op == "BitShift")
     return bitwise(c);
   if (op == "ScatterElements" || op == "Scatter" || op == "ScatterND") return scatter(c);
@@ -2548,7 +2611,7 @@ bool op_supported(const std::string& domain, const std::string& op) {
       "HannWindow", "HammingWindow", "BlackmanWindow", "GatherND", "NonZero", "Compress", "TopK", "BitwiseAnd",
       "BitwiseOr", "BitwiseXor", "BitwiseNot", "BitShift", "ScatterElements", "Scatter", "ScatterND", "RNN", "GRU",
       "LSTM", "MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv", "ReverseSequence", "Det",
-      "NonMaxSuppression", "MaxUnpool", "DFT", "Unique", "GridSample", "Col2Im"};
+      "NonMaxSuppression", "MaxUnpool", "DFT", "Unique", "GridSample", "Col2Im", "RoiAlign"};
   return (domain.empty() || domain == "ai.onnx") && ops.count(op) > 0;
 }
 
