@@ -2126,6 +2126,38 @@ Value roi_align(const Ctx& c) {
   return from_host({R, C, oh, ow}, c.v(0).elem, y);
 }
 
+// STFT on the host: windowed frames, each through the DFT of frame_length.
+Value stft(const Ctx& c) {
+  auto x = c.h(0);
+  const Shape& S = c.shape(0);
+  if (S.size() != 3 || (S[2] != 1 && S[2] != 2)) bad(c.node, "signal must be (batch, length, 1 or 2)");
+  int64_t step = c.first_int(1);
+  std::vector<double> window;
+  if (c.has(2)) window = c.h(2);
+  int64_t L = c.has(3) ? c.first_int(3) : int64_t(window.size());
+  if (window.empty()) window.assign(static_cast<size_t>(std::max<int64_t>(L, 0)), 1.0);
+  if (L <= 0 || step <= 0 || int64_t(window.size()) != L || L > S[1]) bad(c.node, "bad frame_length / frame_step / window");
+  bool onesided = attr_i(c.node, "onesided", 1) != 0;
+  int64_t B = S[0], N = S[1], cpx = S[2], frames = (N - L) / step + 1, K = onesided ? L / 2 + 1 : L;
+  std::vector<double> y(size_t(B * frames * K * 2), 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t f = 0; f < frames; ++f)
+      for (int64_t k = 0; k < K; ++k) {
+        double re = 0, im = 0;
+        for (int64_t n = 0; n < L; ++n) {
+          size_t at = size_t((b * N + f * step + n) * cpx);
+          double xr = x[at] * window[size_t(n)], xi = cpx == 2 ? x[at + 1] * window[size_t(n)] : 0;
+          double ang = -2 * M_PI * double(k * n % L) / double(L);
+          re += xr * std::cos(ang) - xi * std::sin(ang);
+          im += xr * std::sin(ang) + xi * std::cos(ang);
+        }
+        size_t at = size_t(((b * frames + f) * K + k) * 2);
+        y[at] = re;
+        y[at + 1] = im;
+      }
+  return from_host({B, frames, K, 2}, c.v(0).elem, y);
+}
+
 Value constant_value(const Ctx& c) {
   const auto& n = c.node;
   for (const auto& a : n.attribute()) {
@@ -2499,6 +2531,7 @@ Value run_single(const Ctx& c) {
   if (op == "GridSample") return grid_sample(c);
   if (op == "Col2Im") return col2im(c);
   if (op == "RoiAlign") return roi_align(c);
+  if (op == "STFT") return stft(c);
   if (op == "BitwiseAnd" || op == "BitwiseOr" || op == "BitwiseXor" || op == "BitwiseNot" || op == "BitShift")
     return bitwise(c);
   if (op == "ScatterElements" || op == "Scatter" || op == "ScatterND") return scatter(c);
@@ -2611,7 +2644,7 @@ bool op_supported(const std::string& domain, const std::string& op) {
       "HannWindow", "HammingWindow", "BlackmanWindow", "GatherND", "NonZero", "Compress", "TopK", "BitwiseAnd",
       "BitwiseOr", "BitwiseXor", "BitwiseNot", "BitShift", "ScatterElements", "Scatter", "ScatterND", "RNN", "GRU",
       "LSTM", "MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv", "ReverseSequence", "Det",
-      "NonMaxSuppression", "MaxUnpool", "DFT", "Unique", "GridSample", "Col2Im", "RoiAlign"};
+      "NonMaxSuppression", "MaxUnpool", "DFT", "Unique", "GridSample", "Col2Im", "RoiAlign", "STFT"};
   return (domain.empty() || domain == "ai.onnx") && ops.count(op) > 0;
 }
 
