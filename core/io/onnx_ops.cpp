@@ -776,6 +776,12 @@ Value binary(const Ctx& c, const std::string& op) {
     if (f) return host_binary(c, f, out_elem);
   }
   Tensor a = c.t(0), b = c.t(1);
+  if (cmp && (a.dtype() != DType::f32 || b.dtype() != DType::f32)) {
+    // Compare integers as float32 (exact below 2^24): the core's int32 CmpLt
+    // currently gets negative operands wrong (-1 < 0 is false).
+    a = a.cast(DType::f32);
+    b = b.cast(DType::f32);
+  }
   Tensor y;
   if (op == "Add") y = a + b;
   else if (op == "Sub") y = a - b;
