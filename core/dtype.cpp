@@ -1,5 +1,7 @@
 #include "dtype.h"
 
+#include "error.h"
+
 namespace tl {
 
 std::string shape_str(const Shape& s) {
@@ -14,7 +16,9 @@ std::string shape_str(const Shape& s) {
 
 int64_t numel(const Shape& s) {
   int64_t n = 1;
-  for (auto d : s) n *= d;
+  for (auto d : s)
+    if (__builtin_mul_overflow(n, d, &n))
+      throw ShapeError("shape " + shape_str(s) + " has more elements than fit in 64 bits");
   return n;
 }
 

@@ -130,6 +130,18 @@ class TestOps : public QObject {
   void golden_norm_softmax_data() { golden_rows("norm_softmax"); }
   void golden_norm_softmax() { golden(); }
 
+  // Regression: the index simplifier once assumed loaded integers were
+  // non-negative and folded -1 < 0 to false.
+  void int_comparisons_with_negative_values() {
+    for (auto& d : tltest::available_devices()) {
+      Tensor idx = Tensor::from_ints({-1, 2, 0, -7}, {4}, d);
+      Tensor zero = Tensor::scalar(0, tl::DType::i32, d);
+      QCOMPARE(idx.lt(zero).to_ints(), (std::vector<int32_t>{1, 0, 0, 1}));
+      QCOMPARE(idx.gt(zero).to_ints(), (std::vector<int32_t>{0, 1, 0, 0}));
+      QCOMPARE((idx.cast(tl::DType::i32) + 3).to_ints(), (std::vector<int32_t>{2, 5, 3, -4}));
+    }
+  }
+
   void every_case_has_a_family() {
     for (auto& c : golden_cases()) QVERIFY2(!family(c.name).empty(), c.name.c_str());
   }

@@ -184,7 +184,10 @@ GraphLayout layoutGraph(const DisplayGraph& dg) {
   GraphLayout out;
   if (dg.nodes.empty()) return out;
   std::lock_guard<std::mutex> lock(graphviz_mutex);
-  GVC_t* gvc = gvContext();
+  // One context for the life of the process: Graphviz's text-measuring plugin
+  // caches font names across contexts, and freeing a context leaves that
+  // cache pointing at freed memory (AddressSanitizer caught it).
+  static GVC_t* gvc = gvContext();
   Agraph_t* g = agopen(const_cast<char*>("g"), Agdirected, nullptr);
   declare(g, AGRAPH, "rankdir", "TB");
   declare(g, AGRAPH, "nodesep", "0.25");
@@ -252,7 +255,6 @@ GraphLayout layoutGraph(const DisplayGraph& dg) {
     gvFreeLayout(gvc, g);
   }
   agclose(g);
-  gvFreeContext(gvc);
   return out;
 }
 

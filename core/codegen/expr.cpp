@@ -1,6 +1,7 @@
 #include "expr.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 
 namespace tl {
@@ -10,6 +11,9 @@ static std::shared_ptr<Expr> make(ExprOp op, DType t, std::vector<E> src) {
   e->op = op;
   e->dtype = t;
   e->src = std::move(src);
+  // Nothing is known about a value (a load, a cast) until an op narrows it.
+  e->lo = INT32_MIN;
+  e->hi = INT32_MAX;
   return e;
 }
 

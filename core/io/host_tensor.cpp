@@ -55,7 +55,7 @@ T read_le(const uint8_t* p) {
 
 void host_to_float(const uint8_t* src, size_t count, const std::string& dtype, float* dst) {
   if (dtype == "F32") {
-    std::memcpy(dst, src, count * 4);
+    if (count) std::memcpy(dst, src, count * 4);  // empty tensors may have null data
   } else if (dtype == "F64") {
     for (size_t i = 0; i < count; ++i) dst[i] = float(read_le<double>(src + 8 * i));
   } else if (dtype == "F16") {
