@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <vector>
 
 namespace tl {
 
@@ -18,6 +19,14 @@ static std::shared_ptr<Expr> make(ExprOp op, DType t, std::vector<E> src) {
 }
 
 bool is_const(const E& e, double v) { return e->op == ExprOp::Const && e->value == v; }
+
+E assume_range(const E& e, int64_t lo, int64_t hi) {
+  if (e->op == ExprOp::Const || (e->lo >= lo && e->hi <= hi)) return e;
+  auto copy = std::make_shared<Expr>(*e);
+  copy->lo = std::max(e->lo, lo);
+  copy->hi = std::min(e->hi, hi);
+  return copy;
+}
 
 E constant(double v, DType t) {
   auto e = std::make_shared<Expr>();
@@ -129,14 +138,36 @@ E binary(ExprOp op, E a, E b) {
       if (op == ExprOp::Mod && a->hi < d) return a;
       // (x * d) / d == x and (x * d) % d == 0 for non-negative x
       if (a->op == ExprOp::Mul && is_const(a->src[1], double(d))) return op == ExprOp::Div ? a->src[0] : idx(0);
-      // (x * k + y) / d with k % d == 0 and 0 <= y < d  ->  x * (k / d)
-      if (a->op == ExprOp::Add && a->src[0]->op == ExprOp::Mul && a->src[0]->src[1]->op == ExprOp::Const &&
-          a->src[1]->lo >= 0 && a->src[1]->hi < d && a->src[0]->lo >= 0) {
-        int64_t k = int64_t(a->src[0]->src[1]->value);
-        if (k % d == 0) {
-          if (op == ExprOp::Div) return a->src[0]->src[0] * idx(k / d);
-          if (op == ExprOp::Mod) return a->src[1];
+      // A sum of non-negative terms, some of them multiples of d (x * k with
+      // k % d == 0) and the rest adding up to less than d:
+      //   sum / d -> sum of the (x * k/d),  sum % d -> the rest
+      if (a->op == ExprOp::Add) {
+        std::vector<E> terms, stack{a};
+        while (!stack.empty()) {
+          E t = stack.back();
+          stack.pop_back();
+          if (t->op == ExprOp::Add) {
+            stack.push_back(t->src[0]);
+            stack.push_back(t->src[1]);
+          } else {
+            terms.push_back(t);
+          }
         }
+        E whole = idx(0), rest = idx(0);
+        bool any_whole = false, ok = true;
+        for (auto& t : terms) {
+          ok &= t->lo >= 0;
+          if (t->op == ExprOp::Mul && t->src[1]->op == ExprOp::Const && int64_t(t->src[1]->value) % d == 0) {
+            whole = whole + t->src[0] * idx(int64_t(t->src[1]->value) / d);
+            any_whole = true;
+          } else if (t->op == ExprOp::Const && int64_t(t->value) % d == 0 && t->value != 0) {
+            whole = whole + idx(int64_t(t->value) / d);
+            any_whole = true;
+          } else {
+            rest = rest + t;
+          }
+        }
+        if (ok && any_whole && rest->lo >= 0 && rest->hi < d) return op == ExprOp::Div ? whole : rest;
       }
     }
     if (op == ExprOp::And && is_const(b, 1)) return a;

@@ -47,4 +47,8 @@ inline E idx(int64_t v) { return constant(double(v), DType::i32); }
 
 bool is_const(const E& e, double v);
 
+// The same expression, known to lie in [lo, hi] wherever its value matters
+// (e.g. inside a padding mask: outside it the value is never used).
+E assume_range(const E& e, int64_t lo, int64_t hi);
+
 }  // namespace tl

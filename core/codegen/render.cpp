@@ -57,6 +57,42 @@ IndexRef with_dims(const Shape& shape, std::vector<E> dims, E valid) {
   return ix;
 }
 
+// A reshape that only splits or merges neighbouring axes maps each group of
+// axes on its own, which keeps the division and modulo small and the value
+// ranges tight. Returns null when the shapes do not group that way.
+IndexRef regroup(const Index& ix, const Shape& from) {
+  const Shape& to = ix.shape;
+  for (auto v : to) if (v == 0) return nullptr;
+  for (auto v : from) if (v == 0) return nullptr;
+  std::vector<E> dims(from.size());
+  size_t i = 0, j = 0;
+  while (i < to.size() || j < from.size()) {
+    size_t i0 = i, j0 = j;
+    int64_t pt = i < to.size() ? to[i++] : 1, pf = j < from.size() ? from[j++] : 1;
+    while (pt != pf) {
+      if (pt < pf) {
+        if (i >= to.size()) return nullptr;
+        pt *= to[i++];
+      } else {
+        if (j >= from.size()) return nullptr;
+        pf *= from[j++];
+      }
+    }
+    E g = idx(0);
+    int64_t stride = 1;
+    for (size_t a = i; a-- > i0;) {
+      g = g + ix.dims[a] * idx(stride);
+      stride *= to[a];
+    }
+    stride = 1;
+    for (size_t b = j; b-- > j0;) {
+      dims[b] = from[b] == 1 ? idx(0) : (g / idx(stride)) % idx(from[b]);
+      stride *= from[b];
+    }
+  }
+  return with_dims(from, dims, ix.valid);
+}
+
 E both(const E& a, const E& b) {
   if (!a) return b;
   if (!b) return a;
@@ -106,6 +142,8 @@ struct Lowerer {
         return where(cast(lower(s[0], ix), DType::boolean), lower(s[1], ix), lower(s[2], ix));
       case Op::Contiguous: return lower(s[0], ix);
       case Op::Reshape: {
+        if (!ix->flat && !ix->dims.empty())
+          if (auto c = regroup(*ix, s[0]->shape)) return lower(s[0], child(c));
         auto c = std::make_shared<Index>();
         c->shape = s[0]->shape;
         c->flat = flat_of(*ix);
@@ -142,7 +180,9 @@ struct Lowerer {
           if (before == 0 && n->arg[2 * i + 1] == 0) continue;
           inside = both(inside, both(binary(ExprOp::CmpLt, idx(before - 1), d[i]),
                                      binary(ExprOp::CmpLt, d[i], idx(before + size))));
-          d[i] = d[i] + idx(-before);
+          // Where this index matters it is inside the source axis; loads
+          // are guarded and the value masked everywhere else.
+          d[i] = assume_range(d[i] + idx(-before), 0, size - 1);
         }
         E v = lower(s[0], child(with_dims(s[0]->shape, d, both(ix->valid, inside))));
         return inside ? where(inside, v, constant(n->value, n->dtype)) : v;
@@ -322,14 +362,37 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
   int64_t n_out = numel(out.shape);
   E gid = var("gid", 0, std::max<int64_t>(n_out - 1, 0));
   std::string body;
+  int64_t parallel_items = n_out;
   if (plan.kind == KernelPlan::Kind::Elementwise) {
     auto ix = std::make_shared<Index>();
     ix->shape = out.shape;
     ix->flat = gid;
+    // On the C device each parallel item is a whole row, walked by an inner
+    // loop: the index arithmetic of the outer axes is then loop-invariant and
+    // the row itself vectorises.
+    int64_t width = out.shape.empty() ? 1 : out.shape.back();
+    bool rows = d.buffers_in_array && width >= 8 && n_out > 0;
+    if (rows) {
+      parallel_items = n_out / width;
+      E row = var("gid", 0, parallel_items - 1), x = var("x", 0, width - 1);
+      Shape outer(out.shape.begin(), out.shape.end() - 1);
+      auto row_ix = std::make_shared<Index>();
+      row_ix->shape = outer;
+      row_ix->flat = row;
+      ix->dims = dims_of(*row_ix);
+      ix->dims.push_back(x);
+      ix->flat = row * idx(width) + x;
+      low.keep_alive.push_back(row_ix);
+      pr.indent = "      ";
+    }
     const NodeRef& value_node = out.op == Op::Contiguous ? out.src[0] : plan.output;
     E v = cast(low.lower(value_node, ix), out.dtype);
     std::string result = pr(v);
-    body = pr.lines + "    b0[gid] = " + Printer::strip(result) + ";\n";
+    if (rows)
+      body = "    for (int x = 0; x < " + std::to_string(width) + "; ++x) {\n" + pr.lines + "      b0[gid*" +
+             std::to_string(width) + "+x] = " + Printer::strip(result) + ";\n    }\n";
+    else
+      body = pr.lines + "    b0[gid] = " + Printer::strip(result) + ";\n";
     k.name = "E" + join_dims(out.shape);
     k.flops = pr.flops_per_item * double(n_out);
   } else {
@@ -373,9 +436,9 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
   }
   std::string comment = "// " + k.name + ": " + shape_str(out.shape) + " " + dtype_name(out.dtype) + ", fused:";
   for (auto& o : k.ops) comment += " " + o;
-  k.source = comment + "\n" + signature(d, k.name, bufs) + "  " + replace_n(d.parallel_open, n_out) + "\n" + body +
-             "  " + d.parallel_close + "\n}\n";
-  k.global[0] = n_out;
+  k.source = comment + "\n" + signature(d, k.name, bufs) + "  " + replace_n(d.parallel_open, parallel_items) + "\n" +
+             body + "  " + d.parallel_close + "\n}\n";
+  k.global[0] = parallel_items;
   return k;
 }
 
