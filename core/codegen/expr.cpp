@@ -139,8 +139,8 @@ E binary(ExprOp op, E a, E b) {
       // (x * d) / d == x and (x * d) % d == 0 for non-negative x
       if (a->op == ExprOp::Mul && is_const(a->src[1], double(d))) return op == ExprOp::Div ? a->src[0] : idx(0);
       // A sum of non-negative terms, some of them multiples of d (x * k with
-      // k % d == 0) and the rest adding up to less than d:
-      //   sum / d -> sum of the (x * k/d),  sum % d -> the rest
+      // k % d == 0), and the rest:
+      //   sum / d -> sum of the (x * k/d) + rest / d,  sum % d -> rest % d
       if (a->op == ExprOp::Add) {
         std::vector<E> terms, stack{a};
         while (!stack.empty()) {
@@ -167,7 +167,8 @@ E binary(ExprOp op, E a, E b) {
             rest = rest + t;
           }
         }
-        if (ok && any_whole && rest->lo >= 0 && rest->hi < d) return op == ExprOp::Div ? whole : rest;
+        // (whole * d + rest) / d == whole + rest / d for non-negative terms
+        if (ok && any_whole && rest->lo >= 0) return op == ExprOp::Div ? whole + rest / idx(d) : rest % idx(d);
       }
     }
     if (op == ExprOp::And && is_const(b, 1)) return a;
