@@ -46,7 +46,10 @@ std::shared_ptr<KernelInfo> describe(const KernelPlan& plan, const RenderedKerne
 
 void set_cancel_flag(const std::atomic<bool>* flag) { cancel_flag = flag; }
 
-std::shared_ptr<Program> compile_kernel(Device& device, const std::string& name, const std::string& source, bool* hit) {
+// Compiles through the in-process memo and the disk cache; `hit` says
+// whether nothing new was compiled.
+static std::shared_ptr<Program> compile_kernel(Device& device, const std::string& name, const std::string& source,
+                                               bool* hit = nullptr) {
   auto key = std::make_pair(device.name(), source);
   {
     std::lock_guard lock(memo_mutex);
@@ -94,14 +97,6 @@ static void compile_all(Device& device, const std::vector<RenderedKernel>& kerne
   worker();
   for (auto& t : threads) t.join();
   if (error) std::rethrow_exception(error);
-}
-
-std::vector<KernelInfo> plan_kernels(const std::vector<NodeRef>& roots) {
-  std::vector<KernelInfo> out;
-  if (roots.empty()) return out;
-  Device& device = Registry::instance().get_available(roots[0]->device);
-  for (auto& plan : schedule(roots, has_gemm(device))) out.push_back(*describe(plan, render_kernel(plan, device), device));
-  return out;
 }
 
 void realize_nodes(const std::vector<NodeRef>& roots) {

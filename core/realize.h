@@ -1,7 +1,9 @@
 // Runs the kernels a set of nodes needs: schedule, render, compile (memoised
 // in memory and cached on disk), allocate, launch, record a profile entry.
 #pragma once
+#include <atomic>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -12,15 +14,6 @@
 namespace tl {
 
 void realize_nodes(const std::vector<NodeRef>& roots);
-
-// Compiles through the in-process memo and the disk cache. `hit` says whether
-// nothing new was compiled. Exposed for tests and tools.
-std::shared_ptr<Program> compile_kernel(Device& device, const std::string& name, const std::string& source,
-                                        bool* hit = nullptr);
-
-// Kernels as they would run for these nodes, without running them (the UI's
-// kernel graph and the CLI's --dump-kernels).
-std::vector<KernelInfo> plan_kernels(const std::vector<NodeRef>& roots);
 
 // Set by a job's owner: checked between kernels; when it becomes true the
 // realize throws Cancelled and leaves every tensor as it was.
