@@ -3,7 +3,9 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <cstdio>
 #include <set>
+#include <unordered_map>
 #include <thread>
 
 #include "codegen/render.h"
@@ -65,6 +67,57 @@ static std::shared_ptr<Program> compile_kernel(Device& device, const std::string
   return program;
 }
 
+// What a kernel's source depends on, as text: the fused nodes with their
+// arguments and how they connect, the inputs' shapes and types, the GEMM
+// description. Equal signatures render to equal source, so a model run a
+// second time skips rendering.
+static std::string plan_signature(const KernelPlan& plan) {
+  std::unordered_map<const Node*, std::string> ref;
+  for (size_t i = 0; i < plan.inputs.size(); ++i) ref[plan.inputs[i].get()] = "i" + std::to_string(i);
+  std::string sig = std::to_string(int(plan.kind)) + "|";
+  auto shape = [&](const Node& n) {
+    sig += std::to_string(int(n.dtype)) + "(";
+    for (auto d : n.shape) sig += std::to_string(d) + ",";
+    sig += ")";
+  };
+  for (auto& in : plan.inputs) shape(*in);
+  for (size_t f = 0; f < plan.fused.size(); ++f) {
+    const Node& n = *plan.fused[f];
+    sig += "|" + std::to_string(int(n.op)) + ":";
+    shape(n);
+    for (auto a : n.arg) sig += std::to_string(a) + ",";
+    char value[32];
+    std::snprintf(value, sizeof value, "%a", n.value);
+    sig += value;
+    for (auto& src : n.src) {
+      auto it = ref.find(src.get());
+      sig += " " + (it == ref.end() ? std::string("?") : it->second);
+    }
+    ref[&n] = "f" + std::to_string(f);
+  }
+  if (plan.kind == KernelPlan::Kind::Gemm) {
+    const MatmulHint& h = *plan.output->matmul;
+    for (int64_t v : {h.batch, h.m, h.n, h.k, h.a_strides[0], h.a_strides[1], h.a_strides[2], h.b_strides[0],
+                      h.b_strides[1], h.b_strides[2]})
+      sig += "," + std::to_string(v);
+  }
+  return sig;
+}
+
+static RenderedKernel render_cached(const KernelPlan& plan, const Device& device) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, std::string>, RenderedKernel> cache;
+  auto key = std::make_pair(device.name(), plan_signature(plan));
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  RenderedKernel r = render_kernel(plan, device);
+  std::lock_guard lock(mutex);
+  cache.emplace(std::move(key), r);
+  return r;
+}
+
 // Compiles the kernels that are new to this process side by side, one
 // compiler per core: a cold model run is dominated by compilation.
 static void compile_all(Device& device, const std::vector<RenderedKernel>& kernels) {
@@ -111,7 +164,7 @@ void realize_nodes(const std::vector<NodeRef>& roots) {
     std::vector<std::pair<NodeRef, std::shared_ptr<Buffer>>> produced;
     std::map<const Node*, Buffer*> pending;
     std::vector<RenderedKernel> rendered;
-    for (auto& plan : plans) rendered.push_back(render_kernel(plan, device));
+    for (auto& plan : plans) rendered.push_back(render_cached(plan, device));
     compile_all(device, rendered);
     for (size_t p = 0; p < plans.size(); ++p) {
       if (cancel_flag && cancel_flag->load()) throw Cancelled();
