@@ -196,8 +196,7 @@ Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name) {
   int dw = 0, dh = 0, dc = 0;
   const size_t count = size_t(w) * size_t(h) * 3;
   // Asking stb for 3 channels makes it replicate grey and drop alpha.
-  if (stbi_is_16_bit_from_memory(bytes.data(), len)) {
-    stbi_us* px = stbi_load_16_from_memory(bytes.data(), len, &dw, &dh, &dc, 3);
+  auto take = [&](auto* px, float scale) {
     if (!px) throw decode_error(name);
     if (dw != w || dh != h) {
       stbi_image_free(px);
@@ -205,20 +204,13 @@ Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name) {
                     size_str(dw, dh));
     }
     img.rgb.resize(count);
-    for (size_t i = 0; i < count; ++i) img.rgb[i] = px[i] / 65535.0f;
+    for (size_t i = 0; i < count; ++i) img.rgb[i] = px[i] / scale;
     stbi_image_free(px);
-  } else {
-    stbi_uc* px = stbi_load_from_memory(bytes.data(), len, &dw, &dh, &dc, 3);
-    if (!px) throw decode_error(name);
-    if (dw != w || dh != h) {
-      stbi_image_free(px);
-      throw IOError("cannot decode image '" + name + "': header says " + size_str(w, h) + ", pixels are " +
-                    size_str(dw, dh));
-    }
-    img.rgb.resize(count);
-    for (size_t i = 0; i < count; ++i) img.rgb[i] = px[i] / 255.0f;
-    stbi_image_free(px);
-  }
+  };
+  if (stbi_is_16_bit_from_memory(bytes.data(), len))
+    take(stbi_load_16_from_memory(bytes.data(), len, &dw, &dh, &dc, 3), 65535.0f);
+  else
+    take(stbi_load_from_memory(bytes.data(), len, &dw, &dh, &dc, 3), 255.0f);
   img.width = w;
   img.height = h;
   return img;
