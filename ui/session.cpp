@@ -72,6 +72,20 @@ void Session::post(std::function<void()> work) {
   QMetaObject::invokeMethod(workerContext_, std::move(work), Qt::QueuedConnection);
 }
 
+// Called on the worker when a run ends, however it ends: the UI thread marks
+// the session idle if no newer run took over meanwhile.
+void Session::finishRun(quint64 job) {
+  QMetaObject::invokeMethod(
+      this,
+      [this, job] {
+        if (busyJob_ == job) {
+          busyJob_ = 0;
+          emit idle();
+        }
+      },
+      Qt::QueuedConnection);
+}
+
 void Session::deliverRun(quint64 job, std::function<void()> emitter) {
   QMetaObject::invokeMethod(
       this,
@@ -147,17 +161,7 @@ quint64 Session::classify(const QString& imagePath, const QString& device) {
     auto report = [this, job](const QString& stage, int pct) {
       deliverRun(job, [this, job, stage, pct] { emit progress(job, stage, pct); });
     };
-    auto finish = [this, job] {
-      QMetaObject::invokeMethod(
-          this,
-          [this, job] {
-            if (busyJob_ == job) {
-              busyJob_ = 0;
-              emit idle();
-            }
-          },
-          Qt::QueuedConnection);
-    };
+    auto finish = [this, job] { finishRun(job); };
     if (flag->load()) {  // cancelled, or superseded, before it started
       deliverRun(job, [this, job] { emit cancelled(job); });
       finish();
@@ -237,17 +241,7 @@ quint64 Session::compare(const QString& imagePath, const QStringList& devices) {
   Flag flag = startRunJob(job);
   post([this, job, flag, imagePath, devices] {
     WorkerState& st = *state_;
-    auto finish = [this, job] {
-      QMetaObject::invokeMethod(
-          this,
-          [this, job] {
-            if (busyJob_ == job) {
-              busyJob_ = 0;
-              emit idle();
-            }
-          },
-          Qt::QueuedConnection);
-    };
+    auto finish = [this, job] { finishRun(job); };
     if (flag->load()) {
       deliverRun(job, [this, job] { emit cancelled(job); });
       finish();

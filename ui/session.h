@@ -49,6 +49,7 @@ class Session : public QObject {
   // Called on the worker thread; hops back to the UI thread and drops the
   // result when a newer job of the same channel exists.
   void deliverRun(quint64 job, std::function<void()> emitter);
+  void finishRun(quint64 job);
   Flag startRunJob(quint64 job);
 
   QThread thread_;
