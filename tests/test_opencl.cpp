@@ -342,9 +342,15 @@ class TestOpenCL : public QObject {
 
   void gemmTemplateMatchesCpu_data() {
     QTest::addColumn<int>("which");
+    QTest::addColumn<bool>("tiled");
+    // On a CPU device (PoCL) the default is the register-blocked template;
+    // "tiled" forces the local-memory one that GPUs get.
     const char* names[] = {"1x1x1", "17x33x5", "64x64x64", "129x65x257", "batch3 stride-0 B", "transposed A",
-                           "transposed B batch 2", "k=0"};
-    for (int i = 0; i < 8; ++i) QTest::newRow(names[i]) << i;
+                           "transposed B batch 2", "k=0", "both transposed batch 2", "gathered B k=300",
+                           "transposed B k=531"};
+    for (bool tiled : {false, true})
+      for (int i = 0; i < 11; ++i)
+        QTest::newRow(qPrintable(QString("%1 %2").arg(names[i], tiled ? "tiled" : "default"))) << i << tiled;
   }
 
   void gemmTemplateMatchesCpu() {
@@ -369,10 +375,30 @@ class TestOpenCL : public QObject {
         s.b_strides[1] = 1;  // B stored n x k
         s.b_strides[2] = 45;
         break;
-      default: s = contiguous(1, 5, 6, 0); break;
+      case 7: s = contiguous(1, 5, 6, 0); break;
+      case 8:
+        s = contiguous(2, 45, 38, 33);
+        s.a_strides[1] = 1;  // A stored k x m
+        s.a_strides[2] = 45;
+        s.b_strides[1] = 1;  // B stored n x k
+        s.b_strides[2] = 33;
+        break;
+      case 9:
+        s = contiguous(1, 20, 21, 300);
+        s.b_strides[1] = 42;  // every other column of a wider B
+        s.b_strides[2] = 2;
+        break;
+      default:
+        s = contiguous(1, 9, 7, 531);
+        s.b_strides[1] = 1;
+        s.b_strides[2] = 531;
+        break;
     }
+    QFETCH(bool, tiled);
+    if (tiled) qputenv("TINYLENS_GEMM", "tiled");
+    auto restore = qScopeGuard([] { qunsetenv("TINYLENS_GEMM"); });
     for (auto& d : devices_) {
-      GemmRun r = run_gemm(*d, s, "gemm_case_" + std::to_string(which));
+      GemmRun r = run_gemm(*d, s, "gemm_case_" + std::to_string(which) + (tiled ? "_tiled" : ""));
       std::vector<float> ref = reference_gemm(s, r.a, r.b);
       QVERIFY2(r.guard_intact, "GEMM wrote past the end of C");
       double scale = 0;

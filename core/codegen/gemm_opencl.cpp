@@ -39,6 +39,54 @@ GemmTiles pick_tiles(const GemmShape& s, const DeviceInfo& info) {
   return *(end - 1);
 }
 
+// A CPU device (PoCL) gets kernels/gemm_regs.cl: registers instead of local
+// memory, vectors along whichever operand axis has unit stride.
+TemplateKernel render_gemm_registers(const GemmShape& s, const std::string& name, bool wide) {
+  const char* layout = "VEC_N";
+  if (s.b_strides[2] != 1 && s.a_strides[1] == 1) layout = "VEC_M";
+  if (s.b_strides[2] != 1 && s.a_strides[1] != 1 && s.a_strides[2] == 1 && s.b_strides[1] == 1 && s.k >= 16)
+    layout = "DOT";
+  const bool dot = std::string(layout) == "DOT";
+  const int mr = dot ? 4 : 8, nv = dot ? 4 : 2;
+  auto str = [](int64_t v) { return std::to_string(v); };
+  TemplateKernel out;
+  out.source = specialise(embedded_kernel("gemm_regs.cl"),
+                          {{"NAME", name},
+                           {"M", str(s.m)},
+                           {"N", str(s.n)},
+                           {"K", str(s.k)},
+                           {"SA0", str(s.a_strides[0])},
+                           {"SA1", str(s.a_strides[1])},
+                           {"SA2", str(s.a_strides[2])},
+                           {"SB0", str(s.b_strides[0])},
+                           {"SB1", str(s.b_strides[1])},
+                           {"SB2", str(s.b_strides[2])},
+                           {"MR", str(mr)},
+                           {"NV", str(nv)},
+                           {"KC", str(std::clamp<int64_t>(s.k, 1, 256))},
+                           {"LAYOUT", layout},
+                           {"IDX", wide ? "long" : "int"}});
+  const bool vec_m = std::string(layout) == "VEC_M";
+  const int64_t rows = vec_m ? s.n : s.m, cols = vec_m ? s.m : s.n;
+  const int64_t row_blocks = std::max<int64_t>(1, (rows + mr - 1) / mr);
+  const int64_t col_blocks = std::max<int64_t>(1, (cols + (dot ? nv : 16 * nv) - 1) / (dot ? nv : 16 * nv));
+  if (dot) {
+    out.global[0] = row_blocks;
+    out.global[1] = col_blocks;
+    out.local[0] = out.local[1] = 0;
+  } else {
+    // A work-group is up to 16 row blocks of one column block (they share its
+    // panel in local memory).
+    out.global[0] = col_blocks;
+    out.global[1] = row_blocks;
+    out.local[0] = 1;
+    out.local[1] = std::min<int64_t>(row_blocks, 16);
+  }
+  out.global[2] = s.batch;
+  out.local[2] = 1;
+  return out;
+}
+
 }  // namespace
 
 TemplateKernel render_gemm_opencl(const GemmShape& s, const std::string& name, const DeviceInfo& info) {
@@ -61,6 +109,10 @@ TemplateKernel render_gemm_opencl(const GemmShape& s, const std::string& name, c
   const int64_t largest = std::max({reach(s.batch, padded_m, padded_k, s.a_strides),
                                     reach(s.batch, padded_k, padded_n, s.b_strides), s.batch * s.m * s.n});
   const bool wide = negative || largest >= (int64_t{1} << 31);
+  // TINYLENS_GEMM=tiled forces the local-memory template on a CPU device too,
+  // so CI's PoCL run also tests the kernel that GPUs get.
+  const char* force = std::getenv("TINYLENS_GEMM");
+  if (info.kind == "CPU" && !(force && std::string(force) == "tiled")) return render_gemm_registers(s, name, wide);
 
   // Walk each operand's tile along its unit-stride (or smaller-stride) axis.
   const bool a_k_fast = std::abs(s.a_strides[2]) <= std::abs(s.a_strides[1]);

@@ -1,0 +1,198 @@
+// Single-precision GEMM for OpenCL devices that are CPUs (PoCL and the like),
+// specialised with constants by core/codegen/gemm_opencl.cpp:
+//   C[b, m, n] = sum_k A[b*SA0 + m*SA1 + k*SA2] * B[b*SB0 + k*SB1 + n*SB2]
+// A CPU runs a work-group as a loop over its work-items, so the tiling that
+// pays on a GPU (many items cooperating on one tile, double buffering) only
+// adds copies. Here each work-item keeps an MR x (16*NV) block of C in vector
+// registers: per k it takes one row segment of the B panel as NV float16s and
+// broadcasts MR values of A, the shape of a register-blocked CPU micro-kernel
+// (16 lanes map onto AVX-512; LLVM splits them on narrower units). The items
+// of a work-group are row blocks of one column block and share its panel,
+// copied KC rows at a time into local memory: contiguous, whatever the
+// operand's strides, and free of the cache-set conflicts of a large row pitch.
+//
+// Three layouts, chosen on the host from the unit strides:
+//   VEC_N: B walks N with unit stride -> vectors along N (the forward matmul).
+//   VEC_M: A walks M with unit stride -> vectors along M, stored transposed.
+//   DOT:   both walk K with unit stride (A times B transposed) -> vectors
+//          along K, summed across lanes at the end.
+// Any other layout uses VEC_N, whose panel copy then gathers.
+#define M {{M}}
+#define N {{N}}
+#define K {{K}}
+#define SA0 {{SA0}}
+#define SA1 {{SA1}}
+#define SA2 {{SA2}}
+#define SB0 {{SB0}}
+#define SB1 {{SB1}}
+#define SB2 {{SB2}}
+#define MR {{MR}}
+#define NV {{NV}}
+#define KC {{KC}}
+#define LAYOUT_{{LAYOUT}} 1
+typedef {{IDX}} idx_t;
+
+#define NR (16 * NV)
+
+#if defined(LAYOUT_VEC_N) || defined(LAYOUT_VEC_M)
+#if defined(LAYOUT_VEC_N)
+// Rows of the block run along M (broadcast from A), vectors along N (from B).
+#define ROWS M
+#define COLS N
+#define R_STRIDE SA1
+#define RK_STRIDE SA2
+#define C_STRIDE SB2
+#define CK_STRIDE SB1
+#define R_BASE A
+#define C_BASE B
+#define R_BATCH SA0
+#define C_BATCH SB0
+#else
+// The same with the roles swapped: C^T = B^T A^T.
+#define ROWS N
+#define COLS M
+#define R_STRIDE SB2
+#define RK_STRIDE SB1
+#define C_STRIDE SA1
+#define CK_STRIDE SA2
+#define R_BASE B
+#define C_BASE A
+#define R_BATCH SB0
+#define C_BATCH SA0
+#endif
+
+__kernel void {{NAME}}(__global float* restrict C, __global const float* restrict A,
+                       __global const float* restrict B) {
+  // The work-group's items share one column block: they copy its next KC
+  // rows of the panel into local memory (contiguous, so unit-stride vector
+  // loads whatever the operand's strides, and no cache-set conflicts from a
+  // large row pitch), then each multiplies its own rows against it.
+  __local float panel[KC * NR];
+  // Column blocks are dimension 0, so consecutive work-groups reuse the same
+  // rows of the other operand from cache while each brings its own panel.
+  const int r0 = get_global_id(1) * MR;
+  const int c0 = get_group_id(0) * NR;
+  const idx_t batch = get_global_id(2);
+  const int lid = get_local_id(1), lsize = get_local_size(1);
+  __global const float* V = C_BASE + batch * (idx_t)C_BATCH + c0 * (idx_t)C_STRIDE;
+  // Items past the last row still help to copy; they compute nothing.
+  const int rows = clamp(ROWS - r0, 0, MR);
+  const int cols = min(NR, COLS - c0);
+  __global const float* R = R_BASE + batch * (idx_t)R_BATCH + min(r0, ROWS - 1) * (idx_t)R_STRIDE;
+
+  float16 acc[MR][NV];
+#pragma unroll
+  for (int i = 0; i < MR; ++i)
+#pragma unroll
+    for (int j = 0; j < NV; ++j) acc[i][j] = (float16)(0.0f);
+
+  for (int k0 = 0; k0 < K; k0 += KC) {
+    const int kc = min(KC, K - k0);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    // A row of the panel per item and turn: vector loads when the panel's
+    // rows are contiguous in memory and whole.
+    for (int kk = lid; kk < KC; kk += lsize) {
+      __global const float* src = V + (k0 + kk) * (idx_t)CK_STRIDE;
+      if (C_STRIDE == 1 && cols == NR && kk < kc) {
+#pragma unroll
+        for (int j = 0; j < NV; ++j) vstore16(vload16(j, src), j, panel + kk * NR);
+      } else {
+        for (int c = 0; c < NR; ++c) panel[kk * NR + c] = (kk < kc && c < cols) ? src[c * (idx_t)C_STRIDE] : 0.0f;
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (rows > 0) {
+      for (int kk = 0; kk < kc; ++kk) {
+        float16 v[NV];
+#pragma unroll
+        for (int j = 0; j < NV; ++j) v[j] = vload16(0, panel + kk * NR + 16 * j);
+        // Rows past the edge repeat the last valid one and are not stored.
+#pragma unroll
+        for (int i = 0; i < MR; ++i) {
+          const float16 r = (float16)(R[min(i, rows - 1) * (idx_t)R_STRIDE + (k0 + kk) * (idx_t)RK_STRIDE]);
+#pragma unroll
+          for (int j = 0; j < NV; ++j) acc[i][j] = fma(r, v[j], acc[i][j]);
+        }
+      }
+    }
+  }
+  if (c0 >= COLS) return;
+
+  __global float* out = C + batch * ((idx_t)M * N);
+  // Every index into acc is a constant after unrolling, so acc stays in
+  // registers; the bounds are tested per store instead.
+#pragma unroll
+  for (int i = 0; i < MR; ++i) {
+#pragma unroll
+    for (int j = 0; j < NV; ++j) {
+      if (i >= rows) continue;
+      float lanes[16];
+      vstore16(acc[i][j], 0, lanes);
+      for (int l = 0; l < 16 && 16 * j + l < cols; ++l) {
+#if defined(LAYOUT_VEC_N)
+        out[(r0 + i) * (idx_t)N + c0 + 16 * j + l] = lanes[l];
+#else
+        out[(c0 + 16 * j + l) * (idx_t)N + r0 + i] = lanes[l];
+#endif
+      }
+    }
+  }
+}
+#endif
+
+#if defined(LAYOUT_DOT)
+// SA2 == 1 and SB1 == 1: each work-item computes MR x NV results (NV is the
+// column count here), each as a float16 of partial sums over K.
+__kernel void {{NAME}}(__global float* restrict C, __global const float* restrict A,
+                       __global const float* restrict B) {
+  const int m0 = get_global_id(0) * MR;
+  const int n0 = get_global_id(1) * NV;
+  const idx_t batch = get_global_id(2);
+  if (m0 >= M || n0 >= N) return;
+  const int rows = min(MR, M - m0);
+  const int cols = min(NV, N - n0);
+  __global const float* Ab = A + batch * (idx_t)SA0;
+  __global const float* Bb = B + batch * (idx_t)SB0;
+  // Rows and columns past the edge repeat the last valid one: the loop stays
+  // uniform and their sums are simply not stored.
+  __global const float* a[MR];
+  __global const float* b[NV];
+#pragma unroll
+  for (int i = 0; i < MR; ++i) a[i] = Ab + (m0 + min(i, rows - 1)) * (idx_t)SA1;
+#pragma unroll
+  for (int j = 0; j < NV; ++j) b[j] = Bb + (n0 + min(j, cols - 1)) * (idx_t)SB2;
+
+  float16 acc[MR][NV];
+#pragma unroll
+  for (int i = 0; i < MR; ++i)
+#pragma unroll
+    for (int j = 0; j < NV; ++j) acc[i][j] = (float16)(0.0f);
+  int k = 0;
+  for (; k + 16 <= K; k += 16) {
+    float16 bv[NV];
+#pragma unroll
+    for (int j = 0; j < NV; ++j) bv[j] = vload16(0, b[j] + k);
+#pragma unroll
+    for (int i = 0; i < MR; ++i) {
+      const float16 av = vload16(0, a[i] + k);
+#pragma unroll
+      for (int j = 0; j < NV; ++j) acc[i][j] = fma(av, bv[j], acc[i][j]);
+    }
+  }
+  const int tail = K - k;
+  __global float* out = C + batch * ((idx_t)M * N);
+#pragma unroll
+  for (int i = 0; i < MR; ++i) {
+#pragma unroll
+    for (int j = 0; j < NV; ++j) {
+      if (i >= rows || j >= cols) continue;
+      float lanes[16];
+      vstore16(acc[i][j], 0, lanes);
+      float s = 0.0f;
+      for (int l = 0; l < 16; ++l) s += lanes[l];
+      for (int t = 0; t < tail; ++t) s = fma(a[i][k + t], b[j][k + t], s);
+      out[(m0 + i) * (idx_t)N + n0 + j] = s;
+    }
+  }
+}
+#endif
