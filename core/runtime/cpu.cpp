@@ -11,6 +11,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -23,11 +25,57 @@ namespace tl {
 
 namespace {
 
+// Freed blocks kept for the next allocation of the same size. A model's warm
+// run allocates the same intermediates every time; without this each one is a
+// fresh mmap whose pages fault in and are zeroed by the kernel, which cost
+// more than some of the kernels that fill them. Blocks are not cleared: every
+// kernel writes its whole output (the golden tests would see stale values).
+class BlockPool {
+ public:
+  static constexpr size_t kMaxKept = size_t{512} << 20;
+  unsigned char* take(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_.find(bytes);
+      if (it != free_.end()) {
+        unsigned char* p = it->second;
+        free_.erase(it);
+        kept_ -= bytes;
+        return p;
+      }
+    }
+    return static_cast<unsigned char*>(::operator new(bytes ? bytes : 1, std::align_val_t(64)));
+  }
+  void give(unsigned char* p, size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (kept_ + bytes <= kMaxKept) {
+        free_.emplace(bytes, p);
+        kept_ += bytes;
+        return;
+      }
+    }
+    ::operator delete(p, std::align_val_t(64));
+  }
+  ~BlockPool() {
+    for (auto& [bytes, p] : free_) ::operator delete(p, std::align_val_t(64));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::multimap<size_t, unsigned char*> free_;
+  size_t kept_ = 0;
+};
+
 class HostBuffer : public Buffer {
  public:
-  HostBuffer(Device* d, size_t bytes) : Buffer(d, bytes), data(new (std::align_val_t(64)) unsigned char[bytes ? bytes : 1]()) {}
-  ~HostBuffer() override { ::operator delete[](data, std::align_val_t(64)); }
+  HostBuffer(Device* d, size_t bytes, std::shared_ptr<BlockPool> pool)
+      : Buffer(d, bytes), data(pool->take(bytes)), pool_(std::move(pool)) {}
+  ~HostBuffer() override { pool_->give(data, bytes()); }
   unsigned char* data;
+
+ private:
+  std::shared_ptr<BlockPool> pool_;
 };
 
 using KernelFn = void (*)(int, int, void**);
@@ -96,7 +144,7 @@ class CpuDevice : public Device {
   const DeviceInfo& info() const override { return info_; }
   const Dialect& dialect() const override { return dialect_; }
 
-  std::shared_ptr<Buffer> allocate(size_t bytes) override { return std::make_shared<HostBuffer>(this, bytes); }
+  std::shared_ptr<Buffer> allocate(size_t bytes) override { return std::make_shared<HostBuffer>(this, bytes, blocks_); }
   void copy_in(Buffer& dst, const void* src, size_t bytes) override {
     if (bytes) std::memcpy(static_cast<HostBuffer&>(dst).data, src, bytes);
   }
@@ -188,6 +236,7 @@ class CpuDevice : public Device {
   DeviceInfo info_;
   Dialect dialect_;
   ThreadPool pool_;
+  std::shared_ptr<BlockPool> blocks_ = std::make_shared<BlockPool>();
   std::string compiler_, compiler_version_;
 };
 
