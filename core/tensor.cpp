@@ -817,13 +817,17 @@ Tensor Tensor::conv2d(const Tensor& weight, const Tensor& bias, const Conv2dOpti
   } else {
     Tensor win = windows_2d(x, KH, KW, opt.stride_h, opt.stride_w, opt.dilation_h, opt.dilation_w, OH, OW, "conv2d",
                             shape());
-    // (N, C, OH, OW, KH, KW) -> (N, G, C/G * KH * KW, OH * OW)
-    Tensor cols = win.permute({0, 1, 4, 5, 2, 3}).reshape({N, G, C / G * KH * KW, OH * OW});
     if (G == 1) {
-      out = weight.reshape({O, C * KH * KW}).matmul(cols.reshape({N, C * KH * KW, OH * OW}));
+      // (N, C, OH, OW, KH, KW) -> (N, C * KH * KW, OH * OW): im2col for one GEMM
+      Tensor cols = win.permute({0, 1, 4, 5, 2, 3}).reshape({N, C * KH * KW, OH * OW});
+      out = weight.reshape({O, C * KH * KW}).matmul(cols);
     } else {
-      Tensor w = weight.reshape({1, G, O / G, C / G * KH * KW, 1});
-      out = (cols.unsqueeze(2) * w).sum({3});  // (N, G, O/G, OH*OW)
+      // Grouped (depthwise): multiply-adds over the taps, with OH and OW kept
+      // apart so the kernel walks output rows and reads input rows with unit
+      // stride instead of dividing a flattened index.
+      Tensor taps = win.permute({0, 1, 4, 5, 2, 3}).reshape({N, G, C / G * KH * KW, OH, OW});
+      Tensor w = weight.reshape({1, G, O / G, C / G * KH * KW, 1, 1});
+      out = (taps.unsqueeze(2) * w).sum({3});  // (N, G, O/G, OH, OW)
     }
   }
   out = out.reshape({N, O, OH, OW});

@@ -364,18 +364,29 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
   std::string body;
   int64_t parallel_items = n_out;
   if (plan.kind == KernelPlan::Kind::Elementwise) {
+    // A reshape on top of the computed value (e.g. (C, H, W) flattened to
+    // (C, H*W) for a GEMM) keeps the flat order, so the kernel may walk the
+    // shape before it: rows of W read their inputs with unit stride, where
+    // rows of H*W would divide and wrap every index.
+    NodeRef value_node = out.op == Op::Contiguous ? out.src[0] : plan.output;
+    Shape shape = out.shape;
+    while (value_node->op == Op::Reshape && !low.params.count(value_node.get()) && !value_node->src[0]->shape.empty() &&
+           value_node->src[0]->shape.back() >= 8 && value_node->src[0]->shape.back() < shape.back()) {
+      value_node = value_node->src[0];
+      shape = value_node->shape;
+    }
     auto ix = std::make_shared<Index>();
-    ix->shape = out.shape;
+    ix->shape = shape;
     ix->flat = gid;
     // On the C device each parallel item is a whole row, walked by an inner
     // loop: the index arithmetic of the outer axes is then loop-invariant and
     // the row itself vectorises.
-    int64_t width = out.shape.empty() ? 1 : out.shape.back();
+    int64_t width = shape.empty() ? 1 : shape.back();
     bool rows = d.buffers_in_array && width >= 8 && n_out > 0;
     if (rows) {
       parallel_items = n_out / width;
       E row = var("gid", 0, parallel_items - 1), x = var("x", 0, width - 1);
-      Shape outer(out.shape.begin(), out.shape.end() - 1);
+      Shape outer(shape.begin(), shape.end() - 1);
       auto row_ix = std::make_shared<Index>();
       row_ix->shape = outer;
       row_ix->flat = row;
@@ -385,7 +396,6 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
       low.keep_alive.push_back(row_ix);
       pr.indent = "      ";
     }
-    const NodeRef& value_node = out.op == Op::Contiguous ? out.src[0] : plan.output;
     E v = cast(low.lower(value_node, ix), out.dtype);
     std::string result = pr(v);
     if (rows)
