@@ -311,6 +311,63 @@ class TestOnnx : public QObject {
     QVERIFY(weights > 4000000);  // about 4.65 M parameters
   }
 
+  // What the window prints for attributes: small constants show their values.
+  void inspectedAttributes() {
+    fs::path dir = temp_dir("attributes");
+    Builder b;
+    b.output("c", {});
+    auto* n = b.node("Constant", {}, {"c"});
+    auto* a = n->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(TP::INT64);
+    a->mutable_t()->add_int64_data(7);
+    auto* big = b.node("Constant", {}, {"d"});
+    auto* t = big->add_attribute();
+    t->set_name("value");
+    t->set_type(onnx::AttributeProto::TENSOR);
+    t->mutable_t()->set_data_type(TP::FLOAT);
+    t->mutable_t()->add_dims(2);
+    t->mutable_t()->add_dims(9);
+    for (int i = 0; i < 18; ++i) t->mutable_t()->add_float_data(float(i));
+    OnnxGraphInfo info = inspect_onnx(b.save(dir / "m.onnx"));
+    QCOMPARE(info.nodes.size(), size_t(2));
+    QCOMPARE(info.nodes[0].attributes[0].second, std::string("tensor int64 () 7"));
+    QCOMPARE(info.nodes[1].attributes[0].second, std::string("tensor float (2, 9)"));  // too many values to print
+    fs::remove_all(dir);
+  }
+
+  // Intermediate shapes the file does not record come from a lazy walk;
+  // dynamic dimensions count as 1; a model with an unsupported node gets none.
+  void inferredShapes() {
+    fs::path dir = temp_dir("shapes");
+    Builder b;
+    b.input("x", {"batch", "3"});
+    b.output("y", {"batch", "4"});
+    b.node("Relu", {"x"}, {"r"});
+    b.node("MatMul", {"r", "W"}, {"y"});
+    auto* W = b.init("W", {3, 4}, TP::FLOAT);
+    for (int i = 0; i < 12; ++i) W->add_float_data(float(i));
+    const std::string path = b.save(dir / "m.onnx");
+    OnnxGraphInfo info = inspect_onnx(path);
+    QVERIFY(info.values.empty());
+    QVERIFY(infer_onnx_shapes(info, path));
+    QCOMPARE(info.values.size(), size_t(1));  // "y" is a graph output, known already
+    QCOMPARE(info.values[0].name, std::string("r"));
+    QCOMPARE(info.values[0].shape, (Shape{1, 3}));
+
+    Builder u(13, "com.example");
+    u.input("x", {"2"});
+    u.output("y", {"2"});
+    u.node("Relu", {"x"}, {"r"});
+    u.node("Mystery", {"r"}, {"y"}, "com.example");
+    const std::string upath = u.save(dir / "u.onnx");
+    OnnxGraphInfo uinfo = inspect_onnx(upath);
+    QVERIFY(!infer_onnx_shapes(uinfo, upath));
+    QVERIFY(uinfo.values.empty());
+    fs::remove_all(dir);
+  }
+
   void notAClassifier() {
     fs::path dir = temp_dir("notclassifier");
     Builder b;

@@ -290,6 +290,8 @@ void MainWindow::onClassified(const RunPtr& run) {
                        .arg(run->warmSeconds * 1e3, 0, 'f', 2)
                        .arg(run->records.size()));
   screenshotResult_ = true;
+  // The ONNX graph does not relayout for a run, so no layoutReady will come.
+  if (graph_->mode() == GraphPane::OnnxGraph && !graph_->layoutPending()) maybeScreenshot();
   emit runFinished(run);
 }
 

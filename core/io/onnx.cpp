@@ -404,6 +404,20 @@ std::string attr_text(const onnx::AttributeProto& a) {
       s << "tensor " << onnx_detail::elem_name(a.t().data_type()) << " (";
       for (int i = 0; i < a.t().dims_size(); ++i) s << (i ? ", " : "") << a.t().dims(i);
       s << ")";
+      // Constants of a few values (padding arithmetic, axes) read better as values.
+      int64_t count = 1;
+      for (int i = 0; i < a.t().dims_size() && count > 0; ++i)
+        count = a.t().dims(i) < 0 || a.t().dims(i) > 8 ? -1 : count * a.t().dims(i);
+      if (count >= 1 && count <= 8) {
+        try {
+          Value v = onnx_detail::value_from_proto(a.t(), "", "attribute '" + a.name() + "'");
+          s << " ";
+          if (a.t().dims_size() == 0 && v.data.size() == 1) s << v.data[0];
+          else list(v.data);
+        } catch (const IOError&) {
+          // An unreadable constant still shows its type and shape.
+        }
+      }
       break;
     }
     case onnx::AttributeProto::GRAPH: s << "graph '" << a.g().name() << "'"; break;
