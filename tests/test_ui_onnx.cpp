@@ -226,6 +226,23 @@ class TestUiOnnx : public QObject {
     QVERIFY2(pane->detailsText().contains("strides = [2, 2]"), qPrintable(pane->detailsText()));
   }
 
+  // Two files opened back to back: only the newer one's graph arrives.
+  void newerOpenSupersedes() {
+    const fs::path model =
+        fs::path(tltest::source_dir()) / "resources/onnx-node-tests/test_conv_with_strides_padding/model.onnx";
+    if (!fs::exists(model)) QSKIP("resources/onnx-node-tests is missing: run scripts/setup");
+    const QString conv = QString::fromStdString(model.string());
+    QSignalSpy inspected(window_->session(), &Session::onnxInspected);
+    window_->openFile(fixture_);
+    window_->openFile(conv);
+    QTRY_VERIFY_WITH_TIMEOUT(!inspected.isEmpty(), 30000);
+    QTest::qWait(300);
+    QCOMPARE(inspected.size(), 1);
+    QCOMPARE(inspected[0][0].value<OnnxPtr>()->path, conv);
+    QTRY_COMPARE(window_->graphPane()->onnx()->path, conv);
+    QTRY_COMPARE(onnxNodeCount(window_->graphPane()->displayGraph()), 1);
+  }
+
   // The exported EfficientNet-Lite0: its graph, then the squirrel through it;
   // the top-1 must be the native model's (PyTorch golden logits' argmax).
   void exportedClassifier() {
