@@ -9,71 +9,17 @@
 #include "core/error.h"
 #include "core/io/onnx.h"
 #include "core/models/classifier.h"
+#include "onnx_builder.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;
 using namespace tl;
 using TP = onnx::TensorProto;
+using tltest::Builder;
 
 namespace {
 
 fs::path node_tests() { return fs::path(tltest::source_dir()) / "resources" / "onnx-node-tests"; }
-
-// ---- a tiny model builder on the protobuf classes ----
-struct Builder {
-  onnx::ModelProto m;
-  explicit Builder(int64_t opset = 13, const std::string& extra_domain = "") {
-    m.set_ir_version(8);
-    m.set_producer_name("tinylens-test");
-    auto* o = m.add_opset_import();
-    o->set_domain("");
-    o->set_version(opset);
-    if (!extra_domain.empty()) {
-      auto* e = m.add_opset_import();
-      e->set_domain(extra_domain);
-      e->set_version(1);
-    }
-    m.mutable_graph()->set_name("g");
-  }
-  static void set_type(onnx::ValueInfoProto* v, const std::string& name, int elem, const std::vector<std::string>& dims) {
-    v->set_name(name);
-    auto* t = v->mutable_type()->mutable_tensor_type();
-    t->set_elem_type(elem);
-    for (const auto& d : dims) {
-      auto* dim = t->mutable_shape()->add_dim();
-      if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
-      else dim->set_dim_param(d);
-    }
-  }
-  void input(const std::string& name, const std::vector<std::string>& dims, int elem = TP::FLOAT) {
-    set_type(m.mutable_graph()->add_input(), name, elem, dims);
-  }
-  void output(const std::string& name, const std::vector<std::string>& dims, int elem = TP::FLOAT) {
-    set_type(m.mutable_graph()->add_output(), name, elem, dims);
-  }
-  onnx::NodeProto* node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
-                        const std::string& domain = "") {
-    auto* n = m.mutable_graph()->add_node();
-    n->set_op_type(op);
-    n->set_domain(domain);
-    n->set_name(op + "_" + std::to_string(m.graph().node_size()));
-    for (auto& i : in) n->add_input(i);
-    for (auto& o : out) n->add_output(o);
-    return n;
-  }
-  TP* init(const std::string& name, std::vector<int64_t> dims, int elem) {
-    auto* t = m.mutable_graph()->add_initializer();
-    t->set_name(name);
-    t->set_data_type(elem);
-    for (auto d : dims) t->add_dims(d);
-    return t;
-  }
-  std::string save(const fs::path& path) const {
-    std::ofstream out(path, std::ios::binary);
-    m.SerializeToOstream(&out);
-    return path.string();
-  }
-};
 
 fs::path temp_dir(const std::string& name) {
   fs::path d = fs::temp_directory_path() / ("tinylens-onnx-" + name + "-" + std::to_string(::getpid()));
@@ -363,6 +309,63 @@ class TestOnnx : public QObject {
     int64_t weights = 0;
     for (const auto& i : info.initializers) weights += numel(i.shape);
     QVERIFY(weights > 4000000);  // about 4.65 M parameters
+  }
+
+  // What the window prints for attributes: small constants show their values.
+  void inspectedAttributes() {
+    fs::path dir = temp_dir("attributes");
+    Builder b;
+    b.output("c", {});
+    auto* n = b.node("Constant", {}, {"c"});
+    auto* a = n->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(TP::INT64);
+    a->mutable_t()->add_int64_data(7);
+    auto* big = b.node("Constant", {}, {"d"});
+    auto* t = big->add_attribute();
+    t->set_name("value");
+    t->set_type(onnx::AttributeProto::TENSOR);
+    t->mutable_t()->set_data_type(TP::FLOAT);
+    t->mutable_t()->add_dims(2);
+    t->mutable_t()->add_dims(9);
+    for (int i = 0; i < 18; ++i) t->mutable_t()->add_float_data(float(i));
+    OnnxGraphInfo info = inspect_onnx(b.save(dir / "m.onnx"));
+    QCOMPARE(info.nodes.size(), size_t(2));
+    QCOMPARE(info.nodes[0].attributes[0].second, std::string("tensor int64 () 7"));
+    QCOMPARE(info.nodes[1].attributes[0].second, std::string("tensor float (2, 9)"));  // too many values to print
+    fs::remove_all(dir);
+  }
+
+  // Intermediate shapes the file does not record come from a lazy walk;
+  // dynamic dimensions count as 1; a model with an unsupported node gets none.
+  void inferredShapes() {
+    fs::path dir = temp_dir("shapes");
+    Builder b;
+    b.input("x", {"batch", "3"});
+    b.output("y", {"batch", "4"});
+    b.node("Relu", {"x"}, {"r"});
+    b.node("MatMul", {"r", "W"}, {"y"});
+    auto* W = b.init("W", {3, 4}, TP::FLOAT);
+    for (int i = 0; i < 12; ++i) W->add_float_data(float(i));
+    const std::string path = b.save(dir / "m.onnx");
+    OnnxGraphInfo info = inspect_onnx(path);
+    QVERIFY(info.values.empty());
+    QVERIFY(infer_onnx_shapes(info, path));
+    QCOMPARE(info.values.size(), size_t(1));  // "y" is a graph output, known already
+    QCOMPARE(info.values[0].name, std::string("r"));
+    QCOMPARE(info.values[0].shape, (Shape{1, 3}));
+
+    Builder u(13, "com.example");
+    u.input("x", {"2"});
+    u.output("y", {"2"});
+    u.node("Relu", {"x"}, {"r"});
+    u.node("Mystery", {"r"}, {"y"}, "com.example");
+    const std::string upath = u.save(dir / "u.onnx");
+    OnnxGraphInfo uinfo = inspect_onnx(upath);
+    QVERIFY(!infer_onnx_shapes(uinfo, upath));
+    QVERIFY(uinfo.values.empty());
+    fs::remove_all(dir);
   }
 
   void notAClassifier() {

@@ -2,6 +2,7 @@
 // the kernel graph after scheduling. Built from plain core data, so it can be
 // made and laid out on any thread.
 #pragma once
+#include <QRgb>
 #include <QSet>
 #include <QString>
 #include <map>
@@ -20,6 +21,11 @@ struct DisplayNode {
   int kernel = -1;      // record index (primitive node or kernel graph node)
   double seconds = 0;   // time of the kernels it went into
   double width = 0, height = 0;  // box size in points; 0 lets Graphviz size it
+  // ONNX graph only: index into OnnxGraphInfo::nodes (-1 for the graph's
+  // input and output boxes), the op's colour, and whether tinylens lacks it.
+  int onnxNode = -1;
+  QRgb fill = 0;  // 0: coloured by time
+  bool unsupported = false;
 };
 
 struct DisplayEdge {

@@ -87,6 +87,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
   });
   connect(session_, &Session::modelLoaded, this, [this](const ModelPtr& m) {
     model_->setModel(m);
+    // The ONNX graph belongs to the .onnx it came from; another model hides it.
+    if (m->job != 0 && !m->nameOrPath.endsWith(".onnx", Qt::CaseInsensitive) && graph_->onnx()) {
+      graph_->setOnnx(nullptr);
+      if (graph_->mode() == GraphPane::OnnxGraph) graph_->setMode(GraphPane::OpGraph);
+    }
     // A model the user picked re-runs the current image; the built-in one
     // loaded on demand by a run does not (that run is already going).
     if (m->job != 0 && m->nameOrPath == pendingModel_) {
@@ -95,6 +100,14 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
       status_->setText(tr("Model %1 loaded").arg(QString::fromStdString(m->summary.name)));
       if (!currentImage_.isEmpty()) rerun();
     }
+  });
+  connect(session_, &Session::onnxInspected, this, [this](const OnnxPtr& onnx) {
+    graph_->setOnnx(onnx);
+    graph_->setMode(GraphPane::OnnxGraph);
+    status_->setText(tr("ONNX graph of %1: %2 nodes, %3 unsupported")
+                         .arg(QFileInfo(onnx->path).fileName())
+                         .arg(onnx->info.nodes.size())
+                         .arg(onnx->unsupported));
   });
   connect(session_, &Session::imageDecoded, this, [this](quint64, const QString& path, const QImage& img) {
     currentImage_ = path;
@@ -200,6 +213,7 @@ void MainWindow::buildMenus() {
   view->addSeparator();
   view->addAction(tr("&Op Graph"), this, [this] { graph_->setMode(GraphPane::OpGraph); });
   view->addAction(tr("&Kernel Graph"), this, [this] { graph_->setMode(GraphPane::KernelGraph); });
+  view->addAction(tr("O&NNX Graph"), this, [this] { graph_->setMode(GraphPane::OnnxGraph); });
   view->addAction(tr("&Fit Graph"), QKeySequence(tr("Ctrl+0")), graph_, &GraphPane::fit);
   view->addSeparator();
   view->addAction(tr("&Reset Layout"), this, [this] { restoreState(defaultState_); });
@@ -276,6 +290,8 @@ void MainWindow::onClassified(const RunPtr& run) {
                        .arg(run->warmSeconds * 1e3, 0, 'f', 2)
                        .arg(run->records.size()));
   screenshotResult_ = true;
+  // The ONNX graph does not relayout for a run, so no layoutReady will come.
+  if (graph_->mode() == GraphPane::OnnxGraph && !graph_->layoutPending()) maybeScreenshot();
   emit runFinished(run);
 }
 

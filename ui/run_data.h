@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/graph.h"
+#include "core/io/onnx.h"
 #include "core/models/classifier.h"
 #include "core/profile.h"
 #include "core/runtime/device.h"
@@ -44,6 +45,16 @@ struct ModelData {
 };
 using ModelPtr = std::shared_ptr<const ModelData>;
 
+// An opened .onnx file as a graph, whether or not it can classify.
+struct OnnxData {
+  quint64 job = 0;
+  QString path;
+  tl::OnnxGraphInfo info;
+  int unsupported = 0;  // nodes tinylens cannot run
+  bool shapesInferred = false;  // info.values completed by tl::infer_onnx_shapes
+};
+using OnnxPtr = std::shared_ptr<const OnnxData>;
+
 using DeviceList = std::vector<tl::DeviceInfo>;
 
 inline QString qs(const std::string& s) { return QString::fromStdString(s); }
@@ -53,4 +64,5 @@ inline QString qs(const std::string& s) { return QString::fromStdString(s); }
 Q_DECLARE_METATYPE(tlui::RunPtr)
 Q_DECLARE_METATYPE(tlui::ComparePtr)
 Q_DECLARE_METATYPE(tlui::ModelPtr)
+Q_DECLARE_METATYPE(tlui::OnnxPtr)
 Q_DECLARE_METATYPE(tlui::DeviceList)

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/io/onnx.h"
 #include "core/realize.h"
 #include "core/runtime/registry.h"
 #include "core/tensor.h"
@@ -48,6 +49,7 @@ Session::Session(QObject* parent) : QObject(parent), state_(std::make_unique<Wor
   qRegisterMetaType<tlui::RunPtr>();
   qRegisterMetaType<tlui::ComparePtr>();
   qRegisterMetaType<tlui::ModelPtr>();
+  qRegisterMetaType<tlui::OnnxPtr>();
   qRegisterMetaType<tlui::DeviceList>();
   workerContext_ = new QObject;
   workerContext_->moveToThread(&thread_);
@@ -131,6 +133,26 @@ quint64 Session::loadModel(const QString& nameOrPath) {
     WorkerState& st = *state_;
     QMetaObject::invokeMethod(
         this, [this, job] { emit progress(job, tr("Loading model"), 0); }, Qt::QueuedConnection);
+    if (nameOrPath.endsWith(".onnx", Qt::CaseInsensitive)) {
+#ifdef TL_HAVE_ONNX
+      try {
+        auto graph = std::make_shared<OnnxData>();
+        graph->job = job;
+        graph->path = nameOrPath;
+        graph->info = tl::inspect_onnx(nameOrPath.toStdString());
+        for (const auto& n : graph->info.nodes) graph->unsupported += n.supported ? 0 : 1;
+        if (graph->unsupported == 0) graph->shapesInferred = tl::infer_onnx_shapes(graph->info, nameOrPath.toStdString());
+        OnnxPtr out = graph;
+        QMetaObject::invokeMethod(
+            this, [this, job, out] { if (job == modelJob_) emit onnxInspected(out); }, Qt::QueuedConnection);
+      } catch (const std::exception& e) {
+        QString msg = QString("Could not open the ONNX file %1: %2").arg(nameOrPath, e.what());
+        QMetaObject::invokeMethod(
+            this, [this, job, msg] { if (job == modelJob_) emit failed(job, "model", msg); }, Qt::QueuedConnection);
+        return;
+      }
+#endif
+    }
     try {
       auto model = tl::load_classifier(nameOrPath.toStdString());
       auto data = std::make_shared<ModelData>();
@@ -146,6 +168,13 @@ quint64 Session::loadModel(const QString& nameOrPath) {
           this, [this, job, out] { if (job == modelJob_) emit modelLoaded(out); }, Qt::QueuedConnection);
     } catch (const std::exception& e) {
       QString msg = QString("Could not load the model %1: %2").arg(nameOrPath, e.what());
+#ifdef TL_HAVE_ONNX
+      if (nameOrPath.endsWith(".onnx", Qt::CaseInsensitive))
+        msg = QString("The graph of %1 is shown, but it cannot classify images: %2%3")
+                  .arg(nameOrPath, e.what(),
+                       st.modelName.isEmpty() ? QString()
+                                              : QString("\nImages are still classified with %1.").arg(st.modelName));
+#endif
       QMetaObject::invokeMethod(
           this, [this, job, msg] { if (job == modelJob_) emit failed(job, "model", msg); }, Qt::QueuedConnection);
     }

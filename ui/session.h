@@ -22,6 +22,9 @@ class Session : public QObject {
 
   // Each returns the job id; results arrive through the signals below.
   quint64 enumerateDevices();
+  // A .onnx file is first read as a graph (onnxInspected), then loaded as a
+  // classifier; a graph that cannot classify still shows, and the previous
+  // classifier stays loaded.
   quint64 loadModel(const QString& nameOrPath);
   quint64 classify(const QString& imagePath, const QString& device);
   quint64 compare(const QString& imagePath, const QStringList& devices);
@@ -34,6 +37,7 @@ class Session : public QObject {
   void progress(quint64 job, const QString& stage, int percent);
   void devicesReady(const tlui::DeviceList& devices);
   void modelLoaded(const tlui::ModelPtr& model);
+  void onnxInspected(const tlui::OnnxPtr& graph);
   void imageDecoded(quint64 job, const QString& path, const QImage& image);
   void classified(const tlui::RunPtr& run);
   void compared(const tlui::ComparePtr& result);

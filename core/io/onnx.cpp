@@ -284,7 +284,9 @@ const std::vector<OnnxValueInfo>& OnnxModel::outputs() const { return impl_->out
 int64_t OnnxModel::parameters() const { return impl_->parameters; }
 int64_t OnnxModel::nodes() const { return impl_->model.graph().node_size(); }
 
-std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs) const {
+std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs) const { return run(inputs, nullptr); }
+
+std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<std::string, Shape>* shapes) const {
   auto& m = *impl_;
   if (inputs.size() > m.inputs.size())
     throw ShapeError(m.path + " takes " + std::to_string(m.inputs.size()) + " inputs, got " + std::to_string(inputs.size()));
@@ -360,6 +362,9 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs) const {
     for (int i = 0; i < n.output_size() && size_t(i) < outs.size(); ++i)
       if (!n.output(i).empty()) env[n.output(i)] = std::move(outs[size_t(i)]);
   }
+  if (shapes)
+    for (const auto& [name, v] : env)
+      if (v.present) (*shapes)[name] = v.shape;
   std::vector<Tensor> result;
   for (const auto& o : g.output()) {
     auto it = env.find(o.name());
@@ -399,6 +404,20 @@ std::string attr_text(const onnx::AttributeProto& a) {
       s << "tensor " << onnx_detail::elem_name(a.t().data_type()) << " (";
       for (int i = 0; i < a.t().dims_size(); ++i) s << (i ? ", " : "") << a.t().dims(i);
       s << ")";
+      // Constants of a few values (padding arithmetic, axes) read better as values.
+      int64_t count = 1;
+      for (int i = 0; i < a.t().dims_size() && count > 0; ++i)
+        count = a.t().dims(i) < 0 || a.t().dims(i) > 8 ? -1 : count * a.t().dims(i);
+      if (count >= 1 && count <= 8) {
+        try {
+          Value v = onnx_detail::value_from_proto(a.t(), "", "attribute '" + a.name() + "'");
+          s << " ";
+          if (a.t().dims_size() == 0 && v.data.size() == 1) s << v.data[0];
+          else list(v.data);
+        } catch (const IOError&) {
+          // An unreadable constant still shows its type and shape.
+        }
+      }
       break;
     }
     case onnx::AttributeProto::GRAPH: s << "graph '" << a.g().name() << "'"; break;
@@ -423,6 +442,7 @@ OnnxGraphInfo inspect_onnx(const std::string& path) {
     in.name = t.name();
     in.shape.assign(t.dims().begin(), t.dims().end());
     in.dtype = onnx_detail::elem_name(t.data_type());
+    in.count = numel(in.shape);
     try {
       Value v = onnx_detail::value_from_proto(t, dir, path);
       if (!v.data.empty()) {
@@ -438,6 +458,7 @@ OnnxGraphInfo inspect_onnx(const std::string& path) {
         in.max = float(hi);
         in.mean = float(mean);
         in.stddev = float(std::sqrt(sq / double(v.data.size())));
+        in.has_stats = true;
       }
     } catch (const IOError&) {
       // Statistics are a nicety: an unreadable initializer still shows up by name.
@@ -447,6 +468,8 @@ OnnxGraphInfo inspect_onnx(const std::string& path) {
   for (const auto& i : g.input())
     if (!init_names.count(i.name())) info.inputs.push_back(value_info(i));
   for (const auto& o : g.output()) info.outputs.push_back(value_info(o));
+  for (const auto& v : g.value_info())
+    if (v.type().has_tensor_type()) info.values.push_back(value_info(v));
   int k = 0;
   for (const auto& n : g.node()) {
     OnnxGraphInfo::Node node;
@@ -461,6 +484,39 @@ OnnxGraphInfo inspect_onnx(const std::string& path) {
     info.nodes.push_back(std::move(node));
   }
   return info;
+}
+
+bool infer_onnx_shapes(OnnxGraphInfo& info, const std::string& path) {
+  std::map<std::string, Shape> shapes;
+  std::map<std::string, std::string> dtypes;
+  try {
+    OnnxModel model(path);
+    std::vector<Tensor> inputs;
+    for (const auto& in : model.inputs()) {
+      Shape s = in.shape;
+      for (auto& d : s) d = d < 0 ? 1 : d;
+      inputs.push_back(Tensor::zeros(s, DType::f32, "cpu"));
+    }
+    model.run(inputs, &shapes);
+  } catch (const std::exception&) {
+    return false;
+  }
+  std::set<std::string> known;
+  for (const auto* list : {&info.inputs, &info.outputs, &info.values})
+    for (const auto& v : *list) known.insert(v.name);
+  for (const auto& i : info.initializers) known.insert(i.name);
+  for (const auto& n : info.nodes)
+    for (const auto& out : n.outputs) {
+      auto it = shapes.find(out);
+      if (out.empty() || known.count(out) || it == shapes.end()) continue;
+      OnnxValueInfo v;
+      v.name = out;
+      v.shape = it->second;
+      v.dim_names.assign(v.shape.size(), "");
+      info.values.push_back(std::move(v));
+      known.insert(out);
+    }
+  return true;
 }
 
 // ---------------- tensors and conformance cases ----------------

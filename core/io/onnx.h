@@ -48,14 +48,24 @@ struct OnnxGraphInfo {
     std::string name;
     Shape shape;
     std::string dtype;
+    int64_t count = 0;  // elements
+    bool has_stats = false;  // false when the values could not be read
     float min = 0, max = 0, mean = 0, stddev = 0;
   };
   std::vector<Init> initializers;
   std::vector<OnnxValueInfo> inputs, outputs;  // inputs exclude initializers
+  // Intermediate values whose type the file records (graph.value_info, as
+  // written by shape inference); the others have no known shape.
+  std::vector<OnnxValueInfo> values;
   int64_t opset = 0;                           // of the default domain
   std::string producer;                        // "pytorch 1.13.1"
 };
 OnnxGraphInfo inspect_onnx(const std::string& path);
+// Adds to info.values the shape of every value the file does not describe,
+// found by building the model's lazy graph on the cpu with the declared input
+// shapes (dynamic dimensions taken as 1); no kernel runs. Returns false, and
+// adds nothing, when the model cannot be built (an unsupported node...).
+bool infer_onnx_shapes(OnnxGraphInfo& info, const std::string& path);
 
 class OnnxModel {
  public:
@@ -77,6 +87,8 @@ class OnnxModel {
   // may be left out); returns one tensor per graph output, on the device of
   // the first input. int64 values become int32 tensors, doubles float32.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+  // run() that also records the shape of every value it computes.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, std::map<std::string, Shape>* shapes) const;
 
  private:
   struct Impl;

@@ -4,9 +4,6 @@
 #include <QComboBox>
 #include <QFutureWatcher>
 #include <QGraphicsPathItem>
-#include <QGraphicsTextItem>
-#include <QTextDocument>
-#include <QTextOption>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
@@ -26,12 +23,32 @@
 #endif
 
 #include "core/dtype.h"
+#include "ui/onnx_graph.h"
 
 namespace tlui {
 
 namespace {
 constexpr int kNodeRole = 0;  // QGraphicsItem::data key holding the display node index
-}
+
+// A box that paints its own label: a QGraphicsTextItem per node builds a
+// QTextDocument each, which for the ~1500 nodes of an ONNX file blocked the
+// UI thread for a quarter of a second; this paints only what is visible.
+class NodeBox : public QGraphicsPathItem {
+ public:
+  NodeBox(const QPainterPath& path, QString label, const QFont& font)
+      : QGraphicsPathItem(path), label_(std::move(label)), font_(font) {}
+  void paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget* widget) override {
+    QGraphicsPathItem::paint(painter, option, widget);
+    painter->setFont(font_);
+    painter->setPen(Qt::black);
+    painter->drawText(boundingRect().adjusted(2, 0, -2, 0), Qt::AlignCenter, label_);
+  }
+
+ private:
+  QString label_;
+  QFont font_;
+};
+}  // namespace
 
 GraphView::GraphView(QWidget* parent) : QGraphicsView(parent) {
   setDragMode(QGraphicsView::ScrollHandDrag);
@@ -78,7 +95,7 @@ GraphPane::GraphPane(QWidget* parent) : QWidget(parent) {
   layout->setContentsMargins(2, 2, 2, 2);
   auto* bar = new QHBoxLayout;
   modeBox_ = new QComboBox;
-  modeBox_->addItems({tr("Op graph (blocks collapsed)"), tr("Kernel graph (after scheduling)")});
+  modeBox_->addItems({tr("Op graph (blocks collapsed)"), tr("Kernel graph (after scheduling)"), tr("ONNX graph (file)")});
   auto* fitButton = new QPushButton(tr("Fit"));
   auto* collapseButton = new QPushButton(tr("Collapse all"));
   searchEdit_ = new QLineEdit;
@@ -122,6 +139,7 @@ GraphPane::GraphPane(QWidget* parent) : QWidget(parent) {
   });
   connect(details_, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
     if (url.scheme() == "kernel") emit kernelSelected(url.path().toInt());
+    if (url.scheme() == "onnx-node") selectOnnxNode(url.path().toInt());
   });
 }
 
@@ -130,14 +148,45 @@ void GraphPane::setRun(const RunPtr& run) {
   nodeById_.clear();
   if (run_)
     for (const auto& n : run_->graph) nodeById_[n.id] = &n;
+  if (mode_ == OnnxGraph) return;  // the file's graph stays as the user left it
   details_->clear();
   relayout();
+}
+
+void GraphPane::setOnnx(const OnnxPtr& onnx) {
+  onnx_ = onnx;
+  if (mode_ == OnnxGraph) {
+    details_->clear();
+    relayout();
+  }
+}
+
+void GraphPane::showOnnxSummary() {
+  if (!onnx_) return;
+  QString html = onnxSummaryHtml(onnx_->info, onnx_->path);
+  if (onnx_->shapesInferred) html += tr("<p><i>Shapes of intermediate values were inferred with every dynamic dimension = 1.</i></p>");
+  details_->setHtml(html);
+}
+
+void GraphPane::selectOnnxNode(int index) {
+  if (mode_ != OnnxGraph) return;
+  for (size_t i = 0; i < graph_.nodes.size(); ++i)
+    if (graph_.nodes[i].onnxNode == index) {
+      scene_->clearSelection();
+      if (i < nodeItems_.size()) {
+        nodeItems_[i]->setSelected(true);
+        view_->centerOn(nodeItems_[i]);
+      }
+      showDetails(int(i));
+      return;
+    }
 }
 
 void GraphPane::setMode(Mode mode) {
   if (mode_ == mode) return;
   mode_ = mode;
   modeBox_->setCurrentIndex(int(mode));
+  details_->clear();
   relayout();
 }
 
@@ -150,16 +199,18 @@ void GraphPane::toggleGroup(const QString& key) {
 
 void GraphPane::relayout() {
   quint64 generation = ++generation_;
-  if (!run_) {
+  if (mode_ == OnnxGraph ? !onnx_ : !run_) {
     scene_->clear();
     nodeItems_.clear();
     graph_ = {};
     pending_ = false;
+    info_->setText(mode_ == OnnxGraph ? tr("open a .onnx model to see its graph") : tr("classify an image to see its graph"));
     return;
   }
   pending_ = true;
   info_->setText(tr("laying out..."));
   RunPtr run = run_;
+  OnnxPtr onnx = onnx_;
   Mode mode = mode_;
   QSet<QString> expanded = expanded_;
   auto* watcher = new QFutureWatcher<std::pair<DisplayGraph, GraphLayout>>(this);
@@ -169,11 +220,14 @@ void GraphPane::relayout() {
     auto result = watcher->result();
     pending_ = false;
     draw(result.first, result.second);
+    if (mode_ == OnnxGraph && details_->toPlainText().isEmpty()) showOnnxSummary();
     emit layoutReady();
   });
   const QFont font = nodeFont(false), groupFont = nodeFont(true);
-  watcher->setFuture(QtConcurrent::run([run, mode, expanded, font, groupFont] {
-    DisplayGraph g = mode == OpGraph ? buildOpGraph(run->graph, run->records, expanded) : buildKernelGraph(run->records);
+  watcher->setFuture(QtConcurrent::run([run, onnx, mode, expanded, font, groupFont] {
+    DisplayGraph g = mode == OnnxGraph ? buildOnnxGraph(onnx->info)
+                     : mode == OpGraph ? buildOpGraph(run->graph, run->records, expanded)
+                                       : buildKernelGraph(run->records);
     const QFontMetricsF plain(font), bold(groupFont);
     for (auto& d : g.nodes) {
       QRectF r = (d.group ? bold : plain).boundingRect(QRectF(0, 0, 4000, 4000), Qt::AlignLeft | Qt::AlignTop, d.label);
@@ -237,25 +291,23 @@ void GraphPane::draw(const DisplayGraph& graph, const GraphLayout& layout) {
     QRectF rect(l.x - l.w / 2, l.y - l.h / 2, l.w, l.h);
     QPainterPath shape;
     shape.addRoundedRect(rect, d.group ? 6 : 3, d.group ? 6 : 3);
-    auto* box = scene_->addPath(shape, QPen(d.group ? QColor(60, 90, 140) : QColor(110, 110, 120), d.group ? 1.6 : 0.8),
-                                colourFor(d.seconds));
+    QPen border(d.group ? QColor(60, 90, 140) : QColor(110, 110, 120), d.group ? 1.6 : 0.8);
+    if (d.unsupported) border = QPen(QColor(200, 0, 0), 2.4);
+    auto* box = new NodeBox(shape, d.label, d.group ? groupFont : font);
+    box->setPen(border);
+    box->setBrush(d.fill ? QColor(d.fill) : colourFor(d.seconds));
+    scene_->addItem(box);
     box->setData(kNodeRole, int(i));
     box->setZValue(1);
     box->setToolTip(d.label);
     box->setFlag(QGraphicsItem::ItemIsSelectable);
-    auto* text = new QGraphicsTextItem(box);
-    text->setFont(d.group ? groupFont : font);
-    text->document()->setDocumentMargin(0);
-    text->setPlainText(d.label);
-    text->setTextWidth(std::max(1.0, rect.width() - 4));
-    QTextOption centred(Qt::AlignHCenter);
-    text->document()->setDefaultTextOption(centred);
-    QRectF tr = text->boundingRect();
-    text->setPos(rect.center() - QPointF(tr.width() / 2, tr.height() / 2));
     nodeItems_.push_back(box);
   }
   scene_->setSceneRect(QRectF(-10, -10, layout.width + 20, layout.height + 20));
-  info_->setText(tr("%1 nodes, %2 edges").arg(graph.nodes.size()).arg(graph.edges.size()));
+  if (mode_ == OnnxGraph && onnx_)
+    info_->setText(tr("%1 ONNX nodes, %2 unsupported").arg(onnx_->info.nodes.size()).arg(onnx_->unsupported));
+  else
+    info_->setText(tr("%1 nodes, %2 edges").arg(graph.nodes.size()).arg(graph.edges.size()));
   fit();
 }
 
@@ -279,12 +331,14 @@ bool GraphPane::search(const QString& text) {
     size_t i = (size_t(searchFrom_) + step) % n;
     const auto& d = graph_.nodes[i];
     bool hit = d.label.contains(text, Qt::CaseInsensitive) || d.groupKey.contains(text, Qt::CaseInsensitive);
-    if (!hit && d.members.size() == 1) {
+    if (!hit && mode_ != OnnxGraph && d.members.size() == 1) {
       auto it = nodeById_.find(d.members[0]);
       if (it != nodeById_.end())
         hit = QString::fromStdString(it->second->scope).contains(text, Qt::CaseInsensitive);
     }
-    if (!hit && d.kernel >= 0 && run_ && size_t(d.kernel) < run_->records.size())
+    if (!hit && mode_ == OnnxGraph && onnx_ && d.onnxNode >= 0)
+      hit = QString::fromStdString(onnx_->info.nodes[size_t(d.onnxNode)].name).contains(text, Qt::CaseInsensitive);
+    if (!hit && mode_ != OnnxGraph && d.kernel >= 0 && run_ && size_t(d.kernel) < run_->records.size())
       hit = QString::fromStdString(run_->records[size_t(d.kernel)].kernel->name).contains(text, Qt::CaseInsensitive);
     if (hit) {
       searchFrom_ = int(i + 1);
@@ -311,6 +365,13 @@ int GraphPane::slowestNode() const {
 QString GraphPane::detailsText() const { return details_->toPlainText(); }
 
 void GraphPane::showDetails(int node) {
+  if (mode_ == OnnxGraph) {
+    if (!onnx_ || node < 0 || size_t(node) >= graph_.nodes.size()) return;
+    int index = graph_.nodes[size_t(node)].onnxNode;
+    if (index >= 0) details_->setHtml(onnxNodeHtml(onnx_->info, index));
+    else showOnnxSummary();  // a graph input or output box
+    return;
+  }
   if (!run_ || node < 0 || size_t(node) >= graph_.nodes.size()) return;
   const auto& d = graph_.nodes[size_t(node)];
   QString html;

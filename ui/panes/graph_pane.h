@@ -1,5 +1,6 @@
-// The op graph (collapsed by block) and the kernel graph, laid out by
-// Graphviz on a pool thread and drawn in a QGraphicsView.
+// The op graph (collapsed by block), the kernel graph and an opened ONNX
+// file's own graph, laid out by Graphviz on a pool thread and drawn in a
+// QGraphicsView.
 #pragma once
 #include <QGraphicsView>
 #include <QSet>
@@ -37,10 +38,15 @@ class GraphView : public QGraphicsView {
 class GraphPane : public QWidget {
   Q_OBJECT
  public:
-  enum Mode { OpGraph, KernelGraph };
+  enum Mode { OpGraph, KernelGraph, OnnxGraph };
   explicit GraphPane(QWidget* parent = nullptr);
 
   void setRun(const RunPtr& run);
+  // The graph of an opened .onnx file (null: none); shown in OnnxGraph mode.
+  void setOnnx(const OnnxPtr& onnx);
+  OnnxPtr onnx() const { return onnx_; }
+  // Selects the box of ONNX node `index` and shows its details.
+  void selectOnnxNode(int index);
   void setMode(Mode mode);
   Mode mode() const { return mode_; }
   void toggleGroup(const QString& key);
@@ -75,7 +81,10 @@ class GraphPane : public QWidget {
   QLineEdit* searchEdit_;
   QLabel* info_;
   QTextBrowser* details_;
+  void showOnnxSummary();
+
   RunPtr run_;
+  OnnxPtr onnx_;
   Mode mode_ = OpGraph;
   QSet<QString> expanded_;
   DisplayGraph graph_;

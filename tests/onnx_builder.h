@@ -1,0 +1,69 @@
+// A tiny ONNX model builder on the protobuf classes the core links, for
+// tests that need models no file provides (unsupported ops, bad shapes).
+#pragma once
+#include <onnx/onnx_pb.h>
+
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace tltest {
+
+struct Builder {
+  onnx::ModelProto m;
+  explicit Builder(int64_t opset = 13, const std::string& extra_domain = "") {
+    m.set_ir_version(8);
+    m.set_producer_name("tinylens-test");
+    auto* o = m.add_opset_import();
+    o->set_domain("");
+    o->set_version(opset);
+    if (!extra_domain.empty()) {
+      auto* e = m.add_opset_import();
+      e->set_domain(extra_domain);
+      e->set_version(1);
+    }
+    m.mutable_graph()->set_name("g");
+  }
+  static void set_type(onnx::ValueInfoProto* v, const std::string& name, int elem, const std::vector<std::string>& dims) {
+    v->set_name(name);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(elem);
+    for (const auto& d : dims) {
+      auto* dim = t->mutable_shape()->add_dim();
+      if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
+      else dim->set_dim_param(d);
+    }
+  }
+  void input(const std::string& name, const std::vector<std::string>& dims, int elem = onnx::TensorProto::FLOAT) {
+    set_type(m.mutable_graph()->add_input(), name, elem, dims);
+  }
+  void output(const std::string& name, const std::vector<std::string>& dims, int elem = onnx::TensorProto::FLOAT) {
+    set_type(m.mutable_graph()->add_output(), name, elem, dims);
+  }
+  onnx::NodeProto* node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
+                        const std::string& domain = "") {
+    auto* n = m.mutable_graph()->add_node();
+    n->set_op_type(op);
+    n->set_domain(domain);
+    n->set_name(op + "_" + std::to_string(m.graph().node_size()));
+    for (auto& i : in) n->add_input(i);
+    for (auto& o : out) n->add_output(o);
+    return n;
+  }
+  onnx::TensorProto* init(const std::string& name, std::vector<int64_t> dims, int elem) {
+    auto* t = m.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(elem);
+    for (auto d : dims) t->add_dims(d);
+    return t;
+  }
+  std::string save(const std::filesystem::path& path) const {
+    std::ofstream out(path, std::ios::binary);
+    m.SerializeToOstream(&out);
+    return path.string();
+  }
+};
+
+}  // namespace tltest

@@ -1,0 +1,233 @@
+#include "onnx_graph.h"
+
+#include <QColor>
+#include <QStringList>
+#include <set>
+
+namespace tlui {
+
+namespace {
+
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+// Long attribute values would make boxes as wide as the screen.
+QString elide(const QString& s, int max) { return s.size() <= max ? s : s.left(max - 1) + QChar(0x2026); }
+
+QString number(double v) { return QString::number(v, 'g', 6); }
+
+// Netron's families of ops, in pale tints so black text stays readable.
+QRgb opColour(const std::string& op) {
+  static const std::set<std::string> layer = {"Conv", "ConvTranspose", "Gemm", "MatMul", "ConvInteger",
+                                              "MatMulInteger", "QLinearConv", "QLinearMatMul", "Einsum"};
+  static const std::set<std::string> activation = {"Relu", "Sigmoid", "Tanh", "Clip", "LeakyRelu", "Elu", "Selu",
+                                                    "HardSigmoid", "HardSwish", "Softmax", "LogSoftmax", "PRelu",
+                                                    "Gelu", "Softplus", "Mish", "Celu", "ThresholdedRelu"};
+  static const std::set<std::string> pool = {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+                                             "LpPool", "ReduceMean", "ReduceMax", "ReduceSum"};
+  static const std::set<std::string> norm = {"BatchNormalization", "LayerNormalization", "InstanceNormalization",
+                                             "LRN", "GroupNormalization", "Dropout"};
+  static const std::set<std::string> shape = {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Concat",
+                                              "Split", "Gather", "Shape", "Slice", "Pad", "Expand", "Tile", "Resize"};
+  if (layer.count(op)) return qRgb(196, 216, 244);
+  if (activation.count(op)) return qRgb(246, 212, 206);
+  if (pool.count(op)) return qRgb(208, 234, 208);
+  if (norm.count(op)) return qRgb(222, 214, 242);
+  if (shape.count(op)) return qRgb(238, 230, 210);
+  if (op == "Constant") return qRgb(232, 232, 232);
+  return qRgb(242, 242, 246);
+}
+
+}  // namespace
+
+QString onnxShapeText(const tl::Shape& shape, const std::vector<std::string>& dimNames) {
+  QStringList dims;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] >= 0) dims << QString::number(shape[i]);
+    else if (i < dimNames.size() && !dimNames[i].empty()) dims << qs(dimNames[i]);
+    else dims << "?";
+  }
+  return QString(QChar(0x27E8)) + dims.join(QChar(0x00D7)) + QChar(0x27E9);
+}
+
+OnnxValueIndex::OnnxValueIndex(const tl::OnnxGraphInfo& info) {
+  for (const auto& v : info.values) values[v.name] = &v;
+  for (const auto& v : info.inputs) values[v.name] = &v;
+  for (const auto& v : info.outputs) values[v.name] = &v;
+  for (const auto& i : info.initializers) initializers[i.name] = &i;
+}
+
+QString OnnxValueIndex::typeText(const std::string& name) const {
+  if (auto it = initializers.find(name); it != initializers.end())
+    return qs(it->second->dtype) + " " + onnxShapeText(it->second->shape);
+  if (auto it = values.find(name); it != values.end())
+    return (it->second->dtype.empty() ? QString() : qs(it->second->dtype) + " ") +
+           onnxShapeText(it->second->shape, it->second->dim_names);
+  return {};
+}
+
+QString onnxInputRole(const std::string& op, size_t i) {
+  static const std::map<std::string, std::vector<const char*>> roles = {
+      {"Conv", {"X", "W", "B"}},
+      {"ConvTranspose", {"X", "W", "B"}},
+      {"Gemm", {"A", "B", "C"}},
+      {"MatMul", {"A", "B"}},
+      {"Add", {"A", "B"}},
+      {"Sub", {"A", "B"}},
+      {"Mul", {"A", "B"}},
+      {"Div", {"A", "B"}},
+      {"Pow", {"X", "Y"}},
+      {"BatchNormalization", {"X", "scale", "B", "mean", "var"}},
+      {"InstanceNormalization", {"input", "scale", "B"}},
+      {"LayerNormalization", {"X", "Scale", "B"}},
+      {"Reshape", {"data", "shape"}},
+      {"Expand", {"input", "shape"}},
+      {"Tile", {"input", "repeats"}},
+      {"Gather", {"data", "indices"}},
+      {"Slice", {"data", "starts", "ends", "axes", "steps"}},
+      {"Pad", {"data", "pads", "constant_value", "axes"}},
+      {"Clip", {"input", "min", "max"}},
+      {"Unsqueeze", {"data", "axes"}},
+      {"Squeeze", {"data", "axes"}},
+      {"Resize", {"X", "roi", "scales", "sizes"}},
+      {"PRelu", {"X", "slope"}},
+      {"Where", {"condition", "X", "Y"}},
+  };
+  auto it = roles.find(op);
+  if (it != roles.end() && i < it->second.size()) return it->second[i];
+  return QString("in%1").arg(i);
+}
+
+DisplayGraph buildOnnxGraph(const tl::OnnxGraphInfo& info) {
+  DisplayGraph g;
+  const OnnxValueIndex index(info);
+  std::map<std::string, int> producer;  // value name -> display node
+  for (const auto& in : info.inputs) {
+    DisplayNode d;
+    d.label = QString("input\n%1 %2").arg(qs(in.name), onnxShapeText(in.shape, in.dim_names));
+    d.fill = qRgb(214, 238, 214);
+    producer[in.name] = int(g.nodes.size());
+    g.nodes.push_back(d);
+  }
+  std::set<std::pair<int, int>> seen;
+  auto connect = [&](const std::string& value, int to) {
+    auto it = producer.find(value);
+    if (it != producer.end() && it->second != to && seen.insert({it->second, to}).second)
+      g.edges.push_back({it->second, to});
+  };
+  for (size_t i = 0; i < info.nodes.size(); ++i) {
+    const auto& n = info.nodes[i];
+    DisplayNode d;
+    d.onnxNode = int(i);
+    d.unsupported = !n.supported;
+    d.fill = opColour(n.op_type);
+    QStringList lines;
+    lines << (n.domain == "ai.onnx" ? qs(n.op_type) : qs(n.domain + "::" + n.op_type));
+    const int to = int(g.nodes.size());
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const std::string& name = n.inputs[k];
+      if (name.empty()) continue;
+      auto init = index.initializers.find(name);
+      if (init != index.initializers.end() && !producer.count(name))
+        lines << onnxInputRole(n.op_type, k) + " " + onnxShapeText(init->second->shape);
+      else
+        connect(name, to);
+    }
+    int shown = 0;
+    for (const auto& [name, value] : n.attributes) {
+      if (++shown > 3) {
+        lines << QString("+%1 more").arg(n.attributes.size() - 3);
+        break;
+      }
+      lines << elide(qs(name) + " = " + qs(value), 32);
+    }
+    if (d.unsupported) lines << QString::fromUtf8("\u26A0 unsupported");
+    d.label = lines.join('\n');
+    for (const auto& out : n.outputs)
+      if (!out.empty()) producer[out] = to;
+    g.nodes.push_back(d);
+  }
+  for (const auto& out : info.outputs) {
+    DisplayNode d;
+    d.label = QString("output\n%1 %2").arg(qs(out.name), onnxShapeText(out.shape, out.dim_names));
+    d.fill = qRgb(214, 238, 214);
+    int to = int(g.nodes.size());
+    g.nodes.push_back(d);
+    connect(out.name, to);
+  }
+  return g;
+}
+
+QString onnxNodeHtml(const tl::OnnxGraphInfo& info, int node) {
+  if (node < 0 || size_t(node) >= info.nodes.size()) return {};
+  const auto& n = info.nodes[size_t(node)];
+  const OnnxValueIndex index(info);
+  QString html = QString("<h3>%1 <small>%2</small></h3><p>Node: %3</p>")
+                     .arg(qs(n.op_type).toHtmlEscaped(), qs(n.domain).toHtmlEscaped(), qs(n.name).toHtmlEscaped());
+  if (!n.supported)
+    html += QString("<p style='color:#c00000'><b>Unsupported:</b> tinylens has no mapping for %1::%2, "
+                    "so this model cannot run here.</p>")
+                .arg(qs(n.domain).toHtmlEscaped(), qs(n.op_type).toHtmlEscaped());
+  html += "<p><b>Attributes</b><br>";
+  if (n.attributes.empty()) html += "none";
+  for (const auto& [name, value] : n.attributes)
+    html += QString("%1 = %2<br>").arg(qs(name).toHtmlEscaped(), qs(value).toHtmlEscaped());
+  html += "</p><p><b>Inputs</b><br>";
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    const std::string& name = n.inputs[k];
+    if (name.empty()) continue;
+    QString type = index.typeText(name);
+    html += QString("%1: %2 %3").arg(onnxInputRole(n.op_type, k), qs(name).toHtmlEscaped(),
+                                     type.isEmpty() ? QString("<i>shape unknown</i>") : type.toHtmlEscaped());
+    auto init = index.initializers.find(name);
+    if (init != index.initializers.end()) {
+      const auto& t = *init->second;
+      html += QString("<br>&nbsp;&nbsp;initializer, %1 elements").arg(t.count);
+      if (t.has_stats)
+        html += QString("<br>&nbsp;&nbsp;min %1, max %2, mean %3, std %4")
+                    .arg(number(t.min), number(t.max), number(t.mean), number(t.stddev));
+    }
+    html += "<br>";
+  }
+  html += "</p><p><b>Outputs</b><br>";
+  for (const auto& name : n.outputs) {
+    if (name.empty()) continue;
+    QString type = index.typeText(name);
+    html += QString("%1 %2<br>").arg(qs(name).toHtmlEscaped(),
+                                     type.isEmpty() ? QString("<i>shape unknown</i>") : type.toHtmlEscaped());
+  }
+  return html + "</p>";
+}
+
+QString onnxSummaryHtml(const tl::OnnxGraphInfo& info, const QString& path) {
+  int64_t parameters = 0;
+  for (const auto& i : info.initializers) parameters += i.count;
+  QString html = QString("<h3>%1</h3><p>%2<br>opset %3, %4 nodes, %5 initializers (%6 values)</p>")
+                     .arg(path.section('/', -1).toHtmlEscaped(), qs(info.producer).toHtmlEscaped())
+                     .arg(info.opset)
+                     .arg(info.nodes.size())
+                     .arg(info.initializers.size())
+                     .arg(parameters);
+  const OnnxValueIndex index(info);
+  html += "<p><b>Inputs</b><br>";
+  for (const auto& v : info.inputs) html += (qs(v.name) + " " + index.typeText(v.name)).toHtmlEscaped() + "<br>";
+  html += "</p><p><b>Outputs</b><br>";
+  for (const auto& v : info.outputs) html += (qs(v.name) + " " + index.typeText(v.name)).toHtmlEscaped() + "<br>";
+  html += "</p>";
+  QStringList unsupported;
+  for (size_t i = 0; i < info.nodes.size(); ++i) {
+    const auto& n = info.nodes[i];
+    if (!n.supported)
+      unsupported << QString("<a href='onnx-node:%1'>%2</a> (%3::%4)")
+                         .arg(i)
+                         .arg(qs(n.name).toHtmlEscaped(), qs(n.domain).toHtmlEscaped(), qs(n.op_type).toHtmlEscaped());
+  }
+  if (unsupported.isEmpty())
+    html += "<p>Every node is supported.</p>";
+  else
+    html += QString("<p style='color:#c00000'><b>%1 unsupported nodes</b><br>%2</p>")
+                .arg(unsupported.size())
+                .arg(unsupported.join("<br>"));
+  return html + "<p><i>Click a node for its attributes, inputs and initializer statistics.</i></p>";
+}
+
+}  // namespace tlui
