@@ -22,6 +22,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+// The device compiles kernels without fp contraction (see cpu.cpp); the
+// micro-kernel's c += a * b must still become fused multiply-adds.
+#if defined(__clang__)
+#pragma clang fp contract(fast)
+#else
+#pragma GCC optimize("fp-contract=fast")
+#endif
+
 #define G_BATCH ((ptrdiff_t)({{BATCH}}))
 #define G_M ((ptrdiff_t)({{M}}))
 #define G_N ((ptrdiff_t)({{N}}))

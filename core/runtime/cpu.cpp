@@ -154,7 +154,12 @@ class CpuDevice : public Device {
 
   std::shared_ptr<Program> compile(const std::string& name, const std::string& source) override {
     if (!info_.available) throw DeviceError("cpu: " + info_.unavailable_reason);
-    const std::string flags = "-O3 -march=native -std=gnu11 -fPIC -shared -fno-math-errno -Wall -Wno-unused-variable";
+    // No contraction of a*b+c into fma: the scheduler recomputes fused values
+    // in more than one kernel (max-pool's backward compares the recomputed
+    // input with the stored max), and both must round the same way. The GEMM
+    // template asks for fma itself.
+    const std::string flags =
+        "-O3 -march=native -std=gnu11 -fPIC -shared -fno-math-errno -ffp-contract=off -Wall -Wno-unused-variable";
     std::string key = cache_key(source, flags, info_.description, compiler_version_);
     std::string so_path = cache_path(key, ".so");
     std::string log;
