@@ -41,13 +41,20 @@ GemmTiles pick_tiles(const GemmShape& s, const DeviceInfo& info) {
 
 // A CPU device (PoCL) gets kernels/gemm_regs.cl: registers instead of local
 // memory, vectors along whichever operand axis has unit stride.
-TemplateKernel render_gemm_registers(const GemmShape& s, const std::string& name, bool wide) {
+TemplateKernel render_gemm_registers(const GemmShape& s, const std::string& name, const DeviceInfo& info, bool wide) {
   const char* layout = "VEC_N";
   if (s.b_strides[2] != 1 && s.a_strides[1] == 1) layout = "VEC_M";
   if (s.b_strides[2] != 1 && s.a_strides[1] != 1 && s.a_strides[2] == 1 && s.b_strides[1] == 1 && s.k >= 16)
     layout = "DOT";
   const bool dot = std::string(layout) == "DOT";
-  const int mr = dot ? 4 : 8, nv = dot ? 4 : 2;
+  // 6 rows x 64 columns: 24 of AVX-512's 32 vector registers hold C, and a
+  // k step is 4 vector loads and 6 broadcasts for 24 fma.
+  const int mr = dot ? 4 : 6, nv = dot ? 4 : 4;
+  // KC rows of the panel in local memory (64 KiB at 256), fewer when the
+  // device offers less.
+  const int64_t row_bytes = 16 * nv * int64_t(sizeof(float));
+  const int64_t local = info.local_memory ? int64_t(info.local_memory) : 32 * 1024;
+  const int64_t kc = std::clamp<int64_t>(std::min<int64_t>(s.k, local / row_bytes), 1, 256);
   auto str = [](int64_t v) { return std::to_string(v); };
   TemplateKernel out;
   out.source = specialise(embedded_kernel("gemm_regs.cl"),
@@ -63,7 +70,7 @@ TemplateKernel render_gemm_registers(const GemmShape& s, const std::string& name
                            {"SB2", str(s.b_strides[2])},
                            {"MR", str(mr)},
                            {"NV", str(nv)},
-                           {"KC", str(std::clamp<int64_t>(s.k, 1, 256))},
+                           {"KC", str(kc)},
                            {"LAYOUT", layout},
                            {"IDX", wide ? "long" : "int"}});
   const bool vec_m = std::string(layout) == "VEC_M";
@@ -112,7 +119,7 @@ TemplateKernel render_gemm_opencl(const GemmShape& s, const std::string& name, c
   // TINYLENS_GEMM=tiled forces the local-memory template on a CPU device too,
   // so CI's PoCL run also tests the kernel that GPUs get.
   const char* force = std::getenv("TINYLENS_GEMM");
-  if (info.kind == "CPU" && !(force && std::string(force) == "tiled")) return render_gemm_registers(s, name, wide);
+  if (info.kind == "CPU" && !(force && std::string(force) == "tiled")) return render_gemm_registers(s, name, info, wide);
 
   // Walk each operand's tile along its unit-stride (or smaller-stride) axis.
   const bool a_k_fast = std::abs(s.a_strides[2]) <= std::abs(s.a_strides[1]);
