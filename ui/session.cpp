@@ -11,6 +11,7 @@
 #include "core/realize.h"
 #include "core/runtime/registry.h"
 #include "core/tensor.h"
+#include "train_worker.h"
 
 namespace tlui {
 
@@ -44,8 +45,13 @@ const char* kBuiltinModel = "efficientnet-lite0";
 
 }  // namespace
 
-Session::Session(QObject* parent) : QObject(parent), state_(std::make_unique<WorkerState>()) {
+Session::Session(QObject* parent)
+    : QObject(parent), state_(std::make_unique<WorkerState>()), trainer_(std::make_unique<TrainWorker>()) {
   qRegisterMetaType<tlui::RunPtr>();
+  qRegisterMetaType<tlui::TrainSetupPtr>();
+  qRegisterMetaType<tlui::TrainStepPtr>();
+  qRegisterMetaType<tlui::TrainEval>();
+  qRegisterMetaType<tlui::HistogramsPtr>();
   qRegisterMetaType<tlui::ComparePtr>();
   qRegisterMetaType<tlui::ModelPtr>();
   qRegisterMetaType<tlui::DeviceList>();
@@ -62,10 +68,12 @@ Session::Session(QObject* parent) : QObject(parent), state_(std::make_unique<Wor
 
 Session::~Session() {
   if (runFlag_) runFlag_->store(true);
+  if (trainStop_) trainStop_->store(true);
   thread_.quit();
   thread_.wait();
   // The worker state holds tensors; it goes after the thread that used it.
   state_.reset();
+  trainer_.reset();
 }
 
 void Session::post(std::function<void()> work) {
