@@ -1,0 +1,132 @@
+// The training page: model, optimizer, hyper-parameters and data set; Step,
+// Run N, Run/Pause and Reset; live loss and accuracy curves, the last step's
+// kernels, weight and gradient histograms, save and load. Every action goes
+// through the Session, whose worker runs one step per job.
+#pragma once
+#include <QPointer>
+#include <QWidget>
+
+#include "ui/models/kernel_table_model.h"
+#include "ui/panes/histogram_view.h"
+#include "ui/session.h"
+
+class QChartView;
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QLineSeries;
+class QPushButton;
+class QScatterSeries;
+class QSpinBox;
+class QTableView;
+class QValueAxis;
+
+namespace tlui {
+
+class TrainingPane : public QWidget {
+  Q_OBJECT
+ public:
+  explicit TrainingPane(Session* session, QWidget* parent = nullptr);
+
+  TrainSettings settings() const;
+  void setDevice(const QString& device) { device_ = device; }
+  // "" = the digits image; otherwise an MNIST folder (what the Browse button sets).
+  void setMnistFolder(const QString& dir);
+
+  void reset();
+  void step();
+  void runSteps(int steps);
+  void runSpinBoxAmount();  // the Run N button: steps or epochs as chosen
+  void runContinuous();
+  void pause();
+  void evaluate();
+  void captureGraph();  // the next step records its graph
+  void saveModel(const QString& path);
+  void loadModel(const QString& path);
+  void requestHistograms();
+
+  bool running() const { return runJob_ != 0; }
+  bool ready() const { return ready_; }
+  int steps() const { return steps_; }
+  QString errorText() const;
+  QString statusText() const;
+
+  QLineSeries* trainLossSeries() const { return trainLoss_; }
+  QLineSeries* smoothLossSeries() const { return smoothLoss_; }
+  QLineSeries* trainAccuracySeries() const { return smoothAccuracy_; }
+  QScatterSeries* testLossSeries() const { return testLoss_; }
+  QScatterSeries* testAccuracySeries() const { return testAccuracy_; }
+  KernelTableModel* kernelModel() const { return kernels_; }
+  QComboBox* parameterBox() const { return parameterBox_; }
+  HistogramView* weightHistogram() const { return weightHist_; }
+  HistogramView* gradientHistogram() const { return gradHist_; }
+  QSpinBox* seedBox() const { return seed_; }
+  QSpinBox* amountBox() const { return amount_; }
+  QPushButton* stepButton() const { return stepButton_; }
+  QPushButton* runButton() const { return runButton_; }
+  QPushButton* resetButton() const { return resetButton_; }
+
+ signals:
+  void graphCaptured(const tlui::RunPtr& run);
+  void stepped(int step, double loss);
+  void evaluated(int step, double loss, double accuracy);
+  void runStopped(int steps);
+  void setupReady();
+  void errorShown(const QString& message);
+  void histogramsShown();
+  void modelSaved(const QString& path);
+  void modelLoaded(const QString& path);
+
+ private:
+  QWidget* buildSettings();
+  QWidget* buildCharts();
+  QWidget* buildInspection();
+  void startRun(int steps);
+  bool ensureModel();
+  void clearCurves();
+  void updateButtons();
+  void showError(const QString& message);
+  void setStatus(const QString& text);
+  void onReady(const TrainSetupPtr& setup);
+  void onStep(const TrainStepPtr& step);
+  void onEval(const TrainEval& eval);
+  void onHistograms(const HistogramsPtr& h);
+  void showLastKernels();
+  void grow(QValueAxis* x, QValueAxis* y, double px, double py, bool yFromZero);
+
+  QPointer<Session> session_;
+  QString device_ = "cpu";
+  QString mnistFolder_;
+
+  QComboBox *model_, *optimizer_, *schedule_, *dataset_, *unit_, *parameterBox_;
+  QDoubleSpinBox *lr_, *weightDecay_;
+  QSpinBox *batch_, *epochs_, *augment_, *seed_, *evalEvery_, *amount_;
+  QLineEdit* folder_;
+  QPushButton *stepButton_, *runNButton_, *runButton_, *resetButton_, *evalButton_, *graphButton_, *saveButton_,
+      *loadButton_;
+  QLabel *status_, *error_, *totals_;
+
+  QChartView *lossView_, *accuracyView_;
+  QLineSeries *trainLoss_, *smoothLoss_, *smoothAccuracy_;
+  QScatterSeries *testLoss_, *testAccuracy_;
+  QValueAxis *lossX_, *lossY_, *accX_, *accY_;
+
+  KernelTableModel* kernels_;
+  QTableView* kernelView_;
+  HistogramView *weightHist_, *gradHist_;
+
+  bool ready_ = false;
+  quint64 resetJob_ = 0;
+  quint64 runJob_ = 0;
+  bool pausing_ = false;
+  bool captureNext_ = true;
+  int steps_ = 0;
+  int stepsPerEpoch_ = 0;
+  double emaLoss_ = 0, emaAccuracy_ = 0, emaWeight_ = 0;
+  TrainStepPtr lastStep_;
+  bool kernelsDirty_ = false;
+  QStringList parameters_;
+};
+
+}  // namespace tlui
