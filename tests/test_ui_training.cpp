@@ -137,6 +137,9 @@ class TestUiTraining : public QObject {
     bool hasSqrt = false;
     for (auto& n : run->graph) hasSqrt |= n.op == "SQRT";  // Adam's denominator
     QVERIFY(hasSqrt);
+    std::set<std::string> phases;
+    for (auto& n : run->graph) phases.insert(n.scope.substr(0, n.scope.find('.')));
+    QVERIFY(phases.count("backward") && phases.count("update"));
     QCOMPARE(window_->lastRun(), run);
     QCOMPARE(window_->kernelPane()->model()->rowCount(), int(run->records.size()));
   }
@@ -157,7 +160,8 @@ class TestUiTraining : public QObject {
     const qint64 sizes[] = {16 * 9, 16, 32 * 16 * 9, 32, 10 * 32 * 4 * 4, 10};
     for (int i = 0; i < box->count(); ++i) {
       QSignalSpy shown(page_, &TrainingPane::histogramsShown);
-      box->setCurrentIndex(i);
+      if (box->currentIndex() == i) page_->requestHistograms();  // no change, no request
+      else box->setCurrentIndex(i);
       QVERIFY(waitFor(shown));
       const Histogram& w = page_->weightHistogram()->histogram();
       const Histogram& g = page_->gradientHistogram()->histogram();

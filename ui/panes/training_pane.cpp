@@ -14,6 +14,7 @@
 #include <QPushButton>
 #include <QScatterSeries>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
 #include <QSplitter>
@@ -38,8 +39,11 @@ TrainingPane::TrainingPane(Session* session, QWidget* parent)
   split->addWidget(buildSettings());
   split->addWidget(buildCharts());
   split->addWidget(buildInspection());
+  split->setStretchFactor(0, 0);
   split->setStretchFactor(1, 3);
   split->setStretchFactor(2, 2);
+  split->setCollapsible(0, false);
+  split->setSizes({300, 600, 400});
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
   layout->addWidget(split);
@@ -210,6 +214,15 @@ QWidget* TrainingPane::buildSettings() {
   error_->hide();
   form->addRow(error_);
 
+  // Settings describe the next model; the running one keeps its own.
+  auto changed = [this] {
+    if (ready_) setStatus(tr("Settings changed: press Reset to train a fresh model with them."));
+  };
+  for (QComboBox* c : {model_, dataset_, optimizer_, schedule_}) connect(c, &QComboBox::currentIndexChanged, this, changed);
+  for (QDoubleSpinBox* d : {lr_, weightDecay_}) connect(d, &QDoubleSpinBox::valueChanged, this, changed);
+  for (QSpinBox* b : {batch_, epochs_, augment_, seed_, evalEvery_}) connect(b, &QSpinBox::valueChanged, this, changed);
+  connect(folder_, &QLineEdit::textEdited, this, changed);
+
   connect(resetButton_, &QPushButton::clicked, this, &TrainingPane::reset);
   connect(stepButton_, &QPushButton::clicked, this, &TrainingPane::step);
   connect(runNButton_, &QPushButton::clicked, this, &TrainingPane::runSpinBoxAmount);
@@ -233,24 +246,28 @@ QWidget* TrainingPane::buildSettings() {
   auto* scroll = new QScrollArea;
   scroll->setWidget(box);
   scroll->setWidgetResizable(true);
-  scroll->setMinimumWidth(260);
+  // Wide enough for the form: a narrower dock scrolls vertically only.
+  scroll->setMinimumWidth(box->minimumSizeHint().width() + scroll->verticalScrollBar()->sizeHint().width() + 4);
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   return scroll;
 }
 
 QWidget* TrainingPane::buildCharts() {
-  auto makeAxis = [](const QString& title) {
+  // The dock is wide and short: titles live in the chart, not on the axes.
+  auto makeAxis = [](const char* format) {
     auto* a = new QValueAxis;
-    a->setTitleText(title);
-    a->setLabelFormat("%g");
+    a->setLabelFormat(format);
+    a->setTickCount(5);
     a->setRange(0, 1);
     return a;
   };
-  auto makeView = [](QChart* chart) {
+  auto makeView = [](QChart* chart, const QString& title) {
+    chart->setTitle(title);
     chart->legend()->setAlignment(Qt::AlignTop);
     chart->setMargins(QMargins(2, 2, 2, 2));
     auto* view = new QChartView(chart);
     view->setRenderHint(QPainter::Antialiasing);
-    view->setMinimumSize(240, 150);
+    view->setMinimumSize(180, 140);
     return view;
   };
   auto attach = [](QChart* chart, QAbstractSeries* s, QValueAxis* x, QValueAxis* y) {
@@ -260,26 +277,26 @@ QWidget* TrainingPane::buildCharts() {
   };
 
   auto* loss = new QChart;
-  lossX_ = makeAxis(tr("step"));
-  lossY_ = makeAxis(tr("loss"));
+  lossX_ = makeAxis("%d");
+  lossY_ = makeAxis("%.2f");
   loss->addAxis(lossX_, Qt::AlignBottom);
   loss->addAxis(lossY_, Qt::AlignLeft);
   trainLoss_ = new QLineSeries;
-  trainLoss_->setName(tr("train (per step)"));
+  trainLoss_->setName(tr("train"));
   trainLoss_->setColor(QColor(120, 160, 230, 110));
   smoothLoss_ = new QLineSeries;
-  smoothLoss_->setName(tr("train (smoothed)"));
+  smoothLoss_->setName(tr("smoothed"));
   smoothLoss_->setColor(QColor(30, 80, 200));
   testLoss_ = new QScatterSeries;
   testLoss_->setName(tr("test"));
   testLoss_->setColor(QColor(220, 90, 20));
   testLoss_->setMarkerSize(8);
   for (auto* s : std::initializer_list<QAbstractSeries*>{trainLoss_, smoothLoss_, testLoss_}) attach(loss, s, lossX_, lossY_);
-  lossView_ = makeView(loss);
+  lossView_ = makeView(loss, tr("Loss by step"));
 
   auto* acc = new QChart;
-  accX_ = makeAxis(tr("step"));
-  accY_ = makeAxis(tr("accuracy"));
+  accX_ = makeAxis("%d");
+  accY_ = makeAxis("%.1f");
   acc->addAxis(accX_, Qt::AlignBottom);
   acc->addAxis(accY_, Qt::AlignLeft);
   smoothAccuracy_ = new QLineSeries;
@@ -291,9 +308,9 @@ QWidget* TrainingPane::buildCharts() {
   testAccuracy_->setMarkerSize(8);
   attach(acc, smoothAccuracy_, accX_, accY_);
   attach(acc, testAccuracy_, accX_, accY_);
-  accuracyView_ = makeView(acc);
+  accuracyView_ = makeView(acc, tr("Accuracy by step"));
 
-  auto* split = new QSplitter(Qt::Vertical);
+  auto* split = new QSplitter(Qt::Horizontal);
   split->addWidget(lossView_);
   split->addWidget(accuracyView_);
   return split;
@@ -357,7 +374,7 @@ void TrainingPane::setMnistFolder(const QString& dir) {
   dataset_->setCurrentIndex(dir.isEmpty() ? 0 : 1);
 }
 
-QString TrainingPane::errorText() const { return error_->isVisible() || !error_->text().isEmpty() ? error_->text() : QString(); }
+QString TrainingPane::errorText() const { return error_->text(); }
 QString TrainingPane::statusText() const { return status_->text(); }
 
 void TrainingPane::showError(const QString& message) {
@@ -534,7 +551,8 @@ void TrainingPane::onStep(const TrainStepPtr& s) {
     QTimer::singleShot(running() ? 250 : 0, this, &TrainingPane::showLastKernels);
   }
   if (running() && s->step % kHistogramEvery == 0) requestHistograms();
-  if (!std::isfinite(s->loss))
+  const bool wasFinite = trainLoss_->count() < 2 || std::isfinite(trainLoss_->at(trainLoss_->count() - 2).y());
+  if (!std::isfinite(s->loss) && wasFinite)  // said once, not at every following step
     showError(tr("The loss became %1 at step %2: lower the learning rate and press Reset.").arg(s->loss).arg(s->step));
   if (running())
     setStatus(tr("Step %1 (epoch %2): loss %3, batch accuracy %4 %, lr %5")
