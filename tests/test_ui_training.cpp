@@ -34,6 +34,19 @@ bool waitFor(QSignalSpy& spy, int count = 1) {
   return spy.count() >= count;
 }
 
+void writeIdx(const QString& path, quint32 magic, const std::vector<quint32>& dims, int count) {
+  QFile f(path);
+  if (!f.open(QIODevice::WriteOnly)) qFatal("cannot write %s", qPrintable(path));
+  QByteArray b;
+  auto put32 = [&](quint32 v) {
+    for (int s = 24; s >= 0; s -= 8) b.append(char(v >> s));
+  };
+  put32(magic);
+  for (quint32 d : dims) put32(d);
+  for (int i = 0; i < count; ++i) b.append(char(magic == 2049 ? i % 10 : (i * 37) % 256));
+  f.write(b);
+}
+
 // Logits of the first `count` test images of the page's digits split, by the
 // core alone, for a model loaded from `path`.
 std::vector<float> coreLogits(const std::string& path, int count) {
@@ -281,6 +294,24 @@ class TestUiTraining : public QObject {
     QCOMPARE(page_->steps(), steps + 1);
     QCOMPARE(page_->trainLossSeries()->count(), points + 1);
     QVERIFY(page_->errorText().isEmpty());
+
+    // A well-formed folder (tiny, 28x28 like MNIST) trains.
+    QTemporaryDir good;
+    writeIdx(good.filePath("train-images-idx3-ubyte"), 2051, {40, 28, 28}, 40 * 28 * 28);
+    writeIdx(good.filePath("train-labels-idx1-ubyte"), 2049, {40}, 40);
+    writeIdx(good.filePath("t10k-images-idx3-ubyte"), 2051, {10, 28, 28}, 10 * 28 * 28);
+    writeIdx(good.filePath("t10k-labels-idx1-ubyte"), 2049, {10}, 10);
+    QSignalSpy ready(page_, &TrainingPane::setupReady);
+    page_->setMnistFolder(good.path());
+    QTest::mouseClick(page_->resetButton(), Qt::LeftButton);
+    QVERIFY(waitFor(ready));
+    QVERIFY2(page_->statusText().startsWith("40 train / 10 test images, 1 steps per epoch"), qPrintable(page_->statusText()));
+    QCOMPARE(page_->trainLossSeries()->count(), 0);
+    QSignalSpy evaluated(page_, &TrainingPane::evaluated);
+    QVERIFY(stepOnce());  // one step is the whole epoch: the test set is evaluated after it
+    QVERIFY(waitFor(evaluated));
+    QCOMPARE(evaluated[0][0].toInt(), 1);
+    QVERIFY(std::isfinite(page_->trainLossSeries()->at(0).y()));
     page_->setMnistFolder({});
   }
 
