@@ -1,7 +1,5 @@
 #include "training_pane.h"
 
-#include <QChart>
-#include <QChartView>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
@@ -12,7 +10,6 @@
 #include <QLineEdit>
 #include <QLineSeries>
 #include <QPushButton>
-#include <QScatterSeries>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSortFilterProxyModel>
@@ -21,14 +18,12 @@
 #include <QTabWidget>
 #include <QTableView>
 #include <QTimer>
-#include <QValueAxis>
 #include <QVBoxLayout>
 #include <cmath>
 
 namespace tlui {
 
 namespace {
-constexpr double kSmoothing = 0.95;  // exponential moving average of the per-step curves
 constexpr int kHistogramBins = 40;
 constexpr int kHistogramEvery = 20;  // steps between histogram refreshes while running
 }  // namespace
@@ -37,7 +32,8 @@ TrainingPane::TrainingPane(Session* session, QWidget* parent)
     : QWidget(parent), session_(session), kernels_(new KernelTableModel(this)) {
   auto* split = new QSplitter(Qt::Horizontal);
   split->addWidget(buildSettings());
-  split->addWidget(buildCharts());
+  charts_ = new TrainingCharts;
+  split->addWidget(charts_);
   split->addWidget(buildInspection());
   split->setStretchFactor(0, 0);
   split->setStretchFactor(1, 3);
@@ -252,70 +248,6 @@ QWidget* TrainingPane::buildSettings() {
   return scroll;
 }
 
-QWidget* TrainingPane::buildCharts() {
-  // The dock is wide and short: titles live in the chart, not on the axes.
-  auto makeAxis = [](const char* format) {
-    auto* a = new QValueAxis;
-    a->setLabelFormat(format);
-    a->setTickCount(5);
-    a->setRange(0, 1);
-    return a;
-  };
-  auto makeView = [](QChart* chart, const QString& title) {
-    chart->setTitle(title);
-    chart->legend()->setAlignment(Qt::AlignTop);
-    chart->setMargins(QMargins(2, 2, 2, 2));
-    auto* view = new QChartView(chart);
-    view->setRenderHint(QPainter::Antialiasing);
-    view->setMinimumSize(180, 140);
-    return view;
-  };
-  auto attach = [](QChart* chart, QAbstractSeries* s, QValueAxis* x, QValueAxis* y) {
-    chart->addSeries(s);
-    s->attachAxis(x);
-    s->attachAxis(y);
-  };
-
-  auto* loss = new QChart;
-  lossX_ = makeAxis("%d");
-  lossY_ = makeAxis("%.2f");
-  loss->addAxis(lossX_, Qt::AlignBottom);
-  loss->addAxis(lossY_, Qt::AlignLeft);
-  trainLoss_ = new QLineSeries;
-  trainLoss_->setName(tr("train"));
-  trainLoss_->setColor(QColor(120, 160, 230, 110));
-  smoothLoss_ = new QLineSeries;
-  smoothLoss_->setName(tr("smoothed"));
-  smoothLoss_->setColor(QColor(30, 80, 200));
-  testLoss_ = new QScatterSeries;
-  testLoss_->setName(tr("test"));
-  testLoss_->setColor(QColor(220, 90, 20));
-  testLoss_->setMarkerSize(8);
-  for (auto* s : std::initializer_list<QAbstractSeries*>{trainLoss_, smoothLoss_, testLoss_}) attach(loss, s, lossX_, lossY_);
-  lossView_ = makeView(loss, tr("Loss by step"));
-
-  auto* acc = new QChart;
-  accX_ = makeAxis("%d");
-  accY_ = makeAxis("%.1f");
-  acc->addAxis(accX_, Qt::AlignBottom);
-  acc->addAxis(accY_, Qt::AlignLeft);
-  smoothAccuracy_ = new QLineSeries;
-  smoothAccuracy_->setName(tr("train (smoothed)"));
-  smoothAccuracy_->setColor(QColor(30, 80, 200));
-  testAccuracy_ = new QScatterSeries;
-  testAccuracy_->setName(tr("test"));
-  testAccuracy_->setColor(QColor(220, 90, 20));
-  testAccuracy_->setMarkerSize(8);
-  attach(acc, smoothAccuracy_, accX_, accY_);
-  attach(acc, testAccuracy_, accX_, accY_);
-  accuracyView_ = makeView(acc, tr("Accuracy by step"));
-
-  auto* split = new QSplitter(Qt::Horizontal);
-  split->addWidget(lossView_);
-  split->addWidget(accuracyView_);
-  return split;
-}
-
 QWidget* TrainingPane::buildInspection() {
   auto* tabs = new QTabWidget;
 
@@ -481,13 +413,7 @@ void TrainingPane::requestHistograms() {
 }
 
 void TrainingPane::clearCurves() {
-  for (auto* s : std::initializer_list<QXYSeries*>{trainLoss_, smoothLoss_, smoothAccuracy_, testLoss_, testAccuracy_})
-    s->clear();
-  lossX_->setRange(0, 1);
-  lossY_->setRange(0, 1);
-  accX_->setRange(0, 1);
-  accY_->setRange(0, 1);
-  emaLoss_ = emaAccuracy_ = emaWeight_ = 0;
+  charts_->clear();
   steps_ = 0;
   lastStep_.reset();
   kernels_->setRecords({});
@@ -525,33 +451,19 @@ void TrainingPane::onReady(const TrainSetupPtr& setup) {
   emit setupReady();
 }
 
-void TrainingPane::grow(QValueAxis* x, QValueAxis* y, double px, double py, bool yFromZero) {
-  if (px > x->max()) x->setMax(std::max(px, x->max() * 1.25));
-  if (!std::isfinite(py)) return;
-  if (py > y->max()) y->setMax(py * 1.1);
-  if (!yFromZero && py < y->min()) y->setMin(py);
-}
-
 void TrainingPane::onStep(const TrainStepPtr& s) {
   if (!ready_) return;
   steps_ = s->step;
   lastStep_ = s;
-  // Bias-corrected EMA, so the smoothed curve starts at the first value.
-  emaWeight_ = kSmoothing * emaWeight_ + (1 - kSmoothing);
-  emaLoss_ = kSmoothing * emaLoss_ + (1 - kSmoothing) * s->loss;
-  emaAccuracy_ = kSmoothing * emaAccuracy_ + (1 - kSmoothing) * s->accuracy;
-  trainLoss_->append(s->step, s->loss);
-  smoothLoss_->append(s->step, emaLoss_ / emaWeight_);
-  smoothAccuracy_->append(s->step, emaAccuracy_ / emaWeight_);
-  grow(lossX_, lossY_, s->step, s->loss, true);
-  grow(accX_, accY_, s->step, 1.0, true);
+  charts_->addStep(s->step, s->loss, s->accuracy);
   // The table is rebuilt at most a few times a second while running.
   if (!kernelsDirty_) {
     kernelsDirty_ = true;
     QTimer::singleShot(running() ? 250 : 0, this, &TrainingPane::showLastKernels);
   }
   if (running() && s->step % kHistogramEvery == 0) requestHistograms();
-  const bool wasFinite = trainLoss_->count() < 2 || std::isfinite(trainLoss_->at(trainLoss_->count() - 2).y());
+  QLineSeries* losses = charts_->trainLoss();
+  const bool wasFinite = losses->count() < 2 || std::isfinite(losses->at(losses->count() - 2).y());
   if (!std::isfinite(s->loss) && wasFinite)  // said once, not at every following step
     showError(tr("The loss became %1 at step %2: lower the learning rate and press Reset.").arg(s->loss).arg(s->step));
   if (running())
@@ -582,10 +494,7 @@ void TrainingPane::showLastKernels() {
 
 void TrainingPane::onEval(const TrainEval& e) {
   if (!ready_) return;
-  testLoss_->append(e.step, e.loss);
-  testAccuracy_->append(e.step, e.accuracy);
-  grow(lossX_, lossY_, e.step, e.loss, true);
-  grow(accX_, accY_, e.step, 1.0, true);
+  charts_->addTest(e.step, e.loss, e.accuracy);
   setStatus(tr("Test after %1 steps: loss %2, accuracy %3 % (%4 s)")
                 .arg(e.step)
                 .arg(e.loss, 0, 'f', 4)

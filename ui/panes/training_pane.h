@@ -8,9 +8,9 @@
 
 #include "ui/models/kernel_table_model.h"
 #include "ui/panes/histogram_view.h"
+#include "ui/panes/training_charts.h"
 #include "ui/session.h"
 
-class QChartView;
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
@@ -20,7 +20,6 @@ class QPushButton;
 class QScatterSeries;
 class QSpinBox;
 class QTableView;
-class QValueAxis;
 
 namespace tlui {
 
@@ -52,11 +51,12 @@ class TrainingPane : public QWidget {
   QString errorText() const;
   QString statusText() const;
 
-  QLineSeries* trainLossSeries() const { return trainLoss_; }
-  QLineSeries* smoothLossSeries() const { return smoothLoss_; }
-  QLineSeries* trainAccuracySeries() const { return smoothAccuracy_; }
-  QScatterSeries* testLossSeries() const { return testLoss_; }
-  QScatterSeries* testAccuracySeries() const { return testAccuracy_; }
+  TrainingCharts* charts() const { return charts_; }
+  QLineSeries* trainLossSeries() const { return charts_->trainLoss(); }
+  QLineSeries* smoothLossSeries() const { return charts_->smoothLoss(); }
+  QLineSeries* trainAccuracySeries() const { return charts_->smoothAccuracy(); }
+  QScatterSeries* testLossSeries() const { return charts_->testLoss(); }
+  QScatterSeries* testAccuracySeries() const { return charts_->testAccuracy(); }
   KernelTableModel* kernelModel() const { return kernels_; }
   QComboBox* parameterBox() const { return parameterBox_; }
   HistogramView* weightHistogram() const { return weightHist_; }
@@ -80,7 +80,6 @@ class TrainingPane : public QWidget {
 
  private:
   QWidget* buildSettings();
-  QWidget* buildCharts();
   QWidget* buildInspection();
   void startRun(int steps);
   bool ensureModel();
@@ -93,7 +92,6 @@ class TrainingPane : public QWidget {
   void onEval(const TrainEval& eval);
   void onHistograms(const HistogramsPtr& h);
   void showLastKernels();
-  void grow(QValueAxis* x, QValueAxis* y, double px, double py, bool yFromZero);
 
   QPointer<Session> session_;
   QString device_ = "cpu";
@@ -107,10 +105,7 @@ class TrainingPane : public QWidget {
       *loadButton_;
   QLabel *status_, *error_, *totals_;
 
-  QChartView *lossView_, *accuracyView_;
-  QLineSeries *trainLoss_, *smoothLoss_, *smoothAccuracy_;
-  QScatterSeries *testLoss_, *testAccuracy_;
-  QValueAxis *lossX_, *lossY_, *accX_, *accY_;
+  TrainingCharts* charts_;
 
   KernelTableModel* kernels_;
   QTableView* kernelView_;
@@ -123,7 +118,6 @@ class TrainingPane : public QWidget {
   bool captureNext_ = true;
   int steps_ = 0;
   int stepsPerEpoch_ = 0;
-  double emaLoss_ = 0, emaAccuracy_ = 0, emaWeight_ = 0;
   TrainStepPtr lastStep_;
   bool kernelsDirty_ = false;
   QStringList parameters_;
