@@ -9,12 +9,11 @@
 #include "ui/models/kernel_table_model.h"
 #include "ui/panes/histogram_view.h"
 #include "ui/panes/training_charts.h"
+#include "ui/panes/training_settings.h"
 #include "ui/session.h"
 
 class QComboBox;
-class QDoubleSpinBox;
 class QLabel;
-class QLineEdit;
 class QLineSeries;
 class QPushButton;
 class QScatterSeries;
@@ -61,7 +60,7 @@ class TrainingPane : public QWidget {
   QComboBox* parameterBox() const { return parameterBox_; }
   HistogramView* weightHistogram() const { return weightHist_; }
   HistogramView* gradientHistogram() const { return gradHist_; }
-  QSpinBox* seedBox() const { return seed_; }
+  QSpinBox* seedBox() const { return settingsForm_->seedBox(); }
   QSpinBox* amountBox() const { return amount_; }
   QPushButton* stepButton() const { return stepButton_; }
   QPushButton* runButton() const { return runButton_; }
@@ -95,12 +94,10 @@ class TrainingPane : public QWidget {
 
   QPointer<Session> session_;
   QString device_ = "cpu";
-  QString mnistFolder_;
 
-  QComboBox *model_, *optimizer_, *schedule_, *dataset_, *unit_, *parameterBox_;
-  QDoubleSpinBox *lr_, *weightDecay_;
-  QSpinBox *batch_, *epochs_, *augment_, *seed_, *evalEvery_, *amount_;
-  QLineEdit* folder_;
+  TrainingSettingsForm* settingsForm_;
+  QComboBox *unit_, *parameterBox_;
+  QSpinBox* amount_;
   QPushButton *stepButton_, *runNButton_, *runButton_, *resetButton_, *evalButton_, *graphButton_, *saveButton_,
       *loadButton_;
   QLabel *status_, *error_, *totals_;
