@@ -69,6 +69,7 @@ Session::Session(QObject* parent)
 Session::~Session() {
   if (runFlag_) runFlag_->store(true);
   if (trainStop_) trainStop_->store(true);
+  closing_.store(true);
   thread_.quit();
   thread_.wait();
   // The worker state holds tensors; it goes after the thread that used it.

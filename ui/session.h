@@ -101,6 +101,9 @@ class Session : public QObject {
   quint64 trainGeneration_ = 0;  // the model results must belong to
   quint64 trainRunJob_ = 0;
   Flag trainStop_;
+  // Set when the window closes: a training step in flight (a cold first one
+  // compiles for a while) stops at its next kernel instead of delaying exit.
+  std::atomic<bool> closing_{false};
 };
 
 }  // namespace tlui

@@ -2,10 +2,20 @@
 // TrainWorker touched only on the worker thread; a run is a chain of one-step
 // jobs, each posting the next, so a pause (or a classify request) gets in
 // between two steps and never waits for a whole run.
+#include "core/realize.h"
 #include "session.h"
 #include "train_worker.h"
 
 namespace tlui {
+
+namespace {
+// Only closing the window interrupts a step: a pause waits for the step to
+// end, so a step is always applied whole.
+struct ClosingScope {
+  explicit ClosingScope(const std::atomic<bool>* flag) { tl::set_cancel_flag(flag); }
+  ~ClosingScope() { tl::set_cancel_flag(nullptr); }
+};
+}  // namespace
 
 void Session::deliverTrain(quint64 generation, std::function<void()> emitter) {
   QMetaObject::invokeMethod(
@@ -90,7 +100,11 @@ void Session::trainChunk(quint64 job, Flag stop, int remaining, int done, bool c
       graph->job = job;
       graph->model = tr("training step");
     }
-    TrainStepPtr step = trainer_->step(graph.get());
+    TrainStepPtr step;
+    {
+      ClosingScope closing(&closing_);
+      step = trainer_->step(graph.get());
+    }
     const quint64 generation = step->generation;
     deliverTrain(generation, [this, step] { emit trainStepped(step); });
     if (graph) {
@@ -103,6 +117,8 @@ void Session::trainChunk(quint64 job, Flag stop, int remaining, int done, bool c
       TrainEval eval = trainer_->evaluate();
       deliverTrain(generation, [this, eval] { emit trainEvaluated(eval); });
     }
+  } catch (const tl::Cancelled&) {
+    return;  // the window is closing
   } catch (const std::exception& e) {
     trainFailed(job, QString("Training step failed: %1").arg(QString::fromUtf8(e.what())));
     finish(done);
