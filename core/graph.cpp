@@ -1,5 +1,6 @@
 #include "graph.h"
 
+#include <algorithm>
 #include <unordered_set>
 
 namespace tl {
@@ -31,6 +32,17 @@ static std::string describe(const Node& n) {
   }
 }
 
+// A GEMM's operands are contiguous copies the scheduler reads through the
+// matmul hint, not through src; their kernels must still find their nodes.
+static std::vector<const Node*> inputs_of(const Node& n) {
+  std::vector<const Node*> in;
+  for (auto& s : n.src) in.push_back(s.get());
+  if (n.matmul)
+    for (const Node* extra : {n.matmul->a.get(), n.matmul->b.get()})
+      if (extra && std::find(in.begin(), in.end(), extra) == in.end()) in.push_back(extra);
+  return in;
+}
+
 std::vector<GraphNode> snapshot_graph(const std::vector<NodeRef>& roots) {
   std::vector<GraphNode> out;
   std::unordered_set<const Node*> seen;
@@ -40,8 +52,9 @@ std::vector<GraphNode> snapshot_graph(const std::vector<NodeRef>& roots) {
     stack.push_back({r.get(), 0});
     while (!stack.empty()) {
       auto& [n, i] = stack.back();
-      if (i < n->src.size()) {
-        const Node* s = n->src[i++].get();
+      const std::vector<const Node*> in = inputs_of(*n);
+      if (i < in.size()) {
+        const Node* s = in[i++];
         if (seen.insert(s).second) stack.push_back({s, 0});
         continue;
       }
@@ -52,7 +65,7 @@ std::vector<GraphNode> snapshot_graph(const std::vector<NodeRef>& roots) {
       g.shape = n->shape;
       g.dtype = n->dtype;
       g.detail = describe(*n);
-      for (auto& s : n->src) g.inputs.push_back(s->id);
+      for (const Node* s : in) g.inputs.push_back(s->id);
       g.realized = n->realized();
       out.push_back(std::move(g));
       stack.pop_back();

@@ -17,6 +17,7 @@ namespace tl {
 
 namespace {
 thread_local const std::atomic<bool>* cancel_flag = nullptr;
+thread_local RealizeObserver* realize_observer = nullptr;
 
 std::mutex memo_mutex;
 std::map<std::pair<std::string, std::string>, std::shared_ptr<Program>>& memo() {
@@ -47,6 +48,17 @@ std::shared_ptr<KernelInfo> describe(const KernelPlan& plan, const RenderedKerne
 }  // namespace
 
 void set_cancel_flag(const std::atomic<bool>* flag) { cancel_flag = flag; }
+
+RealizeObserver::RealizeObserver(std::function<void(const std::vector<NodeRef>&)> see)
+    : see_(std::move(see)), parent_(realize_observer) {
+  realize_observer = this;
+}
+
+RealizeObserver::~RealizeObserver() { realize_observer = parent_; }
+
+void RealizeObserver::notify(const std::vector<NodeRef>& roots) {
+  if (realize_observer && realize_observer->see_) realize_observer->see_(roots);
+}
 
 // Compiles through the in-process memo and the disk cache; `hit` says
 // whether nothing new was compiled.
@@ -154,8 +166,13 @@ static void compile_all(Device& device, const std::vector<RenderedKernel>& kerne
 
 void realize_nodes(const std::vector<NodeRef>& roots) {
   std::map<std::string, std::vector<NodeRef>> by_device;
+  std::vector<NodeRef> pending;
   for (auto& r : roots)
-    if (r && !r->realized()) by_device[r->device].push_back(r);
+    if (r && !r->realized()) {
+      by_device[r->device].push_back(r);
+      pending.push_back(r);
+    }
+  if (!pending.empty()) RealizeObserver::notify(pending);
   for (auto& [name, group] : by_device) {
     Device& device = Registry::instance().get_available(name);
     auto plans = schedule(group, has_gemm(device));

@@ -2,6 +2,7 @@
 // in memory and cached on disk), allocate, launch, record a profile entry.
 #pragma once
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -21,5 +22,23 @@ struct Cancelled : std::runtime_error {
   Cancelled() : std::runtime_error("cancelled") {}
 };
 void set_cancel_flag(const std::atomic<bool>* flag);  // for this thread; nullptr clears
+
+// While alive, every realize on this thread first shows the roots it is about
+// to compute to `see`, before anything is scheduled. It lets a caller
+// snapshot the graph of work that library code realizes internally (the
+// forward, backward and optimizer update of a training step). Nestable: only
+// the innermost observer sees the roots.
+class RealizeObserver {
+ public:
+  explicit RealizeObserver(std::function<void(const std::vector<NodeRef>&)> see);
+  ~RealizeObserver();
+  RealizeObserver(const RealizeObserver&) = delete;
+  RealizeObserver& operator=(const RealizeObserver&) = delete;
+  static void notify(const std::vector<NodeRef>& roots);  // called by realize_nodes
+
+ private:
+  std::function<void(const std::vector<NodeRef>&)> see_;
+  RealizeObserver* parent_;
+};
 
 }  // namespace tl

@@ -13,6 +13,8 @@
 
 #include "core/data/dataset.h"
 #include "core/error.h"
+#include "core/graph.h"
+#include "core/realize.h"
 #include "core/io/image.h"
 #include "core/train/models.h"
 #include "core/train/trainer.h"
@@ -248,6 +250,43 @@ class TestTrain : public QObject {
     QCOMPARE(a.size(), size_t(4));
     QCOMPARE(a, b);
     QVERIFY(a.back() < a.front());
+  }
+
+  // A training step realizes three times inside the core (forward + loss,
+  // gradients, optimizer update); an observer sees each before it runs, so
+  // the union of its snapshots holds every node the step's kernels computed.
+  void realizeObserverSeesEveryRealizeOfAStep() {
+    data::Dataset ds;
+    ds.height = ds.width = 8;
+    ds.classes = 3;
+    for (int i = 0; i < 8; ++i) {
+      ds.labels.push_back(i % 3);
+      for (int p = 0; p < 64; ++p) ds.pixels.push_back(float((p * 7 + i) % 10) / 10.f);
+    }
+    tl::Generator gen(1);
+    auto m = tl::train::make_cnn(8, 8, 3, gen);
+    tl::nn::Adam opt(m->parameters(), 1e-3);
+    tl::train::Trainer t(*m, opt);
+    data::Batches batches(ds, 8, false);
+    data::Batch b;
+    QVERIFY(batches.next(b));
+    int calls = 0;
+    std::set<uint64_t> seen;
+    tl::train::StepResult s;
+    {
+      tl::RealizeObserver observer([&](const std::vector<tl::NodeRef>& roots) {
+        ++calls;
+        for (auto& n : tl::snapshot_graph(roots)) seen.insert(n.id);
+      });
+      s = t.step(b);
+    }
+    QCOMPARE(calls, 3);
+    QVERIFY(!s.kernels.empty());
+    for (auto& k : s.kernels)
+      for (uint64_t id : k.kernel->node_ids) QVERIFY2(seen.count(id), k.kernel->name.c_str());
+    // Gone with its scope: the next step is not observed.
+    t.step(b);
+    QCOMPARE(calls, 3);
   }
 
   void cnnLearnsDigits() {

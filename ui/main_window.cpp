@@ -50,6 +50,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
   kernels_ = new KernelPane;
   source_ = new SourcePane;
   compare_ = new ComparePane;
+  training_ = new TrainingPane(session_);
   buildDocks();
   buildMenus();
 
@@ -122,6 +123,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
   });
   connect(session_, &Session::cancelled, this, [this](quint64) { status_->setText(tr("Cancelled.")); });
   connect(session_, &Session::failed, this, [this](quint64, const QString& what, const QString& message) {
+    if (what == "train") return;  // the training page shows its own errors
     if (what == "model") pendingModel_.clear();
     showError(message);
   });
@@ -141,11 +143,13 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
   });
   connect(graph_, &GraphPane::layoutReady, this, &MainWindow::maybeScreenshot);
   connect(compare_, &ComparePane::compareRequested, this, &MainWindow::compareDevices);
+  connect(training_, &TrainingPane::graphCaptured, this, &MainWindow::showTrainingGraph);
 
   // ---- settings ----
   defaultState_ = saveState();
   QSettings settings;
   device_ = settings.value("device", "cpu").toString();
+  training_->setDevice(device_);
   if (!restoreGeometry(settings.value("geometry").toByteArray())) resize(1560, 960);
   restoreState(settings.value("windowState").toByteArray());
   rebuildRecentMenu();
@@ -162,11 +166,14 @@ void MainWindow::buildDocks() {
   auto* kernelDock = makeDock(this, tr("Kernels"), "kernelDock", kernels_);
   auto* sourceDock = makeDock(this, tr("Kernel source"), "sourceDock", source_);
   auto* compareDock = makeDock(this, tr("Compare devices"), "compareDock", compare_);
+  auto* trainingDock = makeDock(this, tr("Training"), "trainingDock", training_);
   addDockWidget(Qt::LeftDockWidgetArea, imageDock);
   addDockWidget(Qt::LeftDockWidgetArea, modelDock);
   tabifyDockWidget(modelDock, deviceDock);
   modelDock->raise();
   addDockWidget(Qt::BottomDockWidgetArea, kernelDock);
+  tabifyDockWidget(kernelDock, trainingDock);
+  kernelDock->raise();
   addDockWidget(Qt::BottomDockWidgetArea, sourceDock);
   tabifyDockWidget(sourceDock, compareDock);
   sourceDock->raise();
@@ -251,6 +258,7 @@ void MainWindow::setDevice(const QString& name) {
   if (name.isEmpty()) return;
   device_ = name;
   devices_->setCurrent(name);
+  training_->setDevice(name);  // used from the next Reset
   QSettings().setValue("device", name);
   if (!currentImage_.isEmpty()) rerun();
 }
@@ -293,6 +301,16 @@ void MainWindow::onClassified(const RunPtr& run) {
   // The ONNX graph does not relayout for a run, so no layoutReady will come.
   if (graph_->mode() == GraphPane::OnnxGraph && !graph_->layoutPending()) maybeScreenshot();
   emit runFinished(run);
+}
+
+// The graph, kernel and source docks then inspect the training step: the
+// same RunData shape as a classification, so clicking through works alike.
+void MainWindow::showTrainingGraph(const RunPtr& run) {
+  lastRun_ = run;
+  kernels_->setRecords(run->records);
+  graph_->setRun(run);
+  if (!run->records.empty()) kernels_->selectRecord(0);
+  status_->setText(tr("Op graph of %1: %2 nodes, %3 kernels").arg(run->model).arg(run->graph.size()).arg(run->records.size()));
 }
 
 void MainWindow::showKernel(int record) {

@@ -1,5 +1,5 @@
 // The explorer's window: docks for image + predictions, model, devices, op
-// graph, kernels, kernel source and device comparison. All core work goes
+// graph, kernels, kernel source, device comparison and training. All core work goes
 // through the Session's worker thread.
 #pragma once
 #include <QMainWindow>
@@ -10,6 +10,7 @@
 #include "panes/kernel_pane.h"
 #include "panes/side_panes.h"
 #include "panes/source_pane.h"
+#include "panes/training_pane.h"
 #include "session.h"
 
 class QLabel;
@@ -47,6 +48,7 @@ class MainWindow : public QMainWindow {
   KernelPane* kernelPane() const { return kernels_; }
   SourcePane* sourcePane() const { return source_; }
   ComparePane* comparePane() const { return compare_; }
+  TrainingPane* trainingPane() const { return training_; }
   RunPtr lastRun() const { return lastRun_; }
   QString statusText() const;
   QStringList recentFiles() const;
@@ -73,6 +75,7 @@ class MainWindow : public QMainWindow {
   void showError(const QString& message);
   void showKernel(int record);
   void onClassified(const RunPtr& run);
+  void showTrainingGraph(const RunPtr& run);
   void maybeScreenshot();
 
   Session* session_;
@@ -83,6 +86,7 @@ class MainWindow : public QMainWindow {
   KernelPane* kernels_;
   SourcePane* source_;
   ComparePane* compare_;
+  TrainingPane* training_;
   QLabel* status_;
   QProgressBar* progress_;
   QToolButton* cancel_;

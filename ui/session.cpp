@@ -12,6 +12,7 @@
 #include "core/realize.h"
 #include "core/runtime/registry.h"
 #include "core/tensor.h"
+#include "train_worker.h"
 
 namespace tlui {
 
@@ -45,8 +46,13 @@ const char* kBuiltinModel = "efficientnet-lite0";
 
 }  // namespace
 
-Session::Session(QObject* parent) : QObject(parent), state_(std::make_unique<WorkerState>()) {
+Session::Session(QObject* parent)
+    : QObject(parent), state_(std::make_unique<WorkerState>()), trainer_(std::make_unique<TrainWorker>()) {
   qRegisterMetaType<tlui::RunPtr>();
+  qRegisterMetaType<tlui::TrainSetupPtr>();
+  qRegisterMetaType<tlui::TrainStepPtr>();
+  qRegisterMetaType<tlui::TrainEval>();
+  qRegisterMetaType<tlui::HistogramsPtr>();
   qRegisterMetaType<tlui::ComparePtr>();
   qRegisterMetaType<tlui::ModelPtr>();
   qRegisterMetaType<tlui::OnnxPtr>();
@@ -64,10 +70,13 @@ Session::Session(QObject* parent) : QObject(parent), state_(std::make_unique<Wor
 
 Session::~Session() {
   if (runFlag_) runFlag_->store(true);
+  if (trainStop_) trainStop_->store(true);
+  closing_.store(true);
   thread_.quit();
   thread_.wait();
   // The worker state holds tensors; it goes after the thread that used it.
   state_.reset();
+  trainer_.reset();
 }
 
 void Session::post(std::function<void()> work) {

@@ -11,8 +11,11 @@
 #include <memory>
 
 #include "run_data.h"
+#include "train_data.h"
 
 namespace tlui {
+
+class TrainWorker;
 
 class Session : public QObject {
   Q_OBJECT
@@ -33,6 +36,22 @@ class Session : public QObject {
   bool busy() const { return busyJob_ != 0; }
   quint64 latestRunJob() const { return runJob_; }
 
+  // ---- training (session_training.cpp) ----
+  // A fresh model and optimizer from the settings; stops a running training
+  // first. A failure keeps the previous model.
+  quint64 trainReset(const TrainSettings& settings);
+  // steps > 0: that many steps; steps < 0: until trainPause(). One step per
+  // posted job, so other jobs interleave and a pause lands before the next
+  // step. `captureGraph` snapshots the first step's graph (trainGraph).
+  quint64 trainRun(int steps, bool captureGraph = false);
+  void trainPause();
+  bool training() const { return trainRunJob_ != 0; }
+  quint64 trainEvaluate();
+  quint64 trainHistograms(const QString& parameter, int bins);
+  quint64 trainSave(const QString& path);
+  quint64 trainLoad(const QString& path);
+  quint64 trainProbe(int count);  // logits of the first `count` test images
+
  signals:
   void progress(quint64 job, const QString& stage, int percent);
   void devicesReady(const tlui::DeviceList& devices);
@@ -47,6 +66,18 @@ class Session : public QObject {
   void cancelled(quint64 job);
   void idle();
 
+  // Training results of the newest model only (older ones are dropped);
+  // failures arrive through failed() with what == "train".
+  void trainReady(const tlui::TrainSetupPtr& setup);
+  void trainStepped(const tlui::TrainStepPtr& step);
+  void trainGraph(const tlui::RunPtr& run);
+  void trainEvaluated(const tlui::TrainEval& eval);
+  void trainHistogramsReady(const tlui::HistogramsPtr& histograms);
+  void trainSaved(const QString& path);
+  void trainLoaded(const QString& path);
+  void trainProbed(const QList<float>& logits);
+  void trainStopped(quint64 job, int steps);  // a run ended: done, paused or failed
+
  private:
   using Flag = std::shared_ptr<std::atomic<bool>>;
   void post(std::function<void()> work);
@@ -55,6 +86,11 @@ class Session : public QObject {
   void deliverRun(quint64 job, std::function<void()> emitter);
   void finishRun(quint64 job);
   Flag startRunJob(quint64 job);
+  // Training: the worker-side helpers, run on thread_.
+  void trainChunk(quint64 job, Flag stop, int remaining, int done, bool capture);
+  void trainJob(quint64 job, const QString& what, std::function<void(TrainWorker&)> work);
+  void deliverTrain(quint64 generation, std::function<void()> emitter);
+  void trainFailed(quint64 job, const QString& message);
 
   QThread thread_;
   QObject* workerContext_ = nullptr;  // lives on thread_
@@ -65,6 +101,13 @@ class Session : public QObject {
   quint64 modelJob_ = 0;  // newest model request
   quint64 busyJob_ = 0;
   Flag runFlag_;
+  std::unique_ptr<TrainWorker> trainer_;  // touched only on thread_
+  quint64 trainGeneration_ = 0;  // the model results must belong to
+  quint64 trainRunJob_ = 0;
+  Flag trainStop_;
+  // Set when the window closes: a training step in flight (a cold first one
+  // compiles for a while) stops at its next kernel instead of delaying exit.
+  std::atomic<bool> closing_{false};
 };
 
 }  // namespace tlui

@@ -1,0 +1,28 @@
+// Bars of a histogram the worker computed; the widget only draws them, with
+// the value range under the bars and the counts in a tooltip.
+#pragma once
+#include <QWidget>
+
+#include "ui/train_data.h"
+
+namespace tlui {
+
+class HistogramView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit HistogramView(const QString& title, QWidget* parent = nullptr);
+  void setHistogram(const Histogram& histogram, const QString& note = {});
+  void clear();
+  const Histogram& histogram() const { return histogram_; }
+  QSize sizeHint() const override { return {260, 140}; }
+  QSize minimumSizeHint() const override { return {120, 80}; }
+
+ protected:
+  void paintEvent(QPaintEvent* event) override;
+
+ private:
+  QString title_, note_;
+  Histogram histogram_;
+};
+
+}  // namespace tlui

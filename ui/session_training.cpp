@@ -1,0 +1,177 @@
+// The Session's training jobs. The model, optimizer and data live in a
+// TrainWorker touched only on the worker thread; a run is a chain of one-step
+// jobs, each posting the next, so a pause (or a classify request) gets in
+// between two steps and never waits for a whole run.
+#include "core/realize.h"
+#include "session.h"
+#include "train_worker.h"
+
+namespace tlui {
+
+namespace {
+// Only closing the window interrupts a step: a pause waits for the step to
+// end, so a step is always applied whole.
+struct ClosingScope {
+  explicit ClosingScope(const std::atomic<bool>* flag) { tl::set_cancel_flag(flag); }
+  ~ClosingScope() { tl::set_cancel_flag(nullptr); }
+};
+}  // namespace
+
+void Session::deliverTrain(quint64 generation, std::function<void()> emitter) {
+  QMetaObject::invokeMethod(
+      this,
+      [this, generation, emitter = std::move(emitter)] {
+        if (generation != trainGeneration_) return;  // a newer reset replaced that model
+        emitter();
+      },
+      Qt::QueuedConnection);
+}
+
+void Session::trainFailed(quint64 job, const QString& message) {
+  QMetaObject::invokeMethod(this, [this, job, message] { emit failed(job, "train", message); }, Qt::QueuedConnection);
+}
+
+void Session::trainJob(quint64 job, const QString& what, std::function<void(TrainWorker&)> work) {
+  post([this, job, what, work = std::move(work)] {
+    try {
+      work(*trainer_);
+    } catch (const std::exception& e) {
+      trainFailed(job, QString("%1: %2").arg(what, QString::fromUtf8(e.what())));
+    }
+  });
+}
+
+quint64 Session::trainReset(const TrainSettings& settings) {
+  quint64 job = nextJob_++;
+  trainPause();
+  trainGeneration_ = job;
+  post([this, job, settings] {
+    try {
+      TrainSetupPtr setup = trainer_->reset(settings, job);
+      deliverTrain(job, [this, setup] { emit trainReady(setup); });
+    } catch (const std::exception& e) {
+      // The worker kept its previous model: its results count again.
+      quint64 kept = trainer_->generation();
+      QString msg = QString("Could not set up training: %1").arg(QString::fromUtf8(e.what()));
+      QMetaObject::invokeMethod(
+          this,
+          [this, job, kept, msg] {
+            if (trainGeneration_ == job) trainGeneration_ = kept;
+            emit failed(job, "train", msg);
+          },
+          Qt::QueuedConnection);
+    }
+  });
+  return job;
+}
+
+quint64 Session::trainRun(int steps, bool captureGraph) {
+  quint64 job = nextJob_++;
+  if (trainStop_) trainStop_->store(true);
+  trainStop_ = std::make_shared<std::atomic<bool>>(false);
+  trainRunJob_ = job;
+  Flag stop = trainStop_;
+  post([this, job, stop, steps, captureGraph] { trainChunk(job, stop, steps, 0, captureGraph); });
+  return job;
+}
+
+void Session::trainPause() {
+  if (trainStop_) trainStop_->store(true);
+}
+
+void Session::trainChunk(quint64 job, Flag stop, int remaining, int done, bool capture) {
+  auto finish = [this, job](int steps) {
+    QMetaObject::invokeMethod(
+        this,
+        [this, job, steps] {
+          if (trainRunJob_ == job) trainRunJob_ = 0;
+          emit trainStopped(job, steps);
+        },
+        Qt::QueuedConnection);
+  };
+  if (stop->load() || remaining == 0 || !trainer_->ready()) {
+    finish(done);
+    return;
+  }
+  try {
+    std::shared_ptr<RunData> graph;
+    if (capture) {
+      graph = std::make_shared<RunData>();
+      graph->job = job;
+      graph->model = tr("training step");
+    }
+    TrainStepPtr step;
+    {
+      ClosingScope closing(&closing_);
+      step = trainer_->step(graph.get());
+    }
+    const quint64 generation = step->generation;
+    deliverTrain(generation, [this, step] { emit trainStepped(step); });
+    if (graph) {
+      graph->device = step->kernels.empty() ? QString() : qs(step->kernels.front().kernel->device);
+      graph->model = tr("training step %1").arg(step->step);
+      RunPtr run = graph;
+      deliverTrain(generation, [this, run] { emit trainGraph(run); });
+    }
+    if (trainer_->evaluationDue()) {
+      TrainEval eval = trainer_->evaluate();
+      deliverTrain(generation, [this, eval] { emit trainEvaluated(eval); });
+    }
+  } catch (const tl::Cancelled&) {
+    return;  // the window is closing
+  } catch (const std::exception& e) {
+    trainFailed(job, QString("Training step failed: %1").arg(QString::fromUtf8(e.what())));
+    finish(done);
+    return;
+  }
+  const int left = remaining > 0 ? remaining - 1 : remaining;
+  post([this, job, stop, left, done] { trainChunk(job, stop, left, done + 1, false); });
+}
+
+quint64 Session::trainEvaluate() {
+  quint64 job = nextJob_++;
+  trainJob(job, tr("Evaluation failed"), [this](TrainWorker& w) {
+    TrainEval eval = w.evaluate();
+    deliverTrain(eval.generation, [this, eval] { emit trainEvaluated(eval); });
+  });
+  return job;
+}
+
+quint64 Session::trainHistograms(const QString& parameter, int bins) {
+  quint64 job = nextJob_++;
+  trainJob(job, tr("Could not compute the histograms of %1").arg(parameter), [this, parameter, bins](TrainWorker& w) {
+    HistogramsPtr h = w.histograms(parameter, bins);
+    deliverTrain(w.generation(), [this, h] { emit trainHistogramsReady(h); });
+  });
+  return job;
+}
+
+quint64 Session::trainSave(const QString& path) {
+  quint64 job = nextJob_++;
+  trainJob(job, tr("Could not save the model to %1").arg(path), [this, path](TrainWorker& w) {
+    w.save(path);
+    QMetaObject::invokeMethod(this, [this, path] { emit trainSaved(path); }, Qt::QueuedConnection);
+  });
+  return job;
+}
+
+quint64 Session::trainLoad(const QString& path) {
+  quint64 job = nextJob_++;
+  trainJob(job, tr("Could not load the model from %1").arg(path), [this, path](TrainWorker& w) {
+    w.load(path);
+    deliverTrain(w.generation(), [this, path] { emit trainLoaded(path); });
+  });
+  return job;
+}
+
+quint64 Session::trainProbe(int count) {
+  quint64 job = nextJob_++;
+  trainJob(job, tr("Could not run the model"), [this, count](TrainWorker& w) {
+    std::vector<float> v = w.probe(count);
+    QList<float> logits(v.begin(), v.end());
+    deliverTrain(w.generation(), [this, logits] { emit trainProbed(logits); });
+  });
+  return job;
+}
+
+}  // namespace tlui
