@@ -86,10 +86,13 @@ def digits(path="/usr/share/doc/opencv-doc/examples/data/digits.png"):
 
 
 def cnn(classes=10):
-    return torch.nn.Sequential(
-        torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(16, 32, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Flatten(), torch.nn.Linear(32 * 4 * 4, classes))
+    # tl::train::make_cnn, key for key
+    nn = torch.nn
+
+    def block(i, o):
+        return [nn.Conv2d(i, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU()]
+    return nn.Sequential(*block(1, 32), *block(32, 32), nn.MaxPool2d(2), *block(32, 64), *block(64, 64),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(64 * 5 * 5, classes))
 
 
 def mlp(classes=10):

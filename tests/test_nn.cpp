@@ -309,8 +309,9 @@ class TestNN : public QObject {
     std::filesystem::remove(path);
     QCOMPARE((*b)(x).to_vector(), ya);
     auto keys = a->state_dict();
-    QVERIFY(keys.count("0.weight") && keys.count("3.bias") && keys.count("7.weight"));
-    QCOMPARE(keys.at("7.weight").shape, (tl::Shape{10, 512}));
+    QVERIFY(keys.count("0.weight") && keys.count("1.running_var") && keys.count("10.bias") && keys.count("15.weight"));
+    QCOMPARE(keys.at("7.weight").shape, (tl::Shape{64, 32, 3, 3}));
+    QCOMPARE(keys.at("15.weight").shape, (tl::Shape{10, 64 * 5 * 5}));
     for (auto* p : b->parameters()) QVERIFY(p->requires_grad_enabled());
   }
 

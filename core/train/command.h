@@ -13,12 +13,12 @@ struct TrainConfig {
   std::string dataset = "digits";  // "digits", "digits:PATH" or "mnist:DIR"
   std::string model = "cnn";       // "cnn" or "mlp"
   int epochs = 5;
-  int64_t batch = 64;
-  double lr = -1;                  // < 0: the optimizer's default (sgd 0.05, adam/adamw 0.001)
+  int64_t batch = 32;
+  double lr = -1;                  // < 0: the optimizer's default (sgd 0.05, adam/adamw 0.002)
   std::string optimizer = "adam";  // "sgd" (momentum 0.9, Nesterov), "adam", "adamw"
   double weight_decay = 0;
-  std::string schedule = "none";   // "none", "cosine", "step" (x0.1 every third of the epochs)
-  int augment = 0;                 // max shift in pixels; 0 = none
+  std::string schedule = "cosine";  // "none", "cosine", "step" (x0.1 every third of the epochs)
+  int augment = 1;                 // max shift in pixels; 0 = none
   uint64_t seed = 0;
   std::string device;              // "" = the default device
   std::string out;                 // safetensors path; empty = do not save

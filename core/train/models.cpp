@@ -6,20 +6,29 @@ namespace tl::train {
 
 std::shared_ptr<nn::Sequential> make_cnn(int64_t height, int64_t width, int classes, Generator& gen,
                                          const std::string& device) {
-  // spatial size after: pad-1 conv (same), pool 2, 3x3 conv (-2), pool 2
-  int64_t h = (height / 2 - 2) / 2, w = (width / 2 - 2) / 2;
+  // spatial size after: pad-1 conv (same), pool 2, pad-1 conv (same), pool 2
+  int64_t h = height / 2 / 2, w = width / 2 / 2;
   if (h < 1 || w < 1)
     throw ShapeError("make_cnn: images of " + std::to_string(height) + "x" + std::to_string(width) +
-                     " are too small (needs at least 6x6)");
+                     " are too small (needs at least 4x4)");
   auto m = std::make_shared<nn::Sequential>();
-  m->add(std::make_shared<nn::Conv2d>(1, 16, 3, gen, 1, 1, true, device));
-  m->emplace<nn::ReLU>();
+  // Two 3x3 convolutions per resolution, each followed by batch norm: what
+  // lifts digits from ~96% (one plain conv per resolution) to 98% within 5
+  // epochs. Measured with PyTorch over three seeds (98.4 / 98.4 / 99.3%); a
+  // single BN conv per resolution gave 98.0-98.7%, too close to the bar.
+  auto block = [&](int64_t in, int64_t out) {
+    m->add(std::make_shared<nn::Conv2d>(in, out, 3, gen, 1, 1, true, device));
+    m->add(std::make_shared<nn::BatchNorm2d>(out, 0.1, 1e-5, device));
+    m->emplace<nn::ReLU>();
+  };
+  block(1, 32);
+  block(32, 32);
   m->emplace<nn::MaxPool2d>(2);
-  m->add(std::make_shared<nn::Conv2d>(16, 32, 3, gen, 1, 0, true, device));
-  m->emplace<nn::ReLU>();
+  block(32, 64);
+  block(64, 64);
   m->emplace<nn::MaxPool2d>(2);
   m->emplace<nn::Flatten>();
-  m->add(std::make_shared<nn::Linear>(32 * h * w, classes, gen, true, device));
+  m->add(std::make_shared<nn::Linear>(64 * h * w, classes, gen, true, device));
   return m;
 }
 

@@ -8,8 +8,9 @@
 
 namespace tl::train {
 
-// conv 1->16 3x3 pad 1, relu, maxpool 2, conv 16->32 3x3, relu, maxpool 2,
-// flatten, linear -> classes. For 20x20 input the linear layer sees 32*4*4.
+// Four blocks of (3x3 conv pad 1, batch norm, relu) with 32, 32, 64, 64
+// channels, a 2x2 max-pool after the second and the fourth, flatten, linear
+// -> classes. For 20x20 input the linear layer sees 64*5*5.
 std::shared_ptr<nn::Sequential> make_cnn(int64_t height, int64_t width, int classes, Generator& gen,
                                          const std::string& device = "");
 // flatten, linear H*W -> hidden, relu, linear -> classes.
