@@ -39,6 +39,23 @@ GemmTiles pick_tiles(const GemmShape& s, const DeviceInfo& info) {
   return *(end - 1);
 }
 
+// The placeholders both OpenCL GEMM templates share: name, sizes, strides
+// and the index type.
+std::map<std::string, std::string> shape_values(const GemmShape& s, const std::string& name, bool wide) {
+  auto str = [](int64_t v) { return std::to_string(v); };
+  return {{"NAME", name},
+          {"M", str(s.m)},
+          {"N", str(s.n)},
+          {"K", str(s.k)},
+          {"SA0", str(s.a_strides[0])},
+          {"SA1", str(s.a_strides[1])},
+          {"SA2", str(s.a_strides[2])},
+          {"SB0", str(s.b_strides[0])},
+          {"SB1", str(s.b_strides[1])},
+          {"SB2", str(s.b_strides[2])},
+          {"IDX", wide ? "long" : "int"}};
+}
+
 // A CPU device (PoCL) gets kernels/gemm_regs.cl: registers instead of local
 // memory, vectors along whichever operand axis has unit stride.
 TemplateKernel render_gemm_registers(const GemmShape& s, const std::string& name, const DeviceInfo& info, bool wide) {
@@ -55,24 +72,10 @@ TemplateKernel render_gemm_registers(const GemmShape& s, const std::string& name
   const int64_t row_bytes = 16 * nv * int64_t(sizeof(float));
   const int64_t local = info.local_memory ? int64_t(info.local_memory) : 32 * 1024;
   const int64_t kc = std::clamp<int64_t>(std::min<int64_t>(s.k, local / row_bytes), 1, 256);
-  auto str = [](int64_t v) { return std::to_string(v); };
+  auto values = shape_values(s, name, wide);
+  values.insert({{"MR", std::to_string(mr)}, {"NV", std::to_string(nv)}, {"KC", std::to_string(kc)}, {"LAYOUT", layout}});
   TemplateKernel out;
-  out.source = specialise(embedded_kernel("gemm_regs.cl"),
-                          {{"NAME", name},
-                           {"M", str(s.m)},
-                           {"N", str(s.n)},
-                           {"K", str(s.k)},
-                           {"SA0", str(s.a_strides[0])},
-                           {"SA1", str(s.a_strides[1])},
-                           {"SA2", str(s.a_strides[2])},
-                           {"SB0", str(s.b_strides[0])},
-                           {"SB1", str(s.b_strides[1])},
-                           {"SB2", str(s.b_strides[2])},
-                           {"MR", str(mr)},
-                           {"NV", str(nv)},
-                           {"KC", str(kc)},
-                           {"LAYOUT", layout},
-                           {"IDX", wide ? "long" : "int"}});
+  out.source = specialise(embedded_kernel("gemm_regs.cl"), values);
   const bool vec_m = std::string(layout) == "VEC_M";
   const int64_t rows = vec_m ? s.n : s.m, cols = vec_m ? s.m : s.n;
   const int64_t row_blocks = std::max<int64_t>(1, (rows + mr - 1) / mr);
@@ -126,29 +129,19 @@ TemplateKernel render_gemm_opencl(const GemmShape& s, const std::string& name, c
   const bool b_n_fast = std::abs(s.b_strides[2]) <= std::abs(s.b_strides[1]);
 
   auto str = [](int64_t v) { return std::to_string(v); };
+  auto values = shape_values(s, name, wide);
+  values.insert({{"TM", str(t.tm)},
+                 {"TN", str(t.tn)},
+                 {"TK", str(t.tk)},
+                 {"WM", str(t.wm)},
+                 {"WN", str(t.wn)},
+                 {"A_K_FAST", a_k_fast ? "1" : "0"},
+                 {"B_N_FAST", b_n_fast ? "1" : "0"},
+                 {"EVEN_M", s.m % t.tm == 0 ? "1" : "0"},
+                 {"EVEN_N", s.n % t.tn == 0 ? "1" : "0"},
+                 {"EVEN_K", s.k % t.tk == 0 ? "1" : "0"}});
   TemplateKernel out;
-  out.source = specialise(embedded_kernel("gemm.cl"),
-                          {{"NAME", name},
-                           {"M", str(s.m)},
-                           {"N", str(s.n)},
-                           {"K", str(s.k)},
-                           {"SA0", str(s.a_strides[0])},
-                           {"SA1", str(s.a_strides[1])},
-                           {"SA2", str(s.a_strides[2])},
-                           {"SB0", str(s.b_strides[0])},
-                           {"SB1", str(s.b_strides[1])},
-                           {"SB2", str(s.b_strides[2])},
-                           {"TM", str(t.tm)},
-                           {"TN", str(t.tn)},
-                           {"TK", str(t.tk)},
-                           {"WM", str(t.wm)},
-                           {"WN", str(t.wn)},
-                           {"A_K_FAST", a_k_fast ? "1" : "0"},
-                           {"B_N_FAST", b_n_fast ? "1" : "0"},
-                           {"EVEN_M", s.m % t.tm == 0 ? "1" : "0"},
-                           {"EVEN_N", s.n % t.tn == 0 ? "1" : "0"},
-                           {"EVEN_K", s.k % t.tk == 0 ? "1" : "0"},
-                           {"IDX", wide ? "long" : "int"}});
+  out.source = specialise(embedded_kernel("gemm.cl"), values);
   const int tx = t.tn / t.wn, ty = t.tm / t.wm;
   out.global[0] = (s.n + t.tn - 1) / t.tn * tx;
   out.global[1] = (s.m + t.tm - 1) / t.tm * ty;
