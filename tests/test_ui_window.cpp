@@ -24,6 +24,12 @@ namespace {
 
 const char* kSquirrel = "/usr/share/doc/opencv-doc/examples/data/squirrel_cls.jpg";
 constexpr int kRunTimeoutMs = 15 * 60 * 1000;  // a cold run compiles ~100 kernels on a busy 2-core box
+// The longest the event loop may stall while the worker computes. Work moved
+// onto the GUI thread by mistake stalls it for seconds (a cold EfficientNet
+// run compiles ~100 kernels); a scheduler hiccup on a loaded 2-core machine
+// under the sanitizers stays well below a second. Speed itself is measured by
+// benchmarks, not here.
+constexpr qint64 kFreezeMs = 1000;
 
 bool weightsInstalled() {
   std::error_code ec;
@@ -142,7 +148,7 @@ class TestUiWindow : public QObject {
     QVERIFY(!window_->imagePane()->image().isNull());
     qInfo("cold run %.1f s, warm %.1f ms, largest event-loop gap %lld ms", run->coldSeconds, run->warmSeconds * 1e3,
           gap);
-    QVERIFY2(gap < 100, qPrintable(QString("event loop blocked for %1 ms").arg(gap)));
+    QVERIFY2(gap < kFreezeMs, qPrintable(QString("event loop blocked for %1 ms").arg(gap)));
   }
 
   void kernelTableFills() {
@@ -312,7 +318,7 @@ class TestUiWindow : public QObject {
     QCOMPARE(QSettings().value("device").toString(), other);
     qInfo("%s: cold %.1f s, warm %.1f ms, largest gap %lld ms", qPrintable(other), run->coldSeconds,
           run->warmSeconds * 1e3, gap);
-    QVERIFY2(gap < 100, qPrintable(QString("event loop blocked for %1 ms").arg(gap)));
+    QVERIFY2(gap < kFreezeMs, qPrintable(QString("event loop blocked for %1 ms").arg(gap)));
   }
 
   void compareDevices() {
