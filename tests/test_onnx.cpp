@@ -97,6 +97,28 @@ class TestOnnx : public QObject {
     if (dev == "cpu") QVERIFY2(rate >= 70.0, qPrintable(QString("float32 pass rate %1% < 70%").arg(rate)));
   }
 
+  // The wheel's real-model cases hold only a data.json with a download link:
+  // listed apart (the CLI reports them as absent), never as an error.
+  void linkOnlyCasesAreListedApart() {
+    fs::path dir = temp_dir("cases");
+    fs::create_directories(dir / "test_node");
+    fs::create_directories(dir / "test_resnet50");
+    fs::create_directories(dir / "empty");
+    Builder b;
+    b.input("x", {"2"});
+    b.output("y", {"2"});
+    b.node("Relu", {"x"}, {"y"});
+    std::string bytes;
+    b.m.SerializeToString(&bytes);
+    std::ofstream(dir / "test_node" / "model.onnx", std::ios::binary) << bytes;
+    std::ofstream(dir / "test_resnet50" / "data.json") << R"({"url": "https://example.invalid/resnet50.tar.gz"})";
+    std::vector<std::string> links;
+    auto cases = onnx_case_dirs(dir.string(), &links);
+    QCOMPARE(cases, std::vector<std::string>{(dir / "test_node").string()});
+    QCOMPARE(links, std::vector<std::string>{(dir / "test_resnet50").string()});
+    QVERIFY_THROWS_EXCEPTION(tl::IOError, onnx_case_dirs((dir / "missing").string()));
+  }
+
   void truncatedAndGarbageFiles() {
     fs::path dir = temp_dir("bad");
     Builder b;

@@ -572,14 +572,18 @@ std::map<std::string, std::string> read_onnx_expected_failures(const std::string
   return out;
 }
 
-std::vector<std::string> onnx_case_dirs(const std::string& dir) {
+std::vector<std::string> onnx_case_dirs(const std::string& dir, std::vector<std::string>* link_only) {
   std::vector<std::string> out;
-  std::error_code ec;
-  if (fs::is_regular_file(fs::path(dir) / "model.onnx", ec)) return {dir};
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.is_directory() && fs::is_regular_file(e.path() / "model.onnx", ec)) out.push_back(e.path().string());
+  std::error_code ec, probe;
+  if (fs::is_regular_file(fs::path(dir) / "model.onnx", probe)) return {dir};
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (!e.is_directory(probe)) continue;
+    if (fs::is_regular_file(e.path() / "model.onnx", probe)) out.push_back(e.path().string());
+    else if (link_only && fs::is_regular_file(e.path() / "data.json", probe)) link_only->push_back(e.path().string());
+  }
   if (ec) throw IOError("cannot list " + dir + ": " + ec.message());
   std::sort(out.begin(), out.end());
+  if (link_only) std::sort(link_only->begin(), link_only->end());
   return out;
 }
 

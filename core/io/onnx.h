@@ -129,6 +129,8 @@ OnnxCaseResult run_onnx_case(const std::string& case_dir, const std::string& dev
 
 // Case folders (those holding a model.onnx) directly under `dir`, or `dir`
 // itself when it is one; sorted by name.
-std::vector<std::string> onnx_case_dirs(const std::string& dir);
+// Folders holding only a data.json (the wheel's real-model tests: a download
+// link, no model) go to `link_only` when given.
+std::vector<std::string> onnx_case_dirs(const std::string& dir, std::vector<std::string>* link_only = nullptr);
 
 }  // namespace tl
