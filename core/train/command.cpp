@@ -14,9 +14,10 @@ namespace tl::train {
 const char* kTrainUsage =
     "  train --dataset digits|digits:PNG|mnist:DIR --model cnn|mlp --epochs N [--batch B] [--lr LR]\n"
     "        [--optimizer sgd|adam|adamw] [--weight-decay WD] [--schedule none|cosine|step] [--augment PX]\n"
-    "        [--seed S] [--device NAME] [--out FILE.safetensors] [--profile]\n"
+    "        [--seed S] [--device NAME] [--out FILE.safetensors | --no-save] [--profile]\n"
     "  defaults: cnn, 5 epochs, batch 32, adam lr 0.002 (sgd 0.05), cosine schedule, augment 1 pixel:\n"
-    "  the recipe that reaches 98% on the digits split in 5 epochs\n";
+    "  the recipe that reaches 98% on the digits split in 5 epochs; the model is saved to\n"
+    "  tinylens-MODEL-DATASET.safetensors in the working directory unless --out or --no-save says otherwise\n";
 
 namespace {
 double to_double(const std::string& key, const std::string& v) {
@@ -40,7 +41,7 @@ int64_t to_int(const std::string& key, const std::string& v, int64_t low) {
 TrainConfig parse_train_options(const std::map<std::string, std::string>& options) {
   static const std::set<std::string> known = {"dataset", "model", "epochs", "batch", "lr", "optimizer",
                                               "weight-decay", "schedule", "augment", "seed", "device", "out",
-                                              "profile"};
+                                              "no-save", "profile"};
   TrainConfig c;
   for (auto& [k, v] : options) {
     if (!known.count(k)) throw std::invalid_argument("train: unknown option --" + k);
@@ -57,6 +58,7 @@ TrainConfig parse_train_options(const std::map<std::string, std::string>& option
     else if (k == "device") c.device = v == "all" ? "" : v;
     else if (k == "out") c.out = v;
     else if (k == "profile") c.profile = true;
+    else if (k == "no-save") c.save = false;
   }
   if (c.model != "cnn" && c.model != "mlp")
     throw std::invalid_argument("train: --model must be cnn or mlp, got '" + c.model + "'");
@@ -131,9 +133,11 @@ int run_training(const TrainConfig& c, std::FILE* out) {
       std::fprintf(out, "  %-40s %7lld launches %9.3f s %5.1f%%\n", rows[i].first.c_str(),
                    (long long)rows[i].second.second, rows[i].second.first, 100 * rows[i].second.first / total);
   }
-  if (!c.out.empty()) {
-    model->save(c.out);
-    std::fprintf(out, "saved %s\n", c.out.c_str());
+  if (c.save) {
+    const std::string kind = c.dataset.rfind("mnist", 0) == 0 ? "mnist" : "digits";
+    const std::string path = c.out.empty() ? "tinylens-" + c.model + "-" + kind + ".safetensors" : c.out;
+    model->save(path);
+    std::fprintf(out, "saved %s\n", path.c_str());
   }
   return 0;
 }

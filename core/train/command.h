@@ -21,12 +21,13 @@ struct TrainConfig {
   int augment = 1;                 // max shift in pixels; 0 = none
   uint64_t seed = 0;
   std::string device;              // "" = the default device
-  std::string out;                 // safetensors path; empty = do not save
+  std::string out;                 // safetensors path; empty = tinylens-MODEL-DATASET.safetensors here
+  bool save = true;                // --no-save: keep nothing
   bool profile = false;            // print the kernels that dominated the last epoch
 };
 
 // Reads --dataset --model --epochs --batch --lr --optimizer --weight-decay
-// --schedule --augment --seed --device --out --profile; throws
+// --schedule --augment --seed --device --out --no-save --profile; throws
 // std::invalid_argument naming an unknown option or a bad value.
 TrainConfig parse_train_options(const std::map<std::string, std::string>& options);
 
