@@ -325,6 +325,52 @@ std::string replace_n(std::string s, int64_t n) {
 
 }  // namespace
 
+// A padded tensor written row by row: the row is filled with the pad value,
+// then, when the row lies inside the source on every outer axis, its interior
+// is computed by a loop over the source row alone. Its loads are then affine
+// in the loop variable and vectorise, instead of carrying a bounds test and a
+// guarded index per element.
+std::string padded_rows(Lowerer& low, Printer& pr, const Node& pad, const std::vector<E>& out_dims, DType dtype,
+                        int64_t width) {
+  const Node& src = *pad.src[0];
+  const size_t last = out_dims.size() - 1;
+  std::vector<E> d(out_dims.size());
+  E row_inside;
+  for (size_t i = 0; i < last; ++i) {
+    int64_t before = pad.arg[2 * i], size = src.shape[i];
+    d[i] = out_dims[i];
+    if (before == 0 && pad.arg[2 * i + 1] == 0) continue;
+    row_inside = both(row_inside, both(binary(ExprOp::CmpLt, idx(before - 1), d[i]),
+                                       binary(ExprOp::CmpLt, d[i], idx(before + size))));
+    d[i] = assume_range(d[i] + idx(-before), 0, size - 1);
+  }
+  const int64_t lo = pad.arg[2 * last], size = src.shape[last];
+  d[last] = var("x", 0, std::max<int64_t>(size - 1, 0));
+  // The printer names expressions by address: keep each one alive while it prints.
+  const E fill_value = constant(pad.value, dtype);
+  std::string fill = pr(fill_value);
+  std::string w = std::to_string(width);
+  std::string out = "    for (int x = 0; x < " + w + "; ++x) b0[gid*" + w + "+x] = " + Printer::strip(fill) + ";\n";
+  if (size == 0) return out;
+  std::string open = "    {\n";
+  if (row_inside) {
+    pr.lines.clear();
+    pr.indent = "    ";
+    std::string cond = pr(row_inside);
+    out += pr.lines;
+    open = "    if (" + Printer::strip(cond) + ") {\n";
+  }
+  pr.lines.clear();
+  pr.indent = "        ";
+  auto src_ix = with_dims(src.shape, d, nullptr);  // inside by construction: no guards
+  low.keep_alive.push_back(src_ix);
+  const E value = cast(low.lower(pad.src[0], src_ix), dtype);
+  std::string v = pr(value);
+  out += open + "      for (int x = 0; x < " + std::to_string(size) + "; ++x) {\n" + pr.lines + "        b0[gid*" + w +
+         "+x+" + std::to_string(lo) + "] = " + Printer::strip(v) + ";\n      }\n    }\n";
+  return out;
+}
+
 RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
   const Dialect& d = device.dialect();
   RenderedKernel k;
@@ -396,13 +442,17 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
       low.keep_alive.push_back(row_ix);
       pr.indent = "      ";
     }
-    E v = cast(low.lower(value_node, ix), out.dtype);
-    std::string result = pr(v);
-    if (rows)
-      body = "    for (int x = 0; x < " + std::to_string(width) + "; ++x) {\n" + pr.lines + "      b0[gid*" +
-             std::to_string(width) + "+x] = " + Printer::strip(result) + ";\n    }\n";
-    else
-      body = pr.lines + "    b0[gid] = " + Printer::strip(result) + ";\n";
+    if (rows && value_node->op == Op::Pad) {
+      body = padded_rows(low, pr, *value_node, ix->dims, out.dtype, width);
+    } else {
+      E v = cast(low.lower(value_node, ix), out.dtype);
+      std::string result = pr(v);
+      if (rows)
+        body = "    for (int x = 0; x < " + std::to_string(width) + "; ++x) {\n" + pr.lines + "      b0[gid*" +
+               std::to_string(width) + "+x] = " + Printer::strip(result) + ";\n    }\n";
+      else
+        body = pr.lines + "    b0[gid] = " + Printer::strip(result) + ";\n";
+    }
     k.name = "E" + join_dims(out.shape);
     k.flops = pr.flops_per_item * double(n_out);
   } else {
