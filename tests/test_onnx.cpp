@@ -108,9 +108,7 @@ class TestOnnx : public QObject {
     b.input("x", {"2"});
     b.output("y", {"2"});
     b.node("Relu", {"x"}, {"y"});
-    std::string bytes;
-    b.m.SerializeToString(&bytes);
-    std::ofstream(dir / "test_node" / "model.onnx", std::ios::binary) << bytes;
+    b.save(dir / "test_node" / "model.onnx");
     std::ofstream(dir / "test_resnet50" / "data.json") << R"({"url": "https://example.invalid/resnet50.tar.gz"})";
     std::vector<std::string> links;
     auto cases = onnx_case_dirs(dir.string(), &links);
