@@ -121,9 +121,11 @@ class TestUiTraining : public QObject {
     auto [train, test] = tl::data::split(tl::data::load_digits(tl::data::default_digits_path()), 0.2, kSeed);
     tl::Generator gen(kSeed);
     auto model = tl::train::make_cnn(train.height, train.width, train.classes, gen, "cpu");
-    tl::nn::Adam opt(model->parameters(), 1e-3, tl::nn::AdamOptions{0.9, 0.999, 1e-8, 0});
+    // The page's defaults are the CLI's recipe: Adam 0.002, batch 32, shifts
+    // of up to one pixel (the cosine schedule keeps the base rate in epoch 0).
+    tl::nn::Adam opt(model->parameters(), 2e-3, tl::nn::AdamOptions{0.9, 0.999, 1e-8, 0});
     tl::train::Trainer trainer(*model, opt);
-    tl::data::Batches batches(train, 64, true, kSeed, false, 0, "cpu");
+    tl::data::Batches batches(train, 32, true, kSeed, true, 1, "cpu");
     batches.start_epoch(0);
     tl::data::Batch b;
     for (int i = 0; i < 3; ++i) {
@@ -299,15 +301,16 @@ class TestUiTraining : public QObject {
 
     // A well-formed folder (tiny, 28x28 like MNIST) trains.
     QTemporaryDir good;
-    writeIdx(good.filePath("train-images-idx3-ubyte"), 2051, {40, 28, 28}, 40 * 28 * 28);
-    writeIdx(good.filePath("train-labels-idx1-ubyte"), 2049, {40}, 40);
+    // 30 images: one batch of the default 32.
+    writeIdx(good.filePath("train-images-idx3-ubyte"), 2051, {30, 28, 28}, 30 * 28 * 28);
+    writeIdx(good.filePath("train-labels-idx1-ubyte"), 2049, {30}, 30);
     writeIdx(good.filePath("t10k-images-idx3-ubyte"), 2051, {10, 28, 28}, 10 * 28 * 28);
     writeIdx(good.filePath("t10k-labels-idx1-ubyte"), 2049, {10}, 10);
     QSignalSpy ready(page_, &TrainingPane::setupReady);
     page_->setMnistFolder(good.path());
     QTest::mouseClick(page_->resetButton(), Qt::LeftButton);
     QVERIFY(waitFor(ready));
-    QVERIFY2(page_->statusText().startsWith("40 train / 10 test images, 1 steps per epoch"), qPrintable(page_->statusText()));
+    QVERIFY2(page_->statusText().startsWith("30 train / 10 test images, 1 steps per epoch"), qPrintable(page_->statusText()));
     QCOMPARE(page_->trainLossSeries()->count(), 0);
     QSignalSpy evaluated(page_, &TrainingPane::evaluated);
     QVERIFY(stepOnce());  // one step is the whole epoch: the test set is evaluated after it

@@ -18,11 +18,11 @@ struct TrainSettings {
   QString model = "cnn";       // "cnn" or "mlp"
   QString optimizer = "adam";  // "sgd", "adam", "adamw"
   double lr = -1;              // < 0: the optimizer's default
-  int batch = 64;
+  int batch = 32;
   double weightDecay = 0;
-  QString schedule = "none";   // "none", "cosine", "step": per epoch over `epochs`
+  QString schedule = "cosine";  // "none", "cosine", "step": per epoch over `epochs`
   int epochs = 5;              // the schedule's horizon
-  int augment = 0;             // max shift in pixels
+  int augment = 1;             // max shift in pixels
   quint64 seed = 0;
   int evalEvery = 0;           // test every K steps; 0 = at the end of each epoch
   QString device = "cpu";

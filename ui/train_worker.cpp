@@ -7,6 +7,7 @@
 
 #include "core/graph.h"
 #include "core/realize.h"
+#include "core/train/command.h"
 #include "core/train/models.h"
 
 namespace tlui {
@@ -65,19 +66,6 @@ std::shared_ptr<TrainWorker::Data> TrainWorker::loadData(const TrainSettings& s)
   return d;
 }
 
-std::unique_ptr<nn::Optimizer> TrainWorker::makeOptimizer(nn::Module& model, const TrainSettings& s) const {
-  if (s.optimizer == "sgd")
-    return std::make_unique<nn::SGD>(model.parameters(), s.lr < 0 ? 0.05 : s.lr,
-                                     nn::SGDOptions{0.9, 0, s.weightDecay, true});
-  if (s.optimizer == "adam")
-    return std::make_unique<nn::Adam>(model.parameters(), s.lr < 0 ? 1e-3 : s.lr,
-                                      nn::AdamOptions{0.9, 0.999, 1e-8, s.weightDecay});
-  if (s.optimizer == "adamw")
-    return std::make_unique<nn::AdamW>(model.parameters(), s.lr < 0 ? 1e-3 : s.lr,
-                                       nn::AdamOptions{0.9, 0.999, 1e-8, s.weightDecay});
-  throw std::invalid_argument("unknown optimizer '" + s.optimizer.toStdString() + "'");
-}
-
 TrainSetupPtr TrainWorker::reset(const TrainSettings& s, quint64 generation) {
   if (s.model != "cnn" && s.model != "mlp")
     throw std::invalid_argument("unknown model '" + s.model.toStdString() + "' (cnn or mlp)");
@@ -88,9 +76,8 @@ TrainSetupPtr TrainWorker::reset(const TrainSettings& s, quint64 generation) {
   auto d = loadData(s);
   const std::string device = s.device.toStdString();
   tl::Generator gen(s.seed);
-  auto model = s.model == "cnn" ? tl::train::make_cnn(d->train.height, d->train.width, d->train.classes, gen, device)
-                                : tl::train::make_mlp(d->train.height, d->train.width, d->train.classes, gen, 128, device);
-  auto optimizer = makeOptimizer(*model, s);
+  auto model = tl::train::make_model(s.model.toStdString(), d->train, gen, device);
+  auto optimizer = tl::train::make_optimizer(s.optimizer.toStdString(), model->parameters(), s.lr, s.weightDecay);
   auto batches = std::make_unique<data::Batches>(d->train, s.batch, true, s.seed, s.augment > 0, s.augment, device);
 
   trainer_.reset();
@@ -235,7 +222,8 @@ void TrainWorker::load(const QString& path) {
   if (!ready()) throw std::logic_error("no model to load into: press Reset first");
   model_->load(path.toStdString());
   trainer_.reset();
-  optimizer_ = makeOptimizer(*model_, settings_);
+  optimizer_ = tl::train::make_optimizer(settings_.optimizer.toStdString(), model_->parameters(), settings_.lr,
+                                         settings_.weightDecay);
   trainer_ = std::make_unique<tl::train::Trainer>(*model_, *optimizer_);
   baseLr_ = optimizer_->lr();
   applySchedule();

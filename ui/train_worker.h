@@ -48,7 +48,6 @@ class TrainWorker {
     tl::data::Dataset train, test;
   };
   std::shared_ptr<Data> loadData(const TrainSettings& s);
-  std::unique_ptr<tl::nn::Optimizer> makeOptimizer(tl::nn::Module& model, const TrainSettings& s) const;
   void startEpoch(int epoch);
   void applySchedule();  // the learning rate of epoch_
 

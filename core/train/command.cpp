@@ -38,6 +38,26 @@ int64_t to_int(const std::string& key, const std::string& v, int64_t low) {
 }
 }  // namespace
 
+std::shared_ptr<nn::Sequential> make_model(const std::string& model, const data::Dataset& data, Generator& gen,
+                                           const std::string& device) {
+  if (model == "cnn") return make_cnn(data.height, data.width, data.classes, gen, device);
+  if (model == "mlp") return make_mlp(data.height, data.width, data.classes, gen, 128, device);
+  throw std::invalid_argument("unknown model '" + model + "' (cnn or mlp)");
+}
+
+std::unique_ptr<nn::Optimizer> make_optimizer(const std::string& optimizer, std::vector<Tensor*> params, double lr,
+                                              double weight_decay) {
+  if (optimizer == "sgd")
+    return std::make_unique<nn::SGD>(std::move(params), lr < 0 ? 0.05 : lr, nn::SGDOptions{0.9, 0, weight_decay, true});
+  if (optimizer == "adam")
+    return std::make_unique<nn::Adam>(std::move(params), lr < 0 ? 2e-3 : lr,
+                                      nn::AdamOptions{0.9, 0.999, 1e-8, weight_decay});
+  if (optimizer == "adamw")
+    return std::make_unique<nn::AdamW>(std::move(params), lr < 0 ? 2e-3 : lr,
+                                       nn::AdamOptions{0.9, 0.999, 1e-8, weight_decay});
+  throw std::invalid_argument("unknown optimizer '" + optimizer + "' (sgd, adam or adamw)");
+}
+
 TrainConfig parse_train_options(const std::map<std::string, std::string>& options) {
   static const std::set<std::string> known = {"dataset", "model", "epochs", "batch", "lr", "optimizer",
                                               "weight-decay", "schedule", "augment", "seed", "device", "out",
@@ -80,19 +100,8 @@ int run_training(const TrainConfig& c, std::FILE* out) {
     std::tie(train_set, test_set) = data::split(data::load_digits(path), 0.2, c.seed);
   }
   Generator gen(c.seed);
-  auto model = c.model == "cnn" ? make_cnn(train_set.height, train_set.width, train_set.classes, gen, c.device)
-                                : make_mlp(train_set.height, train_set.width, train_set.classes, gen, 128, c.device);
-  std::unique_ptr<nn::Optimizer> opt;
-  if (c.optimizer == "sgd") {
-    opt = std::make_unique<nn::SGD>(model->parameters(), c.lr < 0 ? 0.05 : c.lr,
-                                    nn::SGDOptions{0.9, 0, c.weight_decay, true});
-  } else if (c.optimizer == "adam") {
-    opt = std::make_unique<nn::Adam>(model->parameters(), c.lr < 0 ? 2e-3 : c.lr,
-                                     nn::AdamOptions{0.9, 0.999, 1e-8, c.weight_decay});
-  } else {
-    opt = std::make_unique<nn::AdamW>(model->parameters(), c.lr < 0 ? 2e-3 : c.lr,
-                                      nn::AdamOptions{0.9, 0.999, 1e-8, c.weight_decay});
-  }
+  auto model = make_model(c.model, train_set, gen, c.device);
+  auto opt = make_optimizer(c.optimizer, model->parameters(), c.lr, c.weight_decay);
   double base_lr = opt->lr();
   std::fprintf(out, "training %s on %s (%lld train / %lld test images of %lldx%lld) with %s, lr %g, batch %lld, "
                "device %s, seed %llu\n%s",

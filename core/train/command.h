@@ -5,7 +5,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "core/data/dataset.h"
+#include "core/nn/layers.h"
+#include "core/nn/optim.h"
 
 namespace tl::train {
 
@@ -25,6 +31,16 @@ struct TrainConfig {
   bool save = true;                // --no-save: keep nothing
   bool profile = false;            // print the kernels that dominated the last epoch
 };
+
+// The model and the optimizer the command builds, shared with the window's
+// Training page so both train the same thing. `model` is "cnn" or "mlp";
+// `optimizer` is "sgd" (momentum 0.9, Nesterov), "adam" or "adamw"; lr < 0
+// picks the default (sgd 0.05, adam/adamw 0.002). Unknown names throw
+// std::invalid_argument.
+std::shared_ptr<nn::Sequential> make_model(const std::string& model, const data::Dataset& data, Generator& gen,
+                                           const std::string& device);
+std::unique_ptr<nn::Optimizer> make_optimizer(const std::string& optimizer, std::vector<Tensor*> params, double lr,
+                                              double weight_decay);
 
 // Reads --dataset --model --epochs --batch --lr --optimizer --weight-decay
 // --schedule --augment --seed --device --out --no-save --profile; throws

@@ -49,12 +49,15 @@ TrainingSettingsForm::TrainingSettingsForm(QWidget* parent) : QWidget(parent) {
   lr_->setDecimals(5);
   lr_->setRange(0, 10);
   lr_->setSingleStep(0.0005);
-  lr_->setSpecialValueText(tr("default"));  // 0: sgd 0.05, adam 0.001
+  lr_->setSpecialValueText(tr("default"));  // 0: sgd 0.05, adam 0.002
   form->addRow(tr("Learning rate"), lr_);
 
   batch_ = new QSpinBox;
   batch_->setRange(1, 4096);
-  batch_->setValue(64);
+  // The defaults are TrainSettings' own: the `tinylens-cli train` recipe that
+  // reaches 98% on digits in 5 epochs.
+  const TrainSettings defaults;
+  batch_->setValue(defaults.batch);
   form->addRow(tr("Batch"), batch_);
 
   weightDecay_ = new QDoubleSpinBox;
@@ -67,6 +70,7 @@ TrainingSettingsForm::TrainingSettingsForm(QWidget* parent) : QWidget(parent) {
   schedule_->addItem(tr("constant"), "none");
   schedule_->addItem(tr("cosine"), "cosine");
   schedule_->addItem(tr("step (x0.1 each third)"), "step");
+  schedule_->setCurrentIndex(schedule_->findData(defaults.schedule));
   epochs_ = new QSpinBox;
   epochs_->setRange(1, 1000);
   epochs_->setValue(5);
@@ -80,6 +84,7 @@ TrainingSettingsForm::TrainingSettingsForm(QWidget* parent) : QWidget(parent) {
   augment_->setRange(0, 8);
   augment_->setSpecialValueText(tr("none"));
   augment_->setSuffix(tr(" px shift"));
+  augment_->setValue(defaults.augment);
   form->addRow(tr("Augment"), augment_);
 
   seed_ = new QSpinBox;
