@@ -366,6 +366,34 @@ Tensor pool(const Ctx& c, bool is_max) {
   return acc / count;
 }
 
+// Convolution of padded X (N, C, ...) with W (O, C/groups, k...) as a sum over
+// the taps of one (O/g, C/g) x (C/g, positions) product per group; used for
+// the ranks Tensor::conv2d does not cover. `g` gives strides, dilations, the
+// kernel and the output size.
+Tensor tap_sum_conv(const Tensor& xp, const Tensor& w, const Tensor& bias, int64_t groups, const PoolGeometry& g) {
+  int64_t N = xp.dim(0), O = w.dim(0), Cg = w.dim(1), Og = O / groups, P = numel(g.out);
+  std::vector<Tensor> outs;
+  for (int64_t gi = 0; gi < groups; ++gi) {
+    Tensor xg = groups == 1 ? xp : xp.slice(1, gi * Cg, (gi + 1) * Cg);
+    Tensor wg = groups == 1 ? w : w.slice(0, gi * Og, (gi + 1) * Og);
+    Tensor wflat = wg.reshape({Og, Cg, numel(g.kernel)});
+    Tensor acc;
+    int64_t t = 0;
+    for_each_tap(xg, g, [&](const Tensor& v, const Ints&) {
+      Tensor term = wflat.slice(2, t, t + 1).reshape({Og, Cg}).matmul(v.reshape({N, Cg, P}));
+      acc = acc.defined() ? acc + term : term;
+      ++t;
+    });
+    outs.push_back(acc);
+  }
+  Tensor y = groups == 1 ? outs[0] : Tensor::cat(outs, 1);
+  Shape s = {N, O};
+  s.insert(s.end(), g.out.begin(), g.out.end());
+  y = y.reshape(s);
+  if (bias.defined()) y = y + per_channel(bias, int64_t(s.size()));
+  return y;
+}
+
 // N-d convolution as a sum over kernel taps of (O, C) x (C, positions)
 // products; 2-D goes to Tensor::conv2d.
 Tensor conv(const Ctx& c) {
@@ -404,27 +432,7 @@ Tensor conv(const Ctx& c) {
     o.groups = groups;
     return xp.conv2d(w, bias, o);
   }
-  int64_t N = x.dim(0), O = w.dim(0), Cg = w.dim(1), Og = O / groups, P = numel(g.out);
-  std::vector<Tensor> outs;
-  for (int64_t gi = 0; gi < groups; ++gi) {
-    Tensor xg = groups == 1 ? xp : xp.slice(1, gi * Cg, (gi + 1) * Cg);
-    Tensor wg = groups == 1 ? w : w.slice(0, gi * Og, (gi + 1) * Og);
-    Tensor wflat = wg.reshape({Og, Cg, numel(g.kernel)});
-    Tensor acc;
-    int64_t t = 0;
-    for_each_tap(xg, g, [&](const Tensor& v, const Ints&) {
-      Tensor term = wflat.slice(2, t, t + 1).reshape({Og, Cg}).matmul(v.reshape({N, Cg, P}));
-      acc = acc.defined() ? acc + term : term;
-      ++t;
-    });
-    outs.push_back(acc);
-  }
-  Tensor y = groups == 1 ? outs[0] : Tensor::cat(outs, 1);
-  Shape s = {N, O};
-  s.insert(s.end(), g.out.begin(), g.out.end());
-  y = y.reshape(s);
-  if (bias.defined()) y = y + per_channel(bias, int64_t(s.size()));
-  return y;
+  return tap_sum_conv(xp, w, bias, groups, g);
 }
 
 Tensor softmax_like(const Ctx& c, int kind) {  // 0 softmax, 1 log-softmax, 2 hardmax
@@ -1169,32 +1177,13 @@ Value conv_transpose(const Ctx& c) {
     return from_tensor(xd.conv2d(wt, bias, o), c.v(0).elem);
   }
   // 1-D and 3-D: the tap-sum convolution of Conv with unit strides.
-  int64_t N = x.dim(0), O = groups * Cog, Cg = Cin / groups;
   PoolGeometry g;
   g.kernel = kernel;
   g.strides = Ints(size_t(d), 1);
   g.dilations = dil;
   g.out.resize(size_t(d));
   for (int64_t i = 0; i < d; ++i) g.out[size_t(i)] = xd.dim(int(2 + i)) - (kernel[size_t(i)] - 1) * dil[size_t(i)];
-  std::vector<Tensor> outs;
-  for (int64_t gi = 0; gi < groups; ++gi) {
-    Tensor xg = groups == 1 ? xd : xd.slice(1, gi * Cg, (gi + 1) * Cg);
-    Tensor wg = (groups == 1 ? wt : wt.slice(0, gi * Cog, (gi + 1) * Cog)).reshape({Cog, Cg, numel(kernel)});
-    Tensor acc;
-    int64_t t = 0, P = numel(g.out);
-    for_each_tap(xg, g, [&](const Tensor& v, const Ints&) {
-      Tensor term = wg.slice(2, t, t + 1).reshape({Cog, Cg}).matmul(v.reshape({N, Cg, P}));
-      acc = acc.defined() ? acc + term : term;
-      ++t;
-    });
-    outs.push_back(acc);
-  }
-  Tensor y = groups == 1 ? outs[0] : Tensor::cat(outs, 1);
-  Shape s = {N, O};
-  s.insert(s.end(), g.out.begin(), g.out.end());
-  y = y.reshape(s);
-  if (bias.defined()) y = y + per_channel(bias, r);
-  return from_tensor(y, c.v(0).elem);
+  return from_tensor(tap_sum_conv(xd, wt, bias, groups, g), c.v(0).elem);
 }
 
 // Per-axis parameters (scale, zero point) of the quantize ops brought to x's rank.
