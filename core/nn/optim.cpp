@@ -24,7 +24,15 @@ void Optimizer::zero_grad() {
   for (auto* p : params_) p->zero_grad();
 }
 
-void Optimizer::install(std::vector<std::pair<Tensor*, Tensor>>& updates) {
+void Optimizer::update_each(const std::function<Tensor(size_t i, Tensor w, Tensor g, Updates& state)>& rule) {
+  NoGrad ng;
+  Updates updates;
+  std::vector<Tensor> fresh(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor g = params_[i]->grad();
+    if (!g.defined()) continue;
+    updates.push_back({&fresh[i], rule(i, params_[i]->detach(), g, updates)});
+  }
   std::vector<NodeRef> roots;
   for (auto& [slot, value] : updates) {
     value = value.contiguous();
@@ -32,6 +40,8 @@ void Optimizer::install(std::vector<std::pair<Tensor*, Tensor>>& updates) {
   }
   realize_nodes(roots);
   for (auto& [slot, value] : updates) *slot = value;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (fresh[i].defined()) *params_[i] = fresh[i].detach().requires_grad(true);
 }
 
 SGD::SGD(std::vector<Tensor*> params, double lr, SGDOptions o) : Optimizer(std::move(params), lr), options(o) {
@@ -41,26 +51,16 @@ SGD::SGD(std::vector<Tensor*> params, double lr, SGDOptions o) : Optimizer(std::
 }
 
 void SGD::step() {
-  NoGrad ng;
-  std::vector<std::pair<Tensor*, Tensor>> updates;
-  std::vector<Tensor> fresh(params_.size());
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = *params_[i];
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    Tensor w = p.detach();
+  Tensor lr = runtime_scalar(lr_);
+  update_each([&](size_t i, Tensor w, Tensor g, Updates& state) {
     if (options.weight_decay != 0) g = g + w * options.weight_decay;
-    Tensor lr = runtime_scalar(lr_);
     if (options.momentum != 0) {
       Tensor buf = momentum_[i].defined() ? momentum_[i] * options.momentum + g * (1 - options.dampening) : g;
-      updates.push_back({&momentum_[i], buf});
+      state.push_back({&momentum_[i], buf});
       g = options.nesterov ? g + buf * options.momentum : buf;
     }
-    updates.push_back({&fresh[i], w - g * lr});
-  }
-  install(updates);
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (fresh[i].defined()) *params_[i] = fresh[i].detach().requires_grad(true);
+    return w - g * lr;
+  });
   ++steps_;
 }
 
@@ -74,33 +74,23 @@ AdamW::AdamW(std::vector<Tensor*> params, double lr, AdamOptions o) : Adam(std::
 }
 
 void Adam::step() {
-  NoGrad ng;
   ++steps_;
   double bc1 = 1 - std::pow(options.beta1, double(steps_));
   double bc2 = 1 - std::pow(options.beta2, double(steps_));
   Tensor step_size = runtime_scalar(lr_ / bc1), inv_sqrt_bc2 = runtime_scalar(1 / std::sqrt(bc2));
   Tensor decay = runtime_scalar(1 - lr_ * options.weight_decay);
-  std::vector<std::pair<Tensor*, Tensor>> updates;
-  std::vector<Tensor> fresh(params_.size());
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = *params_[i];
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    Tensor w = p.detach();
+  update_each([&](size_t i, Tensor w, Tensor g, Updates& state) {
     if (options.weight_decay != 0) {
       if (decoupled_) w = w * decay;
       else g = g + w * options.weight_decay;
     }
     Tensor m = m_[i].defined() ? m_[i] * options.beta1 + g * (1 - options.beta1) : g * (1 - options.beta1);
     Tensor v = v_[i].defined() ? v_[i] * options.beta2 + g * g * (1 - options.beta2) : g * g * (1 - options.beta2);
-    updates.push_back({&m_[i], m});
-    updates.push_back({&v_[i], v});
+    state.push_back({&m_[i], m});
+    state.push_back({&v_[i], v});
     Tensor denom = v.sqrt() * inv_sqrt_bc2 + options.eps;
-    updates.push_back({&fresh[i], w - m / denom * step_size});
-  }
-  install(updates);
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (fresh[i].defined()) *params_[i] = fresh[i].detach().requires_grad(true);
+    return w - m / denom * step_size;
+  });
 }
 
 double step_lr(double base_lr, int epoch, int step_size, double gamma) {

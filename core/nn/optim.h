@@ -3,6 +3,7 @@
 // new values under NoGrad, realizes them, and puts fresh leaves back into the
 // module's slots: the graph never grows across steps.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,8 +26,12 @@ class Optimizer {
   int64_t steps() const { return steps_; }
 
  protected:
-  // Realizes all new values together (one schedule) and installs them.
-  void install(std::vector<std::pair<Tensor*, Tensor>>& updates);
+  using Updates = std::vector<std::pair<Tensor*, Tensor>>;
+  // One step of an update rule over every parameter that has a gradient: the
+  // rule gets the parameter's index, its detached value and its gradient,
+  // adds its own state to `state` and returns the new value. All new values
+  // are realized together (one schedule), then installed as parameters.
+  void update_each(const std::function<Tensor(size_t i, Tensor w, Tensor g, Updates& state)>& rule);
   Tensor runtime_scalar(double v) const;
   std::vector<Tensor*> params_;
   double lr_;
