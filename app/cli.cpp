@@ -291,15 +291,9 @@ int cmd_onnx_test(const Args& a) {
     for (const auto& dir : link_only) {
       // The onnx wheel's real-model cases are a data.json with a URL: the model
       // and its test data are not in the wheel, and this tool downloads nothing.
-      std::ifstream json(dir + "/data.json");
-      std::string text((std::istreambuf_iterator<char>(json)), std::istreambuf_iterator<char>());
-      std::string url = "(no url)";
-      if (auto u = text.find("\"url\""); u != std::string::npos) {
-        auto q1 = text.find('"', text.find(':', u) + 1), q2 = text.find('"', q1 + 1);
-        if (q1 != std::string::npos && q2 != std::string::npos) url = text.substr(q1 + 1, q2 - q1 - 1);
-      }
+      std::string url = onnx_case_link(dir);
       std::printf("%-11s %s (only a download link in the folder: %s)\n", "absent",
-                  std::filesystem::path(dir).filename().string().c_str(), url.c_str());
+                  std::filesystem::path(dir).filename().string().c_str(), url.empty() ? "(no url)" : url.c_str());
       ++absent;
     }
     for (const auto& dir : dirs) {

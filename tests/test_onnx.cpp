@@ -115,6 +115,10 @@ class TestOnnx : public QObject {
     QCOMPARE(cases, std::vector<std::string>{(dir / "test_node").string()});
     QCOMPARE(links, std::vector<std::string>{(dir / "test_resnet50").string()});
     QVERIFY_THROWS_EXCEPTION(tl::IOError, onnx_case_dirs((dir / "missing").string()));
+#ifdef TL_HAVE_SAFETENSORS
+    QCOMPARE(onnx_case_link(links[0]), std::string("https://example.invalid/resnet50.tar.gz"));
+    QCOMPARE(onnx_case_link((dir / "empty").string()), std::string());
+#endif
   }
 
   void truncatedAndGarbageFiles() {

@@ -14,6 +14,9 @@
 #include <unordered_map>
 
 #include "core/io/onnx_ops.h"
+#ifdef TL_HAVE_SAFETENSORS
+#include <nlohmann/json.hpp>
+#endif
 
 namespace tl {
 
@@ -585,6 +588,17 @@ std::vector<std::string> onnx_case_dirs(const std::string& dir, std::vector<std:
   std::sort(out.begin(), out.end());
   if (link_only) std::sort(link_only->begin(), link_only->end());
   return out;
+}
+
+std::string onnx_case_link(const std::string& dir) {
+#ifdef TL_HAVE_SAFETENSORS
+  std::ifstream in(fs::path(dir) / "data.json");
+  auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (json.is_object() && json.contains("url") && json["url"].is_string()) return json["url"].get<std::string>();
+#else
+  (void)dir;
+#endif
+  return {};
 }
 
 namespace {

@@ -132,5 +132,8 @@ OnnxCaseResult run_onnx_case(const std::string& case_dir, const std::string& dev
 // Folders holding only a data.json (the wheel's real-model tests: a download
 // link, no model) go to `link_only` when given.
 std::vector<std::string> onnx_case_dirs(const std::string& dir, std::vector<std::string>* link_only = nullptr);
+// The download URL in such a folder's data.json; empty when there is none
+// (or when this build has no JSON reader).
+std::string onnx_case_link(const std::string& dir);
 
 }  // namespace tl
