@@ -26,13 +26,6 @@ namespace fs = std::filesystem;
 namespace {
 
 const char* kSquirrel = "/usr/share/doc/opencv-doc/examples/data/squirrel_cls.jpg";
-constexpr int kRunTimeoutMs = 15 * 60 * 1000;
-// The longest the event loop may stall while the worker computes. Work moved
-// onto the GUI thread by mistake stalls it for seconds (a cold EfficientNet
-// run compiles ~100 kernels); a scheduler hiccup on a loaded 2-core machine
-// under the sanitizers stays well below a second. Speed itself is measured by
-// benchmarks, not here.
-constexpr qint64 kFreezeMs = 1000;
 
 std::vector<float> convWeights() {
   std::vector<float> w(4 * 3 * 3 * 3);
@@ -259,7 +252,7 @@ class TestUiOnnx : public QObject {
     QVERIFY(openAndLayout(path, &gap));
     qInfo("ONNX graph of EfficientNet-Lite0: event loop blocked at most %lld ms", gap);
     // ~1500 boxes: layout on a pool thread, drawing cheap enough to stay fluid.
-    QVERIFY2(gap < kFreezeMs, qPrintable(QString("the event loop stalled for %1 ms").arg(gap)));
+    QVERIFY2(gap < tltest::kFreezeMs, qPrintable(QString("the event loop stalled for %1 ms").arg(gap)));
     GraphPane* pane = window_->graphPane();
     tl::OnnxGraphInfo info = tl::inspect_onnx(path.toStdString());
     QCOMPARE(onnxNodeCount(pane->displayGraph()), int(info.nodes.size()));
@@ -290,7 +283,7 @@ class TestUiOnnx : public QObject {
     window_->openFile(kSquirrel);
     QElapsedTimer t;
     t.start();
-    while (done.isEmpty() && failed.isEmpty() && t.elapsed() < kRunTimeoutMs) QTest::qWait(50);
+    while (done.isEmpty() && failed.isEmpty() && t.elapsed() < tltest::kRunTimeoutMs) QTest::qWait(50);
     QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed[0][0].toString()));
     QVERIFY(!done.isEmpty());
     RunPtr run = done[0][0].value<RunPtr>();

@@ -23,13 +23,6 @@ using namespace tlui;
 namespace {
 
 const char* kSquirrel = "/usr/share/doc/opencv-doc/examples/data/squirrel_cls.jpg";
-constexpr int kRunTimeoutMs = 15 * 60 * 1000;  // a cold run compiles ~100 kernels on a busy 2-core box
-// The longest the event loop may stall while the worker computes. Work moved
-// onto the GUI thread by mistake stalls it for seconds (a cold EfficientNet
-// run compiles ~100 kernels); a scheduler hiccup on a loaded 2-core machine
-// under the sanitizers stays well below a second. Speed itself is measured by
-// benchmarks, not here.
-constexpr qint64 kFreezeMs = 1000;
 
 bool weightsInstalled() {
   std::error_code ec;
@@ -90,7 +83,7 @@ class TestUiWindow : public QObject {
     meter.start();
     QElapsedTimer t;
     t.start();
-    while (done.isEmpty() && failed.isEmpty() && t.elapsed() < kRunTimeoutMs) QTest::qWait(20);
+    while (done.isEmpty() && failed.isEmpty() && t.elapsed() < tltest::kRunTimeoutMs) QTest::qWait(20);
     qint64 gap = meter.stop();
     if (maxGap) *maxGap = gap;
     if (!failed.isEmpty()) qWarning("run failed: %s", qPrintable(failed[0][0].toString()));
@@ -148,7 +141,7 @@ class TestUiWindow : public QObject {
     QVERIFY(!window_->imagePane()->image().isNull());
     qInfo("cold run %.1f s, warm %.1f ms, largest event-loop gap %lld ms", run->coldSeconds, run->warmSeconds * 1e3,
           gap);
-    QVERIFY2(gap < kFreezeMs, qPrintable(QString("event loop blocked for %1 ms").arg(gap)));
+    QVERIFY2(gap < tltest::kFreezeMs, qPrintable(QString("event loop blocked for %1 ms").arg(gap)));
   }
 
   void kernelTableFills() {
@@ -275,7 +268,7 @@ class TestUiWindow : public QObject {
     QSignalSpy decoded(window_->session(), &Session::imageDecoded);
     window_->openImage(orange);
     window_->openImage(kSquirrel);
-    QTRY_VERIFY_WITH_TIMEOUT(!done.isEmpty(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(!done.isEmpty(), tltest::kRunTimeoutMs);
     QTest::qWait(1000);  // anything stale would have arrived by now
     QCOMPARE(done.size(), 1);
     QCOMPARE(done[0][0].value<RunPtr>()->imagePath, QString(kSquirrel));
@@ -318,7 +311,7 @@ class TestUiWindow : public QObject {
     QCOMPARE(QSettings().value("device").toString(), other);
     qInfo("%s: cold %.1f s, warm %.1f ms, largest gap %lld ms", qPrintable(other), run->coldSeconds,
           run->warmSeconds * 1e3, gap);
-    QVERIFY2(gap < kFreezeMs, qPrintable(QString("event loop blocked for %1 ms").arg(gap)));
+    QVERIFY2(gap < tltest::kFreezeMs, qPrintable(QString("event loop blocked for %1 ms").arg(gap)));
   }
 
   void compareDevices() {
@@ -328,7 +321,7 @@ class TestUiWindow : public QObject {
     devices = devices.mid(0, 2);
     QSignalSpy spy(window_->session(), &Session::compared);
     window_->compareDevices(devices);
-    QTRY_VERIFY_WITH_TIMEOUT(!spy.isEmpty(), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(!spy.isEmpty(), tltest::kRunTimeoutMs);
     auto result = spy[0][0].value<ComparePtr>();
     QCOMPARE(int(result->runs.size()), 2);
     QCOMPARE(window_->comparePane()->latencyModel()->rowCount(), 2);
