@@ -1,0 +1,85 @@
+#include "core/io/limits.h"
+
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace tl::io {
+
+namespace {
+
+// "8G", "512M", "1048576": bytes, or 0 when the text is not such a number.
+uint64_t parse_bytes(const char* text) {
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(text, &end, 10);
+  if (end == text) return 0;
+  uint64_t scale = 1;
+  switch (std::toupper(static_cast<unsigned char>(*end))) {
+    case 'K': scale = uint64_t(1) << 10; ++end; break;
+    case 'M': scale = uint64_t(1) << 20; ++end; break;
+    case 'G': scale = uint64_t(1) << 30; ++end; break;
+    default: break;
+  }
+  if (*end || v > UINT64_MAX / scale) return 0;
+  return uint64_t(v) * scale;
+}
+
+LoadLimits make_limits() {
+  LoadLimits l;
+  if (const char* env = std::getenv("TINYLENS_MAX_LOAD_BYTES"); env && *env)
+    if (uint64_t v = parse_bytes(env)) l.max_total_bytes = v;
+  return l;
+}
+
+}  // namespace
+
+const LoadLimits& load_limits() {
+  static const LoadLimits limits = make_limits();
+  return limits;
+}
+
+uint64_t load_budget(uint64_t file_bytes) {
+  const LoadLimits& l = load_limits();
+  uint64_t relative = file_bytes > (UINT64_MAX - l.slack_bytes) / l.bytes_per_file_byte
+                          ? UINT64_MAX
+                          : file_bytes * l.bytes_per_file_byte + l.slack_bytes;
+  return relative < l.max_total_bytes ? relative : l.max_total_bytes;
+}
+
+void check_load_budget(uint64_t bytes, uint64_t file_bytes, const std::string& what) {
+  const uint64_t budget = load_budget(file_bytes);
+  if (bytes <= budget) return;
+  throw IOError(what + " would need " + std::to_string(bytes) + " bytes, more than the " + std::to_string(budget) +
+                " allowed for a file of " + std::to_string(file_bytes) +
+                " bytes (the file does not hold that much data; TINYLENS_MAX_LOAD_BYTES raises the absolute cap)");
+}
+
+uint64_t checked_mul(uint64_t a, uint64_t b, const std::string& what) {
+  if (a != 0 && b > UINT64_MAX / a) throw IOError(what + ": size overflows (" + std::to_string(a) + " x " +
+                                                  std::to_string(b) + ")");
+  return a * b;
+}
+
+uint64_t checked_add(uint64_t a, uint64_t b, const std::string& what) {
+  if (b > UINT64_MAX - a) throw IOError(what + ": size overflows (" + std::to_string(a) + " + " +
+                                        std::to_string(b) + ")");
+  return a + b;
+}
+
+std::string read_whole_file(const std::string& path, const std::string& what, uint64_t max_bytes) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw IOError("cannot open " + what + " " + path);
+  const std::streamoff size = in.tellg();
+  if (size < 0) throw IOError("cannot read " + what + " " + path);
+  if (uint64_t(size) > max_bytes)
+    throw IOError(what + " " + path + " is " + std::to_string(size) + " bytes, more than the " +
+                  std::to_string(max_bytes) + " a load may take (TINYLENS_MAX_LOAD_BYTES)");
+  std::string bytes(size_t(size), '\0');
+  in.seekg(0);
+  if (size > 0 && !in.read(bytes.data(), size)) throw IOError("cannot read " + what + " " + path);
+  return bytes;
+}
+
+}  // namespace tl::io

@@ -1,0 +1,52 @@
+// How much a loader may take for one file: the policy, in one place.
+//
+// Every loader (ONNX, .pth and its pickle, safetensors, images) asks these
+// limits before it allocates or recurses on behalf of a file, so a hostile
+// file gets a clear IOError instead of a crash, a hang or a memory bomb. A
+// tensor never takes more bytes than the file holds unless the format says so
+// (stride 0, shared storage, a declared output size); then the absolute cap
+// applies.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace tl::io {
+
+struct LoadLimits {
+  // Most bytes one load may allocate, whatever the file. Overridable with
+  // TINYLENS_MAX_LOAD_BYTES (a number of bytes, or with a K/M/G suffix).
+  uint64_t max_total_bytes = uint64_t(8) << 30;
+  // Most bytes one load may allocate per byte of the file, plus a fixed slack
+  // for small files (headers, label lists, a model's intermediate shapes).
+  uint64_t bytes_per_file_byte = 4;
+  uint64_t slack_bytes = uint64_t(64) << 20;
+  // Deepest nesting of containers (pickle lists and dicts, JSON arrays, ONNX
+  // subgraphs) a loader follows.
+  int max_nesting = 200;
+  // Most pickle opcodes one .pth record may execute.
+  uint64_t max_pickle_ops = uint64_t(1) << 26;
+  // Most elements a single tensor may declare (2^40 is beyond any real model).
+  uint64_t max_tensor_elements = uint64_t(1) << 36;
+};
+
+// The limits in force: the defaults above, with the environment's override.
+const LoadLimits& load_limits();
+
+// The most bytes a load of a file of `file_bytes` may allocate in all.
+uint64_t load_budget(uint64_t file_bytes);
+
+// Throws IOError("<what> would need N bytes, more than the B allowed for a
+// file of F bytes ...") when `bytes` exceeds load_budget(file_bytes).
+void check_load_budget(uint64_t bytes, uint64_t file_bytes, const std::string& what);
+
+// a * b, or throws IOError naming `what` when the product overflows 64 bits.
+uint64_t checked_mul(uint64_t a, uint64_t b, const std::string& what);
+// a + b, likewise.
+uint64_t checked_add(uint64_t a, uint64_t b, const std::string& what);
+
+// Reads a whole file, refusing one larger than `max_bytes`; `what` names the
+// file's role in errors ("ONNX model", "safetensors file").
+std::string read_whole_file(const std::string& path, const std::string& what,
+                            uint64_t max_bytes = load_limits().max_total_bytes);
+
+}  // namespace tl::io
