@@ -2,6 +2,7 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QFileInfo>
+#include <QIcon>
 #include <QTimer>
 #include <cstdio>
 #include <cstdlib>
@@ -23,7 +24,9 @@ int main(int argc, char** argv) {
   QApplication app(argc, argv);
   QApplication::setOrganizationName("tinylens");
   QApplication::setApplicationName("tinylens");
-  QApplication::setApplicationVersion("0.1");
+  QApplication::setApplicationVersion(TL_VERSION);
+  QApplication::setDesktopFileName("tinylens");  // resources/tinylens.desktop, installed by cmake --install
+  QApplication::setWindowIcon(QIcon(":/tinylens.svg"));
 
   QCommandLineParser parser;
   parser.setApplicationDescription("Model explorer: op graph, kernels, sources and timings per device.");

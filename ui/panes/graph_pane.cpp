@@ -18,9 +18,7 @@
 #include <QtConcurrent/QtConcurrent>
 #include <cmath>
 #include <set>
-#ifdef TL_HAVE_QTSVG
 #include <QSvgGenerator>
-#endif
 
 #include "core/dtype.h"
 #include "ui/onnx_graph.h"
@@ -457,7 +455,6 @@ bool GraphPane::exportPng(const QString& path, QString* error) const {
 }
 
 bool GraphPane::exportSvg(const QString& path, QString* error) const {
-#ifdef TL_HAVE_QTSVG
   QRectF rect = scene_->sceneRect();
   if (rect.isEmpty() || scene_->items().isEmpty()) {
     if (error) *error = tr("The graph is empty: run a model first.");
@@ -476,11 +473,6 @@ bool GraphPane::exportSvg(const QString& path, QString* error) const {
   scene_->render(&painter, QRectF(QPointF(0, 0), rect.size()), rect);
   painter.end();
   return true;
-#else
-  if (error) *error = tr("SVG export needs Qt SVG (Debian package qt6-svg-dev) at build time; PNG export works.");
-  (void)path;
-  return false;
-#endif
 }
 
 }  // namespace tlui
