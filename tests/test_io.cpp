@@ -2,6 +2,8 @@
 // values torch / PIL read from the same files are in tests/data/io/expected.json.
 #include <QtTest/QtTest>
 
+#include "testing.h"
+
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -129,7 +131,7 @@ class TestIO : public QObject {
   }
   void pthStateDicts() {
 #ifndef TL_HAVE_PTH
-    QSKIP("built without libzip");
+    TL_REQUIRE(false, "built without libzip");
 #else
     QFETCH(QString, file);
     const tl::StateDict sd = tl::load_pth(fixture(file.toStdString()));
@@ -152,7 +154,7 @@ class TestIO : public QObject {
   }
   void pthRefusesCode() {
 #ifndef TL_HAVE_PTH
-    QSKIP("built without libzip");
+    TL_REQUIRE(false, "built without libzip");
 #else
     QFETCH(QString, file);
     QFETCH(QString, global);
@@ -169,7 +171,7 @@ class TestIO : public QObject {
   }
   void pthTruncatedAndCorrupt() {
 #ifndef TL_HAVE_PTH
-    QSKIP("built without libzip");
+    TL_REQUIRE(false, "built without libzip");
 #else
     QFETCH(QString, file);
     const auto bytes = read_bytes(fixture(file.toStdString()));
@@ -197,7 +199,7 @@ class TestIO : public QObject {
 
   void pthErrorsNameTheProblem() {
 #ifndef TL_HAVE_PTH
-    QSKIP("built without libzip");
+    TL_REQUIRE(false, "built without libzip");
 #else
     QString msg = io_error_of([] { tl::load_pth(fixture("does_not_exist.pth")); });
     QVERIFY2(msg.contains("cannot open") && msg.contains("does_not_exist.pth"), qPrintable(msg));
@@ -215,12 +217,12 @@ class TestIO : public QObject {
 
   void pthRealModel() {
 #ifndef TL_HAVE_PTH
-    QSKIP("built without libzip");
+    TL_REQUIRE(false, "built without libzip");
 #else
     const std::string path = std::string(TL_SOURCE_DIR) + "/resources/models/efficientnet-lite0-57934424.pth";
-    if (!QFile::exists(QString::fromStdString(path))) QSKIP("run scripts/setup to download EfficientNet-Lite0");
+    TL_REQUIRE(QFile::exists(QString::fromStdString(path)), "run scripts/setup to download EfficientNet-Lite0");
     const QJsonObject want = expected()["efficientnet_lite0"].toObject();
-    if (want.isEmpty()) QSKIP("expected.json was written without the model; rerun scripts/make_io_fixtures.py");
+    TL_REQUIRE(!want.isEmpty(), "expected.json was written without the model; rerun scripts/make_io_fixtures.py");
     const tl::StateDict sd = tl::load_pth(path);
     QCOMPARE(qsizetype(sd.size()), qsizetype(want["keys"].toInt()));
     const QJsonObject tensors = want["tensors"].toObject();
@@ -262,7 +264,7 @@ class TestIO : public QObject {
   // ---------------------------------------------------------------- safetensors
   void safetensorsValues() {
 #ifndef TL_HAVE_SAFETENSORS
-    QSKIP("built without nlohmann-json");
+    TL_REQUIRE(false, "built without nlohmann-json");
 #else
     const tl::StateDict sd = tl::load_safetensors(fixture("tensors.safetensors"));
     compare_state_dict(sd, expected()["safetensors"].toObject());
@@ -273,7 +275,7 @@ class TestIO : public QObject {
 
   void safetensorsRoundTrip() {
 #ifndef TL_HAVE_SAFETENSORS
-    QSKIP("built without nlohmann-json");
+    TL_REQUIRE(false, "built without nlohmann-json");
 #else
     tl::StateDict sd;
     sd["a.weight"] = {{2, 3}, "F32", {1, -2, 3.5f, 1e-30f, -0.0f, 65504}};
@@ -305,7 +307,7 @@ class TestIO : public QObject {
 
   void safetensorsTruncated() {
 #ifndef TL_HAVE_SAFETENSORS
-    QSKIP("built without nlohmann-json");
+    TL_REQUIRE(false, "built without nlohmann-json");
 #else
     const auto bytes = read_bytes(fixture("tensors.safetensors"));
     for (size_t len = 0; len < bytes.size(); ++len) {
@@ -348,7 +350,7 @@ class TestIO : public QObject {
   }
   void safetensorsBadHeaders() {
 #ifndef TL_HAVE_SAFETENSORS
-    QSKIP("built without nlohmann-json");
+    TL_REQUIRE(false, "built without nlohmann-json");
 #else
     QFETCH(QByteArray, json);
     QFETCH(int, data_bytes);
@@ -367,7 +369,7 @@ class TestIO : public QObject {
 
   void safetensorsAbsurdHeaderLength() {
 #ifndef TL_HAVE_SAFETENSORS
-    QSKIP("built without nlohmann-json");
+    TL_REQUIRE(false, "built without nlohmann-json");
 #else
     QTemporaryDir dir;
     const std::string path = dir.filePath("huge.safetensors").toStdString();
@@ -393,7 +395,7 @@ class TestIO : public QObject {
   }
   void imagesLossless() {
 #ifndef TL_HAVE_IMAGES
-    QSKIP("built without stb_image");
+    TL_REQUIRE(false, "built without stb_image");
 #else
     QFETCH(QString, file);
     QFETCH(QString, pixels);
@@ -406,7 +408,7 @@ class TestIO : public QObject {
 
   void images16Bit() {
 #ifndef TL_HAVE_IMAGES
-    QSKIP("built without stb_image");
+    TL_REQUIRE(false, "built without stb_image");
 #else
     const tl::Image img = tl::load_image(fixture("rgb16.png"));
     compare_pixels(img, 5, 4, expected()["images"].toObject()["rgb16"].toArray(), 65535.0f);
@@ -417,7 +419,7 @@ class TestIO : public QObject {
 
   void imagesJpeg() {
 #ifndef TL_HAVE_IMAGES
-    QSKIP("built without stb_image");
+    TL_REQUIRE(false, "built without stb_image");
 #else
     // Solid 8x8 blocks at quality 100: stb and libjpeg (PIL) may differ only
     // by the rounding of their colour conversion.
@@ -436,7 +438,7 @@ class TestIO : public QObject {
   }
   void imageErrors() {
 #ifndef TL_HAVE_IMAGES
-    QSKIP("built without stb_image");
+    TL_REQUIRE(false, "built without stb_image");
 #else
     QFETCH(QString, file);
     QFETCH(QString, needle);
@@ -457,7 +459,7 @@ class TestIO : public QObject {
   }
   void imagesTruncatedEverywhere() {
 #ifndef TL_HAVE_IMAGES
-    QSKIP("built without stb_image");
+    TL_REQUIRE(false, "built without stb_image");
 #else
     QFETCH(QString, file);
     QFETCH(int, complete_from);
@@ -481,7 +483,7 @@ class TestIO : public QObject {
 
   void jpegHuffmanOverflowRefused() {
 #ifndef TL_HAVE_IMAGES
-    QSKIP("built without stb_image");
+    TL_REQUIRE(false, "built without stb_image");
 #else
     // Debian's stb would write past its Huffman tables for > 256 symbols.
     auto bytes = read_bytes(fixture("blocks.jpg"));
@@ -531,7 +533,7 @@ class TestIO : public QObject {
   }
   void hugeImageGuard() {
 #ifndef TL_HAVE_IMAGES
-    QSKIP("built without stb_image");
+    TL_REQUIRE(false, "built without stb_image");
 #else
     QFETCH(QByteArray, bytes);
     QFETCH(QString, size);
@@ -545,7 +547,7 @@ class TestIO : public QObject {
   // --------------------------------------------------------------------- resize
   void resizeShrinkMatchesPil() {
 #ifndef TL_HAVE_IMAGES
-    QSKIP("built without stb_image");
+    TL_REQUIRE(false, "built without stb_image");
 #else
     const tl::Image src = tl::load_image(fixture("orange.jpg"));
     QCOMPARE(src.width, 512);
@@ -573,7 +575,7 @@ class TestIO : public QObject {
 
   void resizeEnlargeMatchesPil() {
 #ifndef TL_HAVE_IMAGES
-    QSKIP("built without stb_image");
+    TL_REQUIRE(false, "built without stb_image");
 #else
     const tl::Image big = tl::resize(tl::load_image(fixture("rgb.png")), 11, 7);
     const auto golden = read_bytes(fixture("rgb_pil_bilinear_11x7.u8"));
@@ -586,7 +588,7 @@ class TestIO : public QObject {
 
   void preprocessMatchesTorchvisionPipeline() {
 #ifndef TL_HAVE_IMAGES
-    QSKIP("built without stb_image");
+    TL_REQUIRE(false, "built without stb_image");
 #else
     const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
     const tl::Image src = tl::load_image(fixture("pattern_96x64.png"));
@@ -609,7 +611,7 @@ class TestIO : public QObject {
 
   void cropAndChwExact() {
 #ifndef TL_HAVE_IMAGES
-    QSKIP("built without stb_image");
+    TL_REQUIRE(false, "built without stb_image");
 #else
     tl::Image img;
     img.width = 5;

@@ -55,7 +55,7 @@ class TestModels : public QObject {
   std::unique_ptr<tl::ImageClassifier> model_;
 
   void need_model() {
-    if (!model_) QSKIP("EfficientNet-Lite0 weights are not installed (run scripts/setup)");
+    TL_REQUIRE(model_, "EfficientNet-Lite0 weights are not installed (run scripts/setup)");
   }
 
  private slots:
@@ -122,7 +122,7 @@ class TestModels : public QObject {
     QFETCH(QString, image);
     QFETCH(QString, file);
     const std::string path = std::string(kImages) + file.toStdString();
-    if (!std::filesystem::exists(path)) QSKIP("opencv-doc's sample images are not installed");
+    TL_REQUIRE(std::filesystem::exists(path), "opencv-doc's sample images are not installed");
     auto got = model_->preprocess(tl::load_image(path), "cpu").to_vector();
     auto expected = read_floats(golden(image.toStdString() + "_input.bin"), 3 * 224 * 224);
     QCOMPARE(got.size(), expected.size());
@@ -148,7 +148,7 @@ class TestModels : public QObject {
     QFETCH(QString, file);
     QFETCH(QString, label);
     const std::string path = std::string(kImages) + file.toStdString();
-    if (!std::filesystem::exists(path)) QSKIP("opencv-doc's sample images are not installed");
+    TL_REQUIRE(std::filesystem::exists(path), "opencv-doc's sample images are not installed");
     auto r = tl::classify(*model_, tl::load_image(path), "cpu", 5, 1);
     QCOMPARE(r.top.size(), size_t(5));
     QCOMPARE(QString::fromStdString(r.top[0].label), label);
@@ -201,7 +201,7 @@ class TestModels : public QObject {
       QVERIFY2(msg.find("broken.safetensors") != std::string::npos, e.what());
     }
 #else
-    QSKIP("built without .pth or safetensors support");
+    TL_REQUIRE(false, "built without .pth or safetensors support");
 #endif
   }
 
@@ -217,7 +217,7 @@ class TestModels : public QObject {
     auto got = other->forward(tl::Tensor::from_data(input, {1, 3, 224, 224}, "cpu")).to_vector();
     QVERIFY(max_abs_diff(got, read_floats(golden("orange_logits.bin"), 1000)) <= 1e-3);
 #else
-    QSKIP("built without .pth or safetensors support");
+    TL_REQUIRE(false, "built without .pth or safetensors support");
 #endif
   }
 

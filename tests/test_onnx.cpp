@@ -54,7 +54,7 @@ class TestOnnx : public QObject {
   // would take most of the CI budget).
   void nodeSuite() {
     QFETCH(QString, device);
-    if (!fs::is_directory(node_tests())) QSKIP("resources/onnx-node-tests is missing: run scripts/setup");
+    TL_REQUIRE(fs::is_directory(node_tests()), "resources/onnx-node-tests is missing: run scripts/setup");
     const std::string dev = device.toStdString();
     auto expected = read_onnx_expected_failures(
         (fs::path(tltest::source_dir()) / "tests" / "data" / "onnx" / "expected_failures.txt").string());
@@ -296,12 +296,12 @@ class TestOnnx : public QObject {
 
   void efficientNetExportMatchesNative() {
     const fs::path onnx_path = fs::path(models_directory()) / "efficientnet-lite0.onnx";
-    if (!fs::is_regular_file(onnx_path)) QSKIP("resources/models/efficientnet-lite0.onnx is missing: run scripts/setup");
+    TL_REQUIRE(fs::is_regular_file(onnx_path), "resources/models/efficientnet-lite0.onnx is missing: run scripts/setup");
     std::unique_ptr<ImageClassifier> native;
     try {
       native = load_classifier("efficientnet-lite0");
     } catch (const IOError& e) {
-      QSKIP(e.what());
+      TL_REQUIRE(false, e.what());
     }
     auto exported = load_classifier(onnx_path.string());
     QCOMPARE(exported->labels().size(), size_t(1000));

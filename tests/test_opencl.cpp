@@ -4,6 +4,8 @@
 // dialect's form. Skips when no OpenCL device exists.
 #include <QtTest/QtTest>
 
+#include "testing.h"
+
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -156,14 +158,14 @@ class TestOpenCL : public QObject {
  private slots:
   void initTestCase() {
 #ifndef TL_HAVE_OPENCL
-    QSKIP("built without OpenCL");
+    TL_REQUIRE(false, "built without OpenCL");
 #else
     QVERIFY(cache_home_.isValid());
     // Before anything reads it: the kernel cache (and PoCL's own) go here.
     qputenv("XDG_CACHE_HOME", cache_home_.path().toUtf8());
     for (auto& d : enumerate_opencl_devices())
       if (d->available()) devices_.push_back(d);
-    if (devices_.empty()) QSKIP("no available OpenCL device");
+    TL_REQUIRE(!devices_.empty(), "no available OpenCL device");
     for (auto& d : devices_) qInfo("testing %s: %s", d->name().c_str(), d->info().description.c_str());
 #endif
   }

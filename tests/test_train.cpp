@@ -135,7 +135,7 @@ class TestTrain : public QObject {
   }
 
   void digitsImageIsCutIntoClasses() {
-    if (!has_digits()) QSKIP("opencv-doc's digits.png is not installed");
+    TL_REQUIRE(has_digits(), "opencv-doc's digits.png is not installed");
     auto ds = data::load_digits(data::default_digits_path());
     QCOMPARE(ds.size(), int64_t(5000));
     QCOMPARE(ds.height, int64_t(20));
@@ -295,21 +295,22 @@ class TestTrain : public QObject {
   }
 
   void cnnLearnsDigits() {
-    if (!has_digits()) QSKIP("opencv-doc's digits.png is not installed");
-    // About a minute of training: the sanitizer pass checks the same code on
-    // the smaller cases above instead.
-    if (qEnvironmentVariableIsSet("TINYLENS_SANITIZED")) QSKIP("too slow under the sanitizers");
+    TL_REQUIRE(has_digits(), "opencv-doc's digits.png is not installed");
     // `tinylens-cli train --dataset digits --epochs 5` with its defaults:
     // batch 32, Adam 0.002 on a cosine schedule, shifts of up to 1 pixel.
+    // About a minute of training; under the sanitizers the same run stops
+    // after its first epoch (which checks the same code) and meets that
+    // epoch's bar instead.
+    const bool sanitized = qEnvironmentVariableIsSet("TINYLENS_SANITIZED");
     auto [train, test] = data::split(data::load_digits(data::default_digits_path()), 0.2, 0);
     tl::Generator gen(0);
     auto m = tl::train::make_cnn(20, 20, 10, gen, "cpu");
     tl::nn::Adam opt(m->parameters(), 0.002);
     tl::train::Trainer t(*m, opt);
     data::Batches batches(train, 32, true, 0, true, 1, "cpu");
-    const int epochs = 5;
+    const int epochs = 5, run = sanitized ? 1 : epochs;
     double last = 0;
-    for (int e = 0; e < epochs; ++e) {
+    for (int e = 0; e < run; ++e) {
       opt.set_lr(tl::nn::cosine_lr(0.002, e, epochs));
       auto r = t.train_epoch(batches, e, &test);
       std::printf("epoch %d: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.1f s\n", e + 1,
@@ -320,7 +321,8 @@ class TestTrain : public QObject {
     // The bar: 98% on the held-out fifth within 5 epochs. Measured:
     // 95.1 / 97.1 / 97.1 / 98.4 / 98.5%. The CPU run is deterministic, so a
     // drop below the bar is a change in the numbers, not luck.
-    QVERIFY2(last >= 0.98, std::to_string(last).c_str());
+    const double bar = sanitized ? 0.94 : 0.98;
+    QVERIFY2(last >= bar, std::to_string(last).c_str());
   }
 };
 

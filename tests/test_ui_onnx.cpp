@@ -215,7 +215,7 @@ class TestUiOnnx : public QObject {
   void conformanceCaseGraph() {
     const fs::path model =
         fs::path(tltest::source_dir()) / "resources/onnx-node-tests/test_conv_with_strides_padding/model.onnx";
-    if (!fs::exists(model)) QSKIP("resources/onnx-node-tests is missing: run scripts/setup");
+    TL_REQUIRE(fs::exists(model), "resources/onnx-node-tests is missing: run scripts/setup");
     QVERIFY(openAndLayout(QString::fromStdString(model.string())));
     GraphPane* pane = window_->graphPane();
     QCOMPARE(onnxNodeCount(pane->displayGraph()), int(tl::inspect_onnx(model.string()).nodes.size()));
@@ -229,7 +229,7 @@ class TestUiOnnx : public QObject {
   void newerOpenSupersedes() {
     const fs::path model =
         fs::path(tltest::source_dir()) / "resources/onnx-node-tests/test_conv_with_strides_padding/model.onnx";
-    if (!fs::exists(model)) QSKIP("resources/onnx-node-tests is missing: run scripts/setup");
+    TL_REQUIRE(fs::exists(model), "resources/onnx-node-tests is missing: run scripts/setup");
     const QString conv = QString::fromStdString(model.string());
     QSignalSpy inspected(window_->session(), &Session::onnxInspected);
     window_->openFile(fixture_);
@@ -246,7 +246,7 @@ class TestUiOnnx : public QObject {
   // the top-1 must be the native model's (PyTorch golden logits' argmax).
   void exportedClassifier() {
     const QString path = QString::fromStdString(tl::models_directory() + "/efficientnet-lite0.onnx");
-    if (!QFileInfo::exists(path)) QSKIP("resources/models/efficientnet-lite0.onnx is missing: run scripts/setup");
+    TL_REQUIRE(QFileInfo::exists(path), "resources/models/efficientnet-lite0.onnx is missing: run scripts/setup");
     QSignalSpy loaded(window_->session(), &Session::modelLoaded);
     qint64 gap = 0;
     QVERIFY(openAndLayout(path, &gap));
@@ -271,7 +271,7 @@ class TestUiOnnx : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(!loaded.isEmpty(), 60000);
     QCOMPARE(loaded.last()[0].value<ModelPtr>()->nameOrPath, path);
 
-    if (!QFileInfo::exists(kSquirrel)) QSKIP("the squirrel photo (opencv-doc) is missing");
+    TL_REQUIRE(QFileInfo::exists(kSquirrel), "the squirrel photo (opencv-doc) is missing");
     std::ifstream in(tltest::source_dir() + "/tests/data/models/squirrel_logits.bin", std::ios::binary);
     std::vector<float> golden(1000);
     in.read(reinterpret_cast<char*>(golden.data()), std::streamsize(golden.size() * sizeof(float)));
@@ -296,9 +296,10 @@ class TestUiOnnx : public QObject {
   }
 
   void builtinModelHidesOnnxGraph() {
-    if (!window_->graphPane()->onnx()) QSKIP("no ONNX graph open");
-    if (!QFileInfo::exists(QString::fromStdString(tl::models_directory() + "/efficientnet-lite0-57934424.pth")))
-      QSKIP("EfficientNet-Lite0 weights not installed (run scripts/setup)");
+    // The graph the earlier test opened: a failure there is a failure here.
+    QVERIFY2(window_->graphPane()->onnx(), "no ONNX graph open");
+    TL_REQUIRE(QFileInfo::exists(QString::fromStdString(tl::models_directory() + "/efficientnet-lite0-57934424.pth")),
+               "EfficientNet-Lite0 weights not installed (run scripts/setup)");
     QSignalSpy loaded(window_->session(), &Session::modelLoaded);
     window_->openModel("efficientnet-lite0");
     QTRY_VERIFY_WITH_TIMEOUT(!loaded.isEmpty(), 60000);

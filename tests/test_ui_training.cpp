@@ -86,7 +86,7 @@ class TestUiTraining : public QObject {
 
  private slots:
   void initTestCase() {
-    if (!std::filesystem::exists(tl::data::default_digits_path())) QSKIP("opencv-doc's digits.png is not installed");
+    TL_REQUIRE(std::filesystem::exists(tl::data::default_digits_path()), "opencv-doc's digits.png is not installed");
     QStandardPaths::setTestModeEnabled(true);
     QCoreApplication::setOrganizationName("tinylens-test");
     QCoreApplication::setApplicationName("tinylens-test-training");

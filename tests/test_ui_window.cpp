@@ -125,7 +125,7 @@ class TestUiWindow : public QObject {
   // The first, cold run: compiles every kernel. The window must keep
   // answering within 100 ms the whole time.
   void dropImageClassifies() {
-    if (!weightsInstalled()) QSKIP("EfficientNet-Lite0 weights not installed (run scripts/setup)");
+    TL_REQUIRE(weightsInstalled(), "EfficientNet-Lite0 weights not installed (run scripts/setup)");
     QVERIFY(QFileInfo::exists(kSquirrel));
     dropFile(window_->imagePane(), kSquirrel);
     qint64 gap = 0;
@@ -146,7 +146,7 @@ class TestUiWindow : public QObject {
 
   void kernelTableFills() {
     RunPtr run = window_->lastRun();
-    if (!run) QSKIP("no run (weights missing)");
+    TL_REQUIRE(run, "no run (weights missing)");
     KernelTableModel* model = window_->kernelPane()->model();
     QAbstractItemModelTester tester(model, QAbstractItemModelTester::FailureReportingMode::QtTest);
     QVERIFY(model->rowCount() > 20);
@@ -163,7 +163,7 @@ class TestUiWindow : public QObject {
 
   void selectingKernelShowsSource() {
     RunPtr run = window_->lastRun();
-    if (!run) QSKIP("no run (weights missing)");
+    TL_REQUIRE(run, "no run (weights missing)");
     QTableView* view = window_->kernelPane()->view();
     auto* proxy = window_->kernelPane()->proxy();
     int row = std::min(3, proxy->rowCount() - 1);
@@ -179,7 +179,7 @@ class TestUiWindow : public QObject {
 
   void opGraphCollapsedAndInteractive() {
     RunPtr run = window_->lastRun();
-    if (!run) QSKIP("no run (weights missing)");
+    TL_REQUIRE(run, "no run (weights missing)");
     GraphPane* graph = window_->graphPane();
     QTRY_VERIFY_WITH_TIMEOUT(!graph->layoutPending(), 60000);
     const DisplayGraph& g = graph->displayGraph();
@@ -219,7 +219,7 @@ class TestUiWindow : public QObject {
   }
 
   void exports() {
-    if (!window_->lastRun()) QSKIP("no run (weights missing)");
+    TL_REQUIRE(window_->lastRun(), "no run (weights missing)");
     QString error;
     QString png = tmp_.filePath("graph.png"), svg = tmp_.filePath("graph.svg"), csv = tmp_.filePath("k.csv");
     QVERIFY2(window_->exportGraph(png, &error), qPrintable(error));
@@ -238,7 +238,7 @@ class TestUiWindow : public QObject {
   }
 
   void badFileKeepsState() {
-    if (!window_->lastRun()) QSKIP("no run (weights missing)");
+    TL_REQUIRE(window_->lastRun(), "no run (weights missing)");
     QString bad = tmp_.filePath("notes.jpg");
     QFile f(bad);
     QVERIFY(f.open(QIODevice::WriteOnly));
@@ -262,7 +262,7 @@ class TestUiWindow : public QObject {
 
   // Two requests in a row: only the newer one's result reaches the window.
   void newerRequestSupersedes() {
-    if (!window_->lastRun()) QSKIP("no run (weights missing)");
+    TL_REQUIRE(window_->lastRun(), "no run (weights missing)");
     const QString orange = QString::fromStdString(tltest::source_dir()) + "/tests/data/io/orange.jpg";
     QSignalSpy done(window_.get(), &MainWindow::runFinished);
     QSignalSpy decoded(window_->session(), &Session::imageDecoded);
@@ -277,7 +277,7 @@ class TestUiWindow : public QObject {
   }
 
   void cancelKeepsPreviousResult() {
-    if (!window_->lastRun()) QSKIP("no run (weights missing)");
+    TL_REQUIRE(window_->lastRun(), "no run (weights missing)");
     RunPtr before = window_->lastRun();
     QSignalSpy done(window_.get(), &MainWindow::runFinished);
     QSignalSpy cancelled(window_->session(), &Session::cancelled);
@@ -292,10 +292,10 @@ class TestUiWindow : public QObject {
   }
 
   void switchingDeviceReruns() {
-    if (!window_->lastRun()) QSKIP("no run (weights missing)");
+    TL_REQUIRE(window_->lastRun(), "no run (weights missing)");
     QStringList devices = window_->devicePane()->model()->availableNames();
     devices.removeAll("cpu");
-    if (devices.isEmpty()) QSKIP("no second device (OpenCL) on this machine");
+    TL_REQUIRE(!devices.isEmpty(), "no second device (OpenCL) on this machine");
     QString other = devices.contains("opencl:0:0") ? "opencl:0:0" : devices[0];
     // Pick it in the device pane the way a click does.
     DevicePane* pane = window_->devicePane();
@@ -315,9 +315,9 @@ class TestUiWindow : public QObject {
   }
 
   void compareDevices() {
-    if (!window_->lastRun()) QSKIP("no run (weights missing)");
+    TL_REQUIRE(window_->lastRun(), "no run (weights missing)");
     QStringList devices = window_->devicePane()->model()->availableNames();
-    if (devices.size() < 2) QSKIP("needs two devices");
+    TL_REQUIRE(devices.size() >= 2, "needs two devices");
     devices = devices.mid(0, 2);
     QSignalSpy spy(window_->session(), &Session::compared);
     window_->compareDevices(devices);

@@ -13,6 +13,29 @@
 
 namespace tltest {
 
+// Skips. A test that cannot run because something it needs is missing (a
+// library left out at configure time, a file scripts/setup downloads, a device
+// scripts/setup installs) must never pass quietly: scripts/test, and so CI,
+// sets TINYLENS_STRICT=1, which turns TL_REQUIRE's skip into a failure. Only
+// what a machine truly cannot have (a GPU) is skipped in strict mode too,
+// through TL_SKIP_NO_HARDWARE, and scripts/test lists every skip at its end.
+inline bool strict() { return qEnvironmentVariableIntValue("TINYLENS_STRICT") != 0; }
+
+}  // namespace tltest
+
+#define TL_REQUIRE(condition, what)                                                            \
+  do {                                                                                         \
+    if (!(condition)) {                                                                        \
+      const QByteArray tl_what_ = QByteArray("missing dependency: ") + QByteArray(what);       \
+      if (tltest::strict()) QFAIL(tl_what_.constData());                                       \
+      QSKIP(tl_what_.constData());                                                             \
+    }                                                                                          \
+  } while (0)
+
+#define TL_SKIP_NO_HARDWARE(what) QSKIP(QByteArray(QByteArray("no such hardware here: ") + QByteArray(what)).constData())
+
+namespace tltest {
+
 inline std::string source_dir() { return TL_SOURCE_DIR; }
 
 // Window tests. A run may take long: a cold one compiles ~100 kernels on a
