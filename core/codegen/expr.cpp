@@ -95,6 +95,47 @@ E cast(E a, DType t) {
   return e;
 }
 
+// The constant factor of a term of a sum: k for x * k, the value for a
+// constant, 1 for anything else.
+static int64_t coefficient(const E& t) {
+  if (t->op == ExprOp::Mul && t->src[1]->op == ExprOp::Const) return int64_t(t->src[1]->value);
+  if (t->op == ExprOp::Const) return int64_t(t->value);
+  return 1;
+}
+
+// For (sum of non-negative terms) / d or % d: finds a factor c of d, c < d,
+// that divides every term's coefficient except for a rest whose range lies in
+// [0, c), and rewrites with the identity in binary()'s comment. nullptr when
+// no such factor exists.
+static E split_common_factor(const std::vector<E>& terms, ExprOp op, int64_t d) {
+  std::vector<int64_t> candidates;
+  for (auto& t : terms) {
+    int64_t c = coefficient(t);
+    if (c > 1 && c < d && d % c == 0) candidates.push_back(c);
+  }
+  std::sort(candidates.rbegin(), candidates.rend());
+  for (int64_t c : candidates) {
+    E whole = idx(0), rest = idx(0);
+    bool any_whole = false;
+    for (auto& t : terms) {
+      int64_t k = coefficient(t);
+      if (k % c != 0 || k == 0) {
+        rest = rest + t;
+      } else if (t->op == ExprOp::Const) {
+        whole = whole + idx(k / c);
+        any_whole = true;
+      } else {
+        whole = whole + t->src[0] * idx(k / c);
+        any_whole = true;
+      }
+    }
+    if (!any_whole || rest->lo < 0 || rest->hi >= c || whole->lo < 0) continue;
+    const int64_t m = d / c;
+    return op == ExprOp::Div ? whole / idx(m) : (whole % idx(m)) * idx(c) + rest;
+  }
+  return nullptr;
+}
+
 static DType result_type(ExprOp op, const E& a) {
   if (op == ExprOp::CmpLt || op == ExprOp::CmpEq || op == ExprOp::And) return DType::boolean;
   return a->dtype;
@@ -169,6 +210,12 @@ E binary(ExprOp op, E a, E b) {
         }
         // (whole * d + rest) / d == whole + rest / d for non-negative terms
         if (ok && any_whole && rest->lo >= 0) return op == ExprOp::Div ? whole + rest / idx(d) : rest % idx(d);
+        // A common factor c of d that divides every term but a small rest:
+        // for A >= 0 and 0 <= rest < c, (A*c + rest) / (m*c) == A / m and
+        // (A*c + rest) % (m*c) == (A % m)*c + rest. It turns the row index
+        // of a strided window, (gid*W + x) / (H*W), into gid / H.
+        if (ok)
+          if (E r = split_common_factor(terms, op, d)) return r;
       }
     }
     if (op == ExprOp::And && is_const(b, 1)) return a;
