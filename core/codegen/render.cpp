@@ -330,6 +330,13 @@ std::string replace_n(std::string s, int64_t n) {
 // is computed by a loop over the source row alone. Its loads are then affine
 // in the loop variable and vectorise, instead of carrying a bounds test and a
 // guarded index per element.
+// The elements one parallel item of an elementwise kernel walks: a row of the
+// last axis, or the last two axes when a row is narrower than a vector.
+static int64_t row_block(const Shape& shape) {
+  const int64_t width = shape.back();
+  return width < 8 && shape.size() >= 2 ? width * shape[shape.size() - 2] : width;
+}
+
 std::string padded_rows(Lowerer& low, Printer& pr, const Node& pad, const std::vector<E>& out_dims, DType dtype,
                         int64_t width) {
   const Node& src = *pad.src[0];
@@ -417,7 +424,7 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
     NodeRef value_node = out.op == Op::Contiguous ? out.src[0] : plan.output;
     Shape shape = out.shape;
     while (value_node->op == Op::Reshape && !low.params.count(value_node.get()) && !value_node->src[0]->shape.empty() &&
-           value_node->src[0]->shape.back() >= 8 && value_node->src[0]->shape.back() < shape.back()) {
+           row_block(value_node->src[0]->shape) >= 8 && value_node->src[0]->shape.back() < shape.back()) {
       value_node = value_node->src[0];
       shape = value_node->shape;
     }
@@ -426,30 +433,40 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
     ix->flat = gid;
     // On the C device each parallel item is a whole row, walked by an inner
     // loop: the index arithmetic of the outer axes is then loop-invariant and
-    // the row itself vectorises.
-    int64_t width = shape.empty() ? 1 : shape.back();
-    bool rows = d.buffers_in_array && width >= 8 && n_out > 0;
+    // the row itself vectorises. Rows narrower than a vector (a 7x7 map) are
+    // walked with their column as two loops, so no index divides by the width.
+    const int64_t width = shape.empty() ? 1 : shape.back();
+    const int64_t height = width < 8 && shape.size() >= 2 ? shape[shape.size() - 2] : 1;
+    const int64_t block = width * height;
+    bool rows = d.buffers_in_array && block >= 8 && n_out > 0;
     if (rows) {
-      parallel_items = n_out / width;
+      parallel_items = n_out / block;
       E row = var("gid", 0, parallel_items - 1), x = var("x", 0, width - 1);
-      Shape outer(shape.begin(), shape.end() - 1);
+      E y = height > 1 ? var("y", 0, height - 1) : nullptr;
+      Shape outer(shape.begin(), shape.end() - (y ? 2 : 1));
       auto row_ix = std::make_shared<Index>();
       row_ix->shape = outer;
       row_ix->flat = row;
       ix->dims = dims_of(*row_ix);
+      if (y) ix->dims.push_back(y);
       ix->dims.push_back(x);
-      ix->flat = row * idx(width) + x;
+      ix->flat = row * idx(block) + (y ? y * idx(width) + x : x);
       low.keep_alive.push_back(row_ix);
-      pr.indent = "      ";
+      pr.indent = y ? "        " : "      ";
     }
-    if (rows && value_node->op == Op::Pad) {
+    if (rows && height == 1 && value_node->op == Op::Pad) {
       body = padded_rows(low, pr, *value_node, ix->dims, out.dtype, width);
     } else {
       E v = cast(low.lower(value_node, ix), out.dtype);
       std::string result = pr(v);
-      if (rows)
-        body = "    for (int x = 0; x < " + std::to_string(width) + "; ++x) {\n" + pr.lines + "      b0[gid*" +
-               std::to_string(width) + "+x] = " + Printer::strip(result) + ";\n    }\n";
+      const std::string w = std::to_string(width), b = std::to_string(block);
+      if (rows && height > 1)
+        body = "    for (int y = 0; y < " + std::to_string(height) + "; ++y) {\n      for (int x = 0; x < " + w +
+               "; ++x) {\n" + pr.lines + "        b0[gid*" + b + "+y*" + w + "+x] = " + Printer::strip(result) +
+               ";\n      }\n    }\n";
+      else if (rows)
+        body = "    for (int x = 0; x < " + w + "; ++x) {\n" + pr.lines + "      b0[gid*" + w + "+x] = " +
+               Printer::strip(result) + ";\n    }\n";
       else
         body = pr.lines + "    b0[gid] = " + Printer::strip(result) + ";\n";
     }
