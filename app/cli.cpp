@@ -10,14 +10,18 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "core/ops.h"
 #include "core/io/image.h"
 #include "core/models/classifier.h"
 #include "core/profile.h"
+#include "core/realize.h"
 #include "core/runtime/registry.h"
 #include "core/tensor.h"
 #ifdef TL_HAVE_ONNX
@@ -486,6 +490,39 @@ CommandLine split_command_line(int argc, char** argv) {
   return cl;
 }
 
+// While a realize compiles new kernels for more than a second, a bar on
+// stderr redrawn in place; cleared when the kernels are done. Only for a
+// terminal: scripts and logs see no carriage returns.
+class CompileBar {
+ public:
+  CompileBar() : progress_([this](size_t compiled, size_t total) { update(compiled, total); }) {}
+  ~CompileBar() { clear(); }
+  CompileBar(const CompileBar&) = delete;
+  CompileBar& operator=(const CompileBar&) = delete;
+
+ private:
+  void update(size_t compiled, size_t total) {
+    const auto now = std::chrono::steady_clock::now();
+    if (compiled == 0) started_ = now;
+    if (compiled >= total) return clear();
+    if (now - started_ < std::chrono::seconds(1)) return;
+    constexpr size_t width = 30;
+    std::string bar(width * compiled / total, '=');
+    bar += '>';
+    bar.resize(width, ' ');
+    char line[128];
+    width_ = size_t(std::snprintf(line, sizeof line, "compiling kernels %4zu/%zu [%s]", compiled, total, bar.c_str()));
+    std::fprintf(stderr, "\r%s", line);
+  }
+  void clear() {
+    if (width_) std::fprintf(stderr, "\r%s\r", std::string(width_, ' ').c_str());
+    width_ = 0;
+  }
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  size_t width_ = 0;  // of the bar on screen; 0: none is
+  CompileProgress progress_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -538,6 +575,8 @@ int main(int argc, char** argv) {
     if (!command->arguments.empty() && a.words.empty())
       throw UsageError(command->name + " needs at least one " + command->arguments.substr(0, command->arguments.find("...")));
     if (a.has("device") && a.get("device") != "all") set_default_device(a.get("device"));
+    std::optional<CompileBar> bar;  // gone before an error is printed
+    if (isatty(STDERR_FILENO)) bar.emplace();
     return command->run(a);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "tinylens-cli: %s\n%s", e.what(), usage.c_str());
