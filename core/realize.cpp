@@ -195,11 +195,12 @@ static void compile_all(Device& device, const std::vector<RenderedKernel>& kerne
     for (unsigned t = 0; t < n; ++t) threads.emplace_back(worker);
     for (size_t reported = 0; running > 0 || reported < compiled;) {
       changed.wait(lock, [&] { return running == 0 || compiled > reported; });
-      if (compiled == reported) continue;
-      reported = compiled;
-      lock.unlock();
-      CompileProgress::notify(reported, fresh.size());
-      lock.lock();
+      while (reported < compiled) {  // one call per kernel, even when several finished at once
+        ++reported;
+        lock.unlock();
+        CompileProgress::notify(reported, fresh.size());
+        lock.lock();
+      }
     }
   }
   if (error) std::rethrow_exception(error);
