@@ -308,8 +308,8 @@ int cmd_onnx_test(const Args& a) {
 }
 
 int cmd_selftest_args(const Args& a) {
-  return cmd_selftest(a.get("device", "cpu"), a.get("golden", std::string(TL_SOURCE_DIR) + "/tests/data/golden/ops.bin"),
-                      a.has("verbose"));
+  const std::string golden = a.get("golden", std::string(TL_SOURCE_DIR) + "/tests/data/golden/ops.bin");
+  return cmd_selftest(a.get("device", "cpu"), golden, a.has("verbose"));
 }
 
 // ---- the command table: each command declares its arguments and options;
@@ -330,6 +330,10 @@ struct Command {
   int (*run)(const Args&);
 };
 
+Option model_option() {
+  return {"model", "NAME|PATH",
+          "efficientnet-lite0, or a .pth, .safetensors or .onnx file (default efficientnet-lite0)"};
+}
 Option device_option(bool all) {
   return {"device", all ? "NAME|all" : "NAME",
           std::string("the device to run on (default cpu; `tinylens-cli devices` lists them") +
@@ -345,7 +349,8 @@ std::vector<Option> train_options() {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
-      {"devices", "", "list every device and its facts", "Names, kinds, memory, compute units, fp16/fp64, and why a device is unavailable.", {}, cmd_devices},
+      {"devices", "", "list every device and its facts",
+       "Names, kinds, memory, compute units, fp16/fp64, and why a device is unavailable.", {}, cmd_devices},
       {"ops", "", "list the primitive ops", "The op set every computation lowers to, one per line.", {}, cmd_ops},
       {"demo", "", "a small real computation with its kernel table",
        "softmax(gelu(x @ w1.T) @ w2.T) on random data; prints a few values and the kernel table.\n"
@@ -353,8 +358,8 @@ const std::vector<Command>& commands() {
        {device_option(false), {"profile", "", "accepted for symmetry: demo always prints its kernel table"}},
        cmd_demo},
       {"selftest", "", "the op suite on one device vs golden data and the CPU device",
-       "Runs every golden op case on the device and compares it with the PyTorch/NumPy reference and with the CPU device;\n"
-       "prints the failures and a count per family. Exits 1 when a case fails.",
+       "Runs every golden op case on the device and compares it with the PyTorch/NumPy reference\n"
+       "and with the CPU device; prints the failures and a count per family. Exits 1 when a case fails.",
        {device_option(false),
         {"golden", "FILE", "the golden data (default tests/data/golden/ops.bin of the source tree)"},
         {"verbose", "", "print the passing cases too"}},
@@ -367,7 +372,7 @@ const std::vector<Command>& commands() {
        cmd_bench_matmul},
       {"bench model", "", "time a model's cold and warm runs on one device or all",
        "Prints the cold run (compiles) and the median of the warm runs, GFLOP/s and the kernel count.",
-       {{"model", "NAME|PATH", "efficientnet-lite0, or a .pth, .safetensors or .onnx file (default efficientnet-lite0)"},
+       {model_option(),
         device_option(true),
         {"runs", "N", "warm runs (default 10)"},
         {"image", "PATH", "the input image (default the OpenCV squirrel sample; a synthetic one if it is missing)"},
@@ -376,7 +381,7 @@ const std::vector<Command>& commands() {
       {"classify", "IMAGE...", "classify images and print the top-5 with timings",
        "For each image: the top-5 classes with their probabilities, and the cold and warm run times.",
        {device_option(false),
-        {"model", "NAME|PATH", "efficientnet-lite0, or a .pth, .safetensors or .onnx file (default efficientnet-lite0)"},
+        model_option(),
         {"runs", "N", "warm runs per image; their median is printed (default 3)"},
         kProfile,
         {"dump-kernels", "DIR", "write each kernel's source and build log into DIR"}},
@@ -564,8 +569,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (!cl.problem.empty()) throw UsageError(cl.problem);
+    auto& declared = command->options;
     for (auto& [key, value] : cl.options)
-      if (std::none_of(command->options.begin(), command->options.end(), [&](const Option& o) { return o.name == key; }))
+      if (std::none_of(declared.begin(), declared.end(), [&](const Option& o) { return o.name == key; }))
         throw UsageError("unknown option --" + key + " for " + command->name);
     Args a;
     a.words.assign(cl.words.begin() + std::ptrdiff_t(name_words), cl.words.end());
@@ -573,7 +579,8 @@ int main(int argc, char** argv) {
     if (command->arguments.empty() && !a.words.empty())
       throw UsageError(command->name + " takes no arguments, got '" + a.words[0] + "'");
     if (!command->arguments.empty() && a.words.empty())
-      throw UsageError(command->name + " needs at least one " + command->arguments.substr(0, command->arguments.find("...")));
+      throw UsageError(command->name + " needs at least one " +
+                       command->arguments.substr(0, command->arguments.find("...")));
     if (a.has("device") && a.get("device") != "all") set_default_device(a.get("device"));
     std::optional<CompileBar> bar;  // gone before an error is printed
     if (isatty(STDERR_FILENO)) bar.emplace();

@@ -151,8 +151,8 @@ class TestCli : public QObject {
     QVERIFY2(r.code == 0, qPrintable(describe(r)));
     QVERIFY(r.err.isEmpty());
     QVERIFY(r.out.startsWith("usage: tinylens-cli "));
-    for (const char* command : {"devices", "ops", "demo", "selftest", "bench matmul", "bench model", "classify IMAGE...",
-                                "onnx-test DIR...", "train"})
+    for (const char* command : {"devices", "ops", "demo", "selftest", "bench matmul", "bench model",
+                                "classify IMAGE...", "onnx-test DIR...", "train"})
       QVERIFY2(r.out.contains(QString("\n  ") + command + " "), command);
     QVERIFY(r.out.contains("--version"));
     QVERIFY(r.out.contains("exit status"));
@@ -312,8 +312,8 @@ class TestCli : public QObject {
     QTest::newRow("missing golden file") << QStringList{"selftest", "--golden", "/nonexistent/ops.bin"}
                                          << "cannot open golden file /nonexistent/ops.bin" << "";
 #ifdef TL_HAVE_ONNX
-    QTest::newRow("missing folder") << QStringList{"onnx-test", "/nonexistent/cases"} << "cannot list /nonexistent/cases"
-                                    << "";
+    QTest::newRow("missing folder") << QStringList{"onnx-test", "/nonexistent/cases"}
+                                    << "cannot list /nonexistent/cases" << "";
 #endif
     QTest::newRow("compile error") << QStringList{"demo", "--device", "cpu"} << "cpu: kernel " << cc.fileName();
   }

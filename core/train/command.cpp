@@ -12,7 +12,8 @@ namespace tl::train {
 
 const std::vector<TrainOption>& train_options() {
   static const std::vector<TrainOption> options = {
-      {"dataset", "digits|digits:PNG|mnist:DIR", "the images to learn (default digits: the 5000 OpenCV digits, 80/20 split)"},
+      {"dataset", "digits|digits:PNG|mnist:DIR",
+       "the images to learn (default digits: the 5000 OpenCV digits, 80/20 split)"},
       {"model", "cnn|mlp", "the network (default cnn)"},
       {"epochs", "N", "passes over the training set (default 5)"},
       {"batch", "B", "images per step (default 32)"},
