@@ -10,13 +10,18 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "core/ops.h"
 #include "core/io/image.h"
 #include "core/models/classifier.h"
 #include "core/profile.h"
+#include "core/realize.h"
 #include "core/runtime/registry.h"
 #include "core/tensor.h"
 #ifdef TL_HAVE_ONNX
@@ -30,9 +35,11 @@ int cmd_selftest(const std::string& device, const std::string& golden_path, bool
 
 namespace {
 
+// A command's arguments: the words after its name, and its options
+// (`--name value`, `--name=value`, or "1" for a flag).
 struct Args {
-  std::vector<std::string> positional;
-  std::map<std::string, std::string> options;  // --name value, or "1" for flags
+  std::vector<std::string> words;
+  std::map<std::string, std::string> options;
   bool has(const std::string& k) const { return options.count(k) > 0; }
   std::string get(const std::string& k, const std::string& fallback = "") const {
     auto it = options.find(k);
@@ -40,38 +47,19 @@ struct Args {
   }
 };
 
-const char* kUsage =
-    "usage: tinylens-cli [--device NAME] [--profile] COMMAND [ARGS]\n"
-    "commands:\n"
-    "  devices                       list every device and its facts\n"
-    "  ops                           list the primitive ops\n"
-    "  demo                          a small real computation with its kernel table\n"
-    "  selftest [--device NAME] [--verbose]   the op suite on one device vs golden data and the CPU device\n"
-    "  bench matmul [--n N] [--device NAME|all] [--repeat R]\n"
-    "  classify IMAGE... [--device NAME] [--model PATH] [--runs N] [--profile] [--dump-kernels DIR]\n"
-    "  onnx-test DIR... [--device NAME] [--expected FILE]   run ONNX backend test cases (model.onnx + test_data_set_*)\n"
-    "  bench model [--model efficientnet-lite0] [--device NAME|all] [--runs N] [--image PATH]\n"
-    "  train --dataset digits|mnist:DIR --model cnn|mlp --epochs N ...   (train --help for all options)\n";
+// Wrong words on the command line: main prints the message, then the usage
+// of the command at hand, on stderr, and exits 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
-Args parse(int argc, char** argv) {
-  static const std::vector<std::string> flags = {"profile", "help"};
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string s = argv[i];
-    if (s.rfind("--", 0) == 0) {
-      std::string key = s.substr(2);
-      if (auto eq = key.find('='); eq != std::string::npos) {
-        a.options[key.substr(0, eq)] = key.substr(eq + 1);
-      } else if (std::find(flags.begin(), flags.end(), key) != flags.end() || i + 1 >= argc) {
-        a.options[key] = "1";
-      } else {
-        a.options[key] = argv[++i];
-      }
-    } else {
-      a.positional.push_back(s);
-    }
-  }
-  return a;
+int positive_option(const Args& a, const std::string& key, int fallback) {
+  const std::string text = a.get(key, std::to_string(fallback));
+  char* end = nullptr;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (end == text.c_str() || *end || v < 1 || v > 1000000)
+    throw UsageError("--" + key + " must be a positive integer, got '" + text + "'");
+  return int(v);
 }
 
 std::string human_bytes(uint64_t b) {
@@ -82,7 +70,7 @@ std::string human_bytes(uint64_t b) {
   return buf;
 }
 
-int cmd_devices() {
+int cmd_devices(const Args&) {
   for (auto& d : Registry::instance().devices()) {
     auto& i = d->info();
     std::printf("%-14s %-11s %s\n", i.name.c_str(), i.kind.c_str(), i.description.c_str());
@@ -99,14 +87,15 @@ int cmd_devices() {
   return 0;
 }
 
-int cmd_ops() {
+int cmd_ops(const Args&) {
   for (auto& o : primitive_ops()) std::printf("%-12s %s\n", o.name, o.meaning);
   std::printf("%zu primitive ops\n", primitive_ops().size());
   return 0;
 }
 
-int cmd_demo(const std::string& device, bool profile) {
+int cmd_demo(const Args& a) {
   // A tiny two-layer network on random data: matmul, bias, GELU, softmax.
+  const std::string device = a.get("device") == "all" ? "" : a.get("device");
   Generator gen(1);
   Tensor x = Tensor::randn({64, 256}, gen, device);
   Tensor w1 = Tensor::randn({512, 256}, gen, device) * 0.05;
@@ -118,7 +107,7 @@ int cmd_demo(const std::string& device, bool profile) {
   for (int j = 0; j < 10; ++j) row0 += v[j];
   std::printf("demo on %s: softmax(gelu(x @ w1.T) @ w2.T) for x %s; row 0 sums to %.6f; p[0][0..3] = %.5f %.5f %.5f\n",
               p.device().c_str(), shape_str(x.shape()).c_str(), row0, v[0], v[1], v[2]);
-  if (profile || true) std::printf("%s", format_profile_table(cap.records()).c_str());
+  std::printf("%s", format_profile_table(cap.records()).c_str());  // with or without --profile
   return 0;
 }
 
@@ -137,12 +126,13 @@ std::vector<std::string> pick_devices(const std::string& spec) {
 // the CLI promises one line per failure.
 std::string one_line(const std::string& message) {
   std::string out;
-  for (size_t i = 0; i < message.size(); ++i) {
+  const size_t end = message.find_last_not_of(" \n") + 1;  // a build log's final newline adds nothing
+  for (size_t i = 0; i < end; ++i) {
     if (message[i] != '\n') {
       out += message[i];
       continue;
     }
-    while (i + 1 < message.size() && message[i + 1] == ' ') ++i;
+    while (i + 1 < end && message[i + 1] == ' ') ++i;
     out += out.empty() || out.back() == ':' ? " " : "; ";
   }
   return out;
@@ -178,25 +168,12 @@ void dump_kernels(const std::vector<ProfileRecord>& records, const std::string& 
   std::printf("wrote %zu kernels (source and build log) to %s\n", seen.size(), dir.c_str());
 }
 
-int positive_option(const Args& a, const std::string& key, int fallback) {
-  const std::string text = a.get(key, std::to_string(fallback));
-  char* end = nullptr;
-  long v = std::strtol(text.c_str(), &end, 10);
-  if (end == text.c_str() || *end || v < 1 || v > 1000000)
-    throw std::invalid_argument("--" + key + " must be a positive integer, got '" + text + "'");
-  return int(v);
-}
-
 int cmd_classify(const Args& a) {
-  std::vector<std::string> images(a.positional.begin() + 1, a.positional.end());
-  if (images.empty()) {
-    std::fprintf(stderr, "tinylens-cli: classify needs at least one image\n");
-    return 2;
-  }
+  const std::vector<std::string>& images = a.words;
+  const int runs = positive_option(a, "runs", 3);
   const std::string device = a.get("device").empty() ? default_device() : a.get("device");
   Registry::instance().get_available(device);
   auto model = load_classifier(a.get("model", "efficientnet-lite0"));
-  const int runs = positive_option(a, "runs", 3);
   for (auto& path : images) {
     Image image = load_image(path);
     ClassifyResult r = classify(*model, image, device, 5, runs);
@@ -241,8 +218,8 @@ int cmd_bench_model(const Args& a) {
 }
 
 int cmd_bench_matmul(const Args& a) {
-  int64_t n = std::stoll(a.get("n", "1024"));
-  int repeat = std::stoi(a.get("repeat", "5"));
+  const int64_t n = positive_option(a, "n", 1024);
+  const int repeat = positive_option(a, "repeat", 5);
   for (auto& dev : pick_devices(a.get("device"))) {
     Generator gen(0);
     Tensor x = Tensor::randn({n, n}, gen, dev), y = Tensor::randn({n, n}, gen, dev);
@@ -267,27 +244,26 @@ int cmd_bench_matmul(const Args& a) {
 }
 
 int cmd_train(const Args& a) {
-  if (a.has("help")) {
-    std::fputs(tl::train::kTrainUsage, stdout);
-    return 0;
+  tl::train::TrainConfig config;
+  try {
+    config = tl::train::parse_train_options(a.options);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());  // only bad option values reach here
   }
-  auto options = a.options;
-  tl::train::TrainConfig config = tl::train::parse_train_options(options);
   return tl::train::run_training(config, stdout);
 }
 
 // ONNX conformance: one line per case folder, then the counts.
 int cmd_onnx_test(const Args& a) {
 #ifdef TL_HAVE_ONNX
-  if (a.positional.size() < 2) throw std::invalid_argument("onnx-test needs at least one folder of test cases");
   const std::string device = a.get("device", default_device());
   std::map<std::string, std::string> expected;
   if (a.has("expected")) expected = read_onnx_expected_failures(a.get("expected"));
   int pass = 0, fail = 0, unsupported = 0, xfail = 0, float_cases = 0, float_pass = 0, absent = 0;
   std::map<std::string, int> missing_ops;
-  for (size_t i = 1; i < a.positional.size(); ++i) {
+  for (const auto& folder : a.words) {
     std::vector<std::string> link_only;
-    auto dirs = onnx_case_dirs(a.positional[i], &link_only);
+    auto dirs = onnx_case_dirs(folder, &link_only);
     for (const auto& dir : link_only) {
       // The onnx wheel's real-model cases are a data.json with a URL: the model
       // and its test data are not in the wheel, and this tool downloads nothing.
@@ -331,29 +307,286 @@ int cmd_onnx_test(const Args& a) {
 #endif
 }
 
+int cmd_selftest_args(const Args& a) {
+  const std::string golden = a.get("golden", std::string(TL_SOURCE_DIR) + "/tests/data/golden/ops.bin");
+  return cmd_selftest(a.get("device", "cpu"), golden, a.has("verbose"));
+}
+
+// ---- the command table: each command declares its arguments and options;
+// that gives its --help, the top usage and the check of unknown options ----
+
+struct Option {
+  std::string name;   // without the leading dashes
+  std::string value;  // what its value looks like ("N", "PATH"); empty for a flag
+  std::string help;   // what it does, and its default
+};
+
+struct Command {
+  std::string name;       // "classify", or "bench matmul" for a sub-command
+  std::string arguments;  // e.g. "IMAGE...": one or more are needed; empty: none are taken
+  std::string summary;    // one line, for the top usage
+  std::string details;    // more for its own --help; may be empty
+  std::vector<Option> options;
+  int (*run)(const Args&);
+};
+
+Option model_option() {
+  return {"model", "NAME|PATH",
+          "efficientnet-lite0, or a .pth, .safetensors or .onnx file (default efficientnet-lite0)"};
+}
+Option device_option(bool all) {
+  return {"device", all ? "NAME|all" : "NAME",
+          std::string("the device to run on (default cpu; `tinylens-cli devices` lists them") +
+              (all ? "; all: each available one)" : ")")};
+}
+const Option kProfile = {"profile", "", "print the kernel table: each kernel's time, GFLOP/s and GB/s"};
+
+std::vector<Option> train_options() {
+  std::vector<Option> out;
+  for (auto& o : tl::train::train_options()) out.push_back({o.name, o.value ? o.value : "", o.help});
+  return out;
+}
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> table = {
+      {"devices", "", "list every device and its facts",
+       "Names, kinds, memory, compute units, fp16/fp64, and why a device is unavailable.", {}, cmd_devices},
+      {"ops", "", "list the primitive ops", "The op set every computation lowers to, one per line.", {}, cmd_ops},
+      {"demo", "", "a small real computation with its kernel table",
+       "softmax(gelu(x @ w1.T) @ w2.T) on random data; prints a few values and the kernel table.\n"
+       "This is what runs when no command is given.",
+       {device_option(false), {"profile", "", "accepted for symmetry: demo always prints its kernel table"}},
+       cmd_demo},
+      {"selftest", "", "the op suite on one device vs golden data and the CPU device",
+       "Runs every golden op case on the device and compares it with the PyTorch/NumPy reference\n"
+       "and with the CPU device; prints the failures and a count per family. Exits 1 when a case fails.",
+       {device_option(false),
+        {"golden", "FILE", "the golden data (default tests/data/golden/ops.bin of the source tree)"},
+        {"verbose", "", "print the passing cases too"}},
+       cmd_selftest_args},
+      {"bench matmul", "", "time an N x N matmul on one device or all",
+       "Prints the best wall time and kernel time of R runs after one that compiles, in ms and GFLOP/s.",
+       {{"n", "N", "the matrix size (default 1024)"},
+        device_option(true),
+        {"repeat", "R", "timed runs after the first (default 5)"}},
+       cmd_bench_matmul},
+      {"bench model", "", "time a model's cold and warm runs on one device or all",
+       "Prints the cold run (compiles) and the median of the warm runs, GFLOP/s and the kernel count.",
+       {model_option(),
+        device_option(true),
+        {"runs", "N", "warm runs (default 10)"},
+        {"image", "PATH", "the input image (default the OpenCV squirrel sample; a synthetic one if it is missing)"},
+        kProfile},
+       cmd_bench_model},
+      {"classify", "IMAGE...", "classify images and print the top-5 with timings",
+       "For each image: the top-5 classes with their probabilities, and the cold and warm run times.",
+       {device_option(false),
+        model_option(),
+        {"runs", "N", "warm runs per image; their median is printed (default 3)"},
+        kProfile,
+        {"dump-kernels", "DIR", "write each kernel's source and build log into DIR"}},
+       cmd_classify},
+      {"onnx-test", "DIR...", "run ONNX backend test cases (model.onnx + test_data_set_*)",
+       "Each DIR is a case folder or a folder of case folders; prints one line per case, then the counts.\n"
+       "Exits 1 when a case fails that is not an expected failure.",
+       {device_option(false), {"expected", "FILE", "expected failures: one case folder name per line, then why"}},
+       cmd_onnx_test},
+      {"train", "", "train a digits/MNIST classifier and save it",
+       "Prints one line per epoch. The defaults are the recipe that reaches 98% on the digits split in 5 epochs.",
+       train_options(), cmd_train},
+  };
+  return table;
+}
+
+const Command* find_command(const std::string& name) {
+  for (auto& c : commands())
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+// The sub-commands of a group ("bench" -> matmul, model); empty if `group` is none.
+std::vector<const Command*> sub_commands(const std::string& group) {
+  std::vector<const Command*> out;
+  for (auto& c : commands())
+    if (c.name.rfind(group + " ", 0) == 0) out.push_back(&c);
+  return out;
+}
+
+// Which options take a value, over every command: an option is read the same
+// way before and after the command's name.
+bool takes_value(const std::string& name) {
+  for (auto& c : commands())
+    for (auto& o : c.options)
+      if (o.name == name) return !o.value.empty();
+  return false;
+}
+
+std::string two_columns(const std::string& left, const std::string& right) {
+  std::string line = "  " + left;
+  line += line.size() < 28 ? std::string(30 - line.size(), ' ') : "\n" + std::string(30, ' ');
+  return line + right + "\n";
+}
+
+std::string top_usage() {
+  std::string u =
+      "usage: tinylens-cli [COMMAND] [ARGS] [OPTIONS]\n"
+      "       tinylens-cli COMMAND --help    (or: tinylens-cli help COMMAND)\n"
+      "       tinylens-cli --version\n"
+      "Options may come before or after the command; without a command, demo runs.\n"
+      "commands:\n";
+  for (auto& c : commands()) u += two_columns(c.name + (c.arguments.empty() ? "" : " " + c.arguments), c.summary);
+  u += "exit status: 0 done, 1 runtime error (one line on stderr), 2 usage error (the usage on stderr)\n";
+  return u;
+}
+
+std::string command_usage(const Command& c) {
+  std::string u = "usage: tinylens-cli " + c.name + (c.arguments.empty() ? "" : " " + c.arguments) +
+                  (c.options.empty() ? "" : " [OPTIONS]") + "\n";
+  u += char(std::toupper(static_cast<unsigned char>(c.summary[0]))) + c.summary.substr(1) + ".\n";
+  if (!c.details.empty()) u += c.details + "\n";
+  u += "options:\n";
+  for (auto& o : c.options) u += two_columns("--" + o.name + (o.value.empty() ? "" : " " + o.value), o.help);
+  u += two_columns("--help", "print this help");
+  return u;
+}
+
+std::string group_usage(const std::string& group) {
+  std::string u = "usage: tinylens-cli " + group + " SUB-COMMAND [OPTIONS]\nsub-commands:\n";
+  for (auto* c : sub_commands(group)) u += two_columns(c->name.substr(group.size() + 1), c->summary);
+  u += "`tinylens-cli " + group + " SUB-COMMAND --help` lists its options.\n";
+  return u;
+}
+
+struct CommandLine {
+  std::vector<std::string> words;  // the command's name, then its arguments
+  std::map<std::string, std::string> options;
+  std::string problem;  // the first malformed option, if any
+};
+
+CommandLine split_command_line(int argc, char** argv) {
+  CommandLine cl;
+  auto complain = [&](const std::string& p) {
+    if (cl.problem.empty()) cl.problem = p;
+  };
+  bool only_words = false;  // after "--"
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    if (only_words || s.size() < 2 || s[0] != '-') {
+      cl.words.push_back(s);
+    } else if (s == "--") {
+      only_words = true;
+    } else if (s == "-h") {
+      cl.options["help"] = "1";
+    } else if (s[1] != '-') {
+      complain("unknown option '" + s + "'");
+    } else {
+      std::string key = s.substr(2), value = "1";
+      const auto eq = key.find('=');
+      if (eq != std::string::npos) value = key.substr(eq + 1), key.resize(eq);
+      if (takes_value(key) && eq == std::string::npos) {
+        if (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) value = argv[++i];
+        else complain("option --" + key + " needs a value");
+      } else if (!takes_value(key) && eq != std::string::npos) {
+        complain("option --" + key + " takes no value");
+      }
+      cl.options[key] = value;
+    }
+  }
+  return cl;
+}
+
+// While a realize compiles new kernels for more than a second, a bar on
+// stderr redrawn in place; cleared when the kernels are done. Only for a
+// terminal: scripts and logs see no carriage returns.
+class CompileBar {
+ public:
+  CompileBar() : progress_([this](size_t compiled, size_t total) { update(compiled, total); }) {}
+  ~CompileBar() { clear(); }
+  CompileBar(const CompileBar&) = delete;
+  CompileBar& operator=(const CompileBar&) = delete;
+
+ private:
+  void update(size_t compiled, size_t total) {
+    const auto now = std::chrono::steady_clock::now();
+    if (compiled == 0) started_ = now;
+    if (compiled >= total) return clear();
+    if (now - started_ < std::chrono::seconds(1)) return;
+    constexpr size_t width = 30;
+    std::string bar(width * compiled / total, '=');
+    bar += '>';
+    bar.resize(width, ' ');
+    char line[128];
+    width_ = size_t(std::snprintf(line, sizeof line, "compiling kernels %4zu/%zu [%s]", compiled, total, bar.c_str()));
+    std::fprintf(stderr, "\r%s", line);
+  }
+  void clear() {
+    if (width_) std::fprintf(stderr, "\r%s\r", std::string(width_, ' ').c_str());
+    width_ = 0;
+  }
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  size_t width_ = 0;  // of the bar on screen; 0: none is
+  CompileProgress progress_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  Args a = parse(argc, argv);
-  if (a.positional.empty() && a.has("help")) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  std::string cmd = a.positional.empty() ? "demo" : a.positional[0];
+  CommandLine cl = split_command_line(argc, argv);
+  std::string usage = top_usage();  // narrowed to the command's own once it is known
   try {
+    if (cl.options.count("version")) {
+      std::printf("tinylens-cli %s\n", TL_VERSION);
+      return 0;
+    }
+    bool help = cl.options.count("help") > 0;
+    if (!cl.words.empty() && cl.words[0] == "help") {
+      help = true;
+      cl.words.erase(cl.words.begin());
+    }
+    if (cl.words.empty() && help) {
+      std::fputs(usage.c_str(), stdout);
+      return 0;
+    }
+    if (cl.words.empty()) cl.words.push_back("demo");
+    const Command* command = find_command(cl.words[0]);
+    size_t name_words = 1;
+    if (!command && !sub_commands(cl.words[0]).empty()) {
+      const std::string& group = cl.words[0];
+      usage = group_usage(group);
+      if (cl.words.size() < 2 && help) {
+        std::fputs(usage.c_str(), stdout);
+        return 0;
+      }
+      if (cl.words.size() < 2) throw UsageError(group + " needs a sub-command");
+      command = find_command(group + " " + cl.words[1]);
+      if (!command) throw UsageError("unknown " + group + " sub-command '" + cl.words[1] + "'");
+      name_words = 2;
+    }
+    if (!command) throw UsageError("unknown command '" + cl.words[0] + "'");
+    usage = command_usage(*command);
+    if (help) {
+      std::fputs(usage.c_str(), stdout);
+      return 0;
+    }
+    if (!cl.problem.empty()) throw UsageError(cl.problem);
+    auto& declared = command->options;
+    for (auto& [key, value] : cl.options)
+      if (std::none_of(declared.begin(), declared.end(), [&](const Option& o) { return o.name == key; }))
+        throw UsageError("unknown option --" + key + " for " + command->name);
+    Args a;
+    a.words.assign(cl.words.begin() + std::ptrdiff_t(name_words), cl.words.end());
+    a.options = cl.options;
+    if (command->arguments.empty() && !a.words.empty())
+      throw UsageError(command->name + " takes no arguments, got '" + a.words[0] + "'");
+    if (!command->arguments.empty() && a.words.empty())
+      throw UsageError(command->name + " needs at least one " +
+                       command->arguments.substr(0, command->arguments.find("...")));
     if (a.has("device") && a.get("device") != "all") set_default_device(a.get("device"));
-    if (cmd == "devices") return cmd_devices();
-    if (cmd == "ops") return cmd_ops();
-    if (cmd == "demo") return cmd_demo(a.get("device") == "all" ? "" : a.get("device"), a.has("profile"));
-    if (cmd == "train") return cmd_train(a);
-    if (cmd == "bench" && a.positional.size() > 1 && a.positional[1] == "matmul") return cmd_bench_matmul(a);
-    if (cmd == "bench" && a.positional.size() > 1 && a.positional[1] == "model") return cmd_bench_model(a);
-    if (cmd == "classify") return cmd_classify(a);
-    if (cmd == "onnx-test") return cmd_onnx_test(a);
-    if (cmd == "selftest")
-      return cmd_selftest(a.get("device", "cpu"), a.get("golden", std::string(TL_SOURCE_DIR) + "/tests/data/golden/ops.bin"),
-                          a.has("verbose"));
-    std::fprintf(stderr, "tinylens-cli: unknown command '%s'\n%s", cmd.c_str(), kUsage);
+    std::optional<CompileBar> bar;  // gone before an error is printed
+    if (isatty(STDERR_FILENO)) bar.emplace();
+    return command->run(a);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "tinylens-cli: %s\n%s", e.what(), usage.c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tinylens-cli: %s\n", one_line(e.what()).c_str());

@@ -1,6 +1,7 @@
 #include "realize.h"
 
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <cstdio>
@@ -18,6 +19,7 @@ namespace tl {
 namespace {
 thread_local const std::atomic<bool>* cancel_flag = nullptr;
 thread_local RealizeObserver* realize_observer = nullptr;
+thread_local CompileProgress* compile_progress = nullptr;
 
 std::mutex memo_mutex;
 std::map<std::pair<std::string, std::string>, std::shared_ptr<Program>>& memo() {
@@ -58,6 +60,17 @@ RealizeObserver::~RealizeObserver() { realize_observer = parent_; }
 
 void RealizeObserver::notify(const std::vector<NodeRef>& roots) {
   if (realize_observer && realize_observer->see_) realize_observer->see_(roots);
+}
+
+CompileProgress::CompileProgress(std::function<void(size_t, size_t)> report)
+    : report_(std::move(report)), parent_(compile_progress) {
+  compile_progress = this;
+}
+
+CompileProgress::~CompileProgress() { compile_progress = parent_; }
+
+void CompileProgress::notify(size_t compiled, size_t total) {
+  if (compile_progress && compile_progress->report_) compile_progress->report_(compiled, total);
 }
 
 // Compiles through the in-process memo and the disk cache; `hit` says
@@ -131,7 +144,9 @@ static RenderedKernel render_cached(const KernelPlan& plan, const Device& device
 }
 
 // Compiles the kernels that are new to this process side by side, one
-// compiler per core: a cold model run is dominated by compilation.
+// compiler per core: a cold model run is dominated by compilation. The
+// realizing thread only waits and reports progress, so CompileProgress is
+// told on the thread that installed it.
 static void compile_all(Device& device, const std::vector<RenderedKernel>& kernels) {
   std::vector<const RenderedKernel*> fresh;
   {
@@ -140,27 +155,54 @@ static void compile_all(Device& device, const std::vector<RenderedKernel>& kerne
     for (auto& k : kernels)
       if (!memo().count({device.name(), k.source}) && seen.insert(k.source).second) fresh.push_back(&k);
   }
-  if (fresh.size() < 2) return;  // the launch loop compiles a single kernel itself
+  if (fresh.empty()) return;
+  CompileProgress::notify(0, fresh.size());
+  if (fresh.size() == 1) {  // no thread for a single kernel
+    compile_kernel(device, fresh[0]->name, fresh[0]->source);
+    CompileProgress::notify(1, 1);
+    return;
+  }
   std::atomic<size_t> next{0};
-  std::mutex error_mutex;
+  std::mutex mutex;  // guards the three below
+  std::condition_variable changed;
+  size_t compiled = 0;
+  unsigned running = 0;
   std::exception_ptr error;
   const std::atomic<bool>* cancel = cancel_flag;  // thread_local: read it on this thread
   auto worker = [&] {
     for (size_t i; (i = next++) < fresh.size();) {
-      if (cancel && cancel->load()) return;
+      if (cancel && cancel->load()) break;
+      std::exception_ptr failed;
       try {
         compile_kernel(device, fresh[i]->name, fresh[i]->source);
       } catch (...) {
-        std::lock_guard lock(error_mutex);
-        if (!error) error = std::current_exception();
+        failed = std::current_exception();
       }
+      std::lock_guard lock(mutex);
+      if (failed && !error) error = failed;
+      ++compiled;
+      changed.notify_one();
     }
+    std::lock_guard lock(mutex);
+    --running;
+    changed.notify_one();
   };
   unsigned n = std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()), unsigned(fresh.size()));
-  std::vector<std::thread> threads;
-  for (unsigned t = 1; t < n; ++t) threads.emplace_back(worker);
-  worker();
-  for (auto& t : threads) t.join();
+  std::vector<std::jthread> threads;  // joined on every way out of this scope
+  {
+    std::unique_lock lock(mutex);
+    running = n;
+    for (unsigned t = 0; t < n; ++t) threads.emplace_back(worker);
+    for (size_t reported = 0; running > 0 || reported < compiled;) {
+      changed.wait(lock, [&] { return running == 0 || compiled > reported; });
+      while (reported < compiled) {  // one call per kernel, even when several finished at once
+        ++reported;
+        lock.unlock();
+        CompileProgress::notify(reported, fresh.size());
+        lock.lock();
+      }
+    }
+  }
   if (error) std::rethrow_exception(error);
 }
 

@@ -41,4 +41,25 @@ class RealizeObserver {
   RealizeObserver* parent_;
 };
 
+// While alive, every realize on this thread that compiles kernels new to this
+// process reports its progress to `report(compiled, total)`: once with
+// compiled = 0 before the first compile starts, then after each kernel (a
+// disk-cache hit counts as compiled). `total` is the number of new kernels of
+// that batch. Always called on the realizing thread, even while workers
+// compile in parallel; it must not throw. A realize with nothing new to
+// compile reports nothing. Nestable like RealizeObserver: only the innermost
+// observer is told. The CLI draws a progress bar with it.
+class CompileProgress {
+ public:
+  explicit CompileProgress(std::function<void(size_t compiled, size_t total)> report);
+  ~CompileProgress();
+  CompileProgress(const CompileProgress&) = delete;
+  CompileProgress& operator=(const CompileProgress&) = delete;
+  static void notify(size_t compiled, size_t total);  // called by realize_nodes
+
+ private:
+  std::function<void(size_t, size_t)> report_;
+  CompileProgress* parent_;
+};
+
 }  // namespace tl

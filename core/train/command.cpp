@@ -1,7 +1,6 @@
 #include "core/train/command.h"
 
 #include <algorithm>
-#include <set>
 #include <stdexcept>
 #include <vector>
 
@@ -11,13 +10,26 @@
 
 namespace tl::train {
 
-const char* kTrainUsage =
-    "  train --dataset digits|digits:PNG|mnist:DIR --model cnn|mlp --epochs N [--batch B] [--lr LR]\n"
-    "        [--optimizer sgd|adam|adamw] [--weight-decay WD] [--schedule none|cosine|step] [--augment PX]\n"
-    "        [--seed S] [--device NAME] [--out FILE.safetensors | --no-save] [--profile]\n"
-    "  defaults: cnn, 5 epochs, batch 32, adam lr 0.002 (sgd 0.05), cosine schedule, augment 1 pixel:\n"
-    "  the recipe that reaches 98% on the digits split in 5 epochs; the model is saved to\n"
-    "  tinylens-MODEL-DATASET.safetensors in the working directory unless --out or --no-save says otherwise\n";
+const std::vector<TrainOption>& train_options() {
+  static const std::vector<TrainOption> options = {
+      {"dataset", "digits|digits:PNG|mnist:DIR",
+       "the images to learn (default digits: the 5000 OpenCV digits, 80/20 split)"},
+      {"model", "cnn|mlp", "the network (default cnn)"},
+      {"epochs", "N", "passes over the training set (default 5)"},
+      {"batch", "B", "images per step (default 32)"},
+      {"lr", "LR", "learning rate (default 0.002 for adam and adamw, 0.05 for sgd)"},
+      {"optimizer", "sgd|adam|adamw", "the update rule (default adam; sgd has Nesterov momentum 0.9)"},
+      {"weight-decay", "WD", "weight decay (default 0)"},
+      {"schedule", "none|cosine|step", "learning-rate schedule per epoch (default cosine; step: x0.1 every third)"},
+      {"augment", "PX", "random shift of each training image, in pixels (default 1; 0: none)"},
+      {"seed", "S", "seed of the weights, the split and the shuffling (default 0)"},
+      {"device", "NAME", "the device to train on (default cpu)"},
+      {"out", "FILE", "where to save the model (default tinylens-MODEL-DATASET.safetensors here)"},
+      {"no-save", nullptr, "save nothing"},
+      {"profile", nullptr, "print the kernels that took the most time in the last epoch"},
+  };
+  return options;
+}
 
 namespace {
 double to_double(const std::string& key, const std::string& v) {
@@ -59,12 +71,11 @@ std::unique_ptr<nn::Optimizer> make_optimizer(const std::string& optimizer, std:
 }
 
 TrainConfig parse_train_options(const std::map<std::string, std::string>& options) {
-  static const std::set<std::string> known = {"dataset", "model", "epochs", "batch", "lr", "optimizer",
-                                              "weight-decay", "schedule", "augment", "seed", "device", "out",
-                                              "no-save", "profile"};
   TrainConfig c;
   for (auto& [k, v] : options) {
-    if (!known.count(k)) throw std::invalid_argument("train: unknown option --" + k);
+    auto& known = train_options();
+    if (std::none_of(known.begin(), known.end(), [&](const TrainOption& o) { return k == o.name; }))
+      throw std::invalid_argument("train: unknown option --" + k);
     if (k == "dataset") c.dataset = v;
     else if (k == "model") c.model = v;
     else if (k == "epochs") c.epochs = int(to_int(k, v, 1));

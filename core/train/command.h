@@ -42,15 +42,20 @@ std::shared_ptr<nn::Sequential> make_model(const std::string& model, const data:
 std::unique_ptr<nn::Optimizer> make_optimizer(const std::string& optimizer, std::vector<Tensor*> params, double lr,
                                               double weight_decay);
 
-// Reads --dataset --model --epochs --batch --lr --optimizer --weight-decay
-// --schedule --augment --seed --device --out --no-save --profile; throws
+// The command's options, for its --help and for the check of unknown ones.
+struct TrainOption {
+  const char* name;   // without the leading dashes
+  const char* value;  // what its value looks like; nullptr for a flag
+  const char* help;   // what it does, with its default
+};
+const std::vector<TrainOption>& train_options();
+
+// Reads the options of train_options() (a flag's value is ignored); throws
 // std::invalid_argument naming an unknown option or a bad value.
 TrainConfig parse_train_options(const std::map<std::string, std::string>& options);
 
 // Trains, printing one line per epoch (and the profile summary) to `out`;
 // returns the process exit status.
 int run_training(const TrainConfig& config, std::FILE* out);
-
-extern const char* kTrainUsage;
 
 }  // namespace tl::train
