@@ -217,6 +217,57 @@ int cmd_bench_model(const Args& a) {
   return 0;
 }
 
+// Any ONNX model, timed from host inputs to host outputs the way ONNX Runtime
+// is timed beside it (scripts/bench onnx): random inputs of the declared
+// shapes (dynamic dimensions taken as 1), one cold run, then the median of
+// the warm ones.
+int cmd_bench_onnx(const Args& a) {
+#ifdef TL_HAVE_ONNX
+  const std::string path = a.words.at(0);
+  const int runs = positive_option(a, "runs", 10);
+  OnnxModel model(path);
+  std::printf("%s: opset %lld, %lld nodes, %lld parameters, %d warm runs\n", path.c_str(),
+              (long long)model.opset(), (long long)model.nodes(), (long long)model.parameters(), runs);
+  for (auto& dev : pick_devices(a.get("device"))) {
+    Generator gen(0);
+    std::vector<Tensor> inputs;
+    for (const auto& in : model.inputs()) {
+      Shape shape = in.shape;
+      for (auto& d : shape) d = d < 0 ? 1 : d;
+      Tensor t = in.dtype == "float" || in.dtype == "double" || in.dtype == "float16"
+                     ? Tensor::randn(shape, gen, dev)
+                     : Tensor::zeros(shape, in.dtype == "bool" ? DType::boolean : DType::i32, dev);
+      t.realize();
+      inputs.push_back(t);
+    }
+    std::vector<ProfileRecord> records;
+    auto run_once = [&] {
+      ProfileCapture cap;
+      const auto t0 = std::chrono::steady_clock::now();
+      for (auto& out : model.run(inputs)) (void)out.to_vector();  // to the host, as a peer returns them
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      records = cap.records();
+      return dt;
+    };
+    const double cold = run_once();
+    std::vector<double> warm;
+    for (int r = 0; r < runs; ++r) warm.push_back(run_once());
+    std::vector<double> sorted = warm;
+    std::sort(sorted.begin(), sorted.end());
+    const double median = sorted[sorted.size() / 2];
+    double kernel_ms = 0;
+    for (auto& rec : records) kernel_ms += rec.seconds * 1e3;
+    std::printf("%-14s cold %9.1f ms   warm median %8.2f ms   kernels %zu (%.2f ms in kernels, last run)\n",
+                dev.c_str(), cold * 1e3, median * 1e3, records.size(), kernel_ms);
+    if (a.has("profile")) std::printf("%s", format_profile_table(records).c_str());
+  }
+  return 0;
+#else
+  (void)a;
+  throw std::runtime_error("this build has no ONNX support (configured with -DTL_WITH_ONNX=OFF)");
+#endif
+}
+
 int cmd_bench_matmul(const Args& a) {
   const int64_t n = positive_option(a, "n", 1024);
   const int repeat = positive_option(a, "repeat", 5);
@@ -378,6 +429,11 @@ const std::vector<Command>& commands() {
         {"image", "PATH", "the input image (default the OpenCV squirrel sample; a synthetic one if it is missing)"},
         kProfile},
        cmd_bench_model},
+      {"bench onnx", "MODEL.onnx", "time any ONNX model on one device or all",
+       "Random inputs of the declared shapes (dynamic dimensions taken as 1); outputs are read back to the host.\n"
+       "Prints the cold run (compiles) and the median of the warm runs; scripts/bench onnx runs ONNX Runtime beside it.",
+       {device_option(true), {"runs", "N", "warm runs (default 10)"}, kProfile},
+       cmd_bench_onnx},
       {"classify", "IMAGE...", "classify images and print the top-5 with timings",
        "For each image: the top-5 classes with their probabilities, and the cold and warm run times.",
        {device_option(false),
@@ -581,6 +637,9 @@ int main(int argc, char** argv) {
     if (!command->arguments.empty() && a.words.empty())
       throw UsageError(command->name + " needs at least one " +
                        command->arguments.substr(0, command->arguments.find("...")));
+    const bool many = command->arguments.find("...") != std::string::npos;
+    if (!many && a.words.size() > 1)
+      throw UsageError(command->name + " takes one " + command->arguments + ", got " + std::to_string(a.words.size()));
     if (a.has("device") && a.get("device") != "all") set_default_device(a.get("device"));
     std::optional<CompileBar> bar;  // gone before an error is printed
     if (isatty(STDERR_FILENO)) bar.emplace();

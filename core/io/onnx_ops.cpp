@@ -410,6 +410,10 @@ Tensor conv(const Ctx& c) {
   if (groups > 1 && groups == x.dim(1) && w.dim(1) == 1 && w.dim(0) == groups) {
     // Depthwise: a multiply-add per tap over strided views, which fuses into
     // one elementwise kernel (the grouped conv2d path reduces per channel).
+    // The padded input is materialised once, as the native EfficientNet does:
+    // taps of a lazy pad would each recompute the producer (the previous
+    // layer's batch norm and activation) behind a bounds mask.
+    xp = xp.contiguous();
     Tensor wt = w.reshape({groups, numel(g.kernel)});
     Shape ws(size_t(x.ndim()), 1);
     ws[1] = groups;
