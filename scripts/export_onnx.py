@@ -4,8 +4,10 @@ scripts/reference_efficientnet.py, same weights file) to ONNX with Debian's
 torch.onnx.export at opset 13, batch dimension dynamic ("batch").
 
 The SAME padding amounts are computed from Python ints so they are baked into
-the graph as constants: the model then has plain Pad nodes, like most
-exported CNNs, while the batch dimension stays a dim_param.
+the graph as constants: the model then has plain Pad nodes with static pads,
+like most exported CNNs (traced sizes would become ~500 Shape/Gather/Cast/Sub
+nodes per image that every runtime evaluates), while the batch dimension
+stays a dim_param.
 
 Usage:
   scripts/export_onnx.py [OUT]   # default resources/models/efficientnet-lite0.onnx
@@ -17,6 +19,22 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference_efficientnet as ref  # noqa: E402
+
+
+def static_same_pad(x, k, s):
+    """reference_efficientnet.same_pad with the input's size read as Python
+    ints, so the exporter writes the amounts as constants."""
+    def amount(size):
+        out = (size + s - 1) // s
+        total = max((out - 1) * s + k - size, 0)
+        return total // 2, total - total // 2
+
+    top, bottom = amount(int(x.shape[2]))
+    left, right = amount(int(x.shape[3]))
+    return torch.nn.functional.pad(x, [left, right, top, bottom])
+
+
+ref.same_pad = static_same_pad
 
 
 class Lite0(torch.nn.Module):
