@@ -1,6 +1,32 @@
 #include "thread_pool.h"
 
+#include <sched.h>
+
+#include <chrono>
+
 namespace tl {
+
+namespace {
+
+// A model launches a kernel every few tens of microseconds; a worker asleep on
+// the condition variable after each one is woken ~90 times per image, and a
+// wake costs about as much as a small kernel. So both sides first poll the
+// atomics for a short while, yielding the core on every poll so a loaded
+// machine loses nothing, and only then block.
+constexpr auto kPoll = std::chrono::microseconds(50);
+
+// Polls until done() or kPoll has passed; true when done() held.
+template <typename Done>
+bool poll_until(Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + kPoll;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return done();
+    sched_yield();
+  }
+  return true;
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(unsigned threads) {
   for (unsigned i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
@@ -9,7 +35,7 @@ ThreadPool::ThreadPool(unsigned threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard lock(mutex_);
-    stop_ = true;
+    stop_.store(true);
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
@@ -27,41 +53,46 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     return;
   }
   std::lock_guard serial(launch_);  // one launch at a time shares the workers
+  job_ = &fn;
+  n_ = n;
+  pending_.store(unsigned(workers_.size()), std::memory_order_relaxed);
   {
+    // Under the mutex, so a worker that checks before it sleeps cannot miss it.
     std::lock_guard lock(mutex_);
-    job_ = &fn;
-    n_ = n;
-    pending_ = unsigned(workers_.size());
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   int64_t start, end;
   slice(n, size(), 0, start, end);
   if (start < end) fn(start, end);
-  std::unique_lock lock(mutex_);
-  done_.wait(lock, [this] { return pending_ == 0; });
+  auto finished = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+  if (!poll_until(finished)) {
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, finished);
+  }
   job_ = nullptr;
 }
 
 void ThreadPool::work(unsigned index) {
   uint64_t seen = 0;
+  auto woken = [&] {
+    return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
+  };
   for (;;) {
-    const std::function<void(int64_t, int64_t)>* job;
-    int64_t n;
-    {
+    if (!poll_until(woken)) {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      n = n_;
+      wake_.wait(lock, woken);
     }
+    if (stop_.load(std::memory_order_acquire)) return;
+    seen = generation_.load(std::memory_order_acquire);
+    const auto* job = job_;
+    const int64_t n = n_;
     int64_t start, end;
     slice(n, size(), index, start, end);
     if (start < end) (*job)(start, end);
-    {
-      std::lock_guard lock(mutex_);
-      if (--pending_ == 0) done_.notify_one();
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard lock(mutex_);  // pairs with the caller's check before it sleeps
+      done_.notify_one();
     }
   }
 }

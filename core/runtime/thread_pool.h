@@ -1,6 +1,7 @@
 // A tiny pool that runs fn(start, end) over slices of [0, n) on every core.
 // Kernels on the CPU device are launched through it.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -23,11 +24,12 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex mutex_, launch_;
   std::condition_variable wake_, done_;
+  // Published by generation_ (release) and read after it (acquire).
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t n_ = 0;
-  uint64_t generation_ = 0;
-  unsigned pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<unsigned> pending_{0};
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace tl
