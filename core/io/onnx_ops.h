@@ -39,8 +39,10 @@ Tensor& device_tensor(Value& v, const std::string& device);
 bool op_supported(const std::string& domain, const std::string& op_type);
 
 // Runs one node. `inputs` has one entry per node input (present == false for
-// ""); returns one value per node output.
+// ""); returns one value per node output. Throws ShapeError naming the node
+// for inputs or attributes the op cannot take, and when an output (or a
+// buffer the op builds on the way) would hold more than `max_elements`.
 std::vector<Value> run_node(const onnx::NodeProto& node, std::vector<Value*>& inputs, int64_t opset,
-                            const std::string& device);
+                            const std::string& device, int64_t max_elements = INT64_MAX);
 
 }  // namespace tl::onnx_detail
