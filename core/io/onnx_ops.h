@@ -4,6 +4,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,8 +31,12 @@ DType tl_dtype(int32_t elem, const std::string& op);
 const char* elem_name(int32_t elem);
 bool is_float_elem(int32_t elem);
 
-// Values widened to double; the file path names external data files in errors.
-Value value_from_proto(const onnx::TensorProto& t, const std::string& model_dir, const std::string& model_path);
+// Values widened to double; `where` names the tensor's origin in errors.
+// External data is read only when `model_dir` is given (not empty), and only
+// from a regular file inside that folder; each file read is recorded with its
+// size in `external_files` when given (the load budget counts those bytes).
+Value value_from_proto(const onnx::TensorProto& t, const std::string& model_dir, const std::string& where,
+                       std::map<std::string, uint64_t>* external_files = nullptr);
 
 // The device tensor of a value, uploading host data on first use.
 Tensor& device_tensor(Value& v, const std::string& device);
