@@ -27,6 +27,7 @@
 using namespace tl;
 
 int cmd_selftest(const std::string& device, const std::string& golden_path, bool verbose);  // selftest.cpp
+int cmd_inspect(const std::vector<std::string>& args);  // inspect.cpp
 
 namespace {
 
@@ -50,6 +51,7 @@ const char* kUsage =
     "  bench matmul [--n N] [--device NAME|all] [--repeat R]\n"
     "  classify IMAGE... [--device NAME] [--model PATH] [--runs N] [--profile] [--dump-kernels DIR]\n"
     "  onnx-test DIR... [--device NAME] [--expected FILE]   run ONNX backend test cases (model.onnx + test_data_set_*)\n"
+    "  inspect MODEL                 what opening MODEL shows: format, inputs/outputs, ops, parameters, FLOPs\n"
     "  bench model [--model efficientnet-lite0] [--device NAME|all] [--runs N] [--image PATH]\n"
     "  train --dataset digits|mnist:DIR --model cnn|mlp --epochs N ...   (train --help for all options)\n";
 
@@ -350,6 +352,7 @@ int main(int argc, char** argv) {
     if (cmd == "bench" && a.positional.size() > 1 && a.positional[1] == "model") return cmd_bench_model(a);
     if (cmd == "classify") return cmd_classify(a);
     if (cmd == "onnx-test") return cmd_onnx_test(a);
+    if (cmd == "inspect") return cmd_inspect(std::vector<std::string>(a.positional.begin() + 1, a.positional.end()));
     if (cmd == "selftest")
       return cmd_selftest(a.get("device", "cpu"), a.get("golden", std::string(TL_SOURCE_DIR) + "/tests/data/golden/ops.bin"),
                           a.has("verbose"));
