@@ -456,18 +456,25 @@ Tensor Tensor::cat(const std::vector<Tensor>& ts, int axis) {
     if (!ok)
       throw ShapeError("cat: shapes " + shape_str(ts[0].shape()) + " and " + shape_str(t.shape()) +
                        " differ outside axis " + std::to_string(axis));
-    total += t.shape()[a];
+    total = add_sizes(total, t.shape()[a], "cat: the length of axis " + std::to_string(axis));
   }
-  Tensor out;
+  // The padded pieces are summed as a balanced tree: a chain of thousands of
+  // additions is slow to schedule and deep enough to overflow the stack.
+  std::vector<Tensor> parts;
   int64_t offset = 0;
   for (auto& t : ts) {
     std::vector<std::pair<int64_t, int64_t>> pads(t.ndim(), {0, 0});
     pads[a] = {offset, total - offset - t.shape()[a]};
     offset += t.shape()[a];
-    Tensor p = t.pad(pads);
-    out = out.defined() ? out + p : p;
+    parts.push_back(t.pad(pads));
   }
-  return out;
+  while (parts.size() > 1) {
+    std::vector<Tensor> next;
+    for (size_t i = 0; i + 1 < parts.size(); i += 2) next.push_back(parts[i] + parts[i + 1]);
+    if (parts.size() % 2) next.push_back(parts.back());
+    parts = std::move(next);
+  }
+  return parts[0];
 }
 
 Tensor Tensor::stack(const std::vector<Tensor>& ts, int axis) {
