@@ -171,6 +171,32 @@ void check_declared_shapes(const onnx::ModelProto& m, const std::string& path, u
   for (const auto& v : m.graph().value_info()) check(v, "value");
 }
 
+// Lazy ops between `root` and the nearest realized values along the longest
+// path: what a realize of it would walk (and fuse). Found without recursion;
+// `memo` remembers nodes already measured during one run (and keeps them
+// alive, so an address is never reused for another node meanwhile).
+using DepthMemo = std::unordered_map<const Node*, std::pair<int64_t, NodeRef>>;
+int64_t lazy_depth(const NodeRef& root, DepthMemo& memo) {
+  auto known = [&](const NodeRef& n) { return n->realized() || memo.count(n.get()) > 0; };
+  auto depth_of = [&](const NodeRef& n) { return n->realized() ? int64_t(0) : memo.at(n.get()).first; };
+  if (known(root)) return depth_of(root);
+  std::vector<std::pair<NodeRef, size_t>> stack = {{root, 0}};  // node, next source to visit
+  while (!stack.empty()) {
+    NodeRef n = stack.back().first;
+    size_t& next = stack.back().second;
+    if (next < n->src.size()) {
+      const NodeRef& s = n->src[next++];
+      if (!known(s)) stack.push_back({s, 0});
+      continue;
+    }
+    int64_t d = 0;
+    for (const auto& s : n->src) d = std::max(d, depth_of(s));
+    memo[n.get()] = {d + 1, n};
+    stack.pop_back();
+  }
+  return depth_of(root);
+}
+
 }  // namespace
 
 namespace onnx_detail {
@@ -437,6 +463,8 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
   }
   Value absent;
   absent.present = false;
+  constexpr int64_t kMaxLazyDepth = 128;
+  DepthMemo depth_memo;
   for (const auto& n : g.node()) {
     std::vector<Value*> ins;
     for (const auto& name : n.input()) {
@@ -451,6 +479,16 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
       ins.push_back(&it->second);
     }
     std::vector<Value> outs = onnx_detail::run_node(n, ins, m.opset, device, max_elements);
+    // A value more than kMaxLazyDepth lazy ops away from anything computed is
+    // computed now: long chains (thousands of elementwise nodes) are slow to
+    // fuse and deep enough to overflow the stack of a realize.
+    for (auto& v : outs) {
+      if (!v.present || v.host || !v.tensor.defined() || v.tensor.node()->realized()) continue;
+      if (lazy_depth(v.tensor.node(), depth_memo) > kMaxLazyDepth) {
+        v.tensor.realize();
+        depth_memo.clear();  // realized nodes forget their sources; addresses may be reused
+      }
+    }
     for (int i = 0; i < n.output_size() && size_t(i) < outs.size(); ++i)
       if (!n.output(i).empty()) env[n.output(i)] = std::move(outs[size_t(i)]);
   }

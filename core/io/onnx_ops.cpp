@@ -416,6 +416,29 @@ void for_each_tap(const Tensor& xp, const PoolGeometry& g, F f) {
   } while (next_index(tap, g.kernel));
 }
 
+// A sum (or maximum) of many lazy terms as a balanced tree, built as the
+// terms arrive: a chain of thousands of ops is slow to schedule and deep
+// enough to overflow the stack of a realize; a tree is log2(n) deep.
+struct TreeReduce {
+  std::function<Tensor(const Tensor&, const Tensor&)> op;
+  std::vector<std::pair<Tensor, int>> partial;  // (value, level): 2^level terms each
+  void add(Tensor t) {
+    int level = 0;
+    while (!partial.empty() && partial.back().second == level) {
+      t = op(partial.back().first, t);
+      partial.pop_back();
+      ++level;
+    }
+    partial.push_back({std::move(t), level});
+  }
+  Tensor result() const {
+    Tensor r;
+    for (auto it = partial.rbegin(); it != partial.rend(); ++it) r = r.defined() ? op(it->first, r) : it->first;
+    return r;
+  }
+};
+TreeReduce sum_tree() { return {[](const Tensor& a, const Tensor& b) { return a + b; }, {}}; }
+
 std::vector<std::pair<int64_t, int64_t>> spatial_pads(const PoolGeometry& g, bool with_extra) {
   std::vector<std::pair<int64_t, int64_t>> p = {{0, 0}, {0, 0}};
   for (size_t i = 0; i < g.kernel.size(); ++i)
@@ -437,14 +460,15 @@ Tensor pool(const Ctx& c, bool is_max) {
   if (is_max) {
     if (attr_i(c.node, "storage_order", 0) != 0) unsupported(c.node, c.opset, "storage_order 1");
     Tensor xp = x.pad(spatial_pads(g, true), kMaxPoolFill);
-    Tensor acc;
-    for_each_tap(xp, g, [&](const Tensor& v, const Ints&) { acc = acc.defined() ? acc.maximum(v) : v; });
-    return acc;
+    TreeReduce acc{[](const Tensor& a, const Tensor& b) { return a.maximum(b); }, {}};
+    for_each_tap(xp, g, [&](const Tensor& v, const Ints&) { acc.add(v); });
+    return acc.result();
   }
   bool include_pad = attr_i(c.node, "count_include_pad", 0) != 0;
   Tensor xp = x.pad(spatial_pads(g, true), 0);
-  Tensor acc;
-  for_each_tap(xp, g, [&](const Tensor& v, const Ints&) { acc = acc.defined() ? acc + v : v; });
+  TreeReduce taps = sum_tree();
+  for_each_tap(xp, g, [&](const Tensor& v, const Ints&) { taps.add(v); });
+  Tensor acc = taps.result();
   bool any_pad = false;
   for (size_t i = 0; i < g.kernel.size(); ++i) any_pad |= g.pad_begin[i] || g.pad_end[i] || g.extra_end[i];
   if (!any_pad) return acc * (1.0 / double(numel(g.kernel)));
@@ -461,8 +485,9 @@ Tensor pool(const Ctx& c, bool is_max) {
                                    }(),
                                    0)
                              : ones.pad(spatial_pads(g, true), 0);
-  Tensor count;
-  for_each_tap(cover, g, [&](const Tensor& v, const Ints&) { count = count.defined() ? count + v : v; });
+  TreeReduce counts = sum_tree();
+  for_each_tap(cover, g, [&](const Tensor& v, const Ints&) { counts.add(v); });
+  Tensor count = counts.result();
   return acc / count;
 }
 
@@ -473,19 +498,23 @@ Tensor pool(const Ctx& c, bool is_max) {
 Tensor tap_sum_conv(const onnx::NodeProto& node, const Tensor& xp, const Tensor& w, const Tensor& bias, int64_t groups,
                     const PoolGeometry& g) {
   int64_t N = xp.dim(0), O = w.dim(0), Cg = w.dim(1), Og = O / groups, P = numel(g.out);
+  // One lazy product per group and tap.
+  if (groups * numel(g.kernel) > 16 * kMaxUnrolledTaps)
+    throw OnnxUnsupported("unsupported ONNX op 'ai.onnx::" + node.op_type() + "': " + std::to_string(groups) +
+                              " groups of " + std::to_string(numel(g.kernel)) + " taps, more than this runtime unrolls",
+                          "ai.onnx::" + node.op_type());
   std::vector<Tensor> outs;
   for (int64_t gi = 0; gi < groups; ++gi) {
     Tensor xg = groups == 1 ? xp : xp.slice(1, gi * Cg, (gi + 1) * Cg);
     Tensor wg = groups == 1 ? w : w.slice(0, gi * Og, (gi + 1) * Og);
     Tensor wflat = wg.reshape({Og, Cg, numel(g.kernel)});
-    Tensor acc;
+    TreeReduce acc = sum_tree();
     int64_t t = 0;
     for_each_tap(xg, g, [&](const Tensor& v, const Ints&) {
-      Tensor term = wflat.slice(2, t, t + 1).reshape({Og, Cg}).matmul(v.reshape({N, Cg, P}));
-      acc = acc.defined() ? acc + term : term;
+      acc.add(wflat.slice(2, t, t + 1).reshape({Og, Cg}).matmul(v.reshape({N, Cg, P})));
       ++t;
     });
-    outs.push_back(acc);
+    outs.push_back(acc.result());
   }
   Tensor y = groups == 1 ? outs[0] : Tensor::cat(outs, 1);
   Shape s = {N, O};
@@ -518,13 +547,13 @@ Tensor conv(const Ctx& c) {
     Tensor wt = w.reshape({groups, numel(g.kernel)});
     Shape ws(size_t(x.ndim()), 1);
     ws[1] = groups;
-    Tensor acc;
+    TreeReduce taps = sum_tree();
     int64_t t = 0;
     for_each_tap(xp, g, [&](const Tensor& v, const Ints&) {
-      Tensor term = v * wt.slice(1, t, t + 1).reshape(ws);
-      acc = acc.defined() ? acc + term : term;
+      taps.add(v * wt.slice(1, t, t + 1).reshape(ws));
       ++t;
     });
+    Tensor acc = taps.result();
     if (bias.defined()) acc = acc + per_channel(c.node, bias, acc.shape(), "bias");
     return acc;
   }
@@ -967,17 +996,17 @@ Value binary(const Ctx& c, const std::string& op) {
 }
 
 Value variadic(const Ctx& c, const std::string& op) {
-  Tensor acc;
+  TreeReduce tree{[&op](const Tensor& a, const Tensor& b) {
+                     return op == "Max" ? a.maximum(b) : op == "Min" ? a.minimum(b) : a + b;
+                   },
+                   {}};
   int count = 0;
   for (size_t i = 0; i < c.in.size(); ++i) {
     if (!c.has(i)) continue;
-    Tensor t = c.t(i);
+    tree.add(c.t(i));
     ++count;
-    if (!acc.defined()) acc = t;
-    else if (op == "Max") acc = acc.maximum(t);
-    else if (op == "Min") acc = acc.minimum(t);
-    else acc = acc + t;
   }
+  Tensor acc = tree.result();
   if (!acc.defined()) bad(c.node, "no inputs");
   if (op == "Mean") acc = acc * (1.0 / count);
   // Variadic ops broadcast even with one operand shape differing.
@@ -1491,6 +1520,7 @@ std::vector<Value> top_k(const Ctx& c) {
     vals.push_back(m);
     idxs.push_back(at);
     work = Tensor::where(ar.eq(at), Tensor::scalar(-3.0e38, DType::f32, x.device()), work);
+    if (i % 16 == 15) work.realize();  // round after round would be one long lazy chain
   }
   Tensor v = k == 1 ? vals[0] : Tensor::cat(vals, axis), ix = k == 1 ? idxs[0] : Tensor::cat(idxs, axis);
   if (!largest) v = -v;
@@ -1717,6 +1747,7 @@ std::vector<Value> recurrent(const Ctx& c) {
   c.ranked(1, 3, 3);
   c.ranked(2, 3, 3);
   const int64_t S = X.dim(0), B = X.dim(1), H = attr_i(n, "hidden_size", R.dim(-1));
+  if (S > 16 * kMaxUnrolledTaps) unsupported(n, c.opset, "a sequence of " + std::to_string(S) + " steps (more than " + std::to_string(16 * kMaxUnrolledTaps) + ")");
   const std::string direction = attr_s(n, "direction", "forward");
   const int dirs = direction == "bidirectional" ? 2 : 1;
   if (H != R.dim(-1) || W.dim(0) != dirs || R.dim(0) != dirs || W.dim(1) != gates * H || R.dim(1) != gates * H ||
@@ -1821,6 +1852,12 @@ std::vector<Value> recurrent(const Ctx& c) {
       }
       h = hn;
       if (cn.defined()) cell = cn;
+      // Each step's state feeds the next: materialise it now and then so a
+      // long sequence is not one chain of thousands of lazy ops.
+      if (step % 16 == 15) {
+        h.realize();
+        if (cell.defined()) cell.realize();
+      }
     }
     ys[size_t(d)] = S == 1 ? steps[0] : Tensor::cat(steps, 0);  // (S, 1, B, H)
     hs[size_t(d)] = h.reshape({1, B, H});
@@ -2715,11 +2752,9 @@ Value run_single(const Ctx& c) {
     std::vector<std::pair<int64_t, int64_t>> p(size_t(x.ndim()), {0, 0});
     p[1] = {(size - 1) / 2, size - 1 - (size - 1) / 2};
     Tensor sq = (x * x).pad(p, 0);
-    Tensor acc;
-    for (int64_t k = 0; k < size; ++k) {
-      Tensor s = sq.slice(1, k, k + x.dim(1));
-      acc = acc.defined() ? acc + s : s;
-    }
+    TreeReduce window = sum_tree();
+    for (int64_t k = 0; k < size; ++k) window.add(sq.slice(1, k, k + x.dim(1)));
+    Tensor acc = window.result();
     return same(x / (acc * (alpha / double(size)) + bias).pow(beta));
   }
   if (op == "Softmax") return same(softmax_like(c, 0));
