@@ -77,7 +77,14 @@ class OnnxClassifier final : public ImageClassifier {
                              {1, 3, height_, width_}, device);
   }
 
-  Tensor forward(const Tensor& input) override { return model_.run({input}).at(0); }
+  Tensor forward(const Tensor& input) override {
+    // The declared output shape is the file's word; what the graph computes decides.
+    Tensor y = model_.run({input}).at(0);
+    if (y.ndim() != 2 || y.dim(0) != input.dim(0) || y.dim(1) != classes_)
+      throw ShapeError(model_.path() + " declares logits (N, " + std::to_string(classes_) + ") but its graph computes " +
+                       shape_str(y.shape()) + " for an input of " + shape_str(input.shape()));
+    return y;
+  }
   const std::vector<std::string>& labels() const override { return labels_; }
 
  private:
