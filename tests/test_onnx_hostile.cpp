@@ -367,6 +367,51 @@ class TestOnnxHostile : public QObject {
     EXPECT_ERROR(run_error(missing, "missing"), "needs 1048576");
   }
 
+  // Runaway lazy graphs: a chain of 20000 elementwise nodes overflowed the
+  // stack of a realize (and 5000 took minutes to fuse); a Concat of thousands
+  // of inputs built a chain of thousands of additions.
+  void deepAndWideGraphs() {
+    fs::path dir = temp_dir("deep");
+    Builder chain;
+    chain.input("x", {"1", "4"});
+    chain.output("y", {"1", "4"});
+    std::string prev = "x";
+    const int n = 19998;  // (Relu, Neg, Neg) 6666 times
+    for (int i = 0; i < n; ++i) {
+      const std::string out = i == n - 1 ? "y" : "r" + std::to_string(i);
+      chain.node(i % 3 == 0 ? "Relu" : "Neg", {prev}, {out});
+      prev = out;
+    }
+    OnnxModel deep(chain.save(dir / "deep.onnx"));
+    auto y = deep.run({Tensor::from_data({1, -2, 3, -4}, {1, 4})})[0].to_vector();
+    QCOMPARE(y, (std::vector<float>{1, 0, 3, 0}));  // relu(x)
+    Builder wide;
+    wide.output("y", {"3000"});
+    std::vector<std::string> parts;
+    for (int i = 0; i < 3000; ++i) parts.push_back("x");
+    wide.input("x", {"1"});
+    int_attr(wide.node("Concat", parts, {"y"}), "axis", 0);
+    OnnxModel cat(wide.save(dir / "wide.onnx"));
+    auto c = cat.run({Tensor::from_data({2.5f}, {1})})[0].to_vector();
+    QCOMPARE(c.size(), size_t(3000));
+    QCOMPARE(c[0], 2.5f);
+    QCOMPARE(c[2999], 2.5f);
+    fs::remove_all(dir);
+  }
+
+  // A graph whose computed logits contradict its declared (N, classes) output.
+  void classifierOutputContradictsDeclaration() {
+    fs::path dir = temp_dir("logits");
+    Builder b;
+    b.input("x", {"1", "3", "8", "8"});
+    b.output("y", {"1", "10"});
+    b.node("Flatten", {"x"}, {"y"});  // computes (1, 192)
+    const std::string path = b.save(dir / "m.onnx");
+    auto model = load_classifier(path);
+    EXPECT_ERROR(error_of([&] { model->forward(Tensor::zeros({1, 3, 8, 8})); }), "declares logits (N, 10)");
+    fs::remove_all(dir);
+  }
+
   // ---- the same classes of bug, audited across the other handlers ----
   void auditedOps() {
     struct Case {
