@@ -589,6 +589,22 @@ class TestOnnxHostile : public QObject {
                        floats(b, "s", {1}, {1});
                        floats(b, "b", {1}, {1});
                      }, [](onnx::NodeProto* n) { int_attr(n, "num_groups", 1); }, 18), "rank 1"});
+    {
+      // A product of two operands expanded from single numbers: 3.4e10 multiply-adds.
+      Builder mm;
+      floats(mm, "one", {1, 1}, {1});
+      ints(mm, "sa", {2}, {2048, 8192});
+      ints(mm, "sb", {2}, {8192, 2048});
+      mm.node("Expand", {"one", "sa"}, {"a"});
+      mm.node("Expand", {"one", "sb"}, {"b"});
+      mm.node("MatMul", {"a", "b"}, {"y0"});
+      mm.output("y0", {});
+      cases.push_back({"MatMul of huge expanded operands", mm, "multiply-adds"});
+    }
+    cases.push_back({"GatherElements selecting too much", one_node("GatherElements", {"x", "i"}, [&](Builder& b) {
+                       floats(b, "x", {1, 8192}, std::vector<float>(8192, 1.f));
+                       ints(b, "i", {1, 8192}, std::vector<int64_t>(8192, 0));
+                     }, [](onnx::NodeProto* n) { int_attr(n, "axis", 1); }), "the selection"});
     for (auto& c : cases) {
       const std::string msg = run_error(c.model, "audit");
       if (std::string(c.expect).empty()) {

@@ -185,6 +185,14 @@ struct Ctx {
   }
   // Elements of a shape this node is about to build, bounded by the model's limit.
   int64_t budget(const Shape& s, const std::string& what) const { return checked_numel(node, s, max_elements, what); }
+  // Multiply-adds of one product (MatMul, Gemm), bounded in proportion to
+  // the model's element limit: large weights allow large products.
+  void flops(double count, const std::string& what) const {
+    const double limit = 1024.0 * double(max_elements);
+    if (!(count <= limit))
+      bad(node, what + " would take " + std::to_string(count) + " multiply-adds, more than the " + std::to_string(limit) +
+                    " one node of this model may take");
+  }
   // `count` scalar steps of host work, bounded.
   void work(double count, const std::string& what) const {
     if (!(count <= double(kMaxHostWork)))
@@ -262,6 +270,7 @@ bool next_index(Ints& idx, const Shape& s) {
 }
 Value host_binary(const Ctx& c, const std::function<double(double, double)>& f, int32_t out_elem) {
   Shape a = c.shape(0), b = c.shape(1), s = broadcast(a, b, c.node);
+  c.budget(s, "the broadcast result");
   std::vector<double> out;
   out.reserve(size_t(numel(s)));
   Ints idx(s.size(), 0);
@@ -666,13 +675,13 @@ Tensor pad_mode(const onnx::NodeProto& node, Tensor x, int axis, int64_t before,
 }
 
 // The entries `idx` (already non-negative) of x along `axis`.
-Tensor take(const Tensor& x, int axis, const Ints& idx) {
+Tensor take(const Tensor& x, int axis, const Ints& idx, int64_t max_elements) {
   int64_t r = x.ndim(), dim = x.dim(axis);
   // Callers check their indices with the node's name; this is the last guard.
   for (auto i : idx)
     if (i < 0 || i >= dim)
       throw ShapeError("index " + std::to_string(i) + " out of range for an axis of size " + std::to_string(dim));
-  if (idx.size() > 32 && dim > 0 && int64_t(idx.size()) > (int64_t(1) << 28) / dim)
+  if (idx.size() > 32 && dim > 0 && int64_t(idx.size()) > max_elements / dim)
     throw ShapeError("gathering " + std::to_string(idx.size()) + " entries of an axis of " + std::to_string(dim) +
                      " needs too large a selection matrix");
   if (idx.size() <= 32) {
@@ -725,7 +734,7 @@ Value gather(const Ctx& c) {
         for (int64_t b = 0; b < inner; ++b) o.push_back(data.data[size_t((a * dim + i) * inner + b)]);
     return from_host(out, data.elem, std::move(o));
   }
-  return from_tensor(take(c.t(0), int(axis), idx).reshape(out), data.elem);
+  return from_tensor(take(c.t(0), int(axis), idx, c.max_elements).reshape(out), data.elem);
 }
 
 Value slice(const Ctx& c) {
@@ -1043,6 +1052,7 @@ Value gather_elements(const Ctx& c) {
   int axis = int(norm_axis(attr_i(c.node, "axis", 0), r, c.node));
   if (idx.ndim() != r) bad(c.node, "indices rank differs from data rank");
   int64_t D = data.dim(axis);
+  c.budget({idx.numel(), D}, "the selection (indices x axis)");
   idx = Tensor::where(idx.lt(Tensor::scalar(0, DType::f32, idx.device())), idx + double(D), idx);
   for (int a = 0; a < r; ++a)
     if (a != axis && data.dim(a) != idx.dim(a)) data = data.slice(a, 0, idx.dim(a));
@@ -1483,6 +1493,7 @@ Value window(const Ctx& c) {
   const std::string& op = c.node.op_type();
   int64_t N = c.first_int(0);
   if (N < 0 || N > (1 << 24)) bad(c.node, "window size " + std::to_string(N));
+  c.budget({N}, "the window");
   bool periodic = attr_i(c.node, "periodic", 1) != 0;
   int32_t elem = int32_t(attr_i(c.node, "output_datatype", TP::FLOAT));
   double den = periodic ? double(N) : double(N - 1);
@@ -1559,24 +1570,27 @@ Value gather_nd(const Ctx& c) {
   out.insert(out.end(), I.begin() + b, I.end() - 1);
   out.insert(out.end(), D.begin() + b + L, D.end());
   Tensor flat = c.t(0).reshape({batch * rows_per_batch, inner});
-  return from_tensor(take(flat, 0, rows).reshape(out), dv.elem);
+  return from_tensor(take(flat, 0, rows, c.max_elements).reshape(out), dv.elem);
 }
 
 Value non_zero(const Ctx& c) {
   auto d = c.h(0);
   const Shape& s = c.shape(0);
-  std::vector<Ints> hits;
-  Ints idx(s.size(), 0);
-  if (!d.empty()) {
-    size_t k = 0;
-    do {
-      if (d[k++] != 0) hits.push_back(idx);
-    } while (next_index(idx, s));
-  }
+  // Flat positions first (8 bytes a hit), then their coordinates.
+  std::vector<int64_t> hits;
+  for (size_t k = 0; k < d.size(); ++k)
+    if (d[k] != 0) hits.push_back(int64_t(k));
   int64_t n = int64_t(hits.size()), r = int64_t(s.size());
+  c.budget({r, n}, "the indices");
   std::vector<double> out(size_t(r * n));
-  for (int64_t i = 0; i < r; ++i)
-    for (int64_t j = 0; j < n; ++j) out[size_t(i * n + j)] = double(hits[size_t(j)][size_t(i)]);
+  for (int64_t j = 0; j < n; ++j) {
+    int64_t rest = hits[size_t(j)];
+    for (int64_t i = r - 1; i >= 0; --i) {
+      const int64_t dim = s[size_t(i)];
+      out[size_t(i * n + j)] = double(dim ? rest % dim : 0);
+      rest = dim ? rest / dim : 0;
+    }
+  }
   return from_host({r, n}, TP::INT64, out);
 }
 
@@ -1591,7 +1605,7 @@ Value compress(const Ctx& c) {
   for (size_t i = 0; i < cond.size() && int64_t(i) < x.dim(axis); ++i)
     if (cond[i] != 0) keep.push_back(int64_t(i));
   if (keep.empty()) unsupported(c.node, c.opset, "empty result");
-  return from_tensor(take(x, axis, keep), c.v(0).elem);
+  return from_tensor(take(x, axis, keep, c.max_elements), c.v(0).elem);
 }
 
 // ---- host fallbacks: integer bit ops and scatters run on host copies ----
@@ -1950,7 +1964,7 @@ Value reverse_sequence(const Ctx& c) {
     Ints order;
     for (int64_t t = len - 1; t >= 0; --t) order.push_back(t);
     for (int64_t t = len; t < T; ++t) order.push_back(t);
-    parts.push_back(take(xb, tax, order));
+    parts.push_back(take(xb, tax, order, c.max_elements));
   }
   return from_tensor(parts.size() == 1 ? parts[0] : Tensor::cat(parts, bax), c.v(0).elem);
 }
@@ -2687,6 +2701,7 @@ Value run_single(const Ctx& c) {
   }
   if (op == "MatMul") {
     Tensor y = c.t(0).matmul(c.t(1));
+    c.flops(double(y.numel()) * double(c.shape(0).empty() ? 1 : c.shape(0).back()), "the product");
     return same(is_int_elem(c.v(0).elem) ? y.cast(DType::i32) : y);
   }
   if (op == "Gemm") {
@@ -2694,6 +2709,7 @@ Value run_single(const Ctx& c) {
     if (attr_i(n, "transA", 0)) a = a.transpose(0, 1);
     if (attr_i(n, "transB", 0)) b = b.transpose(0, 1);
     Tensor y = a.matmul(b);
+    c.flops(double(y.numel()) * double(a.dim(-1)), "the product");
     double alpha = attr_f(n, "alpha", 1.0), beta = attr_f(n, "beta", 1.0);
     if (alpha != 1.0) y = y * alpha;
     if (c.has(2)) y = y + (beta == 1.0 ? c.t(2) : c.t(2) * beta);
