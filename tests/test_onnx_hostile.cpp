@@ -294,6 +294,27 @@ class TestOnnxHostile : public QObject {
     fs::remove_all(root);
   }
 
+  // One external region named by hundreds of initializers: each load (and the
+  // window's statistics) would read and hold it again.
+  void externalDataNamedManyTimes() {
+    fs::path dir = temp_dir("extmany");
+    { std::ofstream(dir / "w.bin", std::ios::binary) << std::string(1 << 20, '\0'); }
+    Builder b;
+    b.output("y", {"262144"});
+    for (int i = 0; i < 200; ++i) {
+      TP* W = b.init("W" + std::to_string(i), {1 << 18}, TP::FLOAT);
+      W->set_data_location(TP::EXTERNAL);
+      auto* e = W->add_external_data();
+      e->set_key("location");
+      e->set_value("w.bin");
+    }
+    b.node("Identity", {"W0"}, {"y"});
+    const std::string path = b.save(dir / "m.onnx");
+    EXPECT_ERROR(error_of([&] { OnnxModel m(path); }), "the initializers of");
+    EXPECT_ERROR(error_of([&] { inspect_onnx(path); }), "the initializers of");
+    fs::remove_all(dir);
+  }
+
   // MaxPool with a kernel of INT64_MIN overflowed; stride 0 divided by zero.
   void poolAttributes() {
     struct Case {

@@ -559,7 +559,12 @@ std::string attr_text(const onnx::AttributeProto& a) {
 }  // namespace
 
 OnnxGraphInfo inspect_onnx(const std::string& path) {
-  onnx::ModelProto m = parse_model(path);
+  uint64_t model_bytes = 0;
+  onnx::ModelProto m = parse_model(path, &model_bytes);
+  // The statistics read every initializer: held to the same budget as a load,
+  // so one external region named a thousand times is not read a thousand times.
+  std::map<std::string, uint64_t> external_files;
+  uint64_t stored_bytes = 0;
   OnnxGraphInfo info;
   info.opset = default_opset(m);
   info.producer = m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
@@ -579,8 +584,19 @@ OnnxGraphInfo inspect_onnx(const std::string& path) {
         in.count = -1;
         break;
       }
+    Value v;
+    bool read = false;
     try {
-      Value v = onnx_detail::value_from_proto(t, dir, path);
+      v = onnx_detail::value_from_proto(t, dir, path, &external_files);
+      read = true;
+    } catch (const IOError&) {
+      // Statistics are a nicety: an unreadable initializer still shows up by name.
+    }
+    if (read) {
+      uint64_t external_bytes = 0;
+      for (const auto& [file, size] : external_files) external_bytes += size;
+      stored_bytes = io::checked_add(stored_bytes, io::checked_mul(v.data.size(), elem_bytes(v.elem), path), path);
+      io::check_load_budget(stored_bytes, model_bytes + external_bytes, "the initializers of " + path);
       if (!v.data.empty()) {
         double lo = v.data[0], hi = v.data[0], sum = 0, sq = 0;
         for (double x : v.data) {
@@ -596,8 +612,6 @@ OnnxGraphInfo inspect_onnx(const std::string& path) {
         in.stddev = float(std::sqrt(sq / double(v.data.size())));
         in.has_stats = true;
       }
-    } catch (const IOError&) {
-      // Statistics are a nicety: an unreadable initializer still shows up by name.
     }
     info.initializers.push_back(std::move(in));
   }
