@@ -148,7 +148,7 @@ Tensor Tensor::arange(double start, double stop, double step, DType dtype, const
   if (std::isnan(steps) || steps > double(int64_t(1) << 40))
     throw ShapeError("arange(" + std::to_string(start) + ", " + std::to_string(stop) + ", " + std::to_string(step) +
                      ") has no finite, reasonable length");
-  int64_t n = std::max<int64_t>(0, int64_t(steps));
+  int64_t n = steps > 0 ? int64_t(steps) : 0;  // (a huge negative double has no int64_t)
   if (dtype == DType::i32) {
     std::vector<int32_t> v(n);
     for (int64_t i = 0; i < n; ++i) v[i] = int32_t(start + double(i) * step);

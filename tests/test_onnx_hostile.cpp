@@ -477,6 +477,21 @@ class TestOnnxHostile : public QObject {
                        floats(b, "l", {}, {1e12f});
                        floats(b, "d", {}, {1});
                      }), "Range of"});
+    cases.push_back({"Range running backwards forever", one_node("Range", {"a", "l", "d"}, [&](Builder& b) {
+                       floats(b, "a", {}, {0});
+                       floats(b, "l", {}, {-3e38f});
+                       floats(b, "d", {}, {1e-30f});
+                     }), ""});
+    cases.push_back({"Resize antialiased by a tiny scale", one_node("Resize", {"x", "", "s"}, [&](Builder& b) {
+                       floats(b, "x", {1, 1, 1, 4096}, std::vector<float>(4096, 1.f));
+                       floats(b, "s", {4}, {1, 1, 1, 1.0f / 4096});
+                     }, [](onnx::NodeProto* n) {
+                       int_attr(n, "antialias", 1);
+                       auto* a = n->add_attribute();
+                       a->set_name("mode");
+                       a->set_type(onnx::AttributeProto::STRING);
+                       a->set_s("linear");
+                     }, 18), ""});
     cases.push_back({"Split into zero outputs", one_node("Split", {"x"}, f4, [](onnx::NodeProto* n) {
                        int_attr(n, "num_outputs", 0);
                      }, 18), "num_outputs"});
@@ -653,6 +668,7 @@ class TestOnnxHostile : public QObject {
     EXPECT_ERROR(error_of([&] { Tensor::zeros({INT64_MAX, 4}); }), "more elements than fit in 64 bits");
     EXPECT_ERROR(error_of([&] { Tensor::arange(0, NAN, 1); }), "arange");
     EXPECT_ERROR(error_of([&] { Tensor::arange(0, 1e300, 1); }), "arange");
+    QCOMPARE(Tensor::arange(0, -1e300, 1).numel(), int64_t(0));  // empty, not a conversion out of range
     EXPECT_ERROR(error_of([&] {
                    Conv2dOptions o;
                    o.dilation_h = INT64_MAX;

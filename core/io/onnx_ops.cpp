@@ -1232,6 +1232,8 @@ Value resize(const Ctx& c) {
     int64_t I = x.dim(int(a)), O = out[size_t(a)];
     double sc = scale[size_t(a)];
     if (O == I && sc == 1.0 && coord != "tf_crop_and_resize") continue;
+    // An antialiased downscale by `sc` has about 4 / sc taps per output.
+    if (antialias && sc < 1) c.work(double(O) * (4.0 / sc + 4.0), "the antialiased resize of axis " + std::to_string(a));
     std::vector<float> M(size_t(O * I), 0.f);
     std::vector<float> inside(size_t(O), 1.f);
     for (int64_t o = 0; o < O; ++o) {
@@ -2644,7 +2646,7 @@ Value run_single(const Ctx& c) {
     double steps = std::ceil((limit - start) / delta);
     if (std::isnan(steps)) bad(n, "Range from " + std::to_string(start) + " to " + std::to_string(limit) + " is not finite");
     if (!(steps < double(1 << 28))) bad(n, "Range of " + std::to_string(steps) + " elements");
-    int64_t count = std::max<int64_t>(0, int64_t(steps));
+    int64_t count = steps > 0 ? int64_t(steps) : 0;  // (a huge negative double has no int64_t)
     c.budget({count}, "the range");
     std::vector<double> d(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i) d[size_t(i)] = store_as(start + double(i) * delta, c.v(0).elem);
@@ -2975,7 +2977,7 @@ Tensor& device_tensor(Value& v, const std::string& device) {
   } else {
     std::vector<int32_t> ints(v.data.size());
     for (size_t i = 0; i < ints.size(); ++i)
-      ints[i] = int32_t(std::clamp(v.data[i], double(INT32_MIN), double(INT32_MAX)));
+      ints[i] = std::isnan(v.data[i]) ? 0 : int32_t(std::clamp(v.data[i], double(INT32_MIN), double(INT32_MAX)));
     v.tensor = Tensor::from_ints(ints, v.shape, device);
     if (d == DType::boolean) v.tensor = v.tensor.cast(DType::boolean);
   }
