@@ -463,7 +463,7 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
   }
   Value absent;
   absent.present = false;
-  constexpr int64_t kMaxLazyDepth = 128;
+  using onnx_detail::run_limits::kMaxLazyDepth;
   DepthMemo depth_memo;
   for (const auto& n : g.node()) {
     std::vector<Value*> ins;

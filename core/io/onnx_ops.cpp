@@ -81,15 +81,7 @@ int64_t clamp_i64(double d) {
 // Sizes, attribute values and indices come from the file: each handler asks
 // these before it indexes a shape, divides by an attribute or allocates.
 
-// The largest kernel size, stride, dilation, pad or block size an attribute
-// may hold; far beyond any real model, small enough that sums and products
-// of a few of them cannot overflow 64 bits.
-constexpr int64_t kMaxWindowValue = int64_t(1) << 30;
-// Most kernel taps a pooling / convolution window may have when it is
-// unrolled into one lazy op per tap (real models stay below ~1000).
-constexpr int64_t kMaxUnrolledTaps = 4096;
-// Most scalar steps a host-side op (DFT, STFT, Unique, RoiAlign...) may take.
-constexpr int64_t kMaxHostWork = int64_t(1) << 28;
+using namespace run_limits;
 
 // The integer attribute `name` within [lo, hi].
 int64_t attr_i_in(const onnx::NodeProto& n, const std::string& name, int64_t def, int64_t lo, int64_t hi) {
@@ -188,7 +180,7 @@ struct Ctx {
   // Multiply-adds of one product (MatMul, Gemm), bounded in proportion to
   // the model's element limit: large weights allow large products.
   void flops(double count, const std::string& what) const {
-    const double limit = 1024.0 * double(max_elements);
+    const double limit = kFlopsPerElement * double(max_elements);
     if (!(count <= limit))
       bad(node, what + " would take " + std::to_string(count) + " multiply-adds, more than the " + std::to_string(limit) +
                     " one node of this model may take");

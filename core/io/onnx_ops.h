@@ -25,6 +25,27 @@ struct Value {
   bool present = true;       // false for an omitted optional input ("")
 };
 
+// What one model run may ask of the runtime, beside the element limit each
+// value obeys (the load budget of io::load_limits, applied by OnnxModel::run):
+// the ONNX runtime's own limits, in one place. Exceeding one is a ShapeError
+// or, for a structure this runtime will not unroll, OnnxUnsupported.
+namespace run_limits {
+// Largest kernel size, stride, dilation, pad, block size or resized extent an
+// attribute may hold: beyond any real model, small enough that sums and
+// products of a few of them cannot overflow 64 bits.
+constexpr int64_t kMaxWindowValue = int64_t(1) << 30;
+// Most kernel taps (TopK rounds, LRN window, ...) unrolled into lazy ops for
+// one node; real models stay below ~1000.
+constexpr int64_t kMaxUnrolledTaps = 4096;
+// Most scalar steps a host-side op (DFT, STFT, Unique, RoiAlign...) may take.
+constexpr int64_t kMaxHostWork = int64_t(1) << 28;
+// Multiply-adds one MatMul/Gemm may take, per element of the model's limit.
+constexpr double kFlopsPerElement = 1024;
+// Lazy ops a value may stand away from computed data before the run
+// computes it (long chains are slow to fuse and can overflow the stack).
+constexpr int64_t kMaxLazyDepth = 128;
+}  // namespace run_limits
+
 // The dtype a tl::Tensor uses for an ONNX element type; throws OnnxUnsupported
 // naming `op` for types tl cannot hold (strings, complex).
 DType tl_dtype(int32_t elem, const std::string& op);
