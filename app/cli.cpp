@@ -32,6 +32,8 @@
 using namespace tl;
 
 int cmd_selftest(const std::string& device, const std::string& golden_path, bool verbose);  // selftest.cpp
+int cmd_inspect(const std::vector<std::string>& args);                                      // inspect.cpp
+int cmd_inspect(const std::vector<std::string>& args);  // inspect.cpp
 
 namespace {
 
@@ -358,6 +360,8 @@ int cmd_onnx_test(const Args& a) {
 #endif
 }
 
+int cmd_inspect_args(const Args& a) { return cmd_inspect(a.words); }
+
 int cmd_selftest_args(const Args& a) {
   const std::string golden = a.get("golden", std::string(TL_SOURCE_DIR) + "/tests/data/golden/ops.bin");
   return cmd_selftest(a.get("device", "cpu"), golden, a.has("verbose"));
@@ -447,6 +451,10 @@ const std::vector<Command>& commands() {
        "Exits 1 when a case fails that is not an expected failure.",
        {device_option(false), {"expected", "FILE", "expected failures: one case folder name per line, then why"}},
        cmd_onnx_test},
+      {"inspect", "MODEL", "what opening MODEL shows: format, inputs/outputs, ops, parameters, FLOPs",
+       "MODEL is a .onnx, .pth or .safetensors file, or efficientnet-lite0. The window opens files through the\n"
+       "same code, so a hostile file can be tried here without a display. Exits 1 with one line when it cannot be opened.",
+       {}, cmd_inspect_args},
       {"train", "", "train a digits/MNIST classifier and save it",
        "Prints one line per epoch. The defaults are the recipe that reaches 98% on the digits split in 5 epochs.",
        train_options(), cmd_train},

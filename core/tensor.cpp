@@ -46,7 +46,32 @@ std::vector<int> norm_axes(const std::vector<int>& axes, const Shape& shape, con
 
 const std::string& resolve(const std::string& device) { return device.empty() ? default_device_name : device; }
 
+// Every shape a node gets: no negative size, a product that fits 64 bits.
+void check_shape(const Shape& shape, const char* what) {
+  int64_t count = 1;
+  for (auto d : shape) {
+    if (d < 0) throw ShapeError(std::string(what) + ": negative size " + std::to_string(d) + " in shape " + shape_str(shape));
+    if (__builtin_mul_overflow(count, d, &count))
+      throw ShapeError(std::string(what) + ": shape " + shape_str(shape) + " has more elements than fit in 64 bits");
+  }
+}
+
+// a + b and a * b of sizes, or a ShapeError naming `what` and the operands.
+int64_t add_sizes(int64_t a, int64_t b, const std::string& what) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r))
+    throw ShapeError(what + ": " + std::to_string(a) + " + " + std::to_string(b) + " overflows 64 bits");
+  return r;
+}
+int64_t mul_sizes(int64_t a, int64_t b, const std::string& what) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r))
+    throw ShapeError(what + ": " + std::to_string(a) + " x " + std::to_string(b) + " overflows 64 bits");
+  return r;
+}
+
 NodeRef make(Op op, std::vector<NodeRef> src, Shape shape, DType dtype, std::vector<int64_t> arg = {}, double value = 0) {
+  check_shape(shape, op_name(op));
   auto n = std::make_shared<Node>();
   n->op = op;
   n->dtype = dtype;
@@ -77,7 +102,7 @@ NodeRef buffer_node(const void* data, const Shape& shape, DType t, const std::st
   Device& dev = Registry::instance().get_available(resolve(device));
   auto n = make(Op::Buffer, {}, shape, t);
   n->device = dev.name();
-  size_t bytes = size_t(numel(shape)) * dtype_size(t);
+  size_t bytes = size_t(mul_sizes(numel(shape), int64_t(dtype_size(t)), "buffer of " + shape_str(shape)));
   n->buffer = dev.allocate(bytes);
   if (data) dev.copy_in(*n->buffer, data, bytes);
   return n;
@@ -119,7 +144,11 @@ Tensor Tensor::scalar(double value, DType dtype, const std::string& device) { re
 
 Tensor Tensor::arange(double start, double stop, double step, DType dtype, const std::string& device) {
   if (step == 0) throw ShapeError("arange: step must not be 0");
-  int64_t n = std::max<int64_t>(0, int64_t(std::ceil((stop - start) / step)));
+  const double steps = std::ceil((stop - start) / step);
+  if (std::isnan(steps) || steps > double(int64_t(1) << 40))
+    throw ShapeError("arange(" + std::to_string(start) + ", " + std::to_string(stop) + ", " + std::to_string(step) +
+                     ") has no finite, reasonable length");
+  int64_t n = steps > 0 ? int64_t(steps) : 0;  // (a huge negative double has no int64_t)
   if (dtype == DType::i32) {
     std::vector<int32_t> v(n);
     for (int64_t i = 0; i < n; ++i) v[i] = int32_t(start + double(i) * step);
@@ -256,8 +285,8 @@ Tensor Tensor::reshape(const Shape& new_shape) const {
       infer = int(i);
     } else if (s[i] < 0) {
       throw ShapeError("reshape: negative size in " + shape_str(new_shape));
-    } else {
-      known *= s[i];
+    } else if (__builtin_mul_overflow(known, s[i], &known)) {
+      throw ShapeError("reshape: the sizes of " + shape_str(new_shape) + " multiply past 64 bits");
     }
   }
   if (infer >= 0) {
@@ -313,7 +342,7 @@ Tensor Tensor::expand(const Shape& target) const {
   Shape s = t.shape();
   for (size_t i = 0; i < s.size(); ++i) {
     if (target[i] == -1 || target[i] == s[i]) continue;
-    if (s[i] != 1) throw ShapeError("expand: cannot expand " + shape_str(shape()) + " to " + shape_str(target));
+    if (s[i] != 1 || target[i] < 0) throw ShapeError("expand: cannot expand " + shape_str(shape()) + " to " + shape_str(target));
     s[i] = target[i];
   }
   if (s == t.shape()) return t;
@@ -330,8 +359,12 @@ Tensor Tensor::pad(const std::vector<std::pair<int64_t, int64_t>>& padding, doub
   Shape s = shape();
   for (int i = 0; i < ndim(); ++i) {
     auto [b, a] = padding[i];
+    if (b == INT64_MIN || a == INT64_MIN)
+      throw ShapeError("pad: padding (" + std::to_string(b) + ", " + std::to_string(a) + ") of axis " + std::to_string(i) +
+                       " of " + shape_str(shape()) + " cannot be negated");
     int64_t cb = b < 0 ? -b : 0, ca = a < 0 ? -a : 0;
-    if (cb + ca > s[i]) throw ShapeError("pad: cropping more than axis " + std::to_string(i) + " of " + shape_str(shape()));
+    if (add_sizes(cb, ca, "pad: cropping axis " + std::to_string(i)) > s[i])
+      throw ShapeError("pad: cropping more than axis " + std::to_string(i) + " of " + shape_str(shape()));
     crop.push_back(cb);
     crop.push_back(s[i] - ca);
     grow.push_back(std::max<int64_t>(b, 0));
@@ -346,7 +379,11 @@ Tensor Tensor::pad(const std::vector<std::pair<int64_t, int64_t>>& padding, doub
   }
   if (!any_grow) return t;
   Shape ps = t.shape();
-  for (int i = 0; i < ndim(); ++i) ps[i] += grow[2 * i] + grow[2 * i + 1];
+  for (int i = 0; i < ndim(); ++i) {
+    const std::string what = "pad: axis " + std::to_string(i) + " of " + shape_str(shape()) + " padded by (" +
+                             std::to_string(grow[2 * i]) + ", " + std::to_string(grow[2 * i + 1]) + ")";
+    ps[i] = add_sizes(add_sizes(ps[i], grow[2 * i], what), grow[2 * i + 1], what);
+  }
   return Tensor(make(Op::Pad, {t.node_}, ps, dtype(), grow, value));
 }
 
@@ -354,6 +391,7 @@ Tensor Tensor::slice(int axis, int64_t start, int64_t stop, int64_t step) const 
   int a = norm_axis(axis, ndim(), shape(), "slice");
   int64_t n = shape()[a];
   if (step == 0) throw ShapeError("slice: step must not be 0");
+  if (step == INT64_MIN) throw ShapeError("slice: step " + std::to_string(step) + " cannot be negated");
   auto clampi = [&](int64_t v, int64_t lo, int64_t hi) { return std::min(std::max(v, lo), hi); };
   if (step > 0) {
     if (start < 0) start += n;
@@ -374,7 +412,8 @@ Tensor Tensor::slice(int axis, int64_t start, int64_t stop, int64_t step) const 
     int64_t s2 = n - 1 - start, e2 = n - 1 - stop;
     return t.slice(a, s2, std::max(s2, e2), -step);
   }
-  int64_t len = stop > start ? (stop - start + step - 1) / step : 0;
+  // (stop - start - 1) / step + 1 rounds up without adding step, which may be huge.
+  int64_t len = stop > start ? (stop - start - 1) / step + 1 : 0;
   std::vector<int64_t> arg;
   Shape s = shape();
   for (int i = 0; i < ndim(); ++i) {
@@ -417,18 +456,25 @@ Tensor Tensor::cat(const std::vector<Tensor>& ts, int axis) {
     if (!ok)
       throw ShapeError("cat: shapes " + shape_str(ts[0].shape()) + " and " + shape_str(t.shape()) +
                        " differ outside axis " + std::to_string(axis));
-    total += t.shape()[a];
+    total = add_sizes(total, t.shape()[a], "cat: the length of axis " + std::to_string(axis));
   }
-  Tensor out;
+  // The padded pieces are summed as a balanced tree: a chain of thousands of
+  // additions is slow to schedule and deep enough to overflow the stack.
+  std::vector<Tensor> parts;
   int64_t offset = 0;
   for (auto& t : ts) {
     std::vector<std::pair<int64_t, int64_t>> pads(t.ndim(), {0, 0});
     pads[a] = {offset, total - offset - t.shape()[a]};
     offset += t.shape()[a];
-    Tensor p = t.pad(pads);
-    out = out.defined() ? out + p : p;
+    parts.push_back(t.pad(pads));
   }
-  return out;
+  while (parts.size() > 1) {
+    std::vector<Tensor> next;
+    for (size_t i = 0; i + 1 < parts.size(); i += 2) next.push_back(parts[i] + parts[i + 1]);
+    if (parts.size() % 2) next.push_back(parts.back());
+    parts = std::move(next);
+  }
+  return parts[0];
 }
 
 Tensor Tensor::stack(const std::vector<Tensor>& ts, int axis) {
@@ -742,10 +788,12 @@ Tensor Tensor::linear(const Tensor& weight, const Tensor& bias) const {
 // Built from movement ops only: repeat the row k times, view the repetition
 // with a period of (size + dilation) and keep every stride-th start.
 static Tensor windows_1d(const Tensor& x, int axis, int64_t k, int64_t stride, int64_t dilation, int64_t& out) {
-  int64_t size = x.dim(axis), span = dilation * (k - 1) + 1;
+  int64_t size = x.dim(axis);
   if (k < 1 || stride < 1 || dilation < 1)
     throw ShapeError("window: kernel, stride and dilation must be positive (got " + std::to_string(k) + ", " +
                      std::to_string(stride) + ", " + std::to_string(dilation) + ")");
+  if (stride > size) stride = size;  // one window either way; keeps the period search below short
+  int64_t span = add_sizes(mul_sizes(dilation, k - 1, "window span"), 1, "window span");
   if (span > size)
     throw ShapeError("window of " + std::to_string(k) + " (dilation " + std::to_string(dilation) +
                      ") does not fit an axis of size " + std::to_string(size) + " in " + shape_str(x.shape()));
@@ -786,7 +834,11 @@ static Tensor windows_1d(const Tensor& x, int axis, int64_t k, int64_t stride, i
 static Tensor windows_2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh, int64_t dw,
                          int64_t& oh, int64_t& ow, const char* what, const Shape& input) {
   // x: (N, C, H, W), already padded
-  if (dh * (kh - 1) + 1 > x.dim(2) || dw * (kw - 1) + 1 > x.dim(3))
+  if (kh < 1 || kw < 1 || dh < 1 || dw < 1 || sh < 1 || sw < 1)
+    throw ShapeError(std::string(what) + ": kernel " + std::to_string(kh) + "x" + std::to_string(kw) + ", stride " +
+                     std::to_string(sh) + "x" + std::to_string(sw) + " and dilation " + std::to_string(dh) + "x" +
+                     std::to_string(dw) + " must be positive");
+  if (mul_sizes(dh, kh - 1, what) + 1 > x.dim(2) || mul_sizes(dw, kw - 1, what) + 1 > x.dim(3))
     throw ShapeError(std::string(what) + ": a " + std::to_string(kh) + "x" + std::to_string(kw) + " window (dilation " +
                      std::to_string(dh) + "x" + std::to_string(dw) + ") does not fit input " + shape_str(input) +
                      (x.shape() != input ? " padded to " + shape_str(x.shape()) : std::string()));

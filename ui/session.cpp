@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "core/io/onnx.h"
+#include "core/models/inspect.h"
 #include "core/realize.h"
 #include "core/runtime/registry.h"
 #include "core/tensor.h"
@@ -142,51 +143,51 @@ quint64 Session::loadModel(const QString& nameOrPath) {
     WorkerState& st = *state_;
     QMetaObject::invokeMethod(
         this, [this, job] { emit progress(job, tr("Loading model"), 0); }, Qt::QueuedConnection);
-    if (nameOrPath.endsWith(".onnx", Qt::CaseInsensitive)) {
-#ifdef TL_HAVE_ONNX
-      try {
-        auto graph = std::make_shared<OnnxData>();
-        graph->job = job;
-        graph->path = nameOrPath;
-        graph->info = tl::inspect_onnx(nameOrPath.toStdString());
-        for (const auto& n : graph->info.nodes) graph->unsupported += n.supported ? 0 : 1;
-        if (graph->unsupported == 0) graph->shapesInferred = tl::infer_onnx_shapes(graph->info, nameOrPath.toStdString());
-        OnnxPtr out = graph;
-        QMetaObject::invokeMethod(
-            this, [this, job, out] { if (job == modelJob_) emit onnxInspected(out); }, Qt::QueuedConnection);
-      } catch (const std::exception& e) {
-        QString msg = QString("Could not open the ONNX file %1: %2").arg(nameOrPath, e.what());
-        QMetaObject::invokeMethod(
-            this, [this, job, msg] { if (job == modelJob_) emit failed(job, "model", msg); }, Qt::QueuedConnection);
-        return;
-      }
-#endif
-    }
+    // The same core call as `tinylens-cli inspect`: a hostile file fails here
+    // with one message, exactly as it does on the command line.
+    const bool isOnnx = nameOrPath.endsWith(".onnx", Qt::CaseInsensitive);
+    tl::ModelInspection opened;
     try {
-      auto model = tl::load_classifier(nameOrPath.toStdString());
-      auto data = std::make_shared<ModelData>();
-      data->job = job;
-      data->nameOrPath = nameOrPath;
-      data->summary = model->summary();
-      st.model = std::move(model);
-      st.modelName = nameOrPath;
-      ModelPtr out = data;
-      // Models load in request order, so the newest one ends up loaded; only
-      // its announcement matters.
-      QMetaObject::invokeMethod(
-          this, [this, job, out] { if (job == modelJob_) emit modelLoaded(out); }, Qt::QueuedConnection);
+      opened = tl::inspect_model_file(nameOrPath.toStdString());
     } catch (const std::exception& e) {
-      QString msg = QString("Could not load the model %1: %2").arg(nameOrPath, e.what());
-#ifdef TL_HAVE_ONNX
-      if (nameOrPath.endsWith(".onnx", Qt::CaseInsensitive))
-        msg = QString("The graph of %1 is shown, but it cannot classify images: %2%3")
-                  .arg(nameOrPath, e.what(),
-                       st.modelName.isEmpty() ? QString()
-                                              : QString("\nImages are still classified with %1.").arg(st.modelName));
-#endif
+      QString msg = QString(isOnnx ? "Could not open the ONNX file %1: %2" : "Could not load the model %1: %2")
+                        .arg(nameOrPath, e.what());
       QMetaObject::invokeMethod(
           this, [this, job, msg] { if (job == modelJob_) emit failed(job, "model", msg); }, Qt::QueuedConnection);
+      return;
     }
+    if (opened.graph) {
+      auto graph = std::make_shared<OnnxData>();
+      graph->job = job;
+      graph->path = nameOrPath;
+      graph->info = std::move(*opened.graph);
+      graph->unsupported = opened.unsupported;
+      graph->shapesInferred = opened.shapes_inferred;
+      OnnxPtr out = graph;
+      QMetaObject::invokeMethod(
+          this, [this, job, out] { if (job == modelJob_) emit onnxInspected(out); }, Qt::QueuedConnection);
+    }
+    if (!opened.classifier) {
+      // A graph that cannot classify still shows; the previous classifier stays.
+      QString msg = QString("The graph of %1 is shown, but it cannot classify images: %2%3")
+                        .arg(nameOrPath, QString::fromStdString(opened.classifier_error),
+                             st.modelName.isEmpty() ? QString()
+                                                    : QString("\nImages are still classified with %1.").arg(st.modelName));
+      QMetaObject::invokeMethod(
+          this, [this, job, msg] { if (job == modelJob_) emit failed(job, "model", msg); }, Qt::QueuedConnection);
+      return;
+    }
+    auto data = std::make_shared<ModelData>();
+    data->job = job;
+    data->nameOrPath = nameOrPath;
+    data->summary = opened.summary;
+    st.model = std::move(opened.classifier);
+    st.modelName = nameOrPath;
+    ModelPtr out = data;
+    // Models load in request order, so the newest one ends up loaded; only
+    // its announcement matters.
+    QMetaObject::invokeMethod(
+        this, [this, job, out] { if (job == modelJob_) emit modelLoaded(out); }, Qt::QueuedConnection);
   });
   return job;
 }

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "core/io/limits.h"
 #include "core/io/onnx_ops.h"
 #ifdef TL_HAVE_SAFETENSORS
 #include <nlohmann/json.hpp>
@@ -26,18 +27,11 @@ using TP = onnx::TensorProto;
 
 namespace {
 
-std::string read_file(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IOError("cannot open " + what + " " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-onnx::ModelProto parse_model(const std::string& path) {
+onnx::ModelProto parse_model(const std::string& path, uint64_t* file_bytes = nullptr) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) throw IOError("ONNX model " + path + " does not exist or is not a file");
-  std::string bytes = read_file(path, "ONNX model");
+  std::string bytes = io::read_whole_file(path, "ONNX model");
+  if (file_bytes) *file_bytes = bytes.size();
   onnx::ModelProto m;
   if (bytes.empty() || bytes.size() > size_t(std::numeric_limits<int>::max()) ||
       !m.ParseFromArray(bytes.data(), int(bytes.size())))
@@ -147,21 +141,120 @@ void decode_raw(const char* p, size_t n, int32_t e, std::vector<double>& out) {
   }
 }
 
+// The folder external data is read from: the model's own ("." for a bare file name).
+std::string model_folder(const std::string& path) {
+  fs::path dir = fs::path(path).parent_path();
+  return dir.empty() ? std::string(".") : dir.string();
+}
+
+// Declared shapes (graph inputs, outputs, value_info) are only hints to the
+// runtime, but callers size things by them (a classifier's label list, the
+// window's shape inference): a dimension beyond what the files could feed is
+// refused at load.
+void check_declared_shapes(const onnx::ModelProto& m, const std::string& path, uint64_t file_bytes) {
+  const uint64_t limit = std::min<uint64_t>(io::load_limits().max_tensor_elements, io::load_budget(file_bytes) / 4);
+  auto check = [&](const onnx::ValueInfoProto& v, const char* role) {
+    if (!v.type().has_tensor_type()) return;
+    uint64_t count = 1;
+    for (const auto& d : v.type().tensor_type().shape().dim()) {
+      if (!d.has_dim_value()) continue;
+      const int64_t x = d.dim_value();
+      if (x < 0 || (x > 0 && count > limit / uint64_t(x)))
+        throw IOError(path + ": the " + std::string(role) + " '" + v.name() + "' declares a dimension of " +
+                      std::to_string(x) + ", more than the " + std::to_string(limit) + " elements a value of a " +
+                      std::to_string(file_bytes) + "-byte model may hold");
+      count *= uint64_t(x);
+    }
+  };
+  for (const auto& v : m.graph().input()) check(v, "input");
+  for (const auto& v : m.graph().output()) check(v, "output");
+  for (const auto& v : m.graph().value_info()) check(v, "value");
+}
+
+// Lazy ops between `root` and the nearest realized values along the longest
+// path: what a realize of it would walk (and fuse). Found without recursion;
+// `memo` remembers nodes already measured during one run (and keeps them
+// alive, so an address is never reused for another node meanwhile).
+using DepthMemo = std::unordered_map<const Node*, std::pair<int64_t, NodeRef>>;
+int64_t lazy_depth(const NodeRef& root, DepthMemo& memo) {
+  auto known = [&](const NodeRef& n) { return n->realized() || memo.count(n.get()) > 0; };
+  auto depth_of = [&](const NodeRef& n) { return n->realized() ? int64_t(0) : memo.at(n.get()).first; };
+  if (known(root)) return depth_of(root);
+  std::vector<std::pair<NodeRef, size_t>> stack = {{root, 0}};  // node, next source to visit
+  while (!stack.empty()) {
+    NodeRef n = stack.back().first;
+    size_t& next = stack.back().second;
+    if (next < n->src.size()) {
+      const NodeRef& s = n->src[next++];
+      if (!known(s)) stack.push_back({s, 0});
+      continue;
+    }
+    int64_t d = 0;
+    for (const auto& s : n->src) d = std::max(d, depth_of(s));
+    memo[n.get()] = {d + 1, n};
+    stack.pop_back();
+  }
+  return depth_of(root);
+}
+
 }  // namespace
 
 namespace onnx_detail {
 
-Value value_from_proto(const onnx::TensorProto& t, const std::string& model_dir, const std::string& where) {
+namespace {
+
+// A number of an external_data entry: all digits, no sign, no trailing text.
+int64_t external_number(const std::string& text, const std::string& key, const std::string& name) {
+  int64_t v = 0;
+  bool ok = !text.empty() && text.size() <= 18;
+  for (char ch : text) ok = ok && ch >= '0' && ch <= '9';
+  if (ok) v = std::stoll(text);
+  if (!ok) throw IOError(name + ": external data " + key + " '" + text + "' is not a non-negative number below 10^18");
+  return v;
+}
+
+// The file an external_data location names, which must lie inside the
+// model's folder: a relative path without "..", whose canonical form (links
+// followed) is still inside the folder's canonical form, and a regular file.
+// Errors name the location as written and never say anything about files
+// outside the folder (whether they exist, their size).
+fs::path external_file(const std::string& model_dir, const std::string& location, const std::string& name) {
+  auto refuse = [&](const std::string& why) {
+    throw IOError("external data location '" + location + "' of " + name + " " + why +
+                  " (external data must be a file inside the model's folder)");
+  };
+  if (location.empty()) throw IOError(name + " is external but names no location");
+  if (location.find('\0') != std::string::npos) refuse("contains a NUL character");
+  fs::path loc(location);
+  if (loc.is_absolute() || loc.has_root_name() || loc.has_root_directory()) refuse("is an absolute path");
+  for (const auto& part : loc)
+    if (part == "..") refuse("climbs out with '..'");
+  std::error_code ec;
+  fs::path base = fs::canonical(model_dir, ec);
+  if (ec) throw IOError("the folder of the model holding " + name + " cannot be resolved: " + ec.message());
+  fs::path target = fs::weakly_canonical(base / loc, ec);
+  if (ec) refuse("cannot be resolved");
+  fs::path rel = target.lexically_relative(base);
+  if (rel.empty() || *rel.begin() == ".." || rel.is_absolute()) refuse("leads outside the model's folder (through a link)");
+  if (!fs::is_regular_file(target, ec)) refuse("cannot be opened: no regular file of that name is in the model's folder");
+  return target;
+}
+
+}  // namespace
+
+Value value_from_proto(const onnx::TensorProto& t, const std::string& model_dir, const std::string& where,
+                       std::map<std::string, uint64_t>* external_files) {
   Value v;
   v.elem = t.data_type();
   v.host = true;
   const std::string name = "tensor '" + t.name() + "' of " + where;
   // Sizes come from the file: refuse absurd ones before multiplying them.
+  const uint64_t max_elements = io::load_limits().max_tensor_elements;
   uint64_t count = 1;
   for (auto d : t.dims()) {
-    if (d < 0) throw IOError(name + " has a negative dimension");
-    if (d > 0 && count > (uint64_t(1) << 36) / uint64_t(d))
-      throw IOError(name + " is absurdly large (more than 2^36 elements)");
+    if (d < 0) throw IOError(name + " has a negative dimension (" + std::to_string(d) + ")");
+    if (d > 0 && count > max_elements / uint64_t(d))
+      throw IOError(name + " is absurdly large (more than " + std::to_string(max_elements) + " elements)");
     count *= uint64_t(d);
     v.shape.push_back(d);
   }
@@ -171,33 +264,33 @@ Value value_from_proto(const onnx::TensorProto& t, const std::string& model_dir,
     throw OnnxUnsupported("unsupported ONNX element type " + std::string(elem_name(v.elem)) + " in " + name,
                           "type:" + std::string(elem_name(v.elem)));
   if (t.data_location() == TP::EXTERNAL) {
+    if (model_dir.empty()) throw IOError(name + " has external data, which is read only for a model's initializers");
     std::string location;
     int64_t offset = 0, length = -1;
     for (const auto& kv : t.external_data()) {
-      try {
-        if (kv.key() == "location") location = kv.value();
-        else if (kv.key() == "offset") offset = std::stoll(kv.value());
-        else if (kv.key() == "length") length = std::stoll(kv.value());
-      } catch (const std::exception&) {
-        throw IOError(name + ": external data " + kv.key() + " '" + kv.value() + "' is not a number");
-      }
+      if (kv.key() == "location") location = kv.value();
+      else if (kv.key() == "offset") offset = external_number(kv.value(), "offset", name);
+      else if (kv.key() == "length") length = external_number(kv.value(), "length", name);
     }
-    if (location.empty()) throw IOError(name + " is external but names no location");
-    fs::path file = fs::path(model_dir) / location;
+    fs::path file = external_file(model_dir, location, name);
     std::ifstream in(file, std::ios::binary);
-    if (!in) throw IOError("external data file " + file.string() + " of " + name + " cannot be opened");
+    if (!in) throw IOError("external data file '" + location + "' of " + name + " cannot be opened");
     in.seekg(0, std::ios::end);
-    int64_t size = int64_t(in.tellg());
-    int64_t want = int64_t(n * eb);
-    if (length >= 0 && length != want)
+    const int64_t size = int64_t(in.tellg());
+    if (size < 0) throw IOError("external data file '" + location + "' of " + name + " cannot be read");
+    if (external_files) (*external_files)[file.string()] = uint64_t(size);
+    const uint64_t want = io::checked_mul(n, eb, "external data of " + name);
+    if (length >= 0 && uint64_t(length) != want)
       throw IOError("external data of " + name + ": length " + std::to_string(length) + " but the shape " +
                     shape_str(v.shape) + " needs " + std::to_string(want) + " bytes");
-    if (offset < 0 || offset + want > size)
-      throw IOError("external data file " + file.string() + " is too short for " + name + " (" +
-                    std::to_string(size) + " bytes, needs " + std::to_string(offset + want) + ")");
+    const uint64_t end = io::checked_add(uint64_t(offset), want, "external data of " + name);
+    if (end > uint64_t(size))
+      throw IOError("external data file '" + location + "' is too short for " + name + " (offset " +
+                    std::to_string(offset) + " + " + std::to_string(want) + " bytes reaches past its end)");
     std::string buf(size_t(want), '\0');
     in.seekg(offset);
-    in.read(buf.data(), want);
+    if (want > 0 && !in.read(buf.data(), std::streamsize(want)))
+      throw IOError("external data file '" + location + "' of " + name + " cannot be read");
     decode_raw(buf.data(), n, v.elem, v.data);
     return v;
   }
@@ -233,6 +326,9 @@ Value value_from_proto(const onnx::TensorProto& t, const std::string& model_dir,
 
 struct OnnxModel::Impl {
   std::string path;
+  // Bytes of the model file and of the external data files it reads: what
+  // the load budget (io::load_budget) is measured against.
+  uint64_t file_bytes = 0;
   onnx::ModelProto model;
   int64_t opset = 0;
   std::vector<OnnxValueInfo> inputs, outputs;
@@ -246,15 +342,27 @@ struct OnnxModel::Impl {
 OnnxModel::OnnxModel(const std::string& path) : impl_(std::make_unique<Impl>()) {
   auto& m = *impl_;
   m.path = path;
-  m.model = parse_model(path);
+  uint64_t model_bytes = 0;
+  m.model = parse_model(path, &model_bytes);
   m.opset = default_opset(m.model);
   const auto& g = m.model.graph();
-  const std::string dir = fs::path(path).parent_path().string();
+  const std::string dir = model_folder(path);
+  // Initializers cost their bytes as stored; external data may name one
+  // region many times, so the sum is held to the budget of the files read.
+  std::map<std::string, uint64_t> external_files;
+  uint64_t stored_bytes = 0;
   for (const auto& t : g.initializer()) {
-    Value v = onnx_detail::value_from_proto(t, dir, path);
+    Value v = onnx_detail::value_from_proto(t, dir, path, &external_files);
+    uint64_t external_bytes = 0;
+    for (const auto& [file, size] : external_files) external_bytes += size;
+    stored_bytes = io::checked_add(stored_bytes, io::checked_mul(v.data.size(), elem_bytes(v.elem), path), path);
+    io::check_load_budget(stored_bytes, model_bytes + external_bytes, "the initializers of " + path);
     m.parameters += int64_t(v.data.size());
     m.initializers[t.name()] = std::move(v);
   }
+  m.file_bytes = model_bytes;
+  for (const auto& [file, size] : external_files) m.file_bytes += size;
+  check_declared_shapes(m.model, path, m.file_bytes);
   for (const auto& i : g.input())
     if (!m.initializers.count(i.name())) m.inputs.push_back(value_info(i));
   for (const auto& o : g.output()) m.outputs.push_back(value_info(o));
@@ -294,6 +402,13 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
   if (inputs.size() > m.inputs.size())
     throw ShapeError(m.path + " takes " + std::to_string(m.inputs.size()) + " inputs, got " + std::to_string(inputs.size()));
   const std::string device = inputs.empty() ? default_device() : inputs[0].device();
+  // Every value a node makes is held to the load budget of the model's files
+  // plus the inputs given (4 bytes an element, as the device stores them).
+  uint64_t input_bytes = 0;
+  for (const auto& t : inputs)
+    if (t.defined()) input_bytes = io::checked_add(input_bytes, io::checked_mul(uint64_t(t.numel()), 4, "inputs"), "inputs");
+  const int64_t max_elements = int64_t(std::min<uint64_t>(io::load_budget(m.file_bytes + input_bytes) / 4,
+                                                          io::load_limits().max_tensor_elements));
   std::unordered_map<std::string, Value> env;
   {
     std::lock_guard<std::mutex> lock(m.mutex);
@@ -348,6 +463,8 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
   }
   Value absent;
   absent.present = false;
+  using onnx_detail::run_limits::kMaxLazyDepth;
+  DepthMemo depth_memo;
   for (const auto& n : g.node()) {
     std::vector<Value*> ins;
     for (const auto& name : n.input()) {
@@ -361,7 +478,17 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
                          "', which no earlier node, input or initializer defines");
       ins.push_back(&it->second);
     }
-    std::vector<Value> outs = onnx_detail::run_node(n, ins, m.opset, device);
+    std::vector<Value> outs = onnx_detail::run_node(n, ins, m.opset, device, max_elements);
+    // A value more than kMaxLazyDepth lazy ops away from anything computed is
+    // computed now: long chains (thousands of elementwise nodes) are slow to
+    // fuse and deep enough to overflow the stack of a realize.
+    for (auto& v : outs) {
+      if (!v.present || v.host || !v.tensor.defined() || v.tensor.node()->realized()) continue;
+      if (lazy_depth(v.tensor.node(), depth_memo) > kMaxLazyDepth) {
+        v.tensor.realize();
+        depth_memo.clear();  // realized nodes forget their sources; addresses may be reused
+      }
+    }
     for (int i = 0; i < n.output_size() && size_t(i) < outs.size(); ++i)
       if (!n.output(i).empty()) env[n.output(i)] = std::move(outs[size_t(i)]);
   }
@@ -432,12 +559,17 @@ std::string attr_text(const onnx::AttributeProto& a) {
 }  // namespace
 
 OnnxGraphInfo inspect_onnx(const std::string& path) {
-  onnx::ModelProto m = parse_model(path);
+  uint64_t model_bytes = 0;
+  onnx::ModelProto m = parse_model(path, &model_bytes);
+  // The statistics read every initializer: held to the same budget as a load,
+  // so one external region named a thousand times is not read a thousand times.
+  std::map<std::string, uint64_t> external_files;
+  uint64_t stored_bytes = 0;
   OnnxGraphInfo info;
   info.opset = default_opset(m);
   info.producer = m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
   const auto& g = m.graph();
-  const std::string dir = fs::path(path).parent_path().string();
+  const std::string dir = model_folder(path);
   std::set<std::string> init_names;
   for (const auto& t : g.initializer()) {
     init_names.insert(t.name());
@@ -445,9 +577,26 @@ OnnxGraphInfo inspect_onnx(const std::string& path) {
     in.name = t.name();
     in.shape.assign(t.dims().begin(), t.dims().end());
     in.dtype = onnx_detail::elem_name(t.data_type());
-    in.count = numel(in.shape);
+    // A hostile file's dimensions may be negative or overflow: -1 then.
+    in.count = 1;
+    for (auto d : in.shape)
+      if (d < 0 || __builtin_mul_overflow(in.count, d, &in.count)) {
+        in.count = -1;
+        break;
+      }
+    Value v;
+    bool read = false;
     try {
-      Value v = onnx_detail::value_from_proto(t, dir, path);
+      v = onnx_detail::value_from_proto(t, dir, path, &external_files);
+      read = true;
+    } catch (const IOError&) {
+      // Statistics are a nicety: an unreadable initializer still shows up by name.
+    }
+    if (read) {
+      uint64_t external_bytes = 0;
+      for (const auto& [file, size] : external_files) external_bytes += size;
+      stored_bytes = io::checked_add(stored_bytes, io::checked_mul(v.data.size(), elem_bytes(v.elem), path), path);
+      io::check_load_budget(stored_bytes, model_bytes + external_bytes, "the initializers of " + path);
       if (!v.data.empty()) {
         double lo = v.data[0], hi = v.data[0], sum = 0, sq = 0;
         for (double x : v.data) {
@@ -463,8 +612,6 @@ OnnxGraphInfo inspect_onnx(const std::string& path) {
         in.stddev = float(std::sqrt(sq / double(v.data.size())));
         in.has_stats = true;
       }
-    } catch (const IOError&) {
-      // Statistics are a nicety: an unreadable initializer still shows up by name.
     }
     info.initializers.push_back(std::move(in));
   }
@@ -489,7 +636,7 @@ OnnxGraphInfo inspect_onnx(const std::string& path) {
   return info;
 }
 
-bool infer_onnx_shapes(OnnxGraphInfo& info, const std::string& path) {
+bool infer_onnx_shapes(OnnxGraphInfo& info, const std::string& path, std::string* error) {
   std::map<std::string, Shape> shapes;
   std::map<std::string, std::string> dtypes;
   try {
@@ -501,7 +648,8 @@ bool infer_onnx_shapes(OnnxGraphInfo& info, const std::string& path) {
       inputs.push_back(Tensor::zeros(s, DType::f32, "cpu"));
     }
     model.run(inputs, &shapes);
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    if (error) *error = e.what();
     return false;
   }
   std::set<std::string> known;
@@ -525,11 +673,11 @@ bool infer_onnx_shapes(OnnxGraphInfo& info, const std::string& path) {
 // ---------------- tensors and conformance cases ----------------
 
 OnnxTensorData load_onnx_tensor(const std::string& pb_path) {
-  std::string bytes = read_file(pb_path, "ONNX tensor file");
+  std::string bytes = io::read_whole_file(pb_path, "ONNX tensor file");
   onnx::TensorProto t;
-  if (!t.ParseFromArray(bytes.data(), int(bytes.size())))
+  if (bytes.size() > size_t(std::numeric_limits<int>::max()) || !t.ParseFromArray(bytes.data(), int(bytes.size())))
     throw IOError(pb_path + " is not a valid serialized ONNX TensorProto");
-  Value v = onnx_detail::value_from_proto(t, fs::path(pb_path).parent_path().string(), pb_path);
+  Value v = onnx_detail::value_from_proto(t, model_folder(pb_path), pb_path);
   OnnxTensorData d;
   d.name = t.name();
   d.shape = v.shape;

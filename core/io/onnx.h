@@ -64,8 +64,9 @@ OnnxGraphInfo inspect_onnx(const std::string& path);
 // Adds to info.values the shape of every value the file does not describe,
 // found by building the model's lazy graph on the cpu with the declared input
 // shapes (dynamic dimensions taken as 1); no kernel runs. Returns false, and
-// adds nothing, when the model cannot be built (an unsupported node...).
-bool infer_onnx_shapes(OnnxGraphInfo& info, const std::string& path);
+// adds nothing, when the model cannot be built (an unsupported node...);
+// then `error`, when given, receives the reason.
+bool infer_onnx_shapes(OnnxGraphInfo& info, const std::string& path, std::string* error = nullptr);
 
 class OnnxModel {
  public:

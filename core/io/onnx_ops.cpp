@@ -61,15 +61,62 @@ Ints attr_ints(const onnx::NodeProto& n, const std::string& name, const Ints& de
   return Ints(a->ints().begin(), a->ints().end());
 }
 
+// An axis of a tensor of rank `rank` (negative counts from the end). A rank-0
+// tensor has no axis at all: every op that takes an axis needs rank >= 1.
 int64_t norm_axis(int64_t axis, int64_t rank, const onnx::NodeProto& n) {
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1)) bad(n, "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
+  if (rank <= 0) bad(n, "axis " + std::to_string(axis) + " given for a rank-0 (scalar) input, which has no axes");
+  if (axis < -rank || axis >= rank) bad(n, "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
   return axis < 0 ? axis + rank : axis;
 }
 
+// A double read from a file as an integer; NaN (which has no integer) is 0.
 int64_t clamp_i64(double d) {
+  if (std::isnan(d)) return 0;
   if (d >= 9.2e18) return INT64_MAX;
   if (d <= -9.2e18) return INT64_MIN;
   return int64_t(d);
+}
+
+// ---------- checks shared by every handler ----------
+// Sizes, attribute values and indices come from the file: each handler asks
+// these before it indexes a shape, divides by an attribute or allocates.
+
+using namespace run_limits;
+
+// The integer attribute `name` within [lo, hi].
+int64_t attr_i_in(const onnx::NodeProto& n, const std::string& name, int64_t def, int64_t lo, int64_t hi) {
+  int64_t v = attr_i(n, name, def);
+  if (v < lo || v > hi)
+    bad(n, "attribute " + name + " = " + std::to_string(v) + " is outside [" + std::to_string(lo) + ", " +
+               std::to_string(hi) + "]");
+  return v;
+}
+// Every value of the integer-list attribute `name` within [lo, hi].
+Ints attr_ints_in(const onnx::NodeProto& n, const std::string& name, const Ints& def, int64_t lo, int64_t hi) {
+  Ints v = attr_ints(n, name, def);
+  for (auto x : v)
+    if (x < lo || x > hi)
+      bad(n, "attribute " + name + " holds " + std::to_string(x) + ", outside [" + std::to_string(lo) + ", " +
+                 std::to_string(hi) + "]");
+  return v;
+}
+// `values` (named `what`) has exactly `count` entries.
+void require_count(const onnx::NodeProto& n, const Ints& values, size_t count, const std::string& what) {
+  if (values.size() != count)
+    bad(n, what + " has " + std::to_string(values.size()) + " entries, " + std::to_string(count) + " expected");
+}
+
+// Elements of `s`, or a ShapeError naming `what` when a dimension is negative,
+// the product overflows or it exceeds `max_elements`.
+int64_t checked_numel(const onnx::NodeProto& n, const Shape& s, int64_t max_elements, const std::string& what) {
+  int64_t count = 1;
+  for (auto d : s) {
+    if (d < 0) bad(n, what + " " + shape_str(s) + " has a negative dimension");
+    if (__builtin_mul_overflow(count, d, &count) || count > max_elements)
+      bad(n, what + " " + shape_str(s) + " has more than " + std::to_string(max_elements) +
+                 " elements, the most one value of this model may hold");
+  }
+  return count;
 }
 
 struct Ctx {
@@ -77,6 +124,7 @@ struct Ctx {
   std::vector<Value*>& in;
   int64_t opset;
   const std::string& device;
+  int64_t max_elements = INT64_MAX;  // most elements one value may hold (run_node's limit)
 
   bool has(size_t i) const { return i < in.size() && in[i]->present; }
   Value& v(size_t i) const {
@@ -97,7 +145,10 @@ struct Ctx {
   Ints ints(size_t i) const {
     auto d = h(i);
     Ints out(d.size());
-    for (size_t k = 0; k < d.size(); ++k) out[k] = clamp_i64(d[k]);
+    for (size_t k = 0; k < d.size(); ++k) {
+      if (std::isnan(d[k])) bad(node, "input " + std::to_string(i) + " holds NaN where integers are expected");
+      out[k] = clamp_i64(d[k]);
+    }
     return out;
   }
   // The single number a scalar input (K, depth, axis, ratio...) holds.
@@ -106,9 +157,40 @@ struct Ctx {
     if (d.empty()) bad(node, "input " + std::to_string(i) + " is empty, a single number was expected");
     return d[0];
   }
-  int64_t first_int(size_t i) const { return clamp_i64(first(i)); }
+  int64_t first_int(size_t i) const {
+    double d = first(i);
+    if (std::isnan(d)) bad(node, "input " + std::to_string(i) + " is NaN, an integer was expected");
+    return clamp_i64(d);
+  }
   const Shape& shape(size_t i) const { return v(i).shape; }
   int64_t rank(size_t i) const { return int64_t(v(i).shape.size()); }
+  // Input i (which must be present) has a rank within [lo, hi].
+  const Shape& ranked(size_t i, int64_t lo, int64_t hi = INT64_MAX) const {
+    const Shape& s = shape(i);
+    int64_t r = int64_t(s.size());
+    if (r < lo || r > hi)
+      bad(node, "input " + std::to_string(i) + " has rank " + std::to_string(r) + " (shape " + shape_str(s) +
+                    "), " + (lo == hi ? std::to_string(lo) : hi == INT64_MAX ? "at least " + std::to_string(lo)
+                                                                              : std::to_string(lo) + " to " + std::to_string(hi)) +
+                    " expected");
+    return s;
+  }
+  // Elements of a shape this node is about to build, bounded by the model's limit.
+  int64_t budget(const Shape& s, const std::string& what) const { return checked_numel(node, s, max_elements, what); }
+  // Multiply-adds of one product (MatMul, Gemm), bounded in proportion to
+  // the model's element limit: large weights allow large products.
+  void flops(double count, const std::string& what) const {
+    const double limit = kFlopsPerElement * double(max_elements);
+    if (!(count <= limit))
+      bad(node, what + " would take " + std::to_string(count) + " multiply-adds, more than the " + std::to_string(limit) +
+                    " one node of this model may take");
+  }
+  // `count` scalar steps of host work, bounded.
+  void work(double count, const std::string& what) const {
+    if (!(count <= double(kMaxHostWork)))
+      bad(node, what + " would take " + std::to_string(count) + " steps, more than the " + std::to_string(kMaxHostWork) +
+                    " a host-side op may take");
+  }
   bool all_host() const {
     for (auto* x : in)
       if (x->present && (!x->host || x->data.size() > 4096)) return false;
@@ -180,6 +262,7 @@ bool next_index(Ints& idx, const Shape& s) {
 }
 Value host_binary(const Ctx& c, const std::function<double(double, double)>& f, int32_t out_elem) {
   Shape a = c.shape(0), b = c.shape(1), s = broadcast(a, b, c.node);
+  c.budget(s, "the broadcast result");
   std::vector<double> out;
   out.reserve(size_t(numel(s)));
   Ints idx(s.size(), 0);
@@ -250,9 +333,14 @@ Tensor round_even(const Tensor& x) {
 
 Tensor reshape_to(const Tensor& x, const Shape& s) { return x.shape() == s ? x : x.reshape(s); }
 
-// Brings a per-channel (C) parameter to (1, C, 1, ...) for rank `rank`.
-Tensor per_channel(const Tensor& p, int64_t rank) {
-  Shape s(size_t(rank), 1);
+// Brings a per-channel (C) parameter to (1, C, 1, ...) for an input of shape
+// `x`, which must have a channel axis (rank >= 2) of exactly C entries.
+Tensor per_channel(const onnx::NodeProto& n, const Tensor& p, const Shape& x, const std::string& what) {
+  if (x.size() < 2) bad(n, "the input " + shape_str(x) + " has no channel axis (rank 2 or more needed) for the " + what);
+  if (p.numel() != x[1])
+    bad(n, "the " + what + " has " + std::to_string(p.numel()) + " values (shape " + shape_str(p.shape()) + ") for " +
+               std::to_string(x[1]) + " channels of " + shape_str(x));
+  Shape s(x.size(), 1);
   s[1] = p.numel();
   return p.reshape(s);
 }
@@ -267,11 +355,16 @@ PoolGeometry geometry(const Ctx& c, const Shape& in_spatial, const Ints& kernel,
   size_t d = in_spatial.size();
   PoolGeometry g;
   g.kernel = kernel;
-  g.strides = attr_ints(n, "strides", Ints(d, 1));
-  g.dilations = attr_ints(n, "dilations", Ints(d, 1));
-  Ints pads = attr_ints(n, "pads", Ints(2 * d, 0));
+  g.strides = attr_ints_in(n, "strides", Ints(d, 1), 1, kMaxWindowValue);
+  g.dilations = attr_ints_in(n, "dilations", Ints(d, 1), 1, kMaxWindowValue);
+  Ints pads = attr_ints_in(n, "pads", Ints(2 * d, 0), 0, kMaxWindowValue);
   if (g.strides.size() != d || g.dilations.size() != d || pads.size() != 2 * d || kernel.size() != d)
     bad(n, "strides/dilations/pads/kernel_shape do not match " + std::to_string(d) + " spatial dims");
+  for (auto k : kernel)
+    if (k < 1 || k > kMaxWindowValue)
+      bad(n, "kernel_shape holds " + std::to_string(k) + ", outside [1, " + std::to_string(kMaxWindowValue) + "]");
+  for (auto i : in_spatial)
+    if (i > kMaxWindowValue) bad(n, "spatial size " + std::to_string(i) + " is too large");
   std::string autopad = attr_s(n, "auto_pad", "NOTSET");
   g.pad_begin.assign(pads.begin(), pads.begin() + int64_t(d));
   g.pad_end.assign(pads.begin() + int64_t(d), pads.end());
@@ -297,6 +390,14 @@ PoolGeometry geometry(const Ctx& c, const Shape& in_spatial, const Ints& kernel,
     g.out[i] = out;
     g.extra_end[i] = std::max<int64_t>(0, (out - 1) * s + eff - (in + g.pad_begin[i] + g.pad_end[i]));
   }
+  // Windows are unrolled one lazy op per tap.
+  Shape padded(d), kshape(kernel.begin(), kernel.end());
+  for (size_t i = 0; i < d; ++i) padded[i] = in_spatial[i] + g.pad_begin[i] + g.pad_end[i] + g.extra_end[i];
+  c.budget(padded, "the padded input");
+  c.budget(g.out, "the output");
+  if (checked_numel(n, kshape, c.max_elements, "the kernel") > kMaxUnrolledTaps)
+    unsupported(n, c.opset, "a window of " + std::to_string(numel(kshape)) + " taps (kernel_shape " + shape_str(kshape) +
+                                "), more than the " + std::to_string(kMaxUnrolledTaps) + " this runtime unrolls");
   return g;
 }
 
@@ -315,6 +416,29 @@ void for_each_tap(const Tensor& xp, const PoolGeometry& g, F f) {
     f(v, tap);
   } while (next_index(tap, g.kernel));
 }
+
+// A sum (or maximum) of many lazy terms as a balanced tree, built as the
+// terms arrive: a chain of thousands of ops is slow to schedule and deep
+// enough to overflow the stack of a realize; a tree is log2(n) deep.
+struct TreeReduce {
+  std::function<Tensor(const Tensor&, const Tensor&)> op;
+  std::vector<std::pair<Tensor, int>> partial;  // (value, level): 2^level terms each
+  void add(Tensor t) {
+    int level = 0;
+    while (!partial.empty() && partial.back().second == level) {
+      t = op(partial.back().first, t);
+      partial.pop_back();
+      ++level;
+    }
+    partial.push_back({std::move(t), level});
+  }
+  Tensor result() const {
+    Tensor r;
+    for (auto it = partial.rbegin(); it != partial.rend(); ++it) r = r.defined() ? op(it->first, r) : it->first;
+    return r;
+  }
+};
+TreeReduce sum_tree() { return {[](const Tensor& a, const Tensor& b) { return a + b; }, {}}; }
 
 std::vector<std::pair<int64_t, int64_t>> spatial_pads(const PoolGeometry& g, bool with_extra) {
   std::vector<std::pair<int64_t, int64_t>> p = {{0, 0}, {0, 0}};
@@ -337,14 +461,15 @@ Tensor pool(const Ctx& c, bool is_max) {
   if (is_max) {
     if (attr_i(c.node, "storage_order", 0) != 0) unsupported(c.node, c.opset, "storage_order 1");
     Tensor xp = x.pad(spatial_pads(g, true), kMaxPoolFill);
-    Tensor acc;
-    for_each_tap(xp, g, [&](const Tensor& v, const Ints&) { acc = acc.defined() ? acc.maximum(v) : v; });
-    return acc;
+    TreeReduce acc{[](const Tensor& a, const Tensor& b) { return a.maximum(b); }, {}};
+    for_each_tap(xp, g, [&](const Tensor& v, const Ints&) { acc.add(v); });
+    return acc.result();
   }
   bool include_pad = attr_i(c.node, "count_include_pad", 0) != 0;
   Tensor xp = x.pad(spatial_pads(g, true), 0);
-  Tensor acc;
-  for_each_tap(xp, g, [&](const Tensor& v, const Ints&) { acc = acc.defined() ? acc + v : v; });
+  TreeReduce taps = sum_tree();
+  for_each_tap(xp, g, [&](const Tensor& v, const Ints&) { taps.add(v); });
+  Tensor acc = taps.result();
   bool any_pad = false;
   for (size_t i = 0; i < g.kernel.size(); ++i) any_pad |= g.pad_begin[i] || g.pad_end[i] || g.extra_end[i];
   if (!any_pad) return acc * (1.0 / double(numel(g.kernel)));
@@ -361,8 +486,9 @@ Tensor pool(const Ctx& c, bool is_max) {
                                    }(),
                                    0)
                              : ones.pad(spatial_pads(g, true), 0);
-  Tensor count;
-  for_each_tap(cover, g, [&](const Tensor& v, const Ints&) { count = count.defined() ? count + v : v; });
+  TreeReduce counts = sum_tree();
+  for_each_tap(cover, g, [&](const Tensor& v, const Ints&) { counts.add(v); });
+  Tensor count = counts.result();
   return acc / count;
 }
 
@@ -370,27 +496,32 @@ Tensor pool(const Ctx& c, bool is_max) {
 // the taps of one (O/g, C/g) x (C/g, positions) product per group; used for
 // the ranks Tensor::conv2d does not cover. `g` gives strides, dilations, the
 // kernel and the output size.
-Tensor tap_sum_conv(const Tensor& xp, const Tensor& w, const Tensor& bias, int64_t groups, const PoolGeometry& g) {
+Tensor tap_sum_conv(const onnx::NodeProto& node, const Tensor& xp, const Tensor& w, const Tensor& bias, int64_t groups,
+                    const PoolGeometry& g) {
   int64_t N = xp.dim(0), O = w.dim(0), Cg = w.dim(1), Og = O / groups, P = numel(g.out);
+  // One lazy product per group and tap.
+  if (groups * numel(g.kernel) > 16 * kMaxUnrolledTaps)
+    throw OnnxUnsupported("unsupported ONNX op 'ai.onnx::" + node.op_type() + "': " + std::to_string(groups) +
+                              " groups of " + std::to_string(numel(g.kernel)) + " taps, more than this runtime unrolls",
+                          "ai.onnx::" + node.op_type());
   std::vector<Tensor> outs;
   for (int64_t gi = 0; gi < groups; ++gi) {
     Tensor xg = groups == 1 ? xp : xp.slice(1, gi * Cg, (gi + 1) * Cg);
     Tensor wg = groups == 1 ? w : w.slice(0, gi * Og, (gi + 1) * Og);
     Tensor wflat = wg.reshape({Og, Cg, numel(g.kernel)});
-    Tensor acc;
+    TreeReduce acc = sum_tree();
     int64_t t = 0;
     for_each_tap(xg, g, [&](const Tensor& v, const Ints&) {
-      Tensor term = wflat.slice(2, t, t + 1).reshape({Og, Cg}).matmul(v.reshape({N, Cg, P}));
-      acc = acc.defined() ? acc + term : term;
+      acc.add(wflat.slice(2, t, t + 1).reshape({Og, Cg}).matmul(v.reshape({N, Cg, P})));
       ++t;
     });
-    outs.push_back(acc);
+    outs.push_back(acc.result());
   }
   Tensor y = groups == 1 ? outs[0] : Tensor::cat(outs, 1);
   Shape s = {N, O};
   s.insert(s.end(), g.out.begin(), g.out.end());
   y = y.reshape(s);
-  if (bias.defined()) y = y + per_channel(bias, int64_t(s.size()));
+  if (bias.defined()) y = y + per_channel(node, bias, s, "bias");
   return y;
 }
 
@@ -398,10 +529,14 @@ Tensor tap_sum_conv(const Tensor& xp, const Tensor& w, const Tensor& bias, int64
 // products; 2-D goes to Tensor::conv2d.
 Tensor conv(const Ctx& c) {
   Tensor x = c.t(0), w = c.t(1);
-  if (x.ndim() < 3 || w.ndim() != x.ndim()) bad(c.node, "Conv needs X (N, C, ...) and W of the same rank");
-  int64_t groups = attr_i(c.node, "group", 1);
+  if (x.ndim() < 3 || w.ndim() != x.ndim())
+    bad(c.node, "Conv needs X (N, C, ...) and W of the same rank, got " + shape_str(x.shape()) + " and " + shape_str(w.shape()));
+  int64_t groups = attr_i_in(c.node, "group", 1, 1, std::max<int64_t>(x.dim(1), 1));
+  if (w.dim(0) % groups) bad(c.node, "group " + std::to_string(groups) + " does not divide the " + std::to_string(w.dim(0)) + " output channels");
   Shape spatial(x.shape().begin() + 2, x.shape().end());
   Ints kernel = attr_ints(c.node, "kernel_shape", Ints(w.shape().begin() + 2, w.shape().end()));
+  if (kernel != Ints(w.shape().begin() + 2, w.shape().end()))
+    bad(c.node, "kernel_shape " + shape_str(kernel) + " differs from the weights' " + shape_str(w.shape()));
   PoolGeometry g = geometry(c, spatial, kernel, false);
   Tensor xp = x.pad(spatial_pads(g, false), 0);
   Tensor bias = c.has(2) ? c.t(2) : Tensor();
@@ -417,14 +552,14 @@ Tensor conv(const Ctx& c) {
     Tensor wt = w.reshape({groups, numel(g.kernel)});
     Shape ws(size_t(x.ndim()), 1);
     ws[1] = groups;
-    Tensor acc;
+    TreeReduce taps = sum_tree();
     int64_t t = 0;
     for_each_tap(xp, g, [&](const Tensor& v, const Ints&) {
-      Tensor term = v * wt.slice(1, t, t + 1).reshape(ws);
-      acc = acc.defined() ? acc + term : term;
+      taps.add(v * wt.slice(1, t, t + 1).reshape(ws));
       ++t;
     });
-    if (bias.defined()) acc = acc + per_channel(bias, x.ndim());
+    Tensor acc = taps.result();
+    if (bias.defined()) acc = acc + per_channel(c.node, bias, acc.shape(), "bias");
     return acc;
   }
   if (x.ndim() == 4) {
@@ -436,7 +571,7 @@ Tensor conv(const Ctx& c) {
     o.groups = groups;
     return xp.conv2d(w, bias, o);
   }
-  return tap_sum_conv(xp, w, bias, groups, g);
+  return tap_sum_conv(c.node, xp, w, bias, groups, g);
 }
 
 Tensor softmax_like(const Ctx& c, int kind) {  // 0 softmax, 1 log-softmax, 2 hardmax
@@ -515,8 +650,13 @@ Value reduce(const Ctx& c, const std::string& op) {
   return from_tensor(is_int_elem(elem) && op == "ReduceMean" ? y.cast(DType::i32) : y, elem);
 }
 
-Tensor pad_mode(Tensor x, int axis, int64_t before, int64_t after, const std::string& mode) {
+Tensor pad_mode(const onnx::NodeProto& node, Tensor x, int axis, int64_t before, int64_t after, const std::string& mode) {
   int64_t n = x.dim(axis);
+  // Edge copies the first/last entry; reflect mirrors without repeating it.
+  if (mode == "edge" && n < 1) bad(node, "edge padding of an empty axis " + std::to_string(axis));
+  if (mode == "reflect" && (before >= n || after >= n))
+    bad(node, "reflect padding of " + std::to_string(before) + " / " + std::to_string(after) + " on axis " +
+                  std::to_string(axis) + " of size " + std::to_string(n) + " (each must be smaller than the axis)");
   std::vector<Tensor> parts;
   if (mode == "edge") {
     if (before > 0) parts.push_back(x.slice(axis, 0, 1).expand([&] { Shape s = x.shape(); s[size_t(axis)] = before; return s; }()));
@@ -531,8 +671,15 @@ Tensor pad_mode(Tensor x, int axis, int64_t before, int64_t after, const std::st
 }
 
 // The entries `idx` (already non-negative) of x along `axis`.
-Tensor take(const Tensor& x, int axis, const Ints& idx) {
+Tensor take(const Tensor& x, int axis, const Ints& idx, int64_t max_elements) {
   int64_t r = x.ndim(), dim = x.dim(axis);
+  // Callers check their indices with the node's name; this is the last guard.
+  for (auto i : idx)
+    if (i < 0 || i >= dim)
+      throw ShapeError("index " + std::to_string(i) + " out of range for an axis of size " + std::to_string(dim));
+  if (idx.size() > 32 && dim > 0 && int64_t(idx.size()) > max_elements / dim)
+    throw ShapeError("gathering " + std::to_string(idx.size()) + " entries of an axis of " + std::to_string(dim) +
+                     " needs too large a selection matrix");
   if (idx.size() <= 32) {
     std::vector<Tensor> parts;
     for (auto i : idx) parts.push_back(x.slice(axis, i, i + 1));
@@ -560,6 +707,12 @@ Value gather(const Ctx& c) {
   Ints idx = c.ints(1);
   Shape ishape = c.shape(1);
   int64_t dim = data.shape[size_t(axis)];
+  {
+    Shape out(data.shape.begin(), data.shape.begin() + axis);
+    out.insert(out.end(), ishape.begin(), ishape.end());
+    out.insert(out.end(), data.shape.begin() + axis + 1, data.shape.end());
+    c.budget(out, "the output");
+  }
   for (auto& i : idx) {
     if (i < -dim || i >= dim) bad(c.node, "index " + std::to_string(i) + " out of range for axis of size " + std::to_string(dim));
     if (i < 0) i += dim;
@@ -577,7 +730,7 @@ Value gather(const Ctx& c) {
         for (int64_t b = 0; b < inner; ++b) o.push_back(data.data[size_t((a * dim + i) * inner + b)]);
     return from_host(out, data.elem, std::move(o));
   }
-  return from_tensor(take(c.t(0), int(axis), idx).reshape(out), data.elem);
+  return from_tensor(take(c.t(0), int(axis), idx, c.max_elements).reshape(out), data.elem);
 }
 
 Value slice(const Ctx& c) {
@@ -608,6 +761,7 @@ Value slice(const Ctx& c) {
   for (size_t k = 0; k < starts.size(); ++k) {
     int64_t a = norm_axis(axes[k], r, c.node), dim = xv.shape[size_t(a)], st = steps[k];
     if (st == 0) bad(c.node, "step 0");
+    if (st == INT64_MIN) bad(c.node, "step " + std::to_string(st) + " cannot be negated");
     int64_t s = starts[k], e = ends[k];
     if (s < 0) s += dim;
     if (e < 0 && e > INT64_MIN / 2) e += dim;
@@ -618,7 +772,8 @@ Value slice(const Ctx& c) {
       s = std::clamp<int64_t>(s, 0, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
     }
-    int64_t count = st > 0 ? std::max<int64_t>(0, (e - s + st - 1) / st) : std::max<int64_t>(0, (s - e + (-st) - 1) / -st);
+    // (e - s - 1) / st + 1 rounds up without adding st, which may be huge.
+    int64_t count = st > 0 ? (e > s ? (e - s - 1) / st + 1 : 0) : (s > e ? (s - e - 1) / -st + 1 : 0);
     ranges[size_t(a)] = {s, count, st};
     out[size_t(a)] = count;
   }
@@ -644,7 +799,7 @@ Value slice(const Ctx& c) {
 }
 
 Shape reshape_target(const Ctx& c, const Shape& in, Ints target, bool allowzero) {
-  int64_t known = 1, infer = -1;
+  int64_t known = 1, infer = -1, total = numel(in);
   Shape s(target.size());
   for (size_t i = 0; i < target.size(); ++i) {
     int64_t d = target[i];
@@ -653,15 +808,22 @@ Shape reshape_target(const Ctx& c, const Shape& in, Ints target, bool allowzero)
       d = in[i];
     }
     if (d == -1) {
-      if (infer >= 0) bad(c.node, "two -1 in the new shape");
+      if (infer >= 0) bad(c.node, "two -1 in the new shape " + shape_str(target));
       infer = int64_t(i);
       continue;
     }
+    if (d < 0) bad(c.node, "negative size " + std::to_string(d) + " in the new shape " + shape_str(target));
+    if (__builtin_mul_overflow(known, d, &known) || known > c.max_elements)
+      bad(c.node, "cannot reshape " + shape_str(in) + " to " + shape_str(target) + ": too many elements");
     s[i] = d;
-    known *= d;
   }
-  if (infer >= 0) s[size_t(infer)] = known ? numel(in) / known : 0;
-  if (numel(s) != numel(in)) bad(c.node, "cannot reshape " + shape_str(in) + " to " + shape_str(s));
+  if (infer >= 0) {
+    if (known == 0 || total % known)
+      bad(c.node, "cannot reshape " + shape_str(in) + " to " + shape_str(target) + " (the -1 has no whole size)");
+    s[size_t(infer)] = total / known;
+  } else if (known != total) {
+    bad(c.node, "cannot reshape " + shape_str(in) + " (" + std::to_string(total) + " elements) to " + shape_str(s));
+  }
   return s;
 }
 
@@ -679,10 +841,18 @@ std::vector<Value> split(const Ctx& c) {
   else if (c.opset < 13) parts = attr_ints(c.node, "split");
   int64_t n = c.node.output_size(), dim = x.dim(int(axis));
   if (parts.empty()) {
-    int64_t k = attr_i(c.node, "num_outputs", n);
+    int64_t k = attr_i_in(c.node, "num_outputs", n, 1, std::max<int64_t>(n, 1));
     int64_t each = (dim + k - 1) / k;
-    for (int64_t i = 0; i < k; ++i) parts.push_back(std::min(each, dim - each * i));
+    for (int64_t i = 0; i < k; ++i) parts.push_back(std::max<int64_t>(0, std::min(each, dim - each * i)));
   }
+  if (int64_t(parts.size()) > std::max<int64_t>(n, 1))
+    bad(c.node, "split into " + std::to_string(parts.size()) + " parts for " + std::to_string(n) + " outputs");
+  int64_t sum = 0;
+  for (auto p : parts) {
+    if (p < 0 || p > dim) bad(c.node, "split size " + std::to_string(p) + " for an axis of " + std::to_string(dim));
+    sum += p;
+  }
+  if (sum != dim) bad(c.node, "split sizes add up to " + std::to_string(sum) + ", the axis has " + std::to_string(dim));
   std::vector<Value> out;
   int64_t at = 0;
   for (auto p : parts) {
@@ -831,17 +1001,17 @@ Value binary(const Ctx& c, const std::string& op) {
 }
 
 Value variadic(const Ctx& c, const std::string& op) {
-  Tensor acc;
+  TreeReduce tree{[&op](const Tensor& a, const Tensor& b) {
+                     return op == "Max" ? a.maximum(b) : op == "Min" ? a.minimum(b) : a + b;
+                   },
+                   {}};
   int count = 0;
   for (size_t i = 0; i < c.in.size(); ++i) {
     if (!c.has(i)) continue;
-    Tensor t = c.t(i);
+    tree.add(c.t(i));
     ++count;
-    if (!acc.defined()) acc = t;
-    else if (op == "Max") acc = acc.maximum(t);
-    else if (op == "Min") acc = acc.minimum(t);
-    else acc = acc + t;
   }
+  Tensor acc = tree.result();
   if (!acc.defined()) bad(c.node, "no inputs");
   if (op == "Mean") acc = acc * (1.0 / count);
   // Variadic ops broadcast even with one operand shape differing.
@@ -862,8 +1032,9 @@ Tensor nll(const Ctx& c, const Tensor& logp, const Tensor& target, const Tensor&
     Tensor keep = tf.ne(Tensor::scalar(double(a->i()), DType::f32, logp.device())).cast(DType::f32);
     onehot = onehot * keep;
   }
-  Tensor w = weight.defined() ? (onehot * per_channel(weight, r)).sum({1}) : onehot.sum({1});
-  Tensor loss = -(logp * onehot * (weight.defined() ? per_channel(weight, r) : Tensor::scalar(1, DType::f32, logp.device()))).sum({1});
+  Tensor wc = weight.defined() ? per_channel(n, weight, logp.shape(), "class weights") : Tensor();
+  Tensor w = weight.defined() ? (onehot * wc).sum({1}) : onehot.sum({1});
+  Tensor loss = -(logp * onehot * (weight.defined() ? wc : Tensor::scalar(1, DType::f32, logp.device()))).sum({1});
   std::string red = attr_s(n, "reduction", "mean");
   if (red == "none") return loss;
   if (red == "sum") return loss.sum();
@@ -877,6 +1048,7 @@ Value gather_elements(const Ctx& c) {
   int axis = int(norm_axis(attr_i(c.node, "axis", 0), r, c.node));
   if (idx.ndim() != r) bad(c.node, "indices rank differs from data rank");
   int64_t D = data.dim(axis);
+  c.budget({idx.numel(), D}, "the selection (indices x axis)");
   idx = Tensor::where(idx.lt(Tensor::scalar(0, DType::f32, idx.device())), idx + double(D), idx);
   for (int a = 0; a < r; ++a)
     if (a != axis && data.dim(a) != idx.dim(a)) data = data.slice(a, 0, idx.dim(a));
@@ -911,6 +1083,7 @@ Value cumsum(const Ctx& c) {
   int axis = int(norm_axis(c.first_int(1), r, c.node));
   bool exclusive = attr_i(c.node, "exclusive", 0) != 0, reverse = attr_i(c.node, "reverse", 0) != 0;
   int64_t D = x.dim(axis);
+  c.budget({D, D}, "the prefix-sum matrix");
   // A prefix sum is a product with a triangular 0/1 matrix (D is small in practice).
   std::vector<float> tri(size_t(D * D), 0.f);
   for (int64_t i = 0; i < D; ++i)
@@ -929,6 +1102,12 @@ Value one_hot(const Ctx& c) {
   int64_t depth = c.first_int(1);
   auto vals = c.h(2);
   if (vals.size() != 2) bad(c.node, "values must hold [off, on]");
+  if (depth < 1) bad(c.node, "depth " + std::to_string(depth) + " must be positive");
+  {
+    Shape out = idx.shape();
+    out.push_back(depth);
+    c.budget(out, "the one-hot output");
+  }
   int64_t r = idx.ndim() + 1;
   int axis = int(norm_axis(attr_i(c.node, "axis", -1), r, c.node));
   idx = Tensor::where(idx.lt(Tensor::scalar(0, DType::f32, idx.device())), idx + double(depth), idx);
@@ -949,8 +1128,10 @@ Value eye_like(const Ctx& c) {
   int64_t k = attr_i(c.node, "k", 0);
   int32_t elem = int32_t(attr_i(c.node, "dtype", c.v(0).elem));
   std::vector<double> d(size_t(numel(s)), 0.0);
-  for (int64_t i = 0; i < s[0]; ++i)
-    if (i + k >= 0 && i + k < s[1]) d[size_t(i * s[1] + i + k)] = 1;
+  // |k| beyond the matrix leaves it all zero (and i + k cannot overflow).
+  if (k > -s[0] && k < s[1])
+    for (int64_t i = 0; i < s[0]; ++i)
+      if (i + k >= 0 && i + k < s[1]) d[size_t(i * s[1] + i + k)] = 1;
   tl_dtype(elem, "EyeLike");
   return from_host(s, elem, d);
 }
@@ -998,6 +1179,12 @@ Value resize(const Ctx& c) {
       roi_end[size_t(axes[k])] = roi[k + axes.size()];
     }
   }
+  for (auto v : scales)
+    if (!(v > 0 && v <= double(kMaxWindowValue))) bad(n, "scale " + std::to_string(v) + " is not a positive finite number");
+  for (auto v : sizes)
+    if (v < 0 || v > kMaxWindowValue) bad(n, "size " + std::to_string(v) + " is negative or absurdly large");
+  for (int64_t a = 0; a < r; ++a)
+    if (x.dim(int(a)) > kMaxWindowValue) bad(n, "input dimension " + std::to_string(x.dim(int(a))) + " is too large");
   if (!sizes.empty()) {
     if (sizes.size() != axes.size()) bad(n, "sizes has " + std::to_string(sizes.size()) + " values for " + std::to_string(axes.size()) + " axes");
     std::string policy = attr_s(n, "keep_aspect_ratio_policy", "stretch");
@@ -1013,16 +1200,24 @@ Value resize(const Ctx& c) {
         s = policy == "not_larger" ? std::min(s, q) : std::max(s, q);
       }
       for (auto a : axes) {
+        double o = std::round(s * double(x.dim(int(a))));
+        if (!(o >= 0 && o <= double(kMaxWindowValue))) bad(n, "output size " + std::to_string(o) + " is out of range");
         scale[size_t(a)] = s;
-        out[size_t(a)] = int64_t(std::round(s * double(x.dim(int(a)))));
+        out[size_t(a)] = int64_t(o);
       }
     }
   } else {
     if (scales.size() != axes.size()) bad(n, "needs scales or sizes for every axis");
     for (size_t k = 0; k < axes.size(); ++k) {
       scale[size_t(axes[k])] = scales[k];
-      out[size_t(axes[k])] = int64_t(std::floor(double(x.dim(int(axes[k]))) * scales[k]));
+      double o = std::floor(double(x.dim(int(axes[k]))) * scales[k]);
+      if (!(o <= double(kMaxWindowValue))) bad(n, "output size " + std::to_string(o) + " is out of range");
+      out[size_t(axes[k])] = int64_t(o);
     }
+  }
+  c.budget(out, "the resized output");
+  for (int64_t a = 0; a < r; ++a) {
+    c.budget({out[size_t(a)], x.dim(int(a))}, "the interpolation matrix of axis " + std::to_string(a));
   }
   const double A = attr_f(n, "cubic_coeff_a", -0.75), extrap = attr_f(n, "extrapolation_value", 0.0);
   const bool exclude = attr_i(n, "exclude_outside", 0) != 0;
@@ -1033,6 +1228,8 @@ Value resize(const Ctx& c) {
     int64_t I = x.dim(int(a)), O = out[size_t(a)];
     double sc = scale[size_t(a)];
     if (O == I && sc == 1.0 && coord != "tf_crop_and_resize") continue;
+    // An antialiased downscale by `sc` has about 4 / sc taps per output.
+    if (antialias && sc < 1) c.work(double(O) * (4.0 / sc + 4.0), "the antialiased resize of axis " + std::to_string(a));
     std::vector<float> M(size_t(O * I), 0.f);
     std::vector<float> inside(size_t(O), 1.f);
     for (int64_t o = 0; o < O; ++o) {
@@ -1054,6 +1251,7 @@ Value resize(const Ctx& c) {
           continue;
         }
       } else unsupported(n, c.opset, "coordinate_transformation_mode " + coord);
+      if (!(std::fabs(xi) < 1e15)) bad(n, "sampling coordinate " + std::to_string(xi) + " is not finite");
       std::vector<std::pair<int64_t, double>> taps;
       if (mode == "nearest") {
         double v;
@@ -1119,12 +1317,36 @@ Value resize(const Ctx& c) {
 Value conv_transpose(const Ctx& c) {
   const auto& n = c.node;
   Tensor x = c.t(0), w = c.t(1);
-  int64_t r = x.ndim(), d = r - 2, groups = attr_i(n, "group", 1);
-  if (d < 1 || w.ndim() != r) bad(n, "ConvTranspose needs X (N, C, ...) and W of the same rank");
+  int64_t r = x.ndim(), d = r - 2;
+  if (d < 1 || w.ndim() != r)
+    bad(n, "ConvTranspose needs X (N, C, ...) and W of the same rank, got " + shape_str(x.shape()) + " and " + shape_str(w.shape()));
+  if (x.dim(1) != w.dim(0))
+    bad(n, "X has " + std::to_string(x.dim(1)) + " channels, W " + shape_str(w.shape()) + " expects " + std::to_string(w.dim(0)));
+  const int64_t groups = attr_i_in(n, "group", 1, 1, std::max<int64_t>(w.dim(0), 1));
+  if (w.dim(0) % groups) bad(n, "group " + std::to_string(groups) + " does not divide " + std::to_string(w.dim(0)) + " channels");
   Ints kernel = attr_ints(n, "kernel_shape", Ints(w.shape().begin() + 2, w.shape().end()));
-  Ints strides = attr_ints(n, "strides", Ints(size_t(d), 1)), dil = attr_ints(n, "dilations", Ints(size_t(d), 1));
-  Ints pads = attr_ints(n, "pads", Ints(size_t(2 * d), 0)), outpad = attr_ints(n, "output_padding", Ints(size_t(d), 0));
-  Ints out_shape = attr_ints(n, "output_shape");
+  if (kernel != Ints(w.shape().begin() + 2, w.shape().end()))
+    bad(n, "kernel_shape " + shape_str(kernel) + " differs from the weights' " + shape_str(w.shape()));
+  Ints strides = attr_ints_in(n, "strides", Ints(size_t(d), 1), 1, kMaxWindowValue);
+  Ints dil = attr_ints_in(n, "dilations", Ints(size_t(d), 1), 1, kMaxWindowValue);
+  Ints pads = attr_ints_in(n, "pads", Ints(size_t(2 * d), 0), 0, kMaxWindowValue);
+  Ints outpad = attr_ints_in(n, "output_padding", Ints(size_t(d), 0), 0, kMaxWindowValue);
+  Ints out_shape = attr_ints_in(n, "output_shape", {}, 0, kMaxWindowValue);
+  require_count(n, strides, size_t(d), "strides");
+  require_count(n, dil, size_t(d), "dilations");
+  require_count(n, pads, size_t(2 * d), "pads");
+  require_count(n, outpad, size_t(d), "output_padding");
+  if (!out_shape.empty() && out_shape.size() < size_t(d)) require_count(n, out_shape, size_t(d), "output_shape");
+  for (int64_t i = 0; i < d; ++i) {
+    if (kernel[size_t(i)] < 1 || kernel[size_t(i)] > kMaxWindowValue) bad(n, "kernel size " + std::to_string(kernel[size_t(i)]));
+    if (x.dim(int(2 + i)) > kMaxWindowValue) bad(n, "input size " + std::to_string(x.dim(int(2 + i))) + " is too large");
+  }
+  {
+    Shape dilated = {x.dim(0), x.dim(1)};
+    for (int64_t i = 0; i < d; ++i)
+      dilated.push_back(x.dim(int(2 + i)) * strides[size_t(i)] + (kernel[size_t(i)] - 1) * dil[size_t(i)] * 2 + outpad[size_t(i)]);
+    c.budget(dilated, "the stride-dilated input");
+  }
   std::string autopad = attr_s(n, "auto_pad", "NOTSET");
   for (int64_t i = 0; i < d; ++i) {
     int64_t in = x.dim(int(2 + i)), eff = (kernel[size_t(i)] - 1) * dil[size_t(i)] + 1;
@@ -1181,19 +1403,24 @@ Value conv_transpose(const Ctx& c) {
     return from_tensor(xd.conv2d(wt, bias, o), c.v(0).elem);
   }
   // 1-D and 3-D: the tap-sum convolution of Conv with unit strides.
+  if (checked_numel(n, Shape(kernel.begin(), kernel.end()), c.max_elements, "the kernel") > kMaxUnrolledTaps)
+    unsupported(n, c.opset, "a kernel of more than " + std::to_string(kMaxUnrolledTaps) + " taps");
   PoolGeometry g;
   g.kernel = kernel;
   g.strides = Ints(size_t(d), 1);
   g.dilations = dil;
   g.out.resize(size_t(d));
   for (int64_t i = 0; i < d; ++i) g.out[size_t(i)] = xd.dim(int(2 + i)) - (kernel[size_t(i)] - 1) * dil[size_t(i)];
-  return from_tensor(tap_sum_conv(xd, wt, bias, groups, g), c.v(0).elem);
+  return from_tensor(tap_sum_conv(n, xd, wt, bias, groups, g), c.v(0).elem);
 }
 
 // Per-axis parameters (scale, zero point) of the quantize ops brought to x's rank.
-Tensor along_axis(const Tensor& p, const Tensor& x, int64_t axis) {
+Tensor along_axis(const onnx::NodeProto& n, const Tensor& p, const Tensor& x, int64_t axis) {
   if (p.ndim() == 0 || p.numel() == 1) return p.reshape({});
-  if (axis < 0) axis += x.ndim();
+  axis = norm_axis(axis, x.ndim(), n);
+  if (p.numel() != x.dim(int(axis)))
+    bad(n, "a per-axis parameter of " + std::to_string(p.numel()) + " values for axis " + std::to_string(axis) + " of " +
+               shape_str(x.shape()));
   Shape s(size_t(x.ndim()), 1);
   s[size_t(axis)] = p.numel();
   return p.reshape(s);
@@ -1208,22 +1435,23 @@ Tensor saturate(const Tensor& q, int32_t elem) {
 Value quantize(const Ctx& c) {
   Tensor x = c.t(0).cast(DType::f32);
   int64_t axis = attr_i(c.node, "axis", 1);
-  Tensor scale = along_axis(c.t(1).cast(DType::f32), x, axis);
+  Tensor scale = along_axis(c.node, c.t(1).cast(DType::f32), x, axis);
   int32_t elem = c.has(2) ? c.v(2).elem : int32_t(TP::UINT8);
-  Tensor zp = c.has(2) ? along_axis(c.t(2).cast(DType::f32), x, axis) : Tensor::scalar(0, DType::f32, x.device());
+  Tensor zp = c.has(2) ? along_axis(c.node, c.t(2).cast(DType::f32), x, axis) : Tensor::scalar(0, DType::f32, x.device());
   return from_tensor(saturate(round_even(divide(x, scale)) + zp, elem).cast(DType::i32), elem);
 }
 
 Value dequantize(const Ctx& c) {
   Tensor x = c.t(0).cast(DType::f32);
   int64_t axis = attr_i(c.node, "axis", 1);
-  Tensor scale = along_axis(c.t(1).cast(DType::f32), x, axis);
-  Tensor zp = c.has(2) ? along_axis(c.t(2).cast(DType::f32), x, axis) : Tensor::scalar(0, DType::f32, x.device());
+  Tensor scale = along_axis(c.node, c.t(1).cast(DType::f32), x, axis);
+  Tensor zp = c.has(2) ? along_axis(c.node, c.t(2).cast(DType::f32), x, axis) : Tensor::scalar(0, DType::f32, x.device());
   return from_tensor((x - zp) * scale, TP::FLOAT);
 }
 
 Value group_norm(const Ctx& c) {
   Tensor x = c.t(0);
+  c.ranked(0, 2);
   int64_t G = attr_i(c.node, "num_groups", 0), N = x.dim(0), C = x.dim(1);
   if (G <= 0 || C % G) bad(c.node, "num_groups must divide the channels");
   double eps = attr_f(c.node, "epsilon", 1e-5);
@@ -1232,7 +1460,7 @@ Value group_norm(const Ctx& c) {
   Tensor y = (cen * ((cen * cen).mean({2}, true) + eps).rsqrt()).reshape(x.shape());
   auto per_c = [&](Tensor p) {
     if (p.numel() == G && G != C) p = p.reshape({G, 1}).expand({G, C / G}).reshape({C});
-    return per_channel(p, x.ndim());
+    return per_channel(c.node, p, x.shape(), "scale/bias");
   };
   return from_tensor(y * per_c(c.t(1)) + per_c(c.t(2)), c.v(0).elem);
 }
@@ -1246,6 +1474,7 @@ Value center_crop_pad(const Ctx& c) {
   for (size_t k = 0; k < axes.size(); ++k) {
     int a = int(norm_axis(axes[k], x.ndim(), c.node));
     int64_t d = x.dim(a), t = target[k];
+    if (t < 0) bad(c.node, "negative target size " + std::to_string(t));
     if (d > t) {
       int64_t start = (d - t) / 2;
       x = x.slice(a, start, start + t);
@@ -1262,6 +1491,7 @@ Value window(const Ctx& c) {
   const std::string& op = c.node.op_type();
   int64_t N = c.first_int(0);
   if (N < 0 || N > (1 << 24)) bad(c.node, "window size " + std::to_string(N));
+  c.budget({N}, "the window");
   bool periodic = attr_i(c.node, "periodic", 1) != 0;
   int32_t elem = int32_t(attr_i(c.node, "output_datatype", TP::FLOAT));
   double den = periodic ? double(N) : double(N - 1);
@@ -1282,6 +1512,10 @@ std::vector<Value> top_k(const Ctx& c) {
   Tensor x = c.t(0).cast(DType::f32);
   int64_t k = c.opset < 10 ? attr_i(c.node, "k", 1) : c.first_int(1);
   int axis = int(norm_axis(attr_i(c.node, "axis", -1), x.ndim(), c.node));
+  if (k < 1 || k > x.dim(axis))
+    bad(c.node, "k = " + std::to_string(k) + " for an axis of " + std::to_string(x.dim(axis)) + " entries");
+  // One lazy max/argmax round per k.
+  if (k > kMaxUnrolledTaps) unsupported(c.node, c.opset, "k = " + std::to_string(k) + " (more than " + std::to_string(kMaxUnrolledTaps) + ")");
   bool largest = attr_i(c.node, "largest", 1) != 0;
   if (!largest) x = -x;
   Shape s(size_t(x.ndim()), 1);
@@ -1295,6 +1529,7 @@ std::vector<Value> top_k(const Ctx& c) {
     vals.push_back(m);
     idxs.push_back(at);
     work = Tensor::where(ar.eq(at), Tensor::scalar(-3.0e38, DType::f32, x.device()), work);
+    if (i % 16 == 15) work.realize();  // round after round would be one long lazy chain
   }
   Tensor v = k == 1 ? vals[0] : Tensor::cat(vals, axis), ix = k == 1 ? idxs[0] : Tensor::cat(idxs, axis);
   if (!largest) v = -v;
@@ -1304,11 +1539,15 @@ std::vector<Value> top_k(const Ctx& c) {
 
 Value gather_nd(const Ctx& c) {
   Value& dv = c.v(0);
-  const Shape& D = dv.shape;
-  Shape I = c.shape(1);
+  const Shape& D = c.ranked(0, 1);
+  Shape I = c.ranked(1, 1);
   Ints idx = c.ints(1);
-  int64_t b = attr_i(c.node, "batch_dims", 0), L = I.back();
-  if (b + L > int64_t(D.size())) bad(c.node, "index tuples longer than the data rank");
+  int64_t b = attr_i_in(c.node, "batch_dims", 0, 0, int64_t(std::min(D.size(), I.size())) - 1), L = I.back();
+  if (L < 1 || b + L > int64_t(D.size()))
+    bad(c.node, "index tuples of length " + std::to_string(L) + " after " + std::to_string(b) + " batch dims for data of rank " +
+                    std::to_string(D.size()));
+  for (int64_t i = 0; i < b; ++i)
+    if (I[size_t(i)] != D[size_t(i)]) bad(c.node, "batch dims of indices " + shape_str(I) + " and data " + shape_str(D) + " differ");
   int64_t batch = 1, rows_per_batch = 1, inner = 1;
   for (int64_t i = 0; i < b; ++i) batch *= D[size_t(i)];
   for (int64_t i = b; i < b + L; ++i) rows_per_batch *= D[size_t(i)];
@@ -1329,24 +1568,27 @@ Value gather_nd(const Ctx& c) {
   out.insert(out.end(), I.begin() + b, I.end() - 1);
   out.insert(out.end(), D.begin() + b + L, D.end());
   Tensor flat = c.t(0).reshape({batch * rows_per_batch, inner});
-  return from_tensor(take(flat, 0, rows).reshape(out), dv.elem);
+  return from_tensor(take(flat, 0, rows, c.max_elements).reshape(out), dv.elem);
 }
 
 Value non_zero(const Ctx& c) {
   auto d = c.h(0);
   const Shape& s = c.shape(0);
-  std::vector<Ints> hits;
-  Ints idx(s.size(), 0);
-  if (!d.empty()) {
-    size_t k = 0;
-    do {
-      if (d[k++] != 0) hits.push_back(idx);
-    } while (next_index(idx, s));
-  }
+  // Flat positions first (8 bytes a hit), then their coordinates.
+  std::vector<int64_t> hits;
+  for (size_t k = 0; k < d.size(); ++k)
+    if (d[k] != 0) hits.push_back(int64_t(k));
   int64_t n = int64_t(hits.size()), r = int64_t(s.size());
+  c.budget({r, n}, "the indices");
   std::vector<double> out(size_t(r * n));
-  for (int64_t i = 0; i < r; ++i)
-    for (int64_t j = 0; j < n; ++j) out[size_t(i * n + j)] = double(hits[size_t(j)][size_t(i)]);
+  for (int64_t j = 0; j < n; ++j) {
+    int64_t rest = hits[size_t(j)];
+    for (int64_t i = r - 1; i >= 0; --i) {
+      const int64_t dim = s[size_t(i)];
+      out[size_t(i * n + j)] = double(dim ? rest % dim : 0);
+      rest = dim ? rest / dim : 0;
+    }
+  }
   return from_host({r, n}, TP::INT64, out);
 }
 
@@ -1361,7 +1603,7 @@ Value compress(const Ctx& c) {
   for (size_t i = 0; i < cond.size() && int64_t(i) < x.dim(axis); ++i)
     if (cond[i] != 0) keep.push_back(int64_t(i));
   if (keep.empty()) unsupported(c.node, c.opset, "empty result");
-  return from_tensor(take(x, axis, keep), c.v(0).elem);
+  return from_tensor(take(x, axis, keep, c.max_elements), c.v(0).elem);
 }
 
 // ---- host fallbacks: integer bit ops and scatters run on host copies ----
@@ -1400,7 +1642,7 @@ Value bitwise(const Ctx& c) {
   int32_t elem = c.v(0).elem;
   if (!is_int_elem(elem)) bad(c.node, "bit ops need integer inputs");
   hosted(c, 0);
-  auto bits = [](double v) { return uint64_t(int64_t(v)); };
+  auto bits = [](double v) { return uint64_t(clamp_i64(v)); };
   if (op == "BitwiseNot") {
     std::vector<double> d = c.v(0).data;
     for (auto& x : d) x = from_bits(~bits(x), elem);
@@ -1440,9 +1682,17 @@ Value scatter(const Ctx& c) {
   };
   const Shape& D = data.shape;
   int64_t r = int64_t(D.size());
+  const Shape& U = upd.shape;
   if (op == "ScatterND") {
-    const Shape& I = c.shape(1);
+    const Shape& I = c.ranked(1, 1);
     int64_t L = I.back(), inner = 1;
+    if (L < 1 || L > r)
+      bad(c.node, "index tuples of length " + std::to_string(L) + " for data of rank " + std::to_string(r) + " " + shape_str(D));
+    Shape want(I.begin(), I.end() - 1);
+    want.insert(want.end(), D.begin() + L, D.end());
+    if (U != want)
+      bad(c.node, "updates have shape " + shape_str(U) + ", indices " + shape_str(I) + " and data " + shape_str(D) +
+                      " need " + shape_str(want));
     for (size_t i = size_t(L); i < D.size(); ++i) inner *= D[i];
     int64_t tuples = numel(I) / std::max<int64_t>(L, 1);
     for (int64_t t = 0; t < tuples; ++t) {
@@ -1459,6 +1709,9 @@ Value scatter(const Ctx& c) {
   }
   int64_t axis = norm_axis(attr_i(c.node, "axis", 0), r, c.node);
   const Shape& I = c.shape(1);
+  if (int64_t(I.size()) != r || U != I)
+    bad(c.node, "indices " + shape_str(I) + " and updates " + shape_str(U) + " must have one shape, of the data's rank " +
+                    std::to_string(r));
   Ints pos(I.size(), 0);
   size_t k = 0;
   if (numel(I) > 0) do {
@@ -1502,9 +1755,17 @@ std::vector<Value> recurrent(const Ctx& c) {
   Tensor X = c.t(0).cast(DType::f32), W = c.t(1), R = c.t(2);
   const int64_t layout = attr_i(n, "layout", 0);
   if (layout) X = X.transpose(0, 1);  // work in (seq, batch, input)
+  c.ranked(0, 3, 3);
+  c.ranked(1, 3, 3);
+  c.ranked(2, 3, 3);
   const int64_t S = X.dim(0), B = X.dim(1), H = attr_i(n, "hidden_size", R.dim(-1));
+  if (S > 16 * kMaxUnrolledTaps) unsupported(n, c.opset, "a sequence of " + std::to_string(S) + " steps (more than " + std::to_string(16 * kMaxUnrolledTaps) + ")");
   const std::string direction = attr_s(n, "direction", "forward");
   const int dirs = direction == "bidirectional" ? 2 : 1;
+  if (H != R.dim(-1) || W.dim(0) != dirs || R.dim(0) != dirs || W.dim(1) != gates * H || R.dim(1) != gates * H ||
+      W.dim(2) != X.dim(2))
+    bad(n, "W " + shape_str(W.shape()) + " and R " + shape_str(R.shape()) + " do not fit " + std::to_string(dirs) +
+               " direction(s), hidden_size " + std::to_string(H) + " and X " + shape_str(X.shape()));
   const double clip = attr_f(n, "clip", 0);
   if (op == "LSTM" && attr_i(n, "input_forget", 0)) unsupported(n, c.opset, "input_forget 1");
   // Activations: f, g (and h for LSTM) per direction, with optional alpha/beta lists.
@@ -1529,6 +1790,8 @@ std::vector<Value> recurrent(const Ctx& c) {
   }
   Ints lens;
   if (c.has(4)) lens = c.ints(4);
+  if (c.has(4) && int64_t(lens.size()) != B)
+    bad(n, "sequence_lens has " + std::to_string(lens.size()) + " entries for a batch of " + std::to_string(B));
   bool ragged = false;
   for (auto l : lens) ragged |= l != S;
   Tensor init_h = c.has(5) ? c.t(5) : Tensor(), init_c = (op == "LSTM" && c.has(6)) ? c.t(6) : Tensor();
@@ -1601,6 +1864,12 @@ std::vector<Value> recurrent(const Ctx& c) {
       }
       h = hn;
       if (cn.defined()) cell = cn;
+      // Each step's state feeds the next: materialise it now and then so a
+      // long sequence is not one chain of thousands of lazy ops.
+      if (step % 16 == 15) {
+        h.realize();
+        if (cell.defined()) cell.realize();
+      }
     }
     ys[size_t(d)] = S == 1 ? steps[0] : Tensor::cat(steps, 0);  // (S, 1, B, H)
     hs[size_t(d)] = h.reshape({1, B, H});
@@ -1627,7 +1896,7 @@ Tensor zero_shifted(const Ctx& c, size_t x, size_t zp, int64_t zp_axis) {
   Tensor z = c.t(zp).cast(DType::f32);
   if (z.numel() == 1) return t - z.reshape({});
   Shape s(size_t(t.ndim()), 1);
-  s[size_t(zp_axis < 0 ? zp_axis + t.ndim() : zp_axis)] = z.numel();
+  s[size_t(norm_axis(zp_axis, t.ndim(), c.node))] = z.numel();
   return t - z.reshape(s);
 }
 
@@ -1638,7 +1907,7 @@ Value conv_on(const Ctx& c, const Tensor& x, const Tensor& w, const Tensor& bias
     bv = from_tensor(bias, TP::FLOAT);
     ins.push_back(&bv);
   }
-  Ctx sub{c.node, ins, c.opset, c.device};
+  Ctx sub{c.node, ins, c.opset, c.device, c.max_elements};
   return from_tensor(conv(sub), TP::FLOAT);
 }
 
@@ -1657,7 +1926,7 @@ Value quantized_linear(const Ctx& c) {
     Tensor s = c.t(i).cast(DType::f32);
     if (s.numel() == 1) return s.reshape({});
     Shape sh(size_t(rank), 1);
-    sh[size_t(axis < 0 ? axis + rank : axis)] = s.numel();
+    sh[size_t(norm_axis(axis, rank, c.node))] = s.numel();
     return s.reshape(sh);
   };
   int32_t out_elem = c.has(7) ? c.v(7).elem : int32_t(TP::UINT8);
@@ -1681,7 +1950,9 @@ Value quantized_linear(const Ctx& c) {
 Value reverse_sequence(const Ctx& c) {
   Tensor x = c.t(0);
   Ints lens = c.ints(1);
-  int bax = int(attr_i(c.node, "batch_axis", 1)), tax = int(attr_i(c.node, "time_axis", 0));
+  int bax = int(norm_axis(attr_i(c.node, "batch_axis", 1), x.ndim(), c.node));
+  int tax = int(norm_axis(attr_i(c.node, "time_axis", 0), x.ndim(), c.node));
+  if (bax == tax) bad(c.node, "batch_axis and time_axis are both " + std::to_string(bax));
   int64_t T = x.dim(tax);
   std::vector<Tensor> parts;
   if (int64_t(lens.size()) != x.dim(bax)) bad(c.node, "sequence_lens needs one length per batch entry");
@@ -1691,7 +1962,7 @@ Value reverse_sequence(const Ctx& c) {
     Ints order;
     for (int64_t t = len - 1; t >= 0; --t) order.push_back(t);
     for (int64_t t = len; t < T; ++t) order.push_back(t);
-    parts.push_back(take(xb, tax, order));
+    parts.push_back(take(xb, tax, order, c.max_elements));
   }
   return from_tensor(parts.size() == 1 ? parts[0] : Tensor::cat(parts, bax), c.v(0).elem);
 }
@@ -1701,7 +1972,7 @@ Value determinant(const Ctx& c) {
   auto d = c.h(0);
   const Shape& s = c.shape(0);
   if (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2]) bad(c.node, "Det needs square matrices, got " + shape_str(s));
-  int64_t n = s.back(), count = numel(s) / std::max<int64_t>(n * n, 1);
+  int64_t n = s.back(), count = numel(Shape(s.begin(), s.end() - 2));
   std::vector<double> out;
   for (int64_t m = 0; m < count; ++m) {
     std::vector<double> a(d.begin() + m * n * n, d.begin() + (m + 1) * n * n);
@@ -1819,12 +2090,21 @@ Value max_unpool(const Ctx& c) {
   Ints idx = c.ints(1);
   const Shape& xs = c.shape(0);
   // Indices address the natural unpooled shape; output_shape only pads its ends.
-  Ints k = attr_ints(c.node, "kernel_shape"), st = attr_ints(c.node, "strides", Ints(k.size(), 1));
-  Ints pads = attr_ints(c.node, "pads", Ints(2 * k.size(), 0));
-  if (xs.size() != k.size() + 2 || st.size() != k.size() || pads.size() != 2 * k.size())
-    bad(c.node, "kernel_shape/strides/pads do not match the input rank");
+  Ints k = attr_ints_in(c.node, "kernel_shape", {}, 1, kMaxWindowValue);
+  Ints st = attr_ints_in(c.node, "strides", Ints(k.size(), 1), 1, kMaxWindowValue);
+  Ints pads = attr_ints_in(c.node, "pads", Ints(2 * k.size(), 0), 0, kMaxWindowValue);
+  if (k.empty() || xs.size() != k.size() + 2 || st.size() != k.size() || pads.size() != 2 * k.size())
+    bad(c.node, "kernel_shape/strides/pads do not match the input rank of " + shape_str(xs));
   Shape natural = {xs[0], xs[1]};
-  for (size_t i = 0; i < k.size(); ++i) natural.push_back((xs[2 + i] - 1) * st[i] + k[i] - pads[i] - pads[i + k.size()]);
+  for (size_t i = 0; i < k.size(); ++i) {
+    if (xs[2 + i] < 1 || xs[2 + i] > kMaxWindowValue) bad(c.node, "input " + shape_str(xs) + " has an empty or huge spatial axis");
+    natural.push_back((xs[2 + i] - 1) * st[i] + k[i] - pads[i] - pads[i + k.size()]);
+  }
+  c.budget(natural, "the unpooled output");
+  if (c.has(2)) {
+    const Ints want = c.ints(2);
+    c.budget(Shape(want.begin(), want.end()), "output_shape");
+  }
   std::vector<double> y(size_t(numel(natural)), 0.0);
   for (size_t i = 0; i < x.size() && i < idx.size(); ++i) {
     if (idx[i] < 0 || idx[i] >= int64_t(y.size())) bad(c.node, "index " + std::to_string(idx[i]) + " out of range");
@@ -1858,6 +2138,8 @@ Value dft(const Ctx& c) {
   Shape out = S;
   out[size_t(axis)] = K;
   out.back() = 2;
+  c.budget(out, "the DFT output");
+  c.work(double(outer) * double(inner) * double(K) * double(std::min(N, L)), "the DFT");
   std::vector<double> y(size_t(numel(out)), 0.0);
   const double sign = inverse ? 1 : -1;
   for (int64_t o = 0; o < outer; ++o)
@@ -1894,6 +2176,8 @@ std::vector<Value> unique(const Ctx& c) {
   int64_t outer = 1, inner = 1, D = S[size_t(axis)];
   for (int64_t i = 0; i < axis; ++i) outer *= S[size_t(i)];
   for (size_t i = size_t(axis) + 1; i < S.size(); ++i) inner *= S[i];
+  // Each slice is compared with every distinct one found so far.
+  c.work(double(D) * double(D) * double(std::max<int64_t>(outer * inner, 1)), "Unique");
   auto slice_of = [&](int64_t d) {
     std::vector<double> v;
     for (int64_t o = 0; o < outer; ++o)
@@ -1953,14 +2237,18 @@ Value grid_sample(const Ctx& c) {
       (pad != "zeros" && pad != "border" && pad != "reflection"))
     unsupported(c.node, c.opset, "mode " + mode + " / padding_mode " + pad);
   const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], Ho = gs[1], Wo = gs[2];
+  if (H < 1 || W < 1) bad(c.node, "X " + shape_str(xs) + " has an empty image");
+  c.budget({N, C, Ho, Wo}, "the sampled output");
+  c.work(double(N) * double(C) * double(Ho) * double(Wo) * 16, "GridSample");
   auto unnormalize = [&](double g, int64_t size) { return align ? (g + 1) / 2 * double(size - 1) : ((g + 1) * double(size) - 1) / 2; };
   auto reflect = [](double v, double twice_low, double twice_high) {
     if (twice_low == twice_high) return 0.0;
     double lo = twice_low / 2, span = (twice_high - twice_low) / 2;
     v = std::fabs(v - lo);
     double extra = std::fmod(v, span);
-    int64_t flips = int64_t(std::floor(v / span));
-    return flips % 2 == 0 ? extra + lo : span - extra + lo;
+    // The parity of the number of flips, without converting a huge double to an integer.
+    bool even = std::fmod(std::floor(v / span), 2.0) == 0;
+    return even ? extra + lo : span - extra + lo;
   };
   auto padded = [&](double v, int64_t size) {
     if (pad == "border") return std::clamp(v, 0.0, double(size - 1));
@@ -1970,8 +2258,11 @@ Value grid_sample(const Ctx& c) {
     }
     return v;
   };
-  auto pixel = [&](int64_t n, int64_t ch, int64_t yy, int64_t xx) {
-    if (yy < 0 || yy >= H || xx < 0 || xx >= W) return 0.0;
+  // Coordinates are doubles from the grid: NaN, infinities and values beyond
+  // the image read as padding, never as an integer conversion out of range.
+  auto pixel = [&](int64_t n, int64_t ch, double yd, double xd) {
+    if (!(yd > -1 && yd < double(H) && xd > -1 && xd < double(W))) return 0.0;  // truncation lands in [0, size)
+    int64_t yy = int64_t(yd), xx = int64_t(xd);
     return x[size_t(((n * C + ch) * H + yy) * W + xx)];
   };
   auto cubic = [](double d) {
@@ -1995,17 +2286,16 @@ Value grid_sample(const Ctx& c) {
               for (int dx = -1; dx <= 2; ++dx) {
                 // Each tap is padded on its own (PyTorch's get_value_bounded).
                 double px = padded(x0 + dx, W), py = padded(y0 + dy, H);
-                v += cubic(tx - dx) * cubic(ty - dy) * pixel(n, ch, int64_t(py), int64_t(px));
+                v += cubic(tx - dx) * cubic(ty - dy) * pixel(n, ch, py, px);
               }
           } else {
             double px = padded(fx, W), py = padded(fy, H);
             if (mode == "nearest") {
-              v = pixel(n, ch, int64_t(std::nearbyint(py)), int64_t(std::nearbyint(px)));
+              v = pixel(n, ch, std::nearbyint(py), std::nearbyint(px));
             } else {
               double x0 = std::floor(px), y0 = std::floor(py), tx = px - x0, ty = py - y0;
-              int64_t ix = int64_t(x0), iy = int64_t(y0);
-              v = pixel(n, ch, iy, ix) * (1 - tx) * (1 - ty) + pixel(n, ch, iy, ix + 1) * tx * (1 - ty) +
-                  pixel(n, ch, iy + 1, ix) * (1 - tx) * ty + pixel(n, ch, iy + 1, ix + 1) * tx * ty;
+              v = pixel(n, ch, y0, x0) * (1 - tx) * (1 - ty) + pixel(n, ch, y0, x0 + 1) * tx * (1 - ty) +
+                  pixel(n, ch, y0 + 1, x0) * (1 - tx) * ty + pixel(n, ch, y0 + 1, x0 + 1) * tx * ty;
             }
           }
           y[size_t(((n * C + ch) * Ho + i) * Wo + j)] = v;
@@ -2022,16 +2312,26 @@ Value col2im(const Ctx& c) {
   Ints image = c.ints(1), block = c.ints(2);
   size_t d = image.size();
   if (xs.size() != 3 || block.size() != d || d == 0) bad(c.node, "input (N, C*prod(block), L) and matching image/block shapes expected");
-  Ints dil = attr_ints(c.node, "dilations", Ints(d, 1)), st = attr_ints(c.node, "strides", Ints(d, 1));
-  Ints pads = attr_ints(c.node, "pads", Ints(2 * d, 0));
+  Ints dil = attr_ints_in(c.node, "dilations", Ints(d, 1), 1, kMaxWindowValue);
+  Ints st = attr_ints_in(c.node, "strides", Ints(d, 1), 1, kMaxWindowValue);
+  Ints pads = attr_ints_in(c.node, "pads", Ints(2 * d, 0), 0, kMaxWindowValue);
   if (dil.size() != d || st.size() != d || pads.size() != 2 * d) bad(c.node, "dilations/strides/pads do not match the image rank");
-  int64_t kprod = 1;
-  for (auto b : block) kprod *= b;
+  for (size_t i = 0; i < d; ++i)
+    if (image[i] < 1 || image[i] > kMaxWindowValue || block[i] < 1 || block[i] > kMaxWindowValue)
+      bad(c.node, "image shape " + shape_str(image) + " and block shape " + shape_str(block) + " must be positive");
+  int64_t kprod = c.budget(Shape(block.begin(), block.end()), "the block");
+  {
+    Shape out = {xs[0], std::max<int64_t>(xs[1] / kprod, 1)};
+    out.insert(out.end(), image.begin(), image.end());
+    c.budget(out, "the image");
+  }
   int64_t N = xs[0], C = xs[1] / std::max<int64_t>(kprod, 1), L = xs[2];
   Ints blocks(d);  // block positions per axis
   int64_t total = 1;
   for (size_t i = 0; i < d; ++i) {
-    blocks[i] = (image[i] + pads[i] + pads[i + d] - (dil[i] * (block[i] - 1) + 1)) / st[i] + 1;
+    int64_t span = image[i] + pads[i] + pads[i + d] - (dil[i] * (block[i] - 1) + 1);
+    if (span < 0) bad(c.node, "block larger than the padded image on axis " + std::to_string(i));
+    blocks[i] = span / st[i] + 1;
     total *= blocks[i];
   }
   if (total != L || C * kprod != xs[1]) bad(c.node, "input shape " + shape_str(xs) + " does not match the image and block shapes");
@@ -2072,8 +2372,11 @@ Value roi_align(const Ctx& c) {
   if (xs.size() != 4 || c.shape(1).size() != 2 || c.shape(1)[1] != 4 || int64_t(bidx.size()) != c.shape(1)[0])
     bad(c.node, "X (N, C, H, W), rois (R, 4) and batch_indices (R) expected");
   const int64_t C = xs[1], H = xs[2], W = xs[3], R = c.shape(1)[0];
-  const int64_t oh = attr_i(c.node, "output_height", 1), ow = attr_i(c.node, "output_width", 1);
-  const int64_t ratio = attr_i(c.node, "sampling_ratio", 0);
+  if (H < 1 || W < 1) bad(c.node, "X " + shape_str(xs) + " has an empty image");
+  const int64_t oh = attr_i_in(c.node, "output_height", 1, 1, kMaxWindowValue);
+  const int64_t ow = attr_i_in(c.node, "output_width", 1, 1, kMaxWindowValue);
+  const int64_t ratio = attr_i_in(c.node, "sampling_ratio", 0, 0, 1024);
+  c.budget({R, C, oh, ow}, "the pooled output");
   const double scale = attr_f(c.node, "spatial_scale", 1.0);
   const bool half = attr_s(c.node, "coordinate_transformation_mode", c.opset >= 16 ? "half_pixel" : "output_half_pixel") == "half_pixel";
   const bool is_max = attr_s(c.node, "mode", "avg") == "max";
@@ -2089,7 +2392,13 @@ Value roi_align(const Ctx& c) {
       rh = std::max(rh, 1.0);
     }
     double bh = rh / double(oh), bw = rw / double(ow);
-    int64_t gh = ratio > 0 ? ratio : int64_t(std::ceil(rh / double(oh))), gw = ratio > 0 ? ratio : int64_t(std::ceil(rw / double(ow)));
+    // An adaptive grid follows the box's size, which comes from the file.
+    double agh = std::ceil(rh / double(oh)), agw = std::ceil(rw / double(ow));
+    if (ratio == 0 && !(agh <= 1024 && agw <= 1024 && agh > -1024 && agw > -1024))
+      bad(c.node, "region " + std::to_string(r) + " is not a finite box of reasonable size");
+    int64_t gh = ratio > 0 ? ratio : int64_t(agh), gw = ratio > 0 ? ratio : int64_t(agw);
+    c.work(double(C) * double(oh) * double(ow) * double(std::max<int64_t>(gh, 1)) * double(std::max<int64_t>(gw, 1)) * double(R),
+           "RoiAlign");
     double count = double(std::max<int64_t>(gh * gw, 1));
     for (int64_t ch = 0; ch < C; ++ch) {
       const double* plane = &x[size_t((n * C + ch) * H * W)];
@@ -2102,7 +2411,7 @@ Value roi_align(const Ctx& c) {
               double yy = sh + double(ph) * bh + (double(iy) + 0.5) * bh / double(gh);
               double xx = sw + double(pw) * bw + (double(ix) + 0.5) * bw / double(gw);
               double v = 0, vmax = 0;
-              if (!(yy < -1.0 || yy > double(H) || xx < -1.0 || xx > double(W))) {
+              if (std::isfinite(yy) && std::isfinite(xx) && !(yy < -1.0 || yy > double(H) || xx < -1.0 || xx > double(W))) {
                 yy = std::max(yy, 0.0);
                 xx = std::max(xx, 0.0);
                 int64_t yl = int64_t(yy), xl = int64_t(xx), yh, xh;
@@ -2138,6 +2447,8 @@ Value stft(const Ctx& c) {
   if (L <= 0 || step <= 0 || int64_t(window.size()) != L || L > S[1]) bad(c.node, "bad frame_length / frame_step / window");
   bool onesided = attr_i(c.node, "onesided", 1) != 0;
   int64_t B = S[0], N = S[1], cpx = S[2], frames = (N - L) / step + 1, K = onesided ? L / 2 + 1 : L;
+  c.budget({B, frames, K, 2}, "the STFT output");
+  c.work(double(B) * double(frames) * double(K) * double(L), "the STFT");
   std::vector<double> y(size_t(B * frames * K * 2), 0.0);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t f = 0; f < frames; ++f)
@@ -2235,8 +2546,11 @@ Value run_single(const Ctx& c) {
   }
   if (op == "Flatten") {
     const Shape& s = c.shape(0);
-    int64_t axis = attr_i(n, "axis", 1);
-    if (axis < 0) axis += int64_t(s.size());
+    // Flatten's axis may also be the rank itself (everything in the outer part).
+    int64_t r = int64_t(s.size()), axis = attr_i(n, "axis", 1);
+    if (axis < -r || axis > r)
+      bad(n, "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(r) + " (" + shape_str(s) + ")");
+    if (axis < 0) axis += r;
     int64_t outer = 1;
     for (int64_t i = 0; i < axis; ++i) outer *= s[size_t(i)];
     return reshaped(c, {outer, numel(s) / std::max<int64_t>(outer, 1)});
@@ -2257,7 +2571,8 @@ Value run_single(const Ctx& c) {
     }
     int64_t r = int64_t(s.size() + axes.size());
     std::set<int64_t> add;
-    for (auto a : axes) add.insert(norm_axis(a, r, n));
+    for (auto a : axes)
+      if (!add.insert(norm_axis(a, r, n)).second) bad(n, "axis " + std::to_string(a) + " repeated in " + shape_str(axes));
     Shape out;
     size_t k = 0;
     for (int64_t i = 0; i < r; ++i) out.push_back(add.count(i) ? 1 : s[k++]);
@@ -2266,19 +2581,32 @@ Value run_single(const Ctx& c) {
   if (op == "Concat") {
     int64_t r = c.rank(0);
     int64_t axis = norm_axis(attr_i(n, "axis", 0), r, n);
+    // Every input has the first's rank and matches it outside the axis.
+    // (An empty input of another rank, PyTorch's legacy "empty tensor", is left out.)
+    auto skip = [&](size_t i) { return !c.has(i) || (c.shape(i).size() != size_t(r) && numel(c.shape(i)) == 0); };
+    Shape total = c.shape(0);
+    total[size_t(axis)] = 0;
+    for (size_t i = 0; i < c.in.size(); ++i) {
+      if (skip(i)) continue;
+      const Shape& si = c.shape(i);
+      bool ok = si.size() == size_t(r);
+      for (int64_t a = 0; ok && a < r; ++a) ok = a == axis || si[size_t(a)] == total[size_t(a)];
+      if (!ok)
+        bad(n, "input " + std::to_string(i) + " has shape " + shape_str(si) + ", which does not match input 0 " +
+                   shape_str(c.shape(0)) + " outside axis " + std::to_string(axis));
+      total[size_t(axis)] += si[size_t(axis)];
+    }
+    c.budget(total, "the concatenation");
     bool host = c.all_host();
     if (host) {
-      Shape out = c.shape(0);
-      out[size_t(axis)] = 0;
-      for (size_t i = 0; i < c.in.size(); ++i)
-        if (c.has(i)) out[size_t(axis)] += c.shape(i)[size_t(axis)];
+      const Shape& out = total;
       int64_t outer = 1, inner = 1;
       for (int64_t i = 0; i < axis; ++i) outer *= out[size_t(i)];
       for (int64_t i = axis + 1; i < r; ++i) inner *= out[size_t(i)];
       std::vector<double> d;
       for (int64_t o = 0; o < outer; ++o)
         for (size_t i = 0; i < c.in.size(); ++i) {
-          if (!c.has(i)) continue;
+          if (skip(i)) continue;
           int64_t chunk = c.shape(i)[size_t(axis)] * inner;
           auto& src = c.v(i).data;
           d.insert(d.end(), src.begin() + o * chunk, src.begin() + (o + 1) * chunk);
@@ -2287,7 +2615,8 @@ Value run_single(const Ctx& c) {
     }
     std::vector<Tensor> ts;
     for (size_t i = 0; i < c.in.size(); ++i)
-      if (c.has(i) && numel(c.shape(i)) > 0) ts.push_back(c.t(i));
+      if (!skip(i) && numel(c.shape(i)) > 0) ts.push_back(c.t(i));
+    if (ts.empty()) return from_host(total, c.v(0).elem, {});
     return same(ts.size() == 1 ? ts[0] : Tensor::cat(ts, int(axis)));
   }
   if (op == "Gather") return gather(c);
@@ -2295,6 +2624,7 @@ Value run_single(const Ctx& c) {
   if (op == "ConstantOfShape") {
     Shape s;
     for (auto d : c.ints(0)) s.push_back(d);
+    c.budget(s, "the shape");
     double v = 0;
     int32_t elem = TP::FLOAT;
     if (auto* a = find_attr(n, "value")) {
@@ -2310,8 +2640,10 @@ Value run_single(const Ctx& c) {
     double start = c.first(0), limit = c.first(1), delta = c.first(2);
     if (delta == 0) bad(n, "delta 0");
     double steps = std::ceil((limit - start) / delta);
+    if (std::isnan(steps)) bad(n, "Range from " + std::to_string(start) + " to " + std::to_string(limit) + " is not finite");
     if (!(steps < double(1 << 28))) bad(n, "Range of " + std::to_string(steps) + " elements");
-    int64_t count = std::max<int64_t>(0, int64_t(steps));
+    int64_t count = steps > 0 ? int64_t(steps) : 0;  // (a huge negative double has no int64_t)
+    c.budget({count}, "the range");
     std::vector<double> d(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i) d[size_t(i)] = store_as(start + double(i) * delta, c.v(0).elem);
     return from_host({count}, c.v(0).elem, d);
@@ -2324,7 +2656,10 @@ Value run_single(const Ctx& c) {
   }
   if (op == "Expand") {
     Ints want = c.ints(1);
+    for (auto d : want)
+      if (d < 0) bad(n, "negative size " + std::to_string(d) + " in the shape " + shape_str(want));
     Shape s = broadcast(c.shape(0), Shape(want.begin(), want.end()), n);
+    c.budget(s, "the expanded output");
     Tensor x = c.t(0);
     Shape padded(s.size() - size_t(x.ndim()), 1);
     padded.insert(padded.end(), x.shape().begin(), x.shape().end());
@@ -2334,7 +2669,17 @@ Value run_single(const Ctx& c) {
     Ints reps = c.ints(1);
     Tensor x = c.t(0);
     if (int64_t(reps.size()) != x.ndim()) bad(n, "repeats has " + std::to_string(reps.size()) + " entries for rank " + std::to_string(x.ndim()));
+    for (auto k : reps)
+      if (k < 0) bad(n, "negative repeat count " + std::to_string(k));
     Shape inter, big, out;
+    {
+      Shape want;
+      for (int i = 0; i < x.ndim(); ++i) {
+        want.push_back(reps[size_t(i)]);
+        want.push_back(x.dim(i));
+      }
+      c.budget(want, "the tiled output");
+    }
     for (int i = 0; i < x.ndim(); ++i) {
       inter.push_back(1);
       inter.push_back(x.dim(i));
@@ -2354,6 +2699,7 @@ Value run_single(const Ctx& c) {
   }
   if (op == "MatMul") {
     Tensor y = c.t(0).matmul(c.t(1));
+    c.flops(double(y.numel()) * double(c.shape(0).empty() ? 1 : c.shape(0).back()), "the product");
     return same(is_int_elem(c.v(0).elem) ? y.cast(DType::i32) : y);
   }
   if (op == "Gemm") {
@@ -2361,6 +2707,7 @@ Value run_single(const Ctx& c) {
     if (attr_i(n, "transA", 0)) a = a.transpose(0, 1);
     if (attr_i(n, "transB", 0)) b = b.transpose(0, 1);
     Tensor y = a.matmul(b);
+    c.flops(double(y.numel()) * double(a.dim(-1)), "the product");
     double alpha = attr_f(n, "alpha", 1.0), beta = attr_f(n, "beta", 1.0);
     if (alpha != 1.0) y = y * alpha;
     if (c.has(2)) y = y + (beta == 1.0 ? c.t(2) : c.t(2) * beta);
@@ -2380,10 +2727,10 @@ Value run_single(const Ctx& c) {
   }
   if (op == "BatchNormalization") {
     Tensor x = c.t(0);
-    int64_t r = x.ndim();
     double eps = attr_f(n, "epsilon", 1e-5);
     Tensor inv = (c.t(4) + eps).rsqrt() * c.t(1);
-    return same((x - per_channel(c.t(3), r)) * per_channel(inv, r) + per_channel(c.t(2), r));
+    const Shape& xs = x.shape();
+    return same((x - per_channel(n, c.t(3), xs, "mean")) * per_channel(n, inv, xs, "scale") + per_channel(n, c.t(2), xs, "bias"));
   }
   if (op == "InstanceNormalization") {
     Tensor x = c.t(0);
@@ -2392,7 +2739,7 @@ Value run_single(const Ctx& c) {
     double eps = attr_f(n, "epsilon", 1e-5);
     Tensor mean = x.mean(axes, true), cen = x - mean;
     Tensor var = (cen * cen).mean(axes, true);
-    return same(cen * (var + eps).rsqrt() * per_channel(c.t(1), x.ndim()) + per_channel(c.t(2), x.ndim()));
+    return same(cen * (var + eps).rsqrt() * per_channel(n, c.t(1), x.shape(), "scale") + per_channel(n, c.t(2), x.shape(), "bias"));
   }
   if (op == "MeanVarianceNormalization") {
     Tensor x = c.t(0);
@@ -2411,17 +2758,17 @@ Value run_single(const Ctx& c) {
   }
   if (op == "LRN") {
     Tensor x = c.t(0);
+    c.ranked(0, 2);
     int64_t size = attr_i(n, "size", 0);
     if (size <= 0) bad(n, "size is required");
+    if (size > kMaxUnrolledTaps) unsupported(n, c.opset, "size " + std::to_string(size) + " (more than " + std::to_string(kMaxUnrolledTaps) + ")");
     double alpha = attr_f(n, "alpha", 1e-4), beta = attr_f(n, "beta", 0.75), bias = attr_f(n, "bias", 1.0);
     std::vector<std::pair<int64_t, int64_t>> p(size_t(x.ndim()), {0, 0});
     p[1] = {(size - 1) / 2, size - 1 - (size - 1) / 2};
     Tensor sq = (x * x).pad(p, 0);
-    Tensor acc;
-    for (int64_t k = 0; k < size; ++k) {
-      Tensor s = sq.slice(1, k, k + x.dim(1));
-      acc = acc.defined() ? acc + s : s;
-    }
+    TreeReduce window = sum_tree();
+    for (int64_t k = 0; k < size; ++k) window.add(sq.slice(1, k, k + x.dim(1)));
+    Tensor acc = window.result();
     return same(x / (acc * (alpha / double(size)) + bias).pow(beta));
   }
   if (op == "Softmax") return same(softmax_like(c, 0));
@@ -2442,7 +2789,7 @@ Value run_single(const Ctx& c) {
     // Opset 6 and PyTorch's per-channel slopes: a (C) slope means channel 1.
     if (slope.ndim() == 1 && x.ndim() >= 3 && slope.numel() == x.dim(1) && slope.numel() > 1 &&
         (c.opset < 7 || x.dim(-1) != slope.numel()))
-      slope = per_channel(slope, x.ndim());
+      slope = per_channel(n, slope, x.shape(), "slope");
     return same(Tensor::where(x.lt(Tensor::scalar(0, DType::f32, x.device())), x * slope, x));
   }
   if (op == "Pad") {
@@ -2468,12 +2815,21 @@ Value run_single(const Ctx& c) {
     if (int64_t(pads.size()) != 2 * k) bad(n, "pads has " + std::to_string(pads.size()) + " entries for " + std::to_string(k) + " axes");
     std::vector<std::pair<int64_t, int64_t>> p(size_t(r), {0, 0});
     for (int64_t i = 0; i < k; ++i) p[size_t(axes[size_t(i)])] = {pads[size_t(i)], pads[size_t(i + k)]};
+    Shape padded = x.shape();
+    for (int64_t a = 0; a < r; ++a) {
+      auto [b, e] = p[size_t(a)];
+      int64_t& d = padded[size_t(a)];
+      if (__builtin_add_overflow(d, b, &d) || __builtin_add_overflow(d, e, &d) || d < 0)
+        bad(n, "pads " + std::to_string(b) + ", " + std::to_string(e) + " do not fit axis " + std::to_string(a) + " of " +
+                   shape_str(x.shape()));
+    }
+    c.budget(padded, "the padded output");
     if (mode == "constant") return same(x.pad(p, value));
     if (mode != "edge" && mode != "reflect") unsupported(n, c.opset, "mode " + mode);
     for (int64_t a = 0; a < r; ++a) {
       auto [b, e] = p[size_t(a)];
       if (b < 0 || e < 0) unsupported(n, c.opset, "negative pads with mode " + mode);
-      if (b || e) x = pad_mode(x, int(a), b, e, mode);
+      if (b || e) x = pad_mode(n, x, int(a), b, e, mode);
     }
     return same(x);
   }
@@ -2507,7 +2863,7 @@ Value run_single(const Ctx& c) {
     Tensor x = c.t(0);
     if (x.ndim() != 4) bad(n, "needs a 4-D input");
     int64_t b = attr_i(n, "blocksize", 0), N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
-    if (b <= 0) bad(n, "blocksize is required");
+    if (b <= 0 || b > kMaxWindowValue) bad(n, "blocksize " + std::to_string(b) + " is missing or out of range");
     if (op == "DepthToSpace") {
       if (attr_s(n, "mode", "DCR") == "DCR")
         return same(x.reshape({N, b, b, C / (b * b), H, W}).permute({0, 3, 4, 1, 5, 2}).reshape({N, C / (b * b), H * b, W * b}));
@@ -2617,7 +2973,7 @@ Tensor& device_tensor(Value& v, const std::string& device) {
   } else {
     std::vector<int32_t> ints(v.data.size());
     for (size_t i = 0; i < ints.size(); ++i)
-      ints[i] = int32_t(std::clamp(v.data[i], double(INT32_MIN), double(INT32_MAX)));
+      ints[i] = std::isnan(v.data[i]) ? 0 : int32_t(std::clamp(v.data[i], double(INT32_MIN), double(INT32_MAX)));
     v.tensor = Tensor::from_ints(ints, v.shape, device);
     if (d == DType::boolean) v.tensor = v.tensor.cast(DType::boolean);
   }
@@ -2647,10 +3003,24 @@ bool op_supported(const std::string& domain, const std::string& op) {
   return (domain.empty() || domain == "ai.onnx") && ops.count(op) > 0;
 }
 
-std::vector<Value> run_node(const onnx::NodeProto& node, std::vector<Value*>& inputs, int64_t opset,
-                            const std::string& device) {
-  if (!op_supported(node.domain(), node.op_type())) unsupported(node, opset, "");
-  Ctx c{node, inputs, opset, device};
+namespace {
+
+// What every value must satisfy before an op reads it and after an op made
+// it: non-negative dimensions, at most `max_elements` elements, and host data
+// of exactly the shape's size (host code indexes it by the shape).
+void check_value(const onnx::NodeProto& node, const Value& v, int64_t max_elements, const std::string& what) {
+  int64_t count = checked_numel(node, v.shape, max_elements, what);
+  if (v.host && int64_t(v.data.size()) != count)
+    bad(node, what + " holds " + std::to_string(v.data.size()) + " values for its shape " + shape_str(v.shape));
+  if (v.tensor.defined() && v.tensor.shape() != v.shape)
+    bad(node, what + " has shape " + shape_str(v.tensor.shape()) + " on the device but " + shape_str(v.shape) + " recorded");
+}
+
+std::vector<Value> run_node_unchecked(Ctx& c) {
+  const onnx::NodeProto& node = c.node;
+  const int64_t opset = c.opset;
+  const std::string& device = c.device;
+  std::vector<Value*>& inputs = c.in;
   for (size_t i = 0; i < inputs.size(); ++i)
     if (c.has(i)) tl_dtype(inputs[i]->elem, node.op_type());
   if (node.op_type() == "Split") return split(c);
@@ -2675,7 +3045,7 @@ std::vector<Value> run_node(const onnx::NodeProto& node, std::vector<Value*>& in
     for (int i = 2; i < r; ++i) axes.push_back(i);
     double eps = attr_f(node, "epsilon", 1e-5), mom = attr_f(node, "momentum", 0.9);
     Tensor mean = x.mean(axes, true), cen = x - mean, var = (cen * cen).mean(axes, true);
-    Tensor y = cen * (var + eps).rsqrt() * per_channel(c.t(1), r) + per_channel(c.t(2), r);
+    Tensor y = cen * (var + eps).rsqrt() * per_channel(node, c.t(1), x.shape(), "scale") + per_channel(node, c.t(2), x.shape(), "bias");
     Shape cs = {x.dim(1)};
     Tensor rm = c.t(3) * mom + mean.reshape(cs) * (1 - mom), rv = c.t(4) * mom + var.reshape(cs) * (1 - mom);
     return {from_tensor(y, c.v(0).elem), from_tensor(rm, c.v(3).elem), from_tensor(rv, c.v(4).elem)};
@@ -2711,6 +3081,20 @@ std::vector<Value> run_node(const onnx::NodeProto& node, std::vector<Value*>& in
       unsupported(node, opset, "output " + std::to_string(i) + " (" + node.output(i) + ")");
     }
   }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Value> run_node(const onnx::NodeProto& node, std::vector<Value*>& inputs, int64_t opset,
+                            const std::string& device, int64_t max_elements) {
+  if (!op_supported(node.domain(), node.op_type())) unsupported(node, opset, "");
+  Ctx c{node, inputs, opset, device, max_elements};
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (c.has(i)) check_value(node, *inputs[i], INT64_MAX, "input " + std::to_string(i));
+  std::vector<Value> out = run_node_unchecked(c);
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i].present) check_value(node, out[i], max_elements, "output " + std::to_string(i));
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,14 +25,39 @@ struct Value {
   bool present = true;       // false for an omitted optional input ("")
 };
 
+// What one model run may ask of the runtime, beside the element limit each
+// value obeys (the load budget of io::load_limits, applied by OnnxModel::run):
+// the ONNX runtime's own limits, in one place. Exceeding one is a ShapeError
+// or, for a structure this runtime will not unroll, OnnxUnsupported.
+namespace run_limits {
+// Largest kernel size, stride, dilation, pad, block size or resized extent an
+// attribute may hold: beyond any real model, small enough that sums and
+// products of a few of them cannot overflow 64 bits.
+constexpr int64_t kMaxWindowValue = int64_t(1) << 30;
+// Most kernel taps (TopK rounds, LRN window, ...) unrolled into lazy ops for
+// one node; real models stay below ~1000.
+constexpr int64_t kMaxUnrolledTaps = 4096;
+// Most scalar steps a host-side op (DFT, STFT, Unique, RoiAlign...) may take.
+constexpr int64_t kMaxHostWork = int64_t(1) << 28;
+// Multiply-adds one MatMul/Gemm may take, per element of the model's limit.
+constexpr double kFlopsPerElement = 1024;
+// Lazy ops a value may stand away from computed data before the run
+// computes it (long chains are slow to fuse and can overflow the stack).
+constexpr int64_t kMaxLazyDepth = 128;
+}  // namespace run_limits
+
 // The dtype a tl::Tensor uses for an ONNX element type; throws OnnxUnsupported
 // naming `op` for types tl cannot hold (strings, complex).
 DType tl_dtype(int32_t elem, const std::string& op);
 const char* elem_name(int32_t elem);
 bool is_float_elem(int32_t elem);
 
-// Values widened to double; the file path names external data files in errors.
-Value value_from_proto(const onnx::TensorProto& t, const std::string& model_dir, const std::string& model_path);
+// Values widened to double; `where` names the tensor's origin in errors.
+// External data is read only when `model_dir` is given (not empty), and only
+// from a regular file inside that folder; each file read is recorded with its
+// size in `external_files` when given (the load budget counts those bytes).
+Value value_from_proto(const onnx::TensorProto& t, const std::string& model_dir, const std::string& where,
+                       std::map<std::string, uint64_t>* external_files = nullptr);
 
 // The device tensor of a value, uploading host data on first use.
 Tensor& device_tensor(Value& v, const std::string& device);
@@ -39,8 +65,10 @@ Tensor& device_tensor(Value& v, const std::string& device);
 bool op_supported(const std::string& domain, const std::string& op_type);
 
 // Runs one node. `inputs` has one entry per node input (present == false for
-// ""); returns one value per node output.
+// ""); returns one value per node output. Throws ShapeError naming the node
+// for inputs or attributes the op cannot take, and when an output (or a
+// buffer the op builds on the way) would hold more than `max_elements`.
 std::vector<Value> run_node(const onnx::NodeProto& node, std::vector<Value*>& inputs, int64_t opset,
-                            const std::string& device);
+                            const std::string& device, int64_t max_elements = INT64_MAX);
 
 }  // namespace tl::onnx_detail

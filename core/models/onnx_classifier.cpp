@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "core/io/limits.h"
 #include "core/io/onnx.h"
 #include "core/models/efficientnet.h"
 #endif
@@ -22,14 +23,26 @@ class OnnxClassifier final : public ImageClassifier {
     const auto& ins = model_.inputs();
     const auto& outs = model_.outputs();
     if (ins.size() != 1 || ins[0].shape.size() != 4 || ins[0].dtype != "float" || (ins[0].shape[1] != 3 && ins[0].shape[1] != -1))
-      throw IOError(path + " is not an image classifier: it needs one float input (N, 3, H, W), the graph has " +
+      throw NotAClassifier(path + " is not an image classifier: it needs one float input (N, 3, H, W), the graph has " +
                     describe(ins));
     if (outs.size() != 1 || outs[0].shape.size() != 2)
-      throw IOError(path + " is not an image classifier: it needs one (N, classes) output, the graph has " +
+      throw NotAClassifier(path + " is not an image classifier: it needs one (N, classes) output, the graph has " +
                     describe(outs));
     height_ = ins[0].shape[2] > 0 ? ins[0].shape[2] : 224;
     width_ = ins[0].shape[3] > 0 ? ins[0].shape[3] : 224;
     classes_ = outs[0].shape[1];
+    // Declared sizes are the file's word: what they make us build (the
+    // image input, one label per class) is held to the file's load budget.
+    std::error_code ec;
+    const uint64_t file_bytes = std::filesystem::file_size(path, ec);
+    if (height_ > kMaxSide || width_ > kMaxSide)
+      throw IOError(path + " declares an input of " + std::to_string(height_) + "x" + std::to_string(width_) +
+                    " pixels; at most " + std::to_string(kMaxSide) + " a side is supported");
+    io::check_load_budget(uint64_t(height_) * uint64_t(width_) * 3 * sizeof(float), ec ? 0 : file_bytes,
+                          "the declared input image of " + path);
+    if (classes_ < 1) throw IOError(path + " declares an output of " + std::to_string(classes_) + " classes");
+    io::check_load_budget(io::checked_mul(uint64_t(classes_), kLabelBytes, path), ec ? 0 : file_bytes,
+                          "the labels of the " + std::to_string(classes_) + " classes " + path + " declares");
     if (classes_ == 1000) labels_ = imagenet_labels();
     else
       for (int64_t i = 0; i < std::max<int64_t>(classes_, 0); ++i) labels_.push_back("class " + std::to_string(i));
@@ -64,7 +77,14 @@ class OnnxClassifier final : public ImageClassifier {
                              {1, 3, height_, width_}, device);
   }
 
-  Tensor forward(const Tensor& input) override { return model_.run({input}).at(0); }
+  Tensor forward(const Tensor& input) override {
+    // The declared output shape is the file's word; what the graph computes decides.
+    Tensor y = model_.run({input}).at(0);
+    if (y.ndim() != 2 || y.dim(0) != input.dim(0) || y.dim(1) != classes_)
+      throw ShapeError(model_.path() + " declares logits (N, " + std::to_string(classes_) + ") but its graph computes " +
+                       shape_str(y.shape()) + " for an input of " + shape_str(input.shape()));
+    return y;
+  }
   const std::vector<std::string>& labels() const override { return labels_; }
 
  private:
@@ -74,6 +94,9 @@ class OnnxClassifier final : public ImageClassifier {
     return s.empty() ? "none" : s;
   }
   int resize() const { return int(double(height_) / 0.875 + 0.5); }  // the usual 0.875 centre-crop fraction
+
+  static constexpr int64_t kMaxSide = 16384;      // pixels a side of the declared input
+  static constexpr uint64_t kLabelBytes = 32;     // what one "class N" label costs, roughly
 
   OnnxModel model_;
   int64_t height_ = 224, width_ = 224, classes_ = 0;

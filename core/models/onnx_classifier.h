@@ -6,9 +6,16 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/models/classifier.h"
 
 namespace tl {
+
+// A readable ONNX graph that is not shaped like an image classifier (inputs,
+// outputs): the file itself is fine, it just cannot classify images.
+struct NotAClassifier : IOError {
+  using IOError::IOError;
+};
 
 // `imagenet_labels` is asked for the 1000 ImageNet names when the model has
 // 1000 classes; other models get "class N". Throws IOError naming the file
