@@ -404,6 +404,35 @@ class TestOnnx : public QObject {
              msg.c_str());
     fs::remove_all(dir);
   }
+
+  // A convolutional head (SqueezeNet, DenseNet) ends in (N, classes, 1, 1):
+  // still a classifier, its logits are the (N, classes) values.
+  void trailingUnitDimensionsClassify() {
+    fs::path dir = temp_dir("squeezehead");
+    Builder b;
+    b.input("x", {"1", "3", "4", "4"});
+    b.output("y", {"1", "3", "1", "1"});
+    b.node("GlobalAveragePool", {"x"}, {"y"});
+    const std::string path = b.save(dir / "m.onnx");
+    auto model = load_classifier(path);
+    QCOMPARE(model->labels().size(), size_t(3));
+    std::vector<float> pixels(48);
+    for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = float(i);
+    Tensor logits = model->forward(Tensor::from_data(pixels, {1, 3, 4, 4}));
+    QCOMPARE(logits.shape(), (Shape{1, 3}));
+    // The mean of each channel's 16 values 16c .. 16c+15.
+    const std::vector<float> want = {7.5f, 23.5f, 39.5f};
+    QCOMPARE(logits.to_vector(), want);
+    // A trailing dimension that is not 1 is still refused.
+    Builder wide;
+    wide.input("x", {"1", "3", "4", "4"});
+    wide.output("y", {"1", "3", "4", "4"});
+    wide.node("Relu", {"x"}, {"y"});
+    const std::string wide_path = wide.save(dir / "wide.onnx");
+    std::string msg = error_of([&] { load_classifier(wide_path); });
+    QVERIFY2(msg.find("not an image classifier") != std::string::npos, msg.c_str());
+    fs::remove_all(dir);
+  }
 };
 
 QTEST_GUILESS_MAIN(TestOnnx)

@@ -18,6 +18,13 @@ namespace {
 
 class OnnxClassifier final : public ImageClassifier {
  public:
+  // True when every dimension after the first two is 1 (or dynamic).
+  static bool trailing_units(const Shape& shape) {
+    for (size_t i = 2; i < shape.size(); ++i)
+      if (shape[i] != 1 && shape[i] != -1) return false;
+    return true;
+  }
+
   OnnxClassifier(const std::string& path, const std::function<std::vector<std::string>()>& imagenet_labels)
       : model_(path) {
     const auto& ins = model_.inputs();
@@ -25,7 +32,9 @@ class OnnxClassifier final : public ImageClassifier {
     if (ins.size() != 1 || ins[0].shape.size() != 4 || ins[0].dtype != "float" || (ins[0].shape[1] != 3 && ins[0].shape[1] != -1))
       throw NotAClassifier(path + " is not an image classifier: it needs one float input (N, 3, H, W), the graph has " +
                     describe(ins));
-    if (outs.size() != 1 || outs[0].shape.size() != 2)
+    // (N, classes), or (N, classes, 1, 1) as convolutional heads (SqueezeNet,
+    // DenseNet) leave it: trailing unit dimensions are dropped.
+    if (outs.size() != 1 || outs[0].shape.size() < 2 || !trailing_units(outs[0].shape))
       throw NotAClassifier(path + " is not an image classifier: it needs one (N, classes) output, the graph has " +
                     describe(outs));
     height_ = ins[0].shape[2] > 0 ? ins[0].shape[2] : 224;
@@ -80,6 +89,7 @@ class OnnxClassifier final : public ImageClassifier {
   Tensor forward(const Tensor& input) override {
     // The declared output shape is the file's word; what the graph computes decides.
     Tensor y = model_.run({input}).at(0);
+    if (y.ndim() > 2 && trailing_units(y.shape())) y = y.reshape({y.dim(0), y.dim(1)});
     if (y.ndim() != 2 || y.dim(0) != input.dim(0) || y.dim(1) != classes_)
       throw ShapeError(model_.path() + " declares logits (N, " + std::to_string(classes_) + ") but its graph computes " +
                        shape_str(y.shape()) + " for an input of " + shape_str(input.shape()));
