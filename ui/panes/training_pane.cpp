@@ -158,6 +158,7 @@ QWidget* TrainingPane::buildSettings() {
     if (!path.isEmpty()) loadModel(path);
   });
 
+  scrollFormWithWheel(box);
   auto* scroll = new QScrollArea;
   scroll->setWidget(box);
   scroll->setWidgetResizable(true);

@@ -2,6 +2,7 @@
 
 #include <QComboBox>
 #include <QDoubleSpinBox>
+#include <QEvent>
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QHBoxLayout>
@@ -10,6 +11,31 @@
 #include <QSpinBox>
 
 namespace tlui {
+
+namespace {
+class WheelGuard : public QObject {
+ public:
+  using QObject::QObject;
+  bool eventFilter(QObject* watched, QEvent* event) override {
+    auto* w = qobject_cast<QWidget*>(watched);
+    if (event->type() != QEvent::Wheel || !w || w->hasFocus()) return false;
+    // Ignored and filtered: the widget never sees it and Qt hands it on to
+    // the parents, up to the scroll area.
+    event->ignore();
+    return true;
+  }
+};
+}  // namespace
+
+void scrollFormWithWheel(QWidget* root) {
+  auto* guard = new WheelGuard(root);
+  const auto watch = [guard](QWidget* w) {
+    w->setFocusPolicy(Qt::StrongFocus);
+    w->installEventFilter(guard);
+  };
+  for (auto* w : root->findChildren<QAbstractSpinBox*>()) watch(w);
+  for (auto* w : root->findChildren<QComboBox*>()) watch(w);
+}
 
 TrainingSettingsForm::TrainingSettingsForm(QWidget* parent) : QWidget(parent) {
   auto* form = new QFormLayout(this);
