@@ -7,8 +7,10 @@
 #include <QCoreApplication>
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/io/onnx.h"
+#include "core/io/onnx_flops.h"
 #include "core/realize.h"
 #include "core/runtime/registry.h"
 #include "core/tensor.h"
@@ -142,6 +144,7 @@ quint64 Session::loadModel(const QString& nameOrPath) {
     WorkerState& st = *state_;
     QMetaObject::invokeMethod(
         this, [this, job] { emit progress(job, tr("Loading model"), 0); }, Qt::QueuedConnection);
+    std::optional<tl::OnnxCompute> onnxCompute;  // the file's own layers and FLOPs
     if (nameOrPath.endsWith(".onnx", Qt::CaseInsensitive)) {
 #ifdef TL_HAVE_ONNX
       try {
@@ -151,6 +154,7 @@ quint64 Session::loadModel(const QString& nameOrPath) {
         graph->info = tl::inspect_onnx(nameOrPath.toStdString());
         for (const auto& n : graph->info.nodes) graph->unsupported += n.supported ? 0 : 1;
         if (graph->unsupported == 0) graph->shapesInferred = tl::infer_onnx_shapes(graph->info, nameOrPath.toStdString());
+        onnxCompute = tl::onnx_compute(graph->info);
         OnnxPtr out = graph;
         QMetaObject::invokeMethod(
             this, [this, job, out] { if (job == modelJob_) emit onnxInspected(out); }, Qt::QueuedConnection);
@@ -168,6 +172,10 @@ quint64 Session::loadModel(const QString& nameOrPath) {
       data->job = job;
       data->nameOrPath = nameOrPath;
       data->summary = model->summary();
+      if (onnxCompute) {
+        data->summary.layers = onnxCompute->layers;
+        data->summary.flops = onnxCompute->flops;
+      }
       st.model = std::move(model);
       st.modelName = nameOrPath;
       ModelPtr out = data;
