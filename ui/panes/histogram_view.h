@@ -16,7 +16,7 @@ class HistogramView : public QWidget {
   void clear();
   const Histogram& histogram() const { return histogram_; }
   QSize sizeHint() const override { return {260, 140}; }
-  QSize minimumSizeHint() const override { return {120, 80}; }
+  QSize minimumSizeHint() const override { return {60, 64}; }
   // Where the title and the note go at this width: side by side when both
   // fit, else the note on a line of its own under the title.
   std::pair<QRect, QRect> captionRects(int width) const;

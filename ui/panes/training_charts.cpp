@@ -45,7 +45,7 @@ QChartView* makeView(QChart* chart, const QString& title) {
   chart->setMargins(QMargins(2, 2, 2, 2));
   auto* view = new QChartView(chart);
   view->setRenderHint(QPainter::Antialiasing);
-  view->setMinimumSize(std::max(180, TrainingCharts::legendWidth(chart)), 140);
+  view->setMinimumSize(std::max(150, TrainingCharts::legendWidth(chart)), 140);
   return view;
 }
 

@@ -124,8 +124,13 @@ TrainingSettingsForm::TrainingSettingsForm(QWidget* parent) : QWidget(parent) {
   evalEvery_->setSuffix(tr(" steps"));
   form->addRow(tr("Test"), evalEvery_);
 
-  for (QComboBox* c : {model_, dataset_, optimizer_, schedule_})
+  for (QComboBox* c : {model_, dataset_, optimizer_, schedule_}) {
     connect(c, &QComboBox::currentIndexChanged, this, &TrainingSettingsForm::changed);
+    // Long choices ("step (x0.1 each third)") must not set the docked
+    // page's minimum width: the popup still shows them whole.
+    c->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    c->setMinimumContentsLength(9);
+  }
   for (QDoubleSpinBox* d : {lr_, weightDecay_}) connect(d, &QDoubleSpinBox::valueChanged, this, &TrainingSettingsForm::changed);
   for (QSpinBox* b : {batch_, epochs_, augment_, seed_, evalEvery_})
     connect(b, &QSpinBox::valueChanged, this, &TrainingSettingsForm::changed);
