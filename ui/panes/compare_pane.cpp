@@ -42,24 +42,28 @@ QTableView* makeTable(QAbstractItemModel* model, QObject* owner) {
 
 ComparePane::ComparePane(QWidget* parent)
     : QWidget(parent), latency_(new CompareLatencyModel(this)), kernels_(new CompareKernelModel(this)) {
-  auto* layout = new QHBoxLayout(this);
-  auto* left = new QVBoxLayout;
-  left->addWidget(new QLabel(tr("Devices to compare:")));
+  // The controls take one row at the top, so the tables get the full width.
+  auto* layout = new QVBoxLayout(this);
+  auto* controls = new QHBoxLayout;
+  controls->addWidget(new QLabel(tr("Devices:")));
   devices_ = new QListWidget;
-  devices_->setMaximumWidth(240);
-  left->addWidget(devices_, 1);
-  left->addWidget(new QLabel(tr("Reference device:")));
+  devices_->setFlow(QListView::LeftToRight);
+  devices_->setWrapping(true);
+  devices_->setSpacing(2);
+  devices_->setFixedHeight(2 * devices_->fontMetrics().height() + 12);
+  controls->addWidget(devices_, 1);
+  controls->addWidget(new QLabel(tr("Reference:")));
   reference_ = new QComboBox;
-  reference_->setMaximumWidth(240);
+  reference_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
   reference_->setToolTip(tr("Speed-ups and logit differences are measured against this device"));
   reference_->setEnabled(false);
-  left->addWidget(reference_);
+  controls->addWidget(reference_);
   run_ = new QPushButton(tr("Compare"));
   run_->setToolTip(tr("Run the current image on every checked device"));
-  left->addWidget(run_);
-  layout->addLayout(left);
+  controls->addWidget(run_);
+  layout->addLayout(controls);
 
-  auto* right = new QVBoxLayout;
+  auto* right = layout;
   summary_ = new QLabel(tr("Check two or more devices and press Compare: the current image runs on each."));
   summary_->setWordWrap(true);
   summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -71,18 +75,21 @@ ComparePane::ComparePane(QWidget* parent)
   chart_->setRenderHint(QPainter::Antialiasing);
   chart_->setMinimumSize(360, 220);
 
-  auto* top = new QSplitter(Qt::Horizontal);
-  top->addWidget(deviceTable_);
-  top->addWidget(chart_);
-  top->setStretchFactor(0, 3);
-  top->setStretchFactor(1, 2);
+  // The device table spans the width (a dozen columns, a few rows); under it
+  // the kernels, with the chart beside them.
+  auto* bottom = new QSplitter(Qt::Horizontal);
+  bottom->addWidget(kernelTable_);
+  bottom->addWidget(chart_);
+  bottom->setStretchFactor(0, 3);
+  bottom->setStretchFactor(1, 2);
   auto* split = new QSplitter(Qt::Vertical);
-  split->addWidget(top);
-  split->addWidget(kernelTable_);
-  split->setStretchFactor(0, 2);
-  split->setStretchFactor(1, 3);
+  split->addWidget(deviceTable_);
+  split->addWidget(bottom);
+  split->setStretchFactor(0, 1);
+  split->setStretchFactor(1, 4);
+  split->setSizes({170, 500});
+  bottom->setSizes({700, 460});
   right->addWidget(split, 1);
-  layout->addLayout(right, 1);
 
   connect(run_, &QPushButton::clicked, this, [this] { emit compareRequested(checkedDevices()); });
   connect(reference_, &QComboBox::activated, this, &ComparePane::setReference);
