@@ -364,7 +364,12 @@ void MainWindow::rebuildRecentMenu() {
 
 bool MainWindow::exportGraph(const QString& path, QString* error) {
   if (path.endsWith(".svg", Qt::CaseInsensitive)) return graph_->exportSvg(path, error);
-  return graph_->exportPng(path, error);
+  QStringList files;
+  if (!graph_->exportPng(path, error, &files)) return false;
+  if (files.size() > 1) status_->setText(tr("The graph is large: written as %1 tiles, %2 to %3")
+                                             .arg(files.size()).arg(QFileInfo(files.first()).fileName(),
+                                                                    QFileInfo(files.last()).fileName()));
+  return true;
 }
 
 bool MainWindow::exportKernelsCsv(const QString& path, QString* error) {
