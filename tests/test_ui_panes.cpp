@@ -10,6 +10,7 @@
 #include <QChartView>
 #include <QComboBox>
 #include <QDockWidget>
+#include <QHeaderView>
 #include <QLegend>
 #include <QScrollArea>
 #include <QScrollBar>
@@ -39,6 +40,12 @@ bool waitForAny(Spy& a, Spy& b) {
   t.start();
   while (a.isEmpty() && b.isEmpty() && t.elapsed() < kTimeoutMs) QTest::qWait(10);
   return !a.isEmpty() || !b.isEmpty();
+}
+
+// TL_PANES_GRABS=DIR saves pictures of the panes for a look by eye.
+void grabFor(QWidget* w, const QString& name) {
+  const QString dir = qEnvironmentVariable("TL_PANES_GRABS");
+  if (!dir.isEmpty()) w->grab().save(QDir(dir).filePath(name + ".png"));
 }
 
 QString failure(const QSignalSpy& failed) {
@@ -215,6 +222,12 @@ class TestUiPanes : public QObject {
       QVERIFY2(v->width() >= need, qPrintable(QString("%1 px for a legend of %2 px").arg(v->width()).arg(need)));
     }
     page->charts()->clear();
+    grabFor(window_.get(), "training-dock");
+    qInfo("window %dx%d, minimum %dx%d; chart views %d and %d px wide", window_->width(), window_->height(),
+          window_->minimumSizeHint().width(), window_->minimumSizeHint().height(), views[0]->width(), views[1]->width());
+    // The training dock beside the kernel source dock fits a 1280 px wide window.
+    QVERIFY(window_->minimumSizeHint().width() <= 1280);
+    QVERIFY(dock("trainingDock")->minimumSizeHint().height() <= 200);
     for (QValueAxis* x : {page->charts()->lossStepAxis(), page->charts()->accuracyStepAxis()}) {
       QCOMPARE(x->min(), 0.0);
       QCOMPARE(x->max(), 4.0);
@@ -333,6 +346,11 @@ class TestUiPanes : public QObject {
       QVERIFY2(table->columnWidth(c) >= table->fontMetrics().horizontalAdvance(header),
                qPrintable(header));
     }
+    QTest::qWait(20);
+    QVERIFY2(table->horizontalHeader()->length() <= table->viewport()->width(),
+             qPrintable(QString("%1 px of columns in %2 px").arg(table->horizontalHeader()->length())
+                            .arg(table->viewport()->width())));
+    QVERIFY(table->viewport()->height() >= 3 * table->rowHeight(0));
     // The kernel names are not cut.
     QTableView* k = pane->kernelTable();
     QVERIFY(k->columnWidth(0) >= k->fontMetrics().horizontalAdvance(pane->kernelModel()->key(1)));
@@ -347,6 +365,7 @@ class TestUiPanes : public QObject {
     auto* ms = qobject_cast<QValueAxis*>(chart->axes(Qt::Horizontal).value(0));
     QVERIFY(ms && ms->titleText() == "milliseconds");
     QVERIFY(ms->max() >= 10.0);
+    grabFor(pane, "compare");
     pane->setReference(1);
     QCOMPARE(pane->latencyModel()->reference(), 1);
     QCOMPARE(pane->kernelModel()->reference(), 1);
@@ -366,6 +385,7 @@ class TestUiPanes : public QObject {
     QVERIFY2(pane->scene()->sceneRect().height() > 3 * pane->view()->viewport()->height(), "the chain is not tall");
     QVERIFY(pane->view()->fitted());
     QVERIFY(sceneVisible(pane->view()));
+    grabFor(window_.get(), "graph-fitted");
     pane->view()->zoomBy(6);
     QVERIFY(!sceneVisible(pane->view()));
     pane->fit();
