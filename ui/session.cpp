@@ -175,6 +175,9 @@ quint64 Session::loadModel(const QString& nameOrPath) {
       if (onnxCompute) {
         data->summary.layers = onnxCompute->layers;
         data->summary.flops = onnxCompute->flops;
+        if (onnxCompute->unknown_shapes > 0)
+          data->summary.notes.push_back("FLOPs leave out " + std::to_string(onnxCompute->unknown_shapes) +
+                                        " layers whose shapes are unknown");
       }
       st.model = std::move(model);
       st.modelName = nameOrPath;
