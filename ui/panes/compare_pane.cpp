@@ -63,11 +63,10 @@ ComparePane::ComparePane(QWidget* parent)
   controls->addWidget(run_);
   layout->addLayout(controls);
 
-  auto* right = layout;
   summary_ = new QLabel(tr("Check two or more devices and press Compare: the current image runs on each."));
   summary_->setWordWrap(true);
   summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  right->addWidget(summary_);
+  layout->addWidget(summary_);
 
   deviceTable_ = makeTable(latency_, this);
   kernelTable_ = makeTable(kernels_, this);
@@ -89,7 +88,7 @@ ComparePane::ComparePane(QWidget* parent)
   split->setStretchFactor(1, 4);
   split->setSizes({170, 500});
   bottom->setSizes({700, 460});
-  right->addWidget(split, 1);
+  layout->addWidget(split, 1);
 
   connect(run_, &QPushButton::clicked, this, [this] { emit compareRequested(checkedDevices()); });
   connect(reference_, &QComboBox::activated, this, &ComparePane::setReference);
