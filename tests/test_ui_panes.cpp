@@ -25,6 +25,7 @@
 
 #include "core/data/dataset.h"
 #include "core/io/onnx.h"
+#include "core/io/onnx_flops.h"
 #include "core/models/classifier.h"
 #include "testing.h"
 #include "ui/main_window.h"
@@ -449,6 +450,44 @@ class TestUiPanes : public QObject {
   }
 
   // ---- item 8: the model pane for an ONNX file ----
+
+  // The counting itself, on a graph small enough to add up by hand.
+  void onnxComputeCounts() {
+    tl::OnnxGraphInfo info;
+    auto value = [](const std::string& name, tl::Shape shape) {
+      tl::OnnxValueInfo v;
+      v.name = name;
+      v.shape = std::move(shape);
+      return v;
+    };
+    auto init = [](const std::string& name, tl::Shape shape) {
+      tl::OnnxGraphInfo::Init i;
+      i.name = name;
+      i.shape = std::move(shape);
+      return i;
+    };
+    auto node = [](const std::string& op, std::vector<std::string> in, std::string out) {
+      tl::OnnxGraphInfo::Node n;
+      n.op_type = op;
+      n.domain = "ai.onnx";
+      n.inputs = std::move(in);
+      n.outputs = {std::move(out)};
+      return n;
+    };
+    info.inputs = {value("x", {1, 3, 8, 8})};
+    info.initializers = {init("W", {4, 3, 3, 3}), init("B", {4}), init("G", {10, 256}), init("C", {10}),
+                         init("M", {10, 5})};
+    info.values = {value("y", {1, 4, 8, 8}), value("r", {1, 4, 8, 8}), value("f", {1, 256}), value("g", {1, 10}),
+                   value("m", {1, 5})};
+    info.nodes = {node("Conv", {"x", "W", "B"}, "y"), node("Relu", {"y"}, "r"), node("Flatten", {"r"}, "f"),
+                  node("Gemm", {"f", "G", "C"}, "g"), node("MatMul", {"g", "M"}, "m"),
+                  node("MatMul", {"m", "unknown"}, "z")};
+    const tl::OnnxCompute c = tl::onnx_compute(info);
+    QCOMPARE(c.layers, int64_t(4));
+    QCOMPARE(c.unknown_shapes, int64_t(1));
+    // Conv: 256 outputs x (2 x 27 + 1); Gemm: 10 x (2 x 256 + 1); MatMul: 5 x 2 x 10.
+    QCOMPARE(c.flops, 256.0 * 55 + 10.0 * 513 + 100.0);
+  }
 
   void onnxModelSummary() {
     const QString path = QString::fromStdString(tl::models_directory() + "/efficientnet-lite0.onnx");
