@@ -151,7 +151,7 @@ class TestUiModels : public QObject {
     QAbstractItemModelTester t2(&kernels, QAbstractItemModelTester::FailureReportingMode::QtTest);
     kernels.setResult(result);
     QCOMPARE(kernels.rowCount(), 4);
-    QCOMPARE(kernels.columnCount(), 3);
+    QCOMPARE(kernels.columnCount(), 4);  // kernel, two times, one speed-up
     QCOMPARE(kernels.index(1, 0).data().toString(), QString("E_1 #2"));
     QCOMPARE(kernels.seconds(0, 1), 2e-3);
     QCOMPARE(kernels.index(3, 1).data().toString(), QString("-"));  // cpu has no X_9

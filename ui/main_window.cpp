@@ -119,6 +119,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
   connect(session_, &Session::classified, this, &MainWindow::onClassified);
   connect(session_, &Session::compared, this, [this](const ComparePtr& r) {
     compare_->setResult(r);
+    showCompare();
     status_->setText(tr("Compared %1 devices").arg(r->runs.size()));
   });
   connect(session_, &Session::cancelled, this, [this](quint64) { status_->setText(tr("Cancelled.")); });
@@ -165,7 +166,6 @@ void MainWindow::buildDocks() {
   auto* deviceDock = makeDock(this, tr("Devices"), "deviceDock", devices_);
   auto* kernelDock = makeDock(this, tr("Kernels"), "kernelDock", kernels_);
   auto* sourceDock = makeDock(this, tr("Kernel source"), "sourceDock", source_);
-  auto* compareDock = makeDock(this, tr("Compare devices"), "compareDock", compare_);
   auto* trainingDock = makeDock(this, tr("Training"), "trainingDock", training_);
   addDockWidget(Qt::LeftDockWidgetArea, imageDock);
   addDockWidget(Qt::LeftDockWidgetArea, modelDock);
@@ -175,8 +175,11 @@ void MainWindow::buildDocks() {
   tabifyDockWidget(kernelDock, trainingDock);
   kernelDock->raise();
   addDockWidget(Qt::BottomDockWidgetArea, sourceDock);
-  tabifyDockWidget(sourceDock, compareDock);
-  sourceDock->raise();
+  // The comparison has a dozen columns and a chart: a window of its own
+  // (View > Compare Devices), not a quarter of the bottom dock.
+  compare_->setParent(this, Qt::Window);
+  compare_->setWindowTitle(tr("Compare devices - tinylens"));
+  compare_->resize(1200, 760);
   resizeDocks({imageDock}, {440}, Qt::Horizontal);
   resizeDocks({imageDock, modelDock}, {620, 260}, Qt::Vertical);
   resizeDocks({kernelDock}, {370}, Qt::Vertical);
@@ -222,6 +225,7 @@ void MainWindow::buildMenus() {
   view->addAction(tr("&Kernel Graph"), this, [this] { graph_->setMode(GraphPane::KernelGraph); });
   view->addAction(tr("O&NNX Graph"), this, [this] { graph_->setMode(GraphPane::OnnxGraph); });
   view->addAction(tr("&Fit Graph"), QKeySequence(tr("Ctrl+0")), graph_, &GraphPane::fit);
+  view->addAction(tr("&Compare Devices..."), QKeySequence(tr("Ctrl+Shift+D")), this, &MainWindow::showCompare);
   view->addSeparator();
   view->addAction(tr("&Reset Layout"), this, [this] { restoreState(defaultState_); });
 
@@ -269,6 +273,12 @@ void MainWindow::rerun() {
     return;
   }
   openImage(currentImage_);
+}
+
+void MainWindow::showCompare() {
+  compare_->show();
+  compare_->raise();
+  compare_->activateWindow();
 }
 
 void MainWindow::compareDevices(const QStringList& devices) {
@@ -354,7 +364,12 @@ void MainWindow::rebuildRecentMenu() {
 
 bool MainWindow::exportGraph(const QString& path, QString* error) {
   if (path.endsWith(".svg", Qt::CaseInsensitive)) return graph_->exportSvg(path, error);
-  return graph_->exportPng(path, error);
+  QStringList files;
+  if (!graph_->exportPng(path, error, &files)) return false;
+  if (files.size() > 1) status_->setText(tr("The graph is large: written as %1 tiles, %2 to %3")
+                                             .arg(files.size()).arg(QFileInfo(files.first()).fileName(),
+                                                                    QFileInfo(files.last()).fileName()));
+  return true;
 }
 
 bool MainWindow::exportKernelsCsv(const QString& path, QString* error) {

@@ -36,6 +36,7 @@ class MainWindow : public QMainWindow {
   QString currentImage() const { return currentImage_; }
   void rerun();
   void compareDevices(const QStringList& devices);
+  void showCompare();  // the comparison's own window
   // Saves a grab of the window to `path` after the first result and quits.
   void setScreenshotPath(const QString& path);
   static bool isModelFile(const QString& path);

@@ -7,8 +7,10 @@
 #include <QCoreApplication>
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/io/onnx.h"
+#include "core/io/onnx_flops.h"
 #include "core/models/inspect.h"
 #include "core/realize.h"
 #include "core/runtime/registry.h"
@@ -156,7 +158,11 @@ quint64 Session::loadModel(const QString& nameOrPath) {
           this, [this, job, msg] { if (job == modelJob_) emit failed(job, "model", msg); }, Qt::QueuedConnection);
       return;
     }
+    std::optional<tl::OnnxCompute> onnxCompute;  // the file's own layers and FLOPs
     if (opened.graph) {
+#ifdef TL_HAVE_ONNX
+      onnxCompute = tl::onnx_compute(*opened.graph);
+#endif
       auto graph = std::make_shared<OnnxData>();
       graph->job = job;
       graph->path = nameOrPath;
@@ -181,6 +187,13 @@ quint64 Session::loadModel(const QString& nameOrPath) {
     data->job = job;
     data->nameOrPath = nameOrPath;
     data->summary = opened.summary;
+    if (onnxCompute) {
+      data->summary.layers = onnxCompute->layers;
+      data->summary.flops = onnxCompute->flops;
+      if (onnxCompute->unknown_shapes > 0)
+        data->summary.notes.push_back("FLOPs leave out " + std::to_string(onnxCompute->unknown_shapes) +
+                                      " layers whose shapes are unknown");
+    }
     st.model = std::move(opened.classifier);
     st.modelName = nameOrPath;
     ModelPtr out = data;

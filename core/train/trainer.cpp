@@ -53,7 +53,14 @@ EvalResult Trainer::evaluate(const data::Dataset& data, int64_t batch_size) {
   bool was_training = model_.training();
   model_.eval();
   NoGrad ng;
-  data::Batches batches(data, batch_size, false);
+  // The test images go where the weights live: a model trained on a GPU is
+  // evaluated there, whatever the default device is meanwhile.
+  std::string device;
+  for (Tensor* p : model_.parameters()) {
+    device = p->device();
+    break;
+  }
+  data::Batches batches(data, batch_size, false, 0, false, 2, device);
   data::Batch b;
   double loss_sum = 0, right = 0;
   while (batches.next(b)) {

@@ -1,13 +1,15 @@
 #include "compare_pane.h"
 
 #include <QBarCategoryAxis>
-#include <QBarSeries>
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
+#include <QComboBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QHorizontalStackedBarSeries>
 #include <QLabel>
+#include <QLegend>
 #include <QListWidget>
 #include <QPushButton>
 #include <QSortFilterProxyModel>
@@ -18,47 +20,79 @@
 
 namespace tlui {
 
+namespace {
+QTableView* makeTable(QAbstractItemModel* model, QObject* owner) {
+  auto* proxy = new QSortFilterProxyModel(owner);
+  proxy->setSourceModel(model);
+  proxy->setSortRole(Qt::UserRole);
+  auto* view = new QTableView;
+  view->setModel(proxy);
+  view->setSortingEnabled(true);
+  view->sortByColumn(-1, Qt::AscendingOrder);  // the model's order until a header is clicked
+  view->verticalHeader()->hide();
+  view->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  view->setSelectionBehavior(QAbstractItemView::SelectRows);
+  view->setWordWrap(false);
+  view->setTextElideMode(Qt::ElideMiddle);
+  view->horizontalHeader()->setStretchLastSection(false);
+  view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  return view;
+}
+}  // namespace
+
 ComparePane::ComparePane(QWidget* parent)
     : QWidget(parent), latency_(new CompareLatencyModel(this)), kernels_(new CompareKernelModel(this)) {
-  auto* layout = new QHBoxLayout(this);
-  layout->setContentsMargins(2, 2, 2, 2);
-  auto* left = new QVBoxLayout;
-  left->addWidget(new QLabel(tr("Devices to compare:")));
+  // The controls take one row at the top, so the tables get the full width.
+  auto* layout = new QVBoxLayout(this);
+  auto* controls = new QHBoxLayout;
+  controls->addWidget(new QLabel(tr("Devices:")));
   devices_ = new QListWidget;
-  devices_->setMaximumWidth(220);
-  left->addWidget(devices_, 1);
+  devices_->setFlow(QListView::LeftToRight);
+  devices_->setWrapping(true);
+  devices_->setSpacing(2);
+  devices_->setFixedHeight(2 * devices_->fontMetrics().height() + 12);
+  controls->addWidget(devices_, 1);
+  controls->addWidget(new QLabel(tr("Reference:")));
+  reference_ = new QComboBox;
+  reference_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+  reference_->setToolTip(tr("Speed-ups and logit differences are measured against this device"));
+  reference_->setEnabled(false);
+  controls->addWidget(reference_);
   run_ = new QPushButton(tr("Compare"));
-  left->addWidget(run_);
-  layout->addLayout(left);
+  run_->setToolTip(tr("Run the current image on every checked device"));
+  controls->addWidget(run_);
+  layout->addLayout(controls);
 
-  auto* right = new QVBoxLayout;
-  summary_ = new QLabel(tr("Pick two or more devices and press Compare."));
+  summary_ = new QLabel(tr("Check two or more devices and press Compare: the current image runs on each."));
   summary_->setWordWrap(true);
-  right->addWidget(summary_);
-  auto* split = new QSplitter(Qt::Horizontal);
+  summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  layout->addWidget(summary_);
+
+  deviceTable_ = makeTable(latency_, this);
+  kernelTable_ = makeTable(kernels_, this);
   chart_ = new QChartView;
   chart_->setRenderHint(QPainter::Antialiasing);
-  auto* tables = new QSplitter(Qt::Vertical);
-  auto makeTable = [](QAbstractItemModel* model, QObject* owner) {
-    auto* proxy = new QSortFilterProxyModel(owner);
-    proxy->setSourceModel(model);
-    proxy->setSortRole(Qt::UserRole);
-    auto* view = new QTableView;
-    view->setModel(proxy);
-    view->setSortingEnabled(true);
-    view->verticalHeader()->hide();
-    view->horizontalHeader()->setStretchLastSection(true);
-    view->setEditTriggers(QAbstractItemView::NoEditTriggers);
-    return view;
-  };
-  tables->addWidget(makeTable(latency_, this));
-  tables->addWidget(makeTable(kernels_, this));
-  tables->setStretchFactor(1, 3);
-  split->addWidget(chart_);
-  split->addWidget(tables);
-  right->addWidget(split, 1);
-  layout->addLayout(right, 1);
+  chart_->setMinimumSize(360, 220);
+
+  // The device table spans the width (a dozen columns, a few rows); under it
+  // the kernels, with the chart beside them.
+  auto* bottom = new QSplitter(Qt::Horizontal);
+  bottom->addWidget(kernelTable_);
+  bottom->addWidget(chart_);
+  bottom->setStretchFactor(0, 3);
+  bottom->setStretchFactor(1, 2);
+  auto* split = new QSplitter(Qt::Vertical);
+  split->addWidget(deviceTable_);
+  split->addWidget(bottom);
+  split->setStretchFactor(0, 1);
+  split->setStretchFactor(1, 4);
+  split->setSizes({170, 500});
+  bottom->setSizes({700, 460});
+  layout->addWidget(split, 1);
+
   connect(run_, &QPushButton::clicked, this, [this] { emit compareRequested(checkedDevices()); });
+  connect(reference_, &QComboBox::activated, this, &ComparePane::setReference);
+  rebuildChart();
 }
 
 void ComparePane::setDevices(const DeviceList& devices) {
@@ -98,39 +132,90 @@ void ComparePane::setBusy(bool busy) { run_->setEnabled(!busy); }
 QString ComparePane::summary() const { return summary_->text(); }
 
 void ComparePane::setResult(const ComparePtr& result) {
+  result_ = result;
   latency_->setResult(result);
   kernels_->setResult(result);
-  if (result->runs.size() >= 2)
-    summary_->setText(tr("Largest absolute logit difference: <b>%1</b> (%2)")
-                          .arg(result->maxLogitDiff, 0, 'g', 4)
-                          .arg(result->maxDiffPair));
-  else
+  {
+    QSignalBlocker block(reference_);
+    reference_->clear();
+    for (const auto& r : result->runs) reference_->addItem(r->device);
+    reference_->setCurrentIndex(0);
+    reference_->setEnabled(result->runs.size() >= 2);
+  }
+  updateSummary();
+  rebuildChart();
+}
+
+void ComparePane::setReference(int device) {
+  if (!result_ || device < 0 || size_t(device) >= result_->runs.size()) return;
+  latency_->setReference(device);
+  kernels_->setReference(device);
+  reference_->setCurrentIndex(device);
+  updateSummary();
+}
+
+void ComparePane::updateSummary() {
+  if (!result_ || result_->runs.empty()) return;
+  if (result_->runs.size() < 2) {
     summary_->setText(tr("Only one device was compared: nothing to diff."));
+    return;
+  }
+  // Kernels matched on every device: the others ran on one only.
+  const int ref = latency_->reference();
+  int matched = 0;
+  for (int row = 0; row < kernels_->rowCount(); ++row) {
+    bool all = true;
+    for (int d = 0; d < kernels_->deviceCount(); ++d) all = all && kernels_->seconds(row, d) >= 0;
+    matched += all;
+  }
+  summary_->setText(tr("Reference: <b>%1</b>. Largest absolute logit difference between any two devices: "
+                       "<b>%2</b> (%3). %4 of %5 kernels ran on every device.")
+                        .arg(result_->runs[size_t(ref)]->device.toHtmlEscaped())
+                        .arg(result_->maxLogitDiff, 0, 'g', 4)
+                        .arg(result_->maxDiffPair.toHtmlEscaped())
+                        .arg(matched)
+                        .arg(kernels_->rowCount()));
+}
+
+// The warm run of each device as one horizontal bar, kernel time then host
+// overhead: device names sit on the vertical axis where they have room, the
+// value axis and the legend say what the bars are. Cold runs (mostly
+// compilation) would dwarf them; they are in the table.
+void ComparePane::rebuildChart() {
   auto* chart = new QChart;
-  chart->setTitle(tr("Latency per device (ms)"));
-  chart->setMargins(QMargins(2, 2, 2, 2));
-  auto* cold = new QBarSet(tr("cold"));
-  auto* warm = new QBarSet(tr("warm"));
+  chart->setTitle(tr("Warm run per device"));
+  chart->setMargins(QMargins(4, 4, 4, 4));
+  chart->legend()->setAlignment(Qt::AlignBottom);
+  auto* kernel = new QBarSet(tr("kernel time"));
+  auto* host = new QBarSet(tr("host overhead"));
+  kernel->setColor(QColor(30, 80, 200));
+  host->setColor(QColor(230, 150, 40));
   QStringList names;
   double maxMs = 0;
-  for (const auto& r : result->runs) {
-    names << r->device;
-    *cold << r->coldSeconds * 1e3;
-    *warm << r->warmSeconds * 1e3;
-    maxMs = std::max({maxMs, r->coldSeconds * 1e3, r->warmSeconds * 1e3});
+  for (int row = 0; row < latency_->rowCount(); ++row) {
+    const DeviceFigures f = latency_->figures(row);
+    names << result_->runs[size_t(row)]->device;
+    *kernel << f.kernelMs;
+    *host << std::max(0.0, f.hostMs);
+    maxMs = std::max(maxMs, f.kernelMs + std::max(0.0, f.hostMs));
   }
-  auto* series = new QBarSeries;
-  series->append(warm);
-  series->append(cold);
+  auto* series = new QHorizontalStackedBarSeries;
+  series->append(kernel);
+  series->append(host);
+  series->setBarWidth(0.6);
   chart->addSeries(series);
-  auto* x = new QBarCategoryAxis;
-  x->append(names);
-  chart->addAxis(x, Qt::AlignBottom);
-  series->attachAxis(x);
-  auto* y = new QValueAxis;
-  y->setRange(0, maxMs > 0 ? maxMs * 1.05 : 1);
-  chart->addAxis(y, Qt::AlignLeft);
-  series->attachAxis(y);
+  auto* devices = new QBarCategoryAxis;
+  devices->append(names);
+  devices->setTitleText(tr("device"));
+  chart->addAxis(devices, Qt::AlignLeft);
+  series->attachAxis(devices);
+  auto* ms = new QValueAxis;
+  ms->setRange(0, maxMs > 0 ? maxMs * 1.05 : 1);
+  ms->setTitleText(tr("milliseconds"));
+  ms->setLabelFormat("%.3g");
+  ms->applyNiceNumbers();
+  chart->addAxis(ms, Qt::AlignBottom);
+  series->attachAxis(ms);
   QChart* old = chart_->chart();
   chart_->setChart(chart);
   delete old;

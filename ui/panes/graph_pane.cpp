@@ -2,6 +2,8 @@
 
 #include <QApplication>
 #include <QComboBox>
+#include <QDir>
+#include <QFileInfo>
 #include <QFutureWatcher>
 #include <QGraphicsPathItem>
 #include <QHBoxLayout>
@@ -58,9 +60,25 @@ GraphView::GraphView(QWidget* parent) : QGraphicsView(parent) {
 }
 
 void GraphView::zoomBy(double factor) {
+  autoFit_ = false;
   double current = transform().m11();
-  double next = std::clamp(current * factor, 0.02, 8.0);
+  // A huge graph fitted whole may start below the usual floor.
+  double next = std::clamp(current * factor, std::min(0.02, current), 8.0);
   scale(next / current, next / current);
+}
+
+void GraphView::fitWhole() {
+  if (!scene() || sceneRect().isEmpty()) return;
+  resetTransform();
+  fitInView(sceneRect(), Qt::KeepAspectRatio);
+  autoFit_ = true;
+}
+
+void GraphView::resizeEvent(QResizeEvent* event) {
+  QGraphicsView::resizeEvent(event);
+  // A graph laid out while the view was hidden or small is fitted again
+  // once the view has its real size.
+  if (autoFit_) fitWhole();
 }
 
 void GraphView::wheelEvent(QWheelEvent* event) {
@@ -197,6 +215,7 @@ void GraphPane::toggleGroup(const QString& key) {
 
 void GraphPane::relayout() {
   quint64 generation = ++generation_;
+  updateModeText();
   if (mode_ == OnnxGraph ? !onnx_ : !run_) {
     scene_->clear();
     nodeItems_.clear();
@@ -309,16 +328,21 @@ void GraphPane::draw(const DisplayGraph& graph, const GraphLayout& layout) {
   fit();
 }
 
+// The whole graph in view: an overview to zoom into (wheel, search, a click
+// on a node); Ctrl+0 comes back to it.
 void GraphPane::fit() {
   if (scene_->items().isEmpty()) return;
-  view_->fitInView(scene_->sceneRect(), Qt::KeepAspectRatio);
-  // A tall graph fitted whole is unreadable: keep text legible and start at the top.
-  if (view_->transform().m11() < 0.8) {
-    view_->resetTransform();
-    view_->scale(0.8, 0.8);
-    view_->centerOn(scene_->sceneRect().center().x(), scene_->sceneRect().top());
-  }
+  view_->fitWhole();
 }
+
+void GraphPane::updateModeText() {
+  const int n = int(expanded_.size());
+  modeBox_->setItemText(OpGraph, n == 0   ? tr("Op graph (blocks collapsed)")
+                                 : n == 1 ? tr("Op graph (1 block expanded)")
+                                          : tr("Op graph (%1 blocks expanded)").arg(n));
+}
+
+QString GraphPane::modeText() const { return modeBox_->currentText(); }
 
 bool GraphPane::search(const QString& text) {
   if (text.isEmpty() || graph_.nodes.empty()) return false;
@@ -433,24 +457,38 @@ void GraphPane::showDetails(int node) {
   details_->setHtml(html);
 }
 
-bool GraphPane::exportPng(const QString& path, QString* error) const {
+bool GraphPane::exportPng(const QString& path, QString* error, QStringList* files) const {
   QRectF rect = scene_->sceneRect();
   if (rect.isEmpty() || scene_->items().isEmpty()) {
     if (error) *error = tr("The graph is empty: run a model first.");
     return false;
   }
-  // Large graphs would make gigapixel images; cap the longer side.
-  double scale = std::min(2.0, 16000.0 / std::max(rect.width(), rect.height()));
-  QImage image(QSize(int(rect.width() * scale), int(rect.height() * scale)), QImage::Format_ARGB32);
-  image.fill(Qt::white);
-  QPainter painter(&image);
-  painter.setRenderHints(QPainter::Antialiasing | QPainter::TextAntialiasing);
-  scene_->render(&painter, QRectF(0, 0, image.width(), image.height()), rect);
-  painter.end();
-  if (!image.save(path, "PNG")) {
-    if (error) *error = tr("Could not write %1").arg(path);
-    return false;
-  }
+  const double scale = std::max(rect.width(), rect.height()) * 2 <= kPngTile ? 2.0 : 1.0;
+  const int width = int(std::ceil(rect.width() * scale)), height = int(std::ceil(rect.height() * scale));
+  const int cols = (width + kPngTile - 1) / kPngTile, rows = (height + kPngTile - 1) / kPngTile;
+  const QFileInfo info(path);
+  if (files) files->clear();
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const int index = r * cols + c;
+      const QString file = index == 0 ? path
+                                      : info.dir().filePath(QString("%1-%2.%3").arg(info.completeBaseName()).arg(index + 1)
+                                                                .arg(info.suffix().isEmpty() ? "png" : info.suffix()));
+      const int x0 = c * kPngTile, y0 = r * kPngTile;
+      QImage image(QSize(std::min(kPngTile, width - x0), std::min(kPngTile, height - y0)), QImage::Format_RGB32);
+      image.fill(Qt::white);
+      QPainter painter(&image);
+      painter.setRenderHints(QPainter::Antialiasing | QPainter::TextAntialiasing);
+      const QRectF source(rect.left() + x0 / scale, rect.top() + y0 / scale, image.width() / scale,
+                          image.height() / scale);
+      scene_->render(&painter, QRectF(0, 0, image.width(), image.height()), source, Qt::IgnoreAspectRatio);
+      painter.end();
+      if (!image.save(file, "PNG")) {
+        if (error) *error = tr("Could not write %1").arg(file);
+        return false;
+      }
+      if (files) *files << file;
+    }
   return true;
 }
 

@@ -21,6 +21,10 @@ class GraphView : public QGraphicsView {
  public:
   explicit GraphView(QWidget* parent = nullptr);
   void zoomBy(double factor);
+  // Scales the whole scene rect into the viewport, and keeps it fitted
+  // through resizes until the user zooms.
+  void fitWhole();
+  bool fitted() const { return autoFit_; }
 
  signals:
   void nodeClicked(int node);
@@ -28,11 +32,13 @@ class GraphView : public QGraphicsView {
 
  protected:
   void wheelEvent(QWheelEvent* event) override;
+  void resizeEvent(QResizeEvent* event) override;
   void mousePressEvent(QMouseEvent* event) override;
   void mouseDoubleClickEvent(QMouseEvent* event) override;
 
  private:
   int nodeAt(const QPoint& pos) const;
+  bool autoFit_ = false;
 };
 
 class GraphPane : public QWidget {
@@ -63,7 +69,13 @@ class GraphPane : public QWidget {
   QString detailsText() const;
 
   bool exportSvg(const QString& path, QString* error) const;
-  bool exportPng(const QString& path, QString* error) const;
+  // At least 1:1 (2:1 for small graphs), so the labels stay as legible as
+  // on screen; a graph larger than kPngTile pixels is cut into tiles: `path`
+  // holds the first, "<name>-2.png", "<name>-3.png"... the others, row by
+  // row. `files` receives every file written.
+  bool exportPng(const QString& path, QString* error, QStringList* files = nullptr) const;
+  static constexpr int kPngTile = 6000;
+  QString modeText() const;  // the mode combo's current text
 
  signals:
   void layoutReady();
@@ -71,6 +83,7 @@ class GraphPane : public QWidget {
 
  private:
   void relayout();
+  void updateModeText();
   void draw(const DisplayGraph& graph, const GraphLayout& layout);
   QColor colourFor(double seconds) const;
   static QFont nodeFont(bool group);

@@ -24,15 +24,28 @@ void HistogramView::setHistogram(const Histogram& histogram, const QString& note
 
 void HistogramView::clear() { setHistogram({}, {}); }
 
+std::pair<QRect, QRect> HistogramView::captionRects(int width) const {
+  const QFontMetrics fm(font());
+  const int line = fm.height();
+  const int titleWidth = fm.horizontalAdvance(title_), noteWidth = fm.horizontalAdvance(note_);
+  const QRect title(4, 2, std::min(titleWidth, width - 8), line);
+  if (note_.isEmpty()) return {title, QRect()};
+  if (titleWidth + noteWidth + 12 <= width - 8)
+    return {title, QRect(width - 4 - noteWidth, 2, noteWidth, line)};
+  return {title, QRect(4, 2 + line, std::min(noteWidth, width - 8), line)};
+}
+
 void HistogramView::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.fillRect(rect(), palette().base());
   const QFontMetrics fm = p.fontMetrics();
   const int line = fm.height();
   p.setPen(palette().text().color());
-  p.drawText(QRect(4, 2, width() - 8, line), Qt::AlignLeft, title_);
-  if (!note_.isEmpty()) p.drawText(QRect(4, 2, width() - 8, line), Qt::AlignRight, note_);
-  const QRect plot(4, line + 6, width() - 8, height() - 2 * line - 12);
+  const auto [titleRect, noteRect] = captionRects(width());
+  p.drawText(titleRect, Qt::AlignLeft, fm.elidedText(title_, Qt::ElideRight, titleRect.width()));
+  if (!note_.isEmpty()) p.drawText(noteRect, Qt::AlignLeft, fm.elidedText(note_, Qt::ElideRight, noteRect.width()));
+  const int top = std::max(titleRect.bottom(), noteRect.isNull() ? 0 : noteRect.bottom()) + 4;
+  const QRect plot(4, top, width() - 8, height() - top - line - 6);
   if (histogram_.bins.empty() || plot.height() < 4) {
     p.drawText(plot, Qt::AlignCenter, tr("no data"));
     return;

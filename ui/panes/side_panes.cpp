@@ -33,6 +33,14 @@ ModelPane::ModelPane(QWidget* parent) : QWidget(parent) {
 
 void ModelPane::setModel(const ModelPtr& model) {
   const tl::ModelSummary& s = model->summary;
+  // The combo names what is loaded: the built-in model or the opened file.
+  int item = builtin_->findData(model->nameOrPath);
+  if (item < 0) {
+    builtin_->addItem(QFileInfo(model->nameOrPath).fileName(), model->nameOrPath);
+    item = builtin_->count() - 1;
+    builtin_->setItemData(item, model->nameOrPath, Qt::ToolTipRole);
+  }
+  builtin_->setCurrentIndex(item);
   QLocale locale(QLocale::English);
   QStringList notes;
   for (auto& n : s.notes) notes << QString::fromStdString(n).toHtmlEscaped();

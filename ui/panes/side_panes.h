@@ -19,6 +19,7 @@ class ModelPane : public QWidget {
   explicit ModelPane(QWidget* parent = nullptr);
   void setModel(const ModelPtr& model);
   QString summaryText() const;
+  QComboBox* modelBox() const { return builtin_; }
 
  signals:
   void builtinChosen(const QString& name);

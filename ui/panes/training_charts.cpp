@@ -13,23 +13,39 @@ namespace tlui {
 
 namespace {
 constexpr double kSmoothing = 0.95;  // exponential moving average of the per-step curves
+// The step axis has kXTicks intervals of a whole, round number of steps, so
+// its labels are distinct integers ("0 1 2 3 4", "0 50 100 150 200").
+constexpr int kXTicks = 4;
 
 // The dock is wide and short: titles live in the chart, not on the axes.
-QValueAxis* makeAxis(const char* format) {
+QValueAxis* makeAxis(const char* format, double max) {
   auto* a = new QValueAxis;
   a->setLabelFormat(format);
   a->setTickCount(5);
-  a->setRange(0, 1);
+  a->setRange(0, max);
   return a;
+}
+
+// The smallest 1, 2 or 5 times a power of ten that is at least `x`.
+double niceCeil(double x) {
+  if (!(x > 0)) return 1;
+  const double p = std::pow(10.0, std::floor(std::log10(x)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * p >= x * (1 - 1e-12)) return m * p;
+  return 10 * p;
 }
 
 QChartView* makeView(QChart* chart, const QString& title) {
   chart->setTitle(title);
+  // Small legend text, so a docked chart shows its series' names whole.
+  QFont small = chart->legend()->font();
+  small.setPointSizeF(std::max(6.0, small.pointSizeF() - 1));
+  chart->legend()->setFont(small);
   chart->legend()->setAlignment(Qt::AlignTop);
   chart->setMargins(QMargins(2, 2, 2, 2));
   auto* view = new QChartView(chart);
   view->setRenderHint(QPainter::Antialiasing);
-  view->setMinimumSize(180, 140);
+  view->setMinimumSize(std::max(150, TrainingCharts::legendWidth(chart)), 140);
   return view;
 }
 
@@ -51,8 +67,8 @@ S* makeSeries(const QString& name, const QColor& colour) {
 TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
   const QColor faint(120, 160, 230, 110), strong(30, 80, 200), test(220, 90, 20);
   auto* loss = new QChart;
-  lossX_ = makeAxis("%d");
-  lossY_ = makeAxis("%.2f");
+  lossX_ = makeAxis("%d", kXTicks);
+  lossY_ = makeAxis("%.2f", 1);
   loss->addAxis(lossX_, Qt::AlignBottom);
   loss->addAxis(lossY_, Qt::AlignLeft);
   trainLoss_ = makeSeries<QLineSeries>(tr("train"), faint);
@@ -64,11 +80,11 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
     attach(loss, s, lossX_, lossY_);
 
   auto* acc = new QChart;
-  accX_ = makeAxis("%d");
-  accY_ = makeAxis("%.1f");
+  accX_ = makeAxis("%d", kXTicks);
+  accY_ = makeAxis("%.1f", 1);
   acc->addAxis(accX_, Qt::AlignBottom);
   acc->addAxis(accY_, Qt::AlignLeft);
-  smoothAccuracy_ = makeSeries<QLineSeries>(tr("train (smoothed)"), strong);
+  smoothAccuracy_ = makeSeries<QLineSeries>(tr("train"), strong);
   testAccuracy_ = makeSeries<QScatterSeries>(tr("test"), test);
   testAccuracy_->setMarkerSize(8);
   attach(acc, smoothAccuracy_, accX_, accY_);
@@ -87,14 +103,25 @@ void TrainingCharts::clear() {
                        static_cast<QXYSeries*>(smoothAccuracy_), static_cast<QXYSeries*>(testLoss_),
                        static_cast<QXYSeries*>(testAccuracy_)})
     s->clear();
-  for (QValueAxis* a : {lossX_, lossY_, accX_, accY_}) a->setRange(0, 1);
+  lossX_->setRange(0, kXTicks);
+  accX_->setRange(0, kXTicks);
+  lossY_->setRange(0, 1);
+  accY_->setRange(0, 1);
   emaLoss_ = emaAccuracy_ = emaWeight_ = 0;
 }
 
-// Axes only grow, and x in jumps, so a long run does not rescale at every step.
+// Axes only grow, and x in round jumps, so a long run does not rescale at
+// every step and the step labels stay whole numbers.
 void TrainingCharts::grow(QValueAxis* x, QValueAxis* y, double px, double py) {
-  if (px > x->max()) x->setMax(std::max(px, x->max() * 1.25));
+  if (px > x->max()) x->setMax(kXTicks * niceCeil(px / kXTicks));
   if (std::isfinite(py) && py > y->max()) y->setMax(py * 1.1);
+}
+
+int TrainingCharts::legendWidth(const QChart* chart) {
+  const QFontMetrics fm(chart->legend()->font());
+  int width = 16;  // the legend's own margins
+  for (const QAbstractSeries* s : chart->series()) width += fm.horizontalAdvance(s->name()) + fm.height() + 24;
+  return width;
 }
 
 void TrainingCharts::addStep(int step, double loss, double accuracy) {

@@ -3,6 +3,7 @@
 #pragma once
 #include <QWidget>
 
+class QChart;
 class QLineSeries;
 class QScatterSeries;
 class QValueAxis;
@@ -22,6 +23,10 @@ class TrainingCharts : public QWidget {
   QLineSeries* smoothAccuracy() const { return smoothAccuracy_; }
   QScatterSeries* testLoss() const { return testLoss_; }
   QScatterSeries* testAccuracy() const { return testAccuracy_; }
+  QValueAxis* lossStepAxis() const { return lossX_; }
+  QValueAxis* accuracyStepAxis() const { return accX_; }
+  // Pixels the chart's legend needs to show every series' name whole.
+  static int legendWidth(const QChart* chart);
 
  private:
   static void grow(QValueAxis* x, QValueAxis* y, double px, double py);

@@ -158,6 +158,7 @@ QWidget* TrainingPane::buildSettings() {
     if (!path.isEmpty()) loadModel(path);
   });
 
+  scrollFormWithWheel(box);
   auto* scroll = new QScrollArea;
   scroll->setWidget(box);
   scroll->setWidgetResizable(true);
@@ -196,8 +197,11 @@ QWidget* TrainingPane::buildInspection() {
   hl->addWidget(parameterBox_);
   weightHist_ = new HistogramView(tr("weights"));
   gradHist_ = new HistogramView(tr("gradients of the last step"));
-  hl->addWidget(weightHist_, 1);
-  hl->addWidget(gradHist_, 1);
+  // Side by side: the dock is wide and short.
+  auto* bars = new QHBoxLayout;
+  bars->addWidget(weightHist_, 1);
+  bars->addWidget(gradHist_, 1);
+  hl->addLayout(bars, 1);
   tabs->addTab(histPage, tr("Histograms"));
   connect(parameterBox_, &QComboBox::currentIndexChanged, this, [this] { requestHistograms(); });
   return tabs;

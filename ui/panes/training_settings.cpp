@@ -2,6 +2,7 @@
 
 #include <QComboBox>
 #include <QDoubleSpinBox>
+#include <QEvent>
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QHBoxLayout>
@@ -10,6 +11,31 @@
 #include <QSpinBox>
 
 namespace tlui {
+
+namespace {
+class WheelGuard : public QObject {
+ public:
+  using QObject::QObject;
+  bool eventFilter(QObject* watched, QEvent* event) override {
+    auto* w = qobject_cast<QWidget*>(watched);
+    if (event->type() != QEvent::Wheel || !w || w->hasFocus()) return false;
+    // Ignored and filtered: the widget never sees it and Qt hands it on to
+    // the parents, up to the scroll area.
+    event->ignore();
+    return true;
+  }
+};
+}  // namespace
+
+void scrollFormWithWheel(QWidget* root) {
+  auto* guard = new WheelGuard(root);
+  const auto watch = [guard](QWidget* w) {
+    w->setFocusPolicy(Qt::StrongFocus);
+    w->installEventFilter(guard);
+  };
+  for (auto* w : root->findChildren<QAbstractSpinBox*>()) watch(w);
+  for (auto* w : root->findChildren<QComboBox*>()) watch(w);
+}
 
 TrainingSettingsForm::TrainingSettingsForm(QWidget* parent) : QWidget(parent) {
   auto* form = new QFormLayout(this);
@@ -98,8 +124,13 @@ TrainingSettingsForm::TrainingSettingsForm(QWidget* parent) : QWidget(parent) {
   evalEvery_->setSuffix(tr(" steps"));
   form->addRow(tr("Test"), evalEvery_);
 
-  for (QComboBox* c : {model_, dataset_, optimizer_, schedule_})
+  for (QComboBox* c : {model_, dataset_, optimizer_, schedule_}) {
     connect(c, &QComboBox::currentIndexChanged, this, &TrainingSettingsForm::changed);
+    // Long choices ("step (x0.1 each third)") must not set the docked
+    // page's minimum width: the popup still shows them whole.
+    c->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    c->setMinimumContentsLength(9);
+  }
   for (QDoubleSpinBox* d : {lr_, weightDecay_}) connect(d, &QDoubleSpinBox::valueChanged, this, &TrainingSettingsForm::changed);
   for (QSpinBox* b : {batch_, epochs_, augment_, seed_, evalEvery_})
     connect(b, &QSpinBox::valueChanged, this, &TrainingSettingsForm::changed);

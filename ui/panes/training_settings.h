@@ -13,6 +13,11 @@ class QSpinBox;
 
 namespace tlui {
 
+// The wheel over a form scrolls the form: spin boxes and combo boxes under
+// `root` take the wheel only once they have focus (clicked or tabbed into),
+// so scrolling past "Batch 32" no longer turns it into 22.
+void scrollFormWithWheel(QWidget* root);
+
 class TrainingSettingsForm : public QWidget {
   Q_OBJECT
  public:
