@@ -56,6 +56,12 @@ void check_load_budget(uint64_t bytes, uint64_t file_bytes, const std::string& w
                 " bytes (the file does not hold that much data; TINYLENS_MAX_LOAD_BYTES raises the absolute cap)");
 }
 
+void LoadBudget::take(uint64_t bytes, const std::string& what) {
+  if (try_take(bytes)) return;
+  // used_ + bytes may overflow; the message only needs to say "more than".
+  check_load_budget(bytes > UINT64_MAX - used_ ? UINT64_MAX : used_ + bytes, file_bytes_, what);
+}
+
 uint64_t checked_mul(uint64_t a, uint64_t b, const std::string& what) {
   if (a != 0 && b > UINT64_MAX / a) throw IOError(what + ": size overflows (" + std::to_string(a) + " x " +
                                                   std::to_string(b) + ")");
@@ -68,7 +74,10 @@ uint64_t checked_add(uint64_t a, uint64_t b, const std::string& what) {
   return a + b;
 }
 
-std::string read_whole_file(const std::string& path, const std::string& what, uint64_t max_bytes) {
+namespace {
+
+template <class Bytes>
+Bytes read_file_into(const std::string& path, const std::string& what, uint64_t max_bytes) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw IOError("cannot open " + what + " " + path);
   const std::streamoff size = in.tellg();
@@ -76,10 +85,20 @@ std::string read_whole_file(const std::string& path, const std::string& what, ui
   if (uint64_t(size) > max_bytes)
     throw IOError(what + " " + path + " is " + std::to_string(size) + " bytes, more than the " +
                   std::to_string(max_bytes) + " a load may take (TINYLENS_MAX_LOAD_BYTES)");
-  std::string bytes(size_t(size), '\0');
+  Bytes bytes(size_t(size), 0);
   in.seekg(0);
-  if (size > 0 && !in.read(bytes.data(), size)) throw IOError("cannot read " + what + " " + path);
+  if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), size)) throw IOError("cannot read " + what + " " + path);
   return bytes;
+}
+
+}  // namespace
+
+std::string read_whole_file(const std::string& path, const std::string& what, uint64_t max_bytes) {
+  return read_file_into<std::string>(path, what, max_bytes);
+}
+
+std::vector<uint8_t> read_whole_file_bytes(const std::string& path, const std::string& what, uint64_t max_bytes) {
+  return read_file_into<std::vector<uint8_t>>(path, what, max_bytes);
 }
 
 }  // namespace tl::io
