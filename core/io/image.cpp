@@ -3,11 +3,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <fstream>
+#include <cstdio>
 #include <iterator>
 #include <limits>
 
 #include "core/error.h"
+#include "core/io/limits.h"
 
 // Only the formats we document: fewer decoders, less attack surface.
 #define STB_IMAGE_IMPLEMENTATION
@@ -124,10 +125,18 @@ void check_complete(const std::vector<uint8_t>& b, int w, int h, const std::stri
 
 // Debian 12's stb_image (2022-09 snapshot) trusts the symbol counts of a
 // JPEG Huffman table: more than 256 symbols write past its fixed tables (a
-// heap overflow, fixed upstream later). Walk the markers and refuse such
-// tables before stb sees them. Progressive JPEGs define tables between scans,
-// so the walk continues through the entropy-coded data.
+// heap overflow, fixed upstream later). Walk the markers the way stb reads
+// them and refuse such tables before stb sees them. stb reads a DHT segment's
+// tables until their sizes add up to the segment length, whatever the bytes
+// left in the file (zeros past the end), so the walk does the same; a marker
+// segment running past the end of the file is refused as truncated.
+// Progressive JPEGs define tables between scans, so the walk continues
+// through the entropy-coded data.
 void check_jpeg_tables(const std::vector<uint8_t>& b, const std::string& name) {
+  auto at = [&](size_t i) -> uint32_t { return i < b.size() ? b[i] : 0; };
+  auto corrupt = [&](const std::string& why) {
+    return IOError("cannot decode image '" + name + "': corrupt or truncated JPEG (" + why + ")");
+  };
   size_t pos = 2;
   while (pos + 1 < b.size()) {
     if (b[pos] != 0xff) {  // entropy-coded data
@@ -143,21 +152,115 @@ void check_jpeg_tables(const std::vector<uint8_t>& b, const std::string& name) {
       pos += 2;
       continue;
     }
-    if (marker == 0xd9 || pos + 4 > b.size()) return;  // EOI, or cut short: stb reports that
-    const size_t length = size_t(b[pos + 2]) << 8 | b[pos + 3];
+    if (marker == 0xd9) return;  // EOI
+    const size_t length = size_t(at(pos + 2)) << 8 | at(pos + 3);
     const size_t end = pos + 2 + length;
+    char where[64];
+    std::snprintf(where, sizeof where, "segment 0xFF%02X at byte %zu", marker, pos);
+    if (length < 2) throw corrupt(std::string(where) + " has length " + std::to_string(length));
+    if (end > b.size())
+      throw corrupt(std::string(where) + " needs " + std::to_string(length) + " bytes but the file ends after " +
+                    std::to_string(b.size() - pos - 2));
     if (marker == 0xc4) {
       size_t p = pos + 4;
-      while (p < end && p + 17 <= b.size()) {
+      int64_t left = int64_t(length) - 2;
+      while (left > 0) {
         size_t symbols = 0;
-        for (size_t i = 1; i <= 16; ++i) symbols += b[p + i];
+        for (size_t i = 1; i <= 16; ++i) symbols += at(p + i);
         if (symbols > 256)
           throw IOError("cannot decode image '" + name + "': corrupt JPEG (Huffman table with " +
                         std::to_string(symbols) + " symbols, at most 256 are possible)");
         p += 17 + symbols;
+        left -= int64_t(17 + symbols);
       }
+      if (left != 0) throw corrupt(std::string(where) + ": its Huffman tables do not fill its length");
     }
-    pos = std::max(end, pos + 2);
+    pos = end;
+  }
+}
+
+uint32_t be32(const std::vector<uint8_t>& b, size_t at) {
+  return uint32_t(b[at]) << 24 | uint32_t(b[at + 1]) << 16 | uint32_t(b[at + 2]) << 8 | b[at + 3];
+}
+
+bool is_png(const std::vector<uint8_t>& b) {
+  static const uint8_t kPng[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  return b.size() >= 8 && std::equal(std::begin(kPng), std::end(kPng), b.begin());
+}
+
+// What the PNG's chunks say before stb reads them: the compressed bytes in
+// its IDAT chunks, and whether one of them is empty (stb copies an empty
+// first IDAT with memcpy(NULL, ..., 0), undefined behaviour).
+struct PngChunks {
+  uint64_t idat_bytes = 0;
+  bool empty_idat = false;
+};
+
+PngChunks scan_png(const std::vector<uint8_t>& b) {
+  PngChunks out;
+  size_t pos = 8;
+  while (pos + 8 <= b.size()) {
+    const uint64_t length = be32(b, pos);
+    const bool idat = std::equal(b.begin() + std::ptrdiff_t(pos + 4), b.begin() + std::ptrdiff_t(pos + 8), "IDAT");
+    const uint64_t present = std::min<uint64_t>(length, b.size() - pos - 8);
+    if (idat) {
+      out.idat_bytes += present;
+      out.empty_idat |= length == 0;
+    }
+    if (length > b.size() - pos - 8) break;
+    pos += 12 + size_t(length);
+  }
+  return out;
+}
+
+// The same PNG without its empty IDAT chunks (which hold nothing), also one
+// cut short after its 8-byte header.
+std::vector<uint8_t> without_empty_idats(const std::vector<uint8_t>& b) {
+  std::vector<uint8_t> out(b.begin(), b.begin() + 8);
+  size_t pos = 8;
+  while (pos + 8 <= b.size()) {
+    const uint64_t length = be32(b, pos);
+    if (length == 0 && std::equal(b.begin() + std::ptrdiff_t(pos + 4), b.begin() + std::ptrdiff_t(pos + 8), "IDAT")) {
+      pos = std::min(pos + 12, b.size());
+      continue;
+    }
+    if (pos + 12 > b.size() || length > b.size() - pos - 12) break;
+    out.insert(out.end(), b.begin() + std::ptrdiff_t(pos), b.begin() + std::ptrdiff_t(pos + 12 + length));
+    pos += 12 + size_t(length);
+  }
+  out.insert(out.end(), b.begin() + std::ptrdiff_t(pos), b.end());
+  return out;
+}
+
+// stb pads a JPEG whose scan data runs out, and allocates a PNG's whole
+// pixel buffer before inflating, so a few hundred bytes declaring 16384x6103
+// would cost gigabytes. Refuse an image that declares more pixels than its
+// file can encode:
+//  - JPEG: every 8x8 block of every scan costs at least one bit (a Huffman
+//    code has at least one), so at most 512 pixels per byte;
+//  - PNG: deflate expands at most about 1032:1, and each row carries a
+//    filter byte;
+//  - GIF: each LZW code has at least 3 bits and stands for at most 4096
+//    pixels (and at most as many as codes were read before it).
+void check_encodable(const std::vector<uint8_t>& b, int w, int h, const std::string& name) {
+  const uint64_t pixels = uint64_t(w) * uint64_t(h), size = b.size();
+  auto truncated = [&](const std::string& what, uint64_t need, uint64_t have) {
+    throw IOError("cannot decode image '" + name + "': corrupt or truncated image data (a " + size_str(w, h) + " " +
+                  what + " needs at least " + std::to_string(need) + " bytes, the file has " + std::to_string(have) +
+                  ")");
+  };
+  if (b.size() >= 2 && b[0] == 0xff && b[1] == 0xd8) {
+    if (pixels > size * 512) truncated("JPEG", (pixels + 511) / 512, size);
+  } else if (is_png(b) && b.size() >= 29) {
+    static const int kChannels[7] = {1, 0, 3, 1, 2, 0, 4};
+    const uint32_t depth = b[24], color = b[25];
+    const uint64_t channels = color < 7 && kChannels[color] ? uint64_t(kChannels[color]) : 4;
+    const uint64_t raw = uint64_t(h) * (1 + (uint64_t(w) * channels * std::max<uint32_t>(depth, 1) + 7) / 8);
+    const uint64_t idat = scan_png(b).idat_bytes;
+    if (raw > idat * 1032 + 1032) truncated("PNG", raw / 1032, idat);
+  } else if (b.size() >= 3 && b[0] == 'G' && b[1] == 'I' && b[2] == 'F') {
+    const uint64_t codes = size * 8 / 3;
+    if (pixels > codes * std::min<uint64_t>(codes + 2, 4096)) truncated("GIF", pixels / 4096 * 3 / 8, size);
   }
 }
 
@@ -168,8 +271,14 @@ Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name) {
   if (bytes.size() > size_t(std::numeric_limits<int>::max()))
     throw IOError("cannot decode image '" + name + "': file of " + std::to_string(bytes.size()) +
                   " bytes is too large");
-  const int len = int(bytes.size());
   if (bytes.size() >= 2 && bytes[0] == 0xff && bytes[1] == 0xd8) check_jpeg_tables(bytes, name);
+  if (is_png(bytes) && scan_png(bytes).empty_idat) {
+    const std::vector<uint8_t> cleaned = without_empty_idats(bytes);
+    if (scan_png(cleaned).empty_idat)  // cannot happen: every empty IDAT header was dropped
+      throw IOError("cannot decode image '" + name + "': corrupt PNG (empty IDAT chunk)");
+    return decode_image(cleaned, name);
+  }
+  const int len = int(bytes.size());
   int w = 0, h = 0, channels = 0;
   if (!stbi_info_from_memory(bytes.data(), len, &w, &h, &channels)) {
     // stb refuses PNGs above 2^30 bytes of pixels already in info() and then
@@ -177,10 +286,7 @@ Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name) {
     // the message says what is wrong.
     static const uint8_t kPng[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R'};
     if (bytes.size() >= 24 && std::equal(std::begin(kPng), std::end(kPng), bytes.begin())) {
-      auto be32 = [&](size_t at) {
-        return uint32_t(bytes[at]) << 24 | uint32_t(bytes[at + 1]) << 16 | uint32_t(bytes[at + 2]) << 8 | bytes[at + 3];
-      };
-      const uint32_t pw = be32(16), ph = be32(20);
+      const uint32_t pw = be32(bytes, 16), ph = be32(bytes, 20);
       if (pw > uint32_t(kMaxImageSide) || ph > uint32_t(kMaxImageSide) || uint64_t(pw) * ph > uint64_t(kMaxImagePixels))
         throw too_large(name, pw, ph);
     }
@@ -191,6 +297,15 @@ Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name) {
     throw too_large(name, w, h);
 
   check_complete(bytes, w, h, name);
+  check_encodable(bytes, w, h, name);
+  // What decoding takes: our floats, and stb's pixels (twice, for its
+  // intermediate buffers), against the absolute cap of a load.
+  const uint64_t sample_bytes = stbi_is_16_bit_from_memory(bytes.data(), len) ? 2 : 1;
+  const uint64_t decode_bytes = uint64_t(w) * uint64_t(h) * (3 * sizeof(float) + 2 * 4 * sample_bytes);
+  if (decode_bytes > io::load_limits().max_total_bytes)
+    throw IOError("image '" + name + "' is too large: decoding " + size_str(w, h) + " pixels would take " +
+                  std::to_string(decode_bytes) + " bytes, more than the " +
+                  std::to_string(io::load_limits().max_total_bytes) + " a load may take (TINYLENS_MAX_LOAD_BYTES)");
 
   Image img;
   int dw = 0, dh = 0, dc = 0;
@@ -217,20 +332,10 @@ Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name) {
 }
 
 Image load_image(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IOError("cannot open image '" + path + "'");
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size < 0) throw IOError("cannot read image '" + path + "'");
-  // Even a maximal uncompressed image is far below this; anything bigger is
+  // Even a maximal uncompressed image is far below 1 GiB; anything bigger is
   // not something we should pull into memory.
-  if (size > std::streamoff(1) << 30)
-    throw IOError("image file '" + path + "' is too large (" + std::to_string(size) + " bytes)");
-  in.seekg(0);
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), size))
-    throw IOError("cannot read image '" + path + "'");
-  return decode_image(bytes, path);
+  const uint64_t max_file = std::min<uint64_t>(uint64_t(1) << 30, io::load_limits().max_total_bytes);
+  return decode_image(io::read_whole_file_bytes(path, "image", max_file), path);
 }
 
 namespace {
