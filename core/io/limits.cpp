@@ -58,8 +58,10 @@ void check_load_budget(uint64_t bytes, uint64_t file_bytes, const std::string& w
 
 void LoadBudget::take(uint64_t bytes, const std::string& what) {
   if (try_take(bytes)) return;
-  // used_ + bytes may overflow; the message only needs to say "more than".
-  check_load_budget(bytes > UINT64_MAX - used_ ? UINT64_MAX : used_ + bytes, file_bytes_, what);
+  throw IOError(what + " would need " + std::to_string(bytes) + " bytes, more than the " +
+                std::to_string(budget_ - used_) + " left of the " + std::to_string(budget_) +
+                " allowed for a file of " + std::to_string(file_bytes_) +
+                " bytes (the file does not hold that much data; TINYLENS_MAX_LOAD_BYTES raises the absolute cap)");
 }
 
 uint64_t checked_mul(uint64_t a, uint64_t b, const std::string& what) {
