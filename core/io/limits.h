@@ -5,7 +5,9 @@
 // file gets a clear IOError instead of a crash, a hang or a memory bomb. A
 // tensor never takes more bytes than the file holds unless the format says so
 // (stride 0, shared storage, a declared output size); then the absolute cap
-// applies.
+// applies. Images are the exception to the per-byte budget (a 3 MB photo
+// decodes to 150 MB of floats): their decoded size is bounded by what the
+// format can encode in the file's bytes (image.cpp) and by the absolute cap.
 #pragma once
 #include <cstdint>
 #include <string>
