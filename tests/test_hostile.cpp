@@ -311,6 +311,15 @@ class TestHostile : public QObject {
                                  "nested.safetensors");
     });
     EXPECT_ERROR(nested, "shape [1, [...]] has a non-integer or negative size");
+    // A megabyte-long key and dtype are cut in the message.
+    const std::string key(1 << 20, 'k'), dtype(1 << 20, 'D');
+    const QString long_names = io_error_of([&] {
+      tl::load_safetensors_bytes(
+          safetensors_file("{\"" + key + "\":{\"dtype\":\"" + dtype + "\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4),
+          "names.safetensors");
+    });
+    EXPECT_ERROR(long_names, "unsupported dtype 'DDDD");
+    QVERIFY2(long_names.contains("kkk...': "), qPrintable(long_names.left(300)));
 #endif
   }
 

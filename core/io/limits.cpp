@@ -64,6 +64,10 @@ void LoadBudget::take(uint64_t bytes, const std::string& what) {
                 " bytes (the file does not hold that much data; TINYLENS_MAX_LOAD_BYTES raises the absolute cap)");
 }
 
+std::string clip(const std::string& name, size_t max_chars) {
+  return name.size() <= max_chars ? name : name.substr(0, max_chars) + "...";
+}
+
 uint64_t checked_mul(uint64_t a, uint64_t b, const std::string& what) {
   if (a != 0 && b > UINT64_MAX / a) throw IOError(what + ": size overflows (" + std::to_string(a) + " x " +
                                                   std::to_string(b) + ")");

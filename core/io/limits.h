@@ -75,6 +75,10 @@ uint64_t checked_mul(uint64_t a, uint64_t b, const std::string& what);
 // a + b, likewise.
 uint64_t checked_add(uint64_t a, uint64_t b, const std::string& what);
 
+// A name that came from a file (a tensor key, a pickle global, a dtype), cut
+// to `max_chars` with "..." so an error message stays one readable line.
+std::string clip(const std::string& name, size_t max_chars = 80);
+
 // Reads a whole file, refusing one larger than `max_bytes`; `what` names the
 // file's role in errors ("ONNX model", "safetensors file").
 std::string read_whole_file(const std::string& path, const std::string& what,

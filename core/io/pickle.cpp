@@ -58,8 +58,8 @@ std::string describe(const Value& v) {
     case Value::Kind::Tuple: return "tuple of " + std::to_string(v.items.size());
     case Value::Kind::List: return "list of " + std::to_string(v.items.size());
     case Value::Kind::Dict: return "dict with " + std::to_string(v.entries.size()) + " entries";
-    case Value::Kind::Global: return "global " + v.text;
-    case Value::Kind::Storage: return "storage '" + v.storage->key + "'";
+    case Value::Kind::Global: return "global " + io::clip(v.text, 200);
+    case Value::Kind::Storage: return "storage '" + io::clip(v.storage->key) + "'";
     case Value::Kind::Tensor: return "tensor " + host_shape_str(v.tensor->size);
   }
   return "?";
@@ -380,7 +380,7 @@ class Machine {
   ValuePtr resolve_global(const std::string& module, const std::string& attr) {
     const std::string full = module + "." + attr;
     if (!allowed_function(full) && !storage_types().count(full) && !dtype_globals().count(full))
-      throw IOError("refusing pickle global '" + full + "' in '" + name_ +
+      throw IOError("refusing pickle global '" + io::clip(full, 200) + "' in '" + name_ +
                     "': a checkpoint may only hold tensors and plain containers (tinylens never runs code "
                     "from a pickle; if this is a whole pickled model, save its state_dict() instead)");
     auto v = make(Value::Kind::Global);
@@ -470,7 +470,7 @@ class Machine {
       s->view_offset = as_int(*a[5]->items[1], "storage view offset");
       s->numel = as_int(*a[5]->items[2], "storage view size");
     }
-    if (s->numel < 0 || s->view_offset < 0) fail("negative storage size for '" + s->key + "'");
+    if (s->numel < 0 || s->view_offset < 0) fail("negative storage size for '" + io::clip(s->key) + "'");
     auto v = make(Value::Kind::Storage);
     v->storage = std::move(s);
     return v;

@@ -58,7 +58,7 @@ const Value& unwrap(const Value& top, const std::string& path) {
 HostTensor convert(const pickle::TensorRef& t, const StorageBytes& raw, const std::string& key,
                    const std::string& path, io::LoadBudget& budget) {
   auto bad = [&](const std::string& why) {
-    return IOError("checkpoint '" + path + "', tensor '" + key + "': " + why);
+    return IOError("checkpoint '" + path + "', tensor '" + io::clip(key) + "': " + why);
   };
   const size_t elem = host_dtype_size(t.dtype);
   if (!elem) throw bad("unsupported dtype " + t.dtype);
@@ -82,14 +82,14 @@ HostTensor convert(const pickle::TensorRef& t, const StorageBytes& raw, const st
   if (count > 0 && last >= available)
     throw bad("size " + host_shape_str(t.size) + ", stride " + host_shape_str(t.stride) + ", offset " +
               std::to_string(t.offset) + " reach element " + std::to_string(last) + " but storage '" +
-              t.storage->key + "' holds " + std::to_string(available) + " (truncated file?)");
+              io::clip(t.storage->key) + "' holds " + std::to_string(available) + " (truncated file?)");
   // The elements fit the storage, but stride 0 and storages shared by many
   // tensors repeat bytes: what we materialise is bounded by the budget.
   const uint64_t max_elements = io::load_limits().max_tensor_elements;
   if (count > max_elements)
     throw bad("size " + host_shape_str(t.size) + " has " + std::to_string(count) + " elements, more than the " +
               std::to_string(max_elements) + " a tensor may have");
-  budget.take(count * sizeof(float), "checkpoint '" + path + "', tensor '" + key + "' (size " +
+  budget.take(count * sizeof(float), "checkpoint '" + path + "', tensor '" + io::clip(key) + "' (size " +
                                          host_shape_str(t.size) + ", stride " + host_shape_str(t.stride) + ")");
 
   HostTensor out;
@@ -168,12 +168,13 @@ std::vector<uint8_t> read_entry(zip_t* z, zip_uint64_t index, const std::string&
   zip_stat_init(&st);
   const zip_uint64_t need = ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD;
   if (zip_stat_index(z, index, 0, &st) != 0 || (st.valid & need) != need)
-    throw IOError("checkpoint '" + path + "': cannot stat record '" + name + "'");
+    throw IOError("checkpoint '" + path + "': cannot stat record '" + io::clip(name) + "'");
   // The sizes come from the central directory, which libzip does not check
   // against the archive: a forged size must not make us allocate it.
   const uint64_t archive = budget.file_bytes();
   auto forged = [&](const std::string& why) {
-    return IOError("checkpoint '" + path + "': record '" + name + "' " + why + " (corrupt or forged zip directory)");
+    return IOError("checkpoint '" + path + "': record '" + io::clip(name) + "' " + why +
+                   " (corrupt or forged zip directory)");
   };
   if (st.comp_size > archive)
     throw forged("claims " + std::to_string(st.comp_size) + " compressed bytes, more than the whole " +
@@ -187,12 +188,12 @@ std::vector<uint8_t> read_entry(zip_t* z, zip_uint64_t index, const std::string&
       throw forged("claims " + std::to_string(st.size) + " bytes, more than deflate can expand its " +
                    std::to_string(st.comp_size) + " compressed bytes to");
   } else {
-    throw IOError("checkpoint '" + path + "': record '" + name + "' uses zip compression method " +
+    throw IOError("checkpoint '" + path + "': record '" + io::clip(name) + "' uses zip compression method " +
                   std::to_string(st.comp_method) + "; only stored and deflated records are supported");
   }
-  budget.take(st.size, "checkpoint '" + path + "': record '" + name + "'");
+  budget.take(st.size, "checkpoint '" + path + "': record '" + io::clip(name) + "'");
   zip_file_t* f = zip_fopen_index(z, index, 0);
-  if (!f) throw IOError("checkpoint '" + path + "': cannot open record '" + name + "': " + zip_strerror(z));
+  if (!f) throw IOError("checkpoint '" + path + "': cannot open record '" + io::clip(name) + "': " + zip_strerror(z));
   std::vector<uint8_t> data(st.size);
   zip_uint64_t done = 0;
   while (done < st.size) {
@@ -200,7 +201,7 @@ std::vector<uint8_t> read_entry(zip_t* z, zip_uint64_t index, const std::string&
     if (n <= 0) {
       std::string why = n < 0 ? zip_error_strerror(zip_file_get_error(f)) : "unexpected end of record";
       zip_fclose(f);
-      throw IOError("checkpoint '" + path + "': cannot read record '" + name + "': " + why + " (truncated file?)");
+      throw IOError("checkpoint '" + path + "': cannot read record '" + io::clip(name) + "': " + why + " (truncated file?)");
     }
     done += zip_uint64_t(n);
   }
@@ -210,7 +211,7 @@ std::vector<uint8_t> read_entry(zip_t* z, zip_uint64_t index, const std::string&
   std::string why = n < 0 ? zip_error_strerror(zip_file_get_error(f)) : "";
   zip_fclose(f);
   if (n != 0)
-    throw IOError("checkpoint '" + path + "': record '" + name + "' is corrupt" + (why.empty() ? "" : ": " + why));
+    throw IOError("checkpoint '" + path + "': record '" + io::clip(name) + "' is corrupt" + (why.empty() ? "" : ": " + why));
   return data;
 }
 
@@ -259,7 +260,7 @@ StateDict load_zip(const std::string& path, const std::vector<uint8_t>& file) {
   auto fetch = [&](const pickle::StorageRef& ref) {
     const std::string name = root + "data/" + ref.key;
     const zip_int64_t index = zip_name_locate(z.get(), name.c_str(), 0);
-    if (index < 0) throw IOError("checkpoint '" + path + "': storage record '" + name + "' is missing");
+    if (index < 0) throw IOError("checkpoint '" + path + "': storage record '" + io::clip(name) + "' is missing");
     StorageBytes raw;
     raw.owned = read_entry(z.get(), zip_uint64_t(index), name, path, budget);
     raw.data = raw.owned.data();
@@ -313,15 +314,15 @@ StateDict load_legacy(const std::string& path, const std::vector<uint8_t>& file)
     auto ref = refs.find(key);
     // The blocks carry no type, so an unreferenced one cannot even be skipped.
     if (ref == refs.end())
-      throw IOError("checkpoint '" + path + "': storage '" + key + "' is listed but no tensor uses it");
+      throw IOError("checkpoint '" + path + "': storage '" + io::clip(key) + "' is listed but no tensor uses it");
     const size_t elem = host_dtype_size(ref->second->dtype);
     if (file.size() - pos < 8)
-      throw IOError("checkpoint '" + path + "': storage '" + key + "' is cut off (truncated file?)");
+      throw IOError("checkpoint '" + path + "': storage '" + io::clip(key) + "' is cut off (truncated file?)");
     uint64_t numel = 0;
     for (int i = 7; i >= 0; --i) numel = numel << 8 | file[pos + size_t(i)];
     pos += 8;
     if (numel > (file.size() - pos) / elem)
-      throw IOError("checkpoint '" + path + "': storage '" + key + "' needs " + std::to_string(numel) +
+      throw IOError("checkpoint '" + path + "': storage '" + io::clip(key) + "' needs " + std::to_string(numel) +
                     " elements of " + ref->second->dtype + " but only " + std::to_string(file.size() - pos) +
                     " bytes remain (truncated file?)");
     blocks[key] = {pos, size_t(numel * elem)};
@@ -330,7 +331,7 @@ StateDict load_legacy(const std::string& path, const std::vector<uint8_t>& file)
   auto fetch = [&](const pickle::StorageRef& ref) {
     auto it = blocks.find(ref.key);
     if (it == blocks.end())
-      throw IOError("checkpoint '" + path + "': storage '" + ref.key + "' is missing from the file");
+      throw IOError("checkpoint '" + path + "': storage '" + io::clip(ref.key) + "' is missing from the file");
     StorageBytes raw;
     raw.data = file.data() + it->second.first;
     raw.size = it->second.second;

@@ -122,8 +122,6 @@ std::string summary(const nlohmann::json& j) {
   return out + "]";
 }
 
-std::string short_key(const std::string& key) { return key.size() > 80 ? key.substr(0, 80) + "..." : key; }
-
 struct Entry {
   std::string key;
   std::string dtype;
@@ -171,12 +169,12 @@ StateDict load_safetensors_bytes(const std::vector<uint8_t>& file, const std::st
     const auto& v = it.value();
     Entry e;
     e.key = it.key();
-    auto bad = [&](const std::string& why) { return fail("tensor '" + short_key(e.key) + "': " + why); };
+    auto bad = [&](const std::string& why) { return fail("tensor '" + io::clip(e.key) + "': " + why); };
     if (!v.is_object()) throw bad("entry is not a JSON object");
     if (!v.contains("dtype") || !v["dtype"].is_string()) throw bad("missing or non-string 'dtype'");
     e.dtype = v["dtype"].get<std::string>();
     const size_t elem = host_dtype_size(e.dtype);
-    if (!elem) throw bad("unsupported dtype '" + e.dtype + "'");
+    if (!elem) throw bad("unsupported dtype '" + io::clip(e.dtype) + "'");
     if (!v.contains("shape") || !v["shape"].is_array()) throw bad("missing or non-array 'shape'");
     const size_t max_rank = size_t(io::load_limits().max_tensor_rank);
     if (v["shape"].size() > max_rank)
@@ -212,9 +210,9 @@ StateDict load_safetensors_bytes(const std::vector<uint8_t>& file, const std::st
   });
   uint64_t expected = 0;
   for (const Entry& e : entries) {
-    if (e.begin < expected) throw fail("tensor '" + short_key(e.key) + "' overlaps the tensor before it");
+    if (e.begin < expected) throw fail("tensor '" + io::clip(e.key) + "' overlaps the tensor before it");
     if (e.begin > expected)
-      throw fail("gap of " + std::to_string(e.begin - expected) + " bytes before tensor '" + short_key(e.key) + "'");
+      throw fail("gap of " + std::to_string(e.begin - expected) + " bytes before tensor '" + io::clip(e.key) + "'");
     expected = e.end;
   }
   if (expected != data_size)
@@ -226,7 +224,7 @@ StateDict load_safetensors_bytes(const std::vector<uint8_t>& file, const std::st
     t.shape = e.shape;
     t.dtype = e.dtype;
     const size_t count = size_t((e.end - e.begin) / host_dtype_size(e.dtype));
-    budget.take(uint64_t(count) * sizeof(float), "safetensors file '" + path + "', tensor '" + short_key(e.key) + "'");
+    budget.take(uint64_t(count) * sizeof(float), "safetensors file '" + path + "', tensor '" + io::clip(e.key) + "'");
     t.data.resize(count);
     host_to_float(data + e.begin, count, e.dtype, t.data.data());
     out.emplace(e.key, std::move(t));
