@@ -546,6 +546,10 @@ class TestHostile : public QObject {
     const Bytes jpeg = {0xff, 0xd8, 0xff, 0xc4, 0x00, 0x03, 0x00, 0xff, 0xff};
     QString msg = io_error_of([&] { tl::decode_image(jpeg, "nine.jpg"); });
     EXPECT_ERROR(msg, "Huffman table with 510 symbols");
+    // stb skips 0xFF fill bytes before SOI, so this is a JPEG too (found by fuzz_image).
+    const Bytes filled = {0xff, 0xff, 0xff, 0xd8, 0xff, 0xc4, 0x00, 0x03, 0x00, 0xff, 0xff};
+    msg = io_error_of([&] { tl::decode_image(filled, "filled.jpg"); });
+    EXPECT_ERROR(msg, "Huffman table with 510 symbols");
     // A DHT segment longer than the file, with sane counts: truncated.
     const Bytes cut = {0xff, 0xd8, 0xff, 0xc4, 0x00, 0x20, 0x00, 0x01, 0x00};
     msg = io_error_of([&] { tl::decode_image(cut, "cut.jpg"); });

@@ -59,6 +59,16 @@ void check_size(int w, int h, const char* what) {
 uint32_t le16(const std::vector<uint8_t>& b, size_t at) { return uint32_t(b[at]) | uint32_t(b[at + 1]) << 8; }
 uint32_t le32(const std::vector<uint8_t>& b, size_t at) { return le16(b, at) | le16(b, at + 2) << 16; }
 
+// Where a JPEG's data starts after its SOI marker, or 0 when stb would not
+// take the bytes for a JPEG. stb skips any number of 0xFF fill bytes before a
+// marker, so "FF FF FF D8" is a JPEG to it too, and must be one to our checks.
+size_t jpeg_start(const std::vector<uint8_t>& b) {
+  if (b.empty() || b[0] != 0xff) return 0;
+  size_t pos = 1;
+  while (pos < b.size() && b[pos] == 0xff) ++pos;
+  return pos < b.size() && b[pos] == 0xd8 ? pos + 1 : 0;
+}
+
 // stb_image reads past the end of a BMP, TGA or PNM as zeros (or, for PNM,
 // leaves the rest uninitialised) instead of failing, so for these formats we
 // check that the pixel data is all there before decoding. PNG, JPEG and GIF
@@ -97,7 +107,7 @@ void check_complete(const std::vector<uint8_t>& b, int w, int h, const std::stri
     return;
   }
   const bool known_magic = (b.size() >= 8 && b[0] == 0x89 && b[1] == 'P') ||
-                           (b.size() >= 2 && b[0] == 0xff && b[1] == 0xd8) ||
+                           jpeg_start(b) != 0 ||
                            (b.size() >= 4 && b[0] == 'G' && b[1] == 'I' && b[2] == 'F');
   if (known_magic) return;
   if (b.size() < 18) truncated(18);
@@ -137,7 +147,7 @@ void check_jpeg_tables(const std::vector<uint8_t>& b, const std::string& name) {
   auto corrupt = [&](const std::string& why) {
     return IOError("cannot decode image '" + name + "': corrupt or truncated JPEG (" + why + ")");
   };
-  size_t pos = 2;
+  size_t pos = jpeg_start(b);
   while (pos + 1 < b.size()) {
     if (b[pos] != 0xff) {  // entropy-coded data
       ++pos;
@@ -249,7 +259,7 @@ void check_encodable(const std::vector<uint8_t>& b, int w, int h, const std::str
                   what + " needs at least " + std::to_string(need) + " bytes, the file has " + std::to_string(have) +
                   ")");
   };
-  if (b.size() >= 2 && b[0] == 0xff && b[1] == 0xd8) {
+  if (jpeg_start(b)) {
     if (pixels > size * 512) truncated("JPEG", (pixels + 511) / 512, size);
   } else if (is_png(b) && b.size() >= 29) {
     static const int kChannels[7] = {1, 0, 3, 1, 2, 0, 4};
@@ -271,7 +281,7 @@ Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name) {
   if (bytes.size() > size_t(std::numeric_limits<int>::max()))
     throw IOError("cannot decode image '" + name + "': file of " + std::to_string(bytes.size()) +
                   " bytes is too large");
-  if (bytes.size() >= 2 && bytes[0] == 0xff && bytes[1] == 0xd8) check_jpeg_tables(bytes, name);
+  if (jpeg_start(bytes)) check_jpeg_tables(bytes, name);
   if (is_png(bytes) && scan_png(bytes).empty_idat) {
     const std::vector<uint8_t> cleaned = without_empty_idats(bytes);
     if (scan_png(cleaned).empty_idat)  // cannot happen: every empty IDAT header was dropped
