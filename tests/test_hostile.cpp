@@ -557,6 +557,18 @@ class TestHostile : public QObject {
 #endif
   }
 
+  void pnmHeaderNumberOverflow() {
+#ifndef TL_HAVE_IMAGES
+    QSKIP("built without stb_image");
+#else
+    // stb reads the width digit by digit into an int (found by fuzz_image).
+    Bytes pnm;
+    append(pnm, "P6\n# comment\n" + std::string(30, '8') + " 1\n255\n");
+    const QString msg = io_error_of([&] { tl::decode_image(pnm, "long.ppm"); });
+    EXPECT_ERROR(msg, "corrupt PNM header (number 8888888888 is too large)");
+#endif
+  }
+
   void pngEmptyFirstIdatDecodes() {
 #ifndef TL_HAVE_IMAGES
     QSKIP("built without stb_image");

@@ -69,6 +69,31 @@ size_t jpeg_start(const std::vector<uint8_t>& b) {
   return pos < b.size() && b[pos] == 0xd8 ? pos + 1 : 0;
 }
 
+// stb reads the numbers of a PNM header into an int digit by digit, and
+// overflows (undefined behaviour) on a long one; refuse any number that does
+// not fit, reading the header the way stb does (whitespace, # comments).
+void check_pnm_header(const std::vector<uint8_t>& b, const std::string& name) {
+  if (b.size() < 2 || b[0] != 'P' || (b[1] != '5' && b[1] != '6')) return;
+  size_t pos = 2;
+  for (int field = 0; field < 3; ++field) {
+    while (pos < b.size() && (std::isspace(b[pos]) || b[pos] == '#')) {
+      if (b[pos] == '#')
+        while (pos < b.size() && b[pos] != '\n' && b[pos] != '\r') ++pos;
+      else
+        ++pos;
+    }
+    const size_t start = pos;
+    uint64_t value = 0;
+    while (pos < b.size() && std::isdigit(b[pos])) {
+      value = value * 10 + uint64_t(b[pos++] - '0');
+      if (value > uint64_t(std::numeric_limits<int>::max()))
+        throw IOError("cannot decode image '" + name + "': corrupt PNM header (number " +
+                      io::clip(std::string(b.begin() + std::ptrdiff_t(start), b.begin() + std::ptrdiff_t(pos)), 20) +
+                      " is too large)");
+    }
+  }
+}
+
 // stb_image reads past the end of a BMP, TGA or PNM as zeros (or, for PNM,
 // leaves the rest uninitialised) instead of failing, so for these formats we
 // check that the pixel data is all there before decoding. PNG, JPEG and GIF
@@ -282,6 +307,7 @@ Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name) {
     throw IOError("cannot decode image '" + name + "': file of " + std::to_string(bytes.size()) +
                   " bytes is too large");
   if (jpeg_start(bytes)) check_jpeg_tables(bytes, name);
+  check_pnm_header(bytes, name);
   if (is_png(bytes) && scan_png(bytes).empty_idat) {
     const std::vector<uint8_t> cleaned = without_empty_idats(bytes);
     if (scan_png(cleaned).empty_idat)  // cannot happen: every empty IDAT header was dropped
