@@ -614,6 +614,24 @@ class TestHostile : public QObject {
 #endif
   }
 
+  void jpegScanWithUndefinedHuffmanTable() {
+#ifndef TL_HAVE_IMAGES
+    QSKIP("built without stb_image");
+#else
+    // A real JPEG whose scan names DC table 3, never defined: stb decoded
+    // with uninitialised tables (found by fuzz_image, out-of-bounds index).
+    Bytes jpeg = read_bytes(std::string(TL_SOURCE_DIR) + "/tests/data/io/blocks.jpg");
+    size_t sos = 0;
+    for (size_t i = 2; i + 6 < jpeg.size() && !sos; ++i)
+      if (jpeg[i] == 0xff && jpeg[i + 1] == 0xda) sos = i;
+    QVERIFY(sos > 0);
+    QVERIFY(tl::decode_image(jpeg, "fine.jpg").width == 16);
+    jpeg[sos + 6] = 0x30;  // first component: DC table 3, AC table 0
+    const QString msg = io_error_of([&] { tl::decode_image(jpeg, "undefined.jpg"); });
+    EXPECT_ERROR(msg, "uses Huffman DC table 3, which is not defined before it");
+#endif
+  }
+
   void jpegDeclaringMoreThanTheFileHolds() {
 #ifndef TL_HAVE_IMAGES
     QSKIP("built without stb_image");

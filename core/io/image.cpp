@@ -167,11 +167,19 @@ void check_complete(const std::vector<uint8_t>& b, int w, int h, const std::stri
 // segment running past the end of the file is refused as truncated.
 // Progressive JPEGs define tables between scans, so the walk continues
 // through the entropy-coded data.
+//
+// stb also decodes a scan with whatever Huffman table its header names,
+// defined or not (an undefined one is uninitialised memory, and decoding
+// with it indexes out of bounds), so every table a scan uses must have been
+// defined before it: baseline scans use their DC and AC tables, progressive
+// DC-first scans the DC table, progressive AC scans the AC table.
 void check_jpeg_tables(const std::vector<uint8_t>& b, const std::string& name) {
   auto at = [&](size_t i) -> uint32_t { return i < b.size() ? b[i] : 0; };
   auto corrupt = [&](const std::string& why) {
     return IOError("cannot decode image '" + name + "': corrupt or truncated JPEG (" + why + ")");
   };
+  bool defined[2][4] = {};  // [DC, AC][table id]
+  bool progressive = false;
   size_t pos = jpeg_start(b);
   while (pos + 1 < b.size()) {
     if (b[pos] != 0xff) {  // entropy-coded data
@@ -205,10 +213,29 @@ void check_jpeg_tables(const std::vector<uint8_t>& b, const std::string& name) {
         if (symbols > 256)
           throw IOError("cannot decode image '" + name + "': corrupt JPEG (Huffman table with " +
                         std::to_string(symbols) + " symbols, at most 256 are possible)");
+        const uint32_t table_class = at(p) >> 4, id = at(p) & 15;
+        if (table_class > 1 || id > 3) throw corrupt(std::string(where) + ": bad Huffman table class or id");
+        defined[table_class][id] = true;
         p += 17 + symbols;
         left -= int64_t(17 + symbols);
       }
       if (left != 0) throw corrupt(std::string(where) + ": its Huffman tables do not fill its length");
+    } else if (marker == 0xc0 || marker == 0xc1 || marker == 0xc2) {  // SOF: the ones stb decodes
+      progressive = marker == 0xc2;
+    } else if (marker == 0xda) {  // SOS
+      const size_t components = at(pos + 4);
+      const uint32_t spectral_start = at(pos + 5 + 2 * components), approx_high = at(pos + 7 + 2 * components) >> 4;
+      const bool uses_dc = !progressive || (spectral_start == 0 && approx_high == 0);
+      const bool uses_ac = !progressive || spectral_start > 0;
+      for (size_t i = 0; i < components; ++i) {
+        const uint32_t tables = at(pos + 6 + 2 * i), dc = tables >> 4, ac = tables & 15;
+        if (dc > 3 || ac > 3) continue;  // stb refuses these itself
+        if ((uses_dc && !defined[0][dc]) || (uses_ac && !defined[1][ac]))
+          throw corrupt("scan at byte " + std::to_string(pos) + " uses Huffman " +
+                        (uses_dc && !defined[0][dc] ? "DC table " + std::to_string(dc)
+                                                    : "AC table " + std::to_string(ac)) +
+                        ", which is not defined before it");
+      }
     }
     pos = end;
   }
