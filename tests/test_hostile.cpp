@@ -676,6 +676,14 @@ class TestHostile : public QObject {
     put_le(gif, 10000, 2);
     put_le(gif, 10000, 2);
     for (uint8_t v : {0x00, 0x02, 0x02, 0x44, 0x01, 0x00, 0x3b}) gif.push_back(v);
+    // An IDAT chunk claiming 1 GB in a tiny file: stb grew its buffer to that
+    // before reading (found by fuzz_image as a 2 GB allocation).
+    Bytes forged(png.begin(), png.begin() + 33);
+    put_be(forged, 0x40400000, 4);
+    append(forged, "IDAT");
+    for (uint8_t v : {0x78, 0x01, 0x03, 0x00, 0, 0, 0, 0}) forged.push_back(v);
+    msg = io_error_of([&] { tl::decode_image(forged, "forged.png"); });
+    EXPECT_ERROR(msg, "corrupt or truncated PNG (chunk 'IDAT' at byte 33 declares 1077936128 bytes");
     msg = io_error_of([&] { tl::decode_image(gif, "huge.gif"); });
     EXPECT_ERROR(msg, "a 10000x10000 GIF needs at least");
 #endif

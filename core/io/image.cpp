@@ -275,6 +275,24 @@ PngChunks scan_png(const std::vector<uint8_t>& b) {
   return out;
 }
 
+// stb grows its buffer of compressed data to an IDAT chunk's declared length
+// before reading it, so a chunk that claims a gigabyte in a 200-byte file
+// costs a gigabyte; refuse any chunk whose data runs past the end of the file.
+void check_png_chunks(const std::vector<uint8_t>& b, const std::string& name) {
+  size_t pos = 8;
+  while (pos + 8 <= b.size()) {
+    const uint64_t length = be32(b, pos);
+    if (length > b.size() - pos - 8) {
+      std::string type;
+      for (size_t i = pos + 4; i < pos + 8; ++i) type += std::isalpha(b[i]) ? char(b[i]) : '?';
+      throw IOError("cannot decode image '" + name + "': corrupt or truncated PNG (chunk '" + type + "' at byte " +
+                    std::to_string(pos) + " declares " + std::to_string(length) + " bytes, the file has " +
+                    std::to_string(b.size() - pos - 8) + " left)");
+    }
+    pos += 12 + size_t(length);
+  }
+}
+
 // The same PNG without its empty IDAT chunks (which hold nothing), also one
 // cut short after its 8-byte header.
 std::vector<uint8_t> without_empty_idats(const std::vector<uint8_t>& b) {
@@ -335,6 +353,7 @@ Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name) {
                   " bytes is too large");
   if (jpeg_start(bytes)) check_jpeg_tables(bytes, name);
   check_pnm_header(bytes, name);
+  if (is_png(bytes)) check_png_chunks(bytes, name);
   if (is_png(bytes) && scan_png(bytes).empty_idat) {
     const std::vector<uint8_t> cleaned = without_empty_idats(bytes);
     if (scan_png(cleaned).empty_idat)  // cannot happen: every empty IDAT header was dropped
