@@ -569,6 +569,27 @@ class TestHostile : public QObject {
 #endif
   }
 
+  void pnm16BitGreyDecodes() {
+#ifndef TL_HAVE_IMAGES
+    QSKIP("built without stb_image");
+#else
+    // A 16-bit grey PGM: stb's 3-channel conversion of it returned 8-bit
+    // samples, and reading them as 16-bit overran the buffer (found by fuzz_image).
+    Bytes pgm;
+    append(pgm, "P5\n2 4\n2422\n");
+    for (int i = 0; i < 8; ++i) put_be(pgm, uint64_t(i) * 300, 2);
+    const tl::Image img = tl::decode_image(pgm, "deep.pgm");
+    QCOMPARE(img.width, 2);
+    QCOMPARE(img.height, 4);
+    QCOMPARE(img.rgb.size(), size_t(24));
+    for (size_t i = 0; i < 8; ++i) {
+      QCOMPARE(img.rgb[i * 3], img.rgb[i * 3 + 1]);
+      QCOMPARE(img.rgb[i * 3], img.rgb[i * 3 + 2]);
+    }
+    QVERIFY(img.rgb[21] > img.rgb[3]);
+#endif
+  }
+
   void pngEmptyFirstIdatDecodes() {
 #ifndef TL_HAVE_IMAGES
     QSKIP("built without stb_image");

@@ -391,23 +391,29 @@ Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name) {
 
   Image img;
   int dw = 0, dh = 0, dc = 0;
-  const size_t count = size_t(w) * size_t(h) * 3;
-  // Asking stb for 3 channels makes it replicate grey and drop alpha.
+  // stb returns the file's own channels (1 grey, 2 grey + alpha, 3 RGB, 4
+  // RGBA); we replicate grey and drop alpha ourselves. Asking stb for 3
+  // channels instead runs its converters, and the one for 16-bit PNM
+  // returns 8-bit samples (a buffer half the size it says).
   auto take = [&](auto* px, float scale) {
     if (!px) throw decode_error(name);
-    if (dw != w || dh != h) {
+    if (dw != w || dh != h || dc < 1 || dc > 4) {
       stbi_image_free(px);
       throw IOError("cannot decode image '" + name + "': header says " + size_str(w, h) + ", pixels are " +
-                    size_str(dw, dh));
+                    size_str(dw, dh) + " with " + std::to_string(dc) + " channels");
     }
-    img.rgb.resize(count);
-    for (size_t i = 0; i < count; ++i) img.rgb[i] = px[i] / scale;
+    const size_t pixels = size_t(w) * size_t(h), channels = size_t(dc);
+    img.rgb.resize(pixels * 3);
+    for (size_t i = 0; i < pixels; ++i) {
+      const auto* p = px + i * channels;
+      for (size_t c = 0; c < 3; ++c) img.rgb[i * 3 + c] = p[channels >= 3 ? c : 0] / scale;
+    }
     stbi_image_free(px);
   };
   if (stbi_is_16_bit_from_memory(bytes.data(), len))
-    take(stbi_load_16_from_memory(bytes.data(), len, &dw, &dh, &dc, 3), 65535.0f);
+    take(stbi_load_16_from_memory(bytes.data(), len, &dw, &dh, &dc, 0), 65535.0f);
   else
-    take(stbi_load_from_memory(bytes.data(), len, &dw, &dh, &dc, 3), 255.0f);
+    take(stbi_load_from_memory(bytes.data(), len, &dw, &dh, &dc, 0), 255.0f);
   img.width = w;
   img.height = h;
   return img;
