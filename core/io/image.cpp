@@ -3,11 +3,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <fstream>
+#include <cstdio>
 #include <iterator>
 #include <limits>
 
 #include "core/error.h"
+#include "core/io/limits.h"
 
 // Only the formats we document: fewer decoders, less attack surface.
 #define STB_IMAGE_IMPLEMENTATION
@@ -58,6 +59,41 @@ void check_size(int w, int h, const char* what) {
 uint32_t le16(const std::vector<uint8_t>& b, size_t at) { return uint32_t(b[at]) | uint32_t(b[at + 1]) << 8; }
 uint32_t le32(const std::vector<uint8_t>& b, size_t at) { return le16(b, at) | le16(b, at + 2) << 16; }
 
+// Where a JPEG's data starts after its SOI marker, or 0 when stb would not
+// take the bytes for a JPEG. stb skips any number of 0xFF fill bytes before a
+// marker, so "FF FF FF D8" is a JPEG to it too, and must be one to our checks.
+size_t jpeg_start(const std::vector<uint8_t>& b) {
+  if (b.empty() || b[0] != 0xff) return 0;
+  size_t pos = 1;
+  while (pos < b.size() && b[pos] == 0xff) ++pos;
+  return pos < b.size() && b[pos] == 0xd8 ? pos + 1 : 0;
+}
+
+// stb reads the numbers of a PNM header into an int digit by digit, and
+// overflows (undefined behaviour) on a long one; refuse any number that does
+// not fit, reading the header the way stb does (whitespace, # comments).
+void check_pnm_header(const std::vector<uint8_t>& b, const std::string& name) {
+  if (b.size() < 2 || b[0] != 'P' || (b[1] != '5' && b[1] != '6')) return;
+  size_t pos = 2;
+  for (int field = 0; field < 3; ++field) {
+    while (pos < b.size() && (std::isspace(b[pos]) || b[pos] == '#')) {
+      if (b[pos] == '#')
+        while (pos < b.size() && b[pos] != '\n' && b[pos] != '\r') ++pos;
+      else
+        ++pos;
+    }
+    const size_t start = pos;
+    uint64_t value = 0;
+    while (pos < b.size() && std::isdigit(b[pos])) {
+      value = value * 10 + uint64_t(b[pos++] - '0');
+      if (value > uint64_t(std::numeric_limits<int>::max()))
+        throw IOError("cannot decode image '" + name + "': corrupt PNM header (number " +
+                      io::clip(std::string(b.begin() + std::ptrdiff_t(start), b.begin() + std::ptrdiff_t(pos)), 20) +
+                      " is too large)");
+    }
+  }
+}
+
 // stb_image reads past the end of a BMP, TGA or PNM as zeros (or, for PNM,
 // leaves the rest uninitialised) instead of failing, so for these formats we
 // check that the pixel data is all there before decoding. PNG, JPEG and GIF
@@ -96,7 +132,7 @@ void check_complete(const std::vector<uint8_t>& b, int w, int h, const std::stri
     return;
   }
   const bool known_magic = (b.size() >= 8 && b[0] == 0x89 && b[1] == 'P') ||
-                           (b.size() >= 2 && b[0] == 0xff && b[1] == 0xd8) ||
+                           jpeg_start(b) != 0 ||
                            (b.size() >= 4 && b[0] == 'G' && b[1] == 'I' && b[2] == 'F');
   if (known_magic) return;
   if (b.size() < 18) truncated(18);
@@ -124,11 +160,27 @@ void check_complete(const std::vector<uint8_t>& b, int w, int h, const std::stri
 
 // Debian 12's stb_image (2022-09 snapshot) trusts the symbol counts of a
 // JPEG Huffman table: more than 256 symbols write past its fixed tables (a
-// heap overflow, fixed upstream later). Walk the markers and refuse such
-// tables before stb sees them. Progressive JPEGs define tables between scans,
-// so the walk continues through the entropy-coded data.
+// heap overflow, fixed upstream later). Walk the markers the way stb reads
+// them and refuse such tables before stb sees them. stb reads a DHT segment's
+// tables until their sizes add up to the segment length, whatever the bytes
+// left in the file (zeros past the end), so the walk does the same; a marker
+// segment running past the end of the file is refused as truncated.
+// Progressive JPEGs define tables between scans, so the walk continues
+// through the entropy-coded data.
+//
+// stb also decodes a scan with whatever Huffman table its header names,
+// defined or not (an undefined one is uninitialised memory, and decoding
+// with it indexes out of bounds), so every table a scan uses must have been
+// defined before it: baseline scans use their DC and AC tables, progressive
+// DC-first scans the DC table, progressive AC scans the AC table.
 void check_jpeg_tables(const std::vector<uint8_t>& b, const std::string& name) {
-  size_t pos = 2;
+  auto at = [&](size_t i) -> uint32_t { return i < b.size() ? b[i] : 0; };
+  auto corrupt = [&](const std::string& why) {
+    return IOError("cannot decode image '" + name + "': corrupt or truncated JPEG (" + why + ")");
+  };
+  bool defined[2][4] = {};  // [DC, AC][table id]
+  bool progressive = false;
+  size_t pos = jpeg_start(b);
   while (pos + 1 < b.size()) {
     if (b[pos] != 0xff) {  // entropy-coded data
       ++pos;
@@ -143,21 +195,152 @@ void check_jpeg_tables(const std::vector<uint8_t>& b, const std::string& name) {
       pos += 2;
       continue;
     }
-    if (marker == 0xd9 || pos + 4 > b.size()) return;  // EOI, or cut short: stb reports that
-    const size_t length = size_t(b[pos + 2]) << 8 | b[pos + 3];
+    if (marker == 0xd9) return;  // EOI
+    const size_t length = size_t(at(pos + 2)) << 8 | at(pos + 3);
     const size_t end = pos + 2 + length;
+    char where[64];
+    std::snprintf(where, sizeof where, "segment 0xFF%02X at byte %zu", marker, pos);
+    if (length < 2) throw corrupt(std::string(where) + " has length " + std::to_string(length));
+    if (end > b.size())
+      throw corrupt(std::string(where) + " needs " + std::to_string(length) + " bytes but the file ends after " +
+                    std::to_string(b.size() - pos - 2));
     if (marker == 0xc4) {
       size_t p = pos + 4;
-      while (p < end && p + 17 <= b.size()) {
+      int64_t left = int64_t(length) - 2;
+      while (left > 0) {
         size_t symbols = 0;
-        for (size_t i = 1; i <= 16; ++i) symbols += b[p + i];
+        for (size_t i = 1; i <= 16; ++i) symbols += at(p + i);
         if (symbols > 256)
           throw IOError("cannot decode image '" + name + "': corrupt JPEG (Huffman table with " +
                         std::to_string(symbols) + " symbols, at most 256 are possible)");
+        const uint32_t table_class = at(p) >> 4, id = at(p) & 15;
+        if (table_class > 1 || id > 3) throw corrupt(std::string(where) + ": bad Huffman table class or id");
+        defined[table_class][id] = true;
         p += 17 + symbols;
+        left -= int64_t(17 + symbols);
+      }
+      if (left != 0) throw corrupt(std::string(where) + ": its Huffman tables do not fill its length");
+    } else if (marker == 0xc0 || marker == 0xc1 || marker == 0xc2) {  // SOF: the ones stb decodes
+      progressive = marker == 0xc2;
+    } else if (marker == 0xda) {  // SOS
+      const size_t components = at(pos + 4);
+      const uint32_t spectral_start = at(pos + 5 + 2 * components), approx_high = at(pos + 7 + 2 * components) >> 4;
+      const bool uses_dc = !progressive || (spectral_start == 0 && approx_high == 0);
+      const bool uses_ac = !progressive || spectral_start > 0;
+      for (size_t i = 0; i < components; ++i) {
+        const uint32_t tables = at(pos + 6 + 2 * i), dc = tables >> 4, ac = tables & 15;
+        if (dc > 3 || ac > 3) continue;  // stb refuses these itself
+        if ((uses_dc && !defined[0][dc]) || (uses_ac && !defined[1][ac]))
+          throw corrupt("scan at byte " + std::to_string(pos) + " uses Huffman " +
+                        (uses_dc && !defined[0][dc] ? "DC table " + std::to_string(dc)
+                                                    : "AC table " + std::to_string(ac)) +
+                        ", which is not defined before it");
       }
     }
-    pos = std::max(end, pos + 2);
+    pos = end;
+  }
+}
+
+uint32_t be32(const std::vector<uint8_t>& b, size_t at) {
+  return uint32_t(b[at]) << 24 | uint32_t(b[at + 1]) << 16 | uint32_t(b[at + 2]) << 8 | b[at + 3];
+}
+
+bool is_png(const std::vector<uint8_t>& b) {
+  static const uint8_t kPng[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  return b.size() >= 8 && std::equal(std::begin(kPng), std::end(kPng), b.begin());
+}
+
+// What the PNG's chunks say before stb reads them: the compressed bytes in
+// its IDAT chunks, and whether one of them is empty (stb copies an empty
+// first IDAT with memcpy(NULL, ..., 0), undefined behaviour).
+struct PngChunks {
+  uint64_t idat_bytes = 0;
+  bool empty_idat = false;
+};
+
+PngChunks scan_png(const std::vector<uint8_t>& b) {
+  PngChunks out;
+  size_t pos = 8;
+  while (pos + 8 <= b.size()) {
+    const uint64_t length = be32(b, pos);
+    const bool idat = std::equal(b.begin() + std::ptrdiff_t(pos + 4), b.begin() + std::ptrdiff_t(pos + 8), "IDAT");
+    const uint64_t present = std::min<uint64_t>(length, b.size() - pos - 8);
+    if (idat) {
+      out.idat_bytes += present;
+      out.empty_idat |= length == 0;
+    }
+    if (length > b.size() - pos - 8) break;
+    pos += 12 + size_t(length);
+  }
+  return out;
+}
+
+// stb grows its buffer of compressed data to an IDAT chunk's declared length
+// before reading it, so a chunk that claims a gigabyte in a 200-byte file
+// costs a gigabyte; refuse any chunk whose data runs past the end of the file.
+void check_png_chunks(const std::vector<uint8_t>& b, const std::string& name) {
+  size_t pos = 8;
+  while (pos + 8 <= b.size()) {
+    const uint64_t length = be32(b, pos);
+    if (length > b.size() - pos - 8) {
+      std::string type;
+      for (size_t i = pos + 4; i < pos + 8; ++i) type += std::isalpha(b[i]) ? char(b[i]) : '?';
+      throw IOError("cannot decode image '" + name + "': corrupt or truncated PNG (chunk '" + type + "' at byte " +
+                    std::to_string(pos) + " declares " + std::to_string(length) + " bytes, the file has " +
+                    std::to_string(b.size() - pos - 8) + " left)");
+    }
+    pos += 12 + size_t(length);
+  }
+}
+
+// The same PNG without its empty IDAT chunks (which hold nothing), also one
+// cut short after its 8-byte header.
+std::vector<uint8_t> without_empty_idats(const std::vector<uint8_t>& b) {
+  std::vector<uint8_t> out(b.begin(), b.begin() + 8);
+  size_t pos = 8;
+  while (pos + 8 <= b.size()) {
+    const uint64_t length = be32(b, pos);
+    if (length == 0 && std::equal(b.begin() + std::ptrdiff_t(pos + 4), b.begin() + std::ptrdiff_t(pos + 8), "IDAT")) {
+      pos = std::min(pos + 12, b.size());
+      continue;
+    }
+    if (pos + 12 > b.size() || length > b.size() - pos - 12) break;
+    out.insert(out.end(), b.begin() + std::ptrdiff_t(pos), b.begin() + std::ptrdiff_t(pos + 12 + length));
+    pos += 12 + size_t(length);
+  }
+  out.insert(out.end(), b.begin() + std::ptrdiff_t(pos), b.end());
+  return out;
+}
+
+// stb pads a JPEG whose scan data runs out, and allocates a PNG's whole
+// pixel buffer before inflating, so a few hundred bytes declaring 16384x6103
+// would cost gigabytes. Refuse an image that declares more pixels than its
+// file can encode:
+//  - JPEG: every 8x8 block of every scan costs at least one bit (a Huffman
+//    code has at least one), so at most 512 pixels per byte;
+//  - PNG: deflate expands at most about 1032:1, and each row carries a
+//    filter byte;
+//  - GIF: each LZW code has at least 3 bits and stands for at most 4096
+//    pixels (and at most as many as codes were read before it).
+void check_encodable(const std::vector<uint8_t>& b, int w, int h, const std::string& name) {
+  const uint64_t pixels = uint64_t(w) * uint64_t(h), size = b.size();
+  auto truncated = [&](const std::string& what, uint64_t need, uint64_t have) {
+    throw IOError("cannot decode image '" + name + "': corrupt or truncated image data (a " + size_str(w, h) + " " +
+                  what + " needs at least " + std::to_string(need) + " bytes, the file has " + std::to_string(have) +
+                  ")");
+  };
+  if (jpeg_start(b)) {
+    if (pixels > size * 512) truncated("JPEG", (pixels + 511) / 512, size);
+  } else if (is_png(b) && b.size() >= 29) {
+    static const int kChannels[7] = {1, 0, 3, 1, 2, 0, 4};
+    const uint32_t depth = b[24], color = b[25];
+    const uint64_t channels = color < 7 && kChannels[color] ? uint64_t(kChannels[color]) : 4;
+    const uint64_t raw = uint64_t(h) * (1 + (uint64_t(w) * channels * std::max<uint32_t>(depth, 1) + 7) / 8);
+    const uint64_t idat = scan_png(b).idat_bytes;
+    if (raw > idat * 1032 + 1032) truncated("PNG", raw / 1032, idat);
+  } else if (b.size() >= 3 && b[0] == 'G' && b[1] == 'I' && b[2] == 'F') {
+    const uint64_t codes = size * 8 / 3;
+    if (pixels > codes * std::min<uint64_t>(codes + 2, 4096)) truncated("GIF", pixels / 4096 * 3 / 8, size);
   }
 }
 
@@ -168,8 +351,16 @@ Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name) {
   if (bytes.size() > size_t(std::numeric_limits<int>::max()))
     throw IOError("cannot decode image '" + name + "': file of " + std::to_string(bytes.size()) +
                   " bytes is too large");
+  if (jpeg_start(bytes)) check_jpeg_tables(bytes, name);
+  check_pnm_header(bytes, name);
+  if (is_png(bytes)) check_png_chunks(bytes, name);
+  if (is_png(bytes) && scan_png(bytes).empty_idat) {
+    const std::vector<uint8_t> cleaned = without_empty_idats(bytes);
+    if (scan_png(cleaned).empty_idat)  // cannot happen: every empty IDAT header was dropped
+      throw IOError("cannot decode image '" + name + "': corrupt PNG (empty IDAT chunk)");
+    return decode_image(cleaned, name);
+  }
   const int len = int(bytes.size());
-  if (bytes.size() >= 2 && bytes[0] == 0xff && bytes[1] == 0xd8) check_jpeg_tables(bytes, name);
   int w = 0, h = 0, channels = 0;
   if (!stbi_info_from_memory(bytes.data(), len, &w, &h, &channels)) {
     // stb refuses PNGs above 2^30 bytes of pixels already in info() and then
@@ -177,10 +368,7 @@ Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name) {
     // the message says what is wrong.
     static const uint8_t kPng[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R'};
     if (bytes.size() >= 24 && std::equal(std::begin(kPng), std::end(kPng), bytes.begin())) {
-      auto be32 = [&](size_t at) {
-        return uint32_t(bytes[at]) << 24 | uint32_t(bytes[at + 1]) << 16 | uint32_t(bytes[at + 2]) << 8 | bytes[at + 3];
-      };
-      const uint32_t pw = be32(16), ph = be32(20);
+      const uint32_t pw = be32(bytes, 16), ph = be32(bytes, 20);
       if (pw > uint32_t(kMaxImageSide) || ph > uint32_t(kMaxImageSide) || uint64_t(pw) * ph > uint64_t(kMaxImagePixels))
         throw too_large(name, pw, ph);
     }
@@ -191,46 +379,51 @@ Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name) {
     throw too_large(name, w, h);
 
   check_complete(bytes, w, h, name);
+  check_encodable(bytes, w, h, name);
+  // What decoding takes: our floats, and stb's pixels (twice, for its
+  // intermediate buffers), against the absolute cap of a load.
+  const uint64_t sample_bytes = stbi_is_16_bit_from_memory(bytes.data(), len) ? 2 : 1;
+  const uint64_t decode_bytes = uint64_t(w) * uint64_t(h) * (3 * sizeof(float) + 2 * 4 * sample_bytes);
+  if (decode_bytes > io::load_limits().max_total_bytes)
+    throw IOError("image '" + name + "' is too large: decoding " + size_str(w, h) + " pixels would take " +
+                  std::to_string(decode_bytes) + " bytes, more than the " +
+                  std::to_string(io::load_limits().max_total_bytes) + " a load may take (TINYLENS_MAX_LOAD_BYTES)");
 
   Image img;
   int dw = 0, dh = 0, dc = 0;
-  const size_t count = size_t(w) * size_t(h) * 3;
-  // Asking stb for 3 channels makes it replicate grey and drop alpha.
+  // stb returns the file's own channels (1 grey, 2 grey + alpha, 3 RGB, 4
+  // RGBA); we replicate grey and drop alpha ourselves. Asking stb for 3
+  // channels instead runs its converters, and the one for 16-bit PNM
+  // returns 8-bit samples (a buffer half the size it says).
   auto take = [&](auto* px, float scale) {
     if (!px) throw decode_error(name);
-    if (dw != w || dh != h) {
+    if (dw != w || dh != h || dc < 1 || dc > 4) {
       stbi_image_free(px);
       throw IOError("cannot decode image '" + name + "': header says " + size_str(w, h) + ", pixels are " +
-                    size_str(dw, dh));
+                    size_str(dw, dh) + " with " + std::to_string(dc) + " channels");
     }
-    img.rgb.resize(count);
-    for (size_t i = 0; i < count; ++i) img.rgb[i] = px[i] / scale;
+    const size_t pixels = size_t(w) * size_t(h), channels = size_t(dc);
+    img.rgb.resize(pixels * 3);
+    for (size_t i = 0; i < pixels; ++i) {
+      const auto* p = px + i * channels;
+      for (size_t c = 0; c < 3; ++c) img.rgb[i * 3 + c] = p[channels >= 3 ? c : 0] / scale;
+    }
     stbi_image_free(px);
   };
   if (stbi_is_16_bit_from_memory(bytes.data(), len))
-    take(stbi_load_16_from_memory(bytes.data(), len, &dw, &dh, &dc, 3), 65535.0f);
+    take(stbi_load_16_from_memory(bytes.data(), len, &dw, &dh, &dc, 0), 65535.0f);
   else
-    take(stbi_load_from_memory(bytes.data(), len, &dw, &dh, &dc, 3), 255.0f);
+    take(stbi_load_from_memory(bytes.data(), len, &dw, &dh, &dc, 0), 255.0f);
   img.width = w;
   img.height = h;
   return img;
 }
 
 Image load_image(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IOError("cannot open image '" + path + "'");
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size < 0) throw IOError("cannot read image '" + path + "'");
-  // Even a maximal uncompressed image is far below this; anything bigger is
+  // Even a maximal uncompressed image is far below 1 GiB; anything bigger is
   // not something we should pull into memory.
-  if (size > std::streamoff(1) << 30)
-    throw IOError("image file '" + path + "' is too large (" + std::to_string(size) + " bytes)");
-  in.seekg(0);
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), size))
-    throw IOError("cannot read image '" + path + "'");
-  return decode_image(bytes, path);
+  const uint64_t max_file = std::min<uint64_t>(uint64_t(1) << 30, io::load_limits().max_total_bytes);
+  return decode_image(io::read_whole_file_bytes(path, "image", max_file), path);
 }
 
 namespace {

@@ -56,6 +56,18 @@ void check_load_budget(uint64_t bytes, uint64_t file_bytes, const std::string& w
                 " bytes (the file does not hold that much data; TINYLENS_MAX_LOAD_BYTES raises the absolute cap)");
 }
 
+void LoadBudget::take(uint64_t bytes, const std::string& what) {
+  if (try_take(bytes)) return;
+  throw IOError(what + " would need " + std::to_string(bytes) + " bytes, more than the " +
+                std::to_string(budget_ - used_) + " left of the " + std::to_string(budget_) +
+                " allowed for a file of " + std::to_string(file_bytes_) +
+                " bytes (the file does not hold that much data; TINYLENS_MAX_LOAD_BYTES raises the absolute cap)");
+}
+
+std::string clip(const std::string& name, size_t max_chars) {
+  return name.size() <= max_chars ? name : name.substr(0, max_chars) + "...";
+}
+
 uint64_t checked_mul(uint64_t a, uint64_t b, const std::string& what) {
   if (a != 0 && b > UINT64_MAX / a) throw IOError(what + ": size overflows (" + std::to_string(a) + " x " +
                                                   std::to_string(b) + ")");
@@ -68,7 +80,10 @@ uint64_t checked_add(uint64_t a, uint64_t b, const std::string& what) {
   return a + b;
 }
 
-std::string read_whole_file(const std::string& path, const std::string& what, uint64_t max_bytes) {
+namespace {
+
+template <class Bytes>
+Bytes read_file_into(const std::string& path, const std::string& what, uint64_t max_bytes) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw IOError("cannot open " + what + " " + path);
   const std::streamoff size = in.tellg();
@@ -76,10 +91,20 @@ std::string read_whole_file(const std::string& path, const std::string& what, ui
   if (uint64_t(size) > max_bytes)
     throw IOError(what + " " + path + " is " + std::to_string(size) + " bytes, more than the " +
                   std::to_string(max_bytes) + " a load may take (TINYLENS_MAX_LOAD_BYTES)");
-  std::string bytes(size_t(size), '\0');
+  Bytes bytes(size_t(size), 0);
   in.seekg(0);
-  if (size > 0 && !in.read(bytes.data(), size)) throw IOError("cannot read " + what + " " + path);
+  if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), size)) throw IOError("cannot read " + what + " " + path);
   return bytes;
+}
+
+}  // namespace
+
+std::string read_whole_file(const std::string& path, const std::string& what, uint64_t max_bytes) {
+  return read_file_into<std::string>(path, what, max_bytes);
+}
+
+std::vector<uint8_t> read_whole_file_bytes(const std::string& path, const std::string& what, uint64_t max_bytes) {
+  return read_file_into<std::vector<uint8_t>>(path, what, max_bytes);
 }
 
 }  // namespace tl::io

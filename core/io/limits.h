@@ -5,10 +5,13 @@
 // file gets a clear IOError instead of a crash, a hang or a memory bomb. A
 // tensor never takes more bytes than the file holds unless the format says so
 // (stride 0, shared storage, a declared output size); then the absolute cap
-// applies.
+// applies. Images are the exception to the per-byte budget (a 3 MB photo
+// decodes to 150 MB of floats): their decoded size is bounded by what the
+// format can encode in the file's bytes (image.cpp) and by the absolute cap.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tl::io {
 
@@ -27,6 +30,8 @@ struct LoadLimits {
   uint64_t max_pickle_ops = uint64_t(1) << 26;
   // Most elements a single tensor may declare (2^40 is beyond any real model).
   uint64_t max_tensor_elements = uint64_t(1) << 36;
+  // Most dimensions a single tensor may declare.
+  int max_tensor_rank = 64;
 };
 
 // The limits in force: the defaults above, with the environment's override.
@@ -39,14 +44,47 @@ uint64_t load_budget(uint64_t file_bytes);
 // file of F bytes ...") when `bytes` exceeds load_budget(file_bytes).
 void check_load_budget(uint64_t bytes, uint64_t file_bytes, const std::string& what);
 
+// The running total of what one load has allocated on behalf of a file,
+// against load_budget(file_bytes): loaders take() before they allocate and
+// give() back what they free, so a file that asks for the same bytes many
+// times (shared storages, repeated records, a pickle building millions of
+// lists) is refused once the total passes the budget.
+class LoadBudget {
+ public:
+  explicit LoadBudget(uint64_t file_bytes) : file_bytes_(file_bytes), budget_(load_budget(file_bytes)) {}
+  // Adds `bytes`; throws check_load_budget's IOError naming `what` when the
+  // total would pass the budget.
+  void take(uint64_t bytes, const std::string& what);
+  // Adds `bytes` when they fit and says so; for hot loops that word their own error.
+  bool try_take(uint64_t bytes) {
+    if (bytes > budget_ - used_) return false;
+    used_ += bytes;
+    return true;
+  }
+  void give(uint64_t bytes) { used_ = bytes < used_ ? used_ - bytes : 0; }
+  uint64_t used() const { return used_; }
+  uint64_t budget() const { return budget_; }
+  uint64_t file_bytes() const { return file_bytes_; }
+
+ private:
+  uint64_t file_bytes_, budget_, used_ = 0;
+};
+
 // a * b, or throws IOError naming `what` when the product overflows 64 bits.
 uint64_t checked_mul(uint64_t a, uint64_t b, const std::string& what);
 // a + b, likewise.
 uint64_t checked_add(uint64_t a, uint64_t b, const std::string& what);
 
+// A name that came from a file (a tensor key, a pickle global, a dtype), cut
+// to `max_chars` with "..." so an error message stays one readable line.
+std::string clip(const std::string& name, size_t max_chars = 80);
+
 // Reads a whole file, refusing one larger than `max_bytes`; `what` names the
 // file's role in errors ("ONNX model", "safetensors file").
 std::string read_whole_file(const std::string& path, const std::string& what,
                             uint64_t max_bytes = load_limits().max_total_bytes);
+// The same into bytes, for the loaders that parse a std::vector<uint8_t>.
+std::vector<uint8_t> read_whole_file_bytes(const std::string& path, const std::string& what,
+                                           uint64_t max_bytes = load_limits().max_total_bytes);
 
 }  // namespace tl::io

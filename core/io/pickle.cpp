@@ -58,8 +58,8 @@ std::string describe(const Value& v) {
     case Value::Kind::Tuple: return "tuple of " + std::to_string(v.items.size());
     case Value::Kind::List: return "list of " + std::to_string(v.items.size());
     case Value::Kind::Dict: return "dict with " + std::to_string(v.entries.size()) + " entries";
-    case Value::Kind::Global: return "global " + v.text;
-    case Value::Kind::Storage: return "storage '" + v.storage->key + "'";
+    case Value::Kind::Global: return "global " + io::clip(v.text, 200);
+    case Value::Kind::Storage: return "storage '" + io::clip(v.storage->key) + "'";
     case Value::Kind::Tensor: return "tensor " + host_shape_str(v.tensor->size);
   }
   return "?";
@@ -95,14 +95,28 @@ bool allowed_function(const std::string& name) {
          name == "torch._utils._rebuild_parameter" || name == "torch._utils._rebuild_parameter_with_state";
 }
 
+// What one opcode costs at least (a stack slot, a list slot, a mark) and what
+// each object costs on top (the Value, its control block, its arena entry):
+// charged against the load budget, so a pickle that builds millions of empty
+// lists is refused long before it takes gigabytes.
+constexpr uint64_t kOpCost = 16;
+constexpr uint64_t kObjectCost = sizeof(Value) + 64;
+constexpr uint64_t kMemoCost = 64;
+
 class Machine {
  public:
-  Machine(const uint8_t* data, size_t size, const std::string& name) : p_(data), size_(size), name_(name) {}
+  Machine(const uint8_t* data, size_t size, const std::string& name, io::LoadBudget& budget)
+      : p_(data), size_(size), name_(name), budget_(budget) {}
 
   LoadResult run() {
+    const io::LoadLimits& limits = io::load_limits();
+    uint64_t ops = 0;
     while (true) {
       op_pos_ = pos_;
       const uint8_t op = byte();
+      if (++ops > limits.max_pickle_ops)
+        fail("more than " + std::to_string(limits.max_pickle_ops) + " opcodes (a checkpoint's pickle needs far fewer)");
+      charge(kOpCost);
       switch (op) {
         case 0x80: {  // PROTO
           const uint8_t version = byte();
@@ -115,7 +129,11 @@ class Machine {
             fail("STOP with " + std::to_string(stack_.size()) + " values on the stack");
           return {pop(), pos_, arena_};
         }
-        case 0x28: marks_.push_back(stack_.size()); break;  // MARK
+        case 0x28:  // MARK
+          if (marks_.size() >= size_t(limits.max_nesting))
+            fail("MARKs nested deeper than " + std::to_string(limits.max_nesting));
+          marks_.push_back(stack_.size());
+          break;
         case 0x30: pop(); break;                            // POP
         case 0x31: pop_mark(); break;                       // POP_MARK
         case 0x32: push(top()); break;                      // DUP
@@ -180,9 +198,9 @@ class Machine {
           set_items(*dict_target(), items);
           break;
         }
-        case 0x71: memo_[byte()] = top(); break;      // BINPUT
-        case 0x72: memo_[le(4)] = top(); break;       // LONG_BINPUT
-        case 0x94: memo_[memo_.size()] = top(); break;  // MEMOIZE
+        case 0x71: charge(kMemoCost); memo_[byte()] = top(); break;          // BINPUT
+        case 0x72: charge(kMemoCost); memo_[le(4)] = top(); break;           // LONG_BINPUT
+        case 0x94: charge(kMemoCost); memo_[memo_.size()] = top(); break;    // MEMOIZE
         case 0x68: push(memo(byte())); break;         // BINGET
         case 0x6a: push(memo(le(4))); break;          // LONG_BINGET
         case 0x63: {                                  // GLOBAL "module\nname\n"
@@ -236,6 +254,13 @@ class Machine {
     throw IOError("pickle in '" + name_ + "': " + why + " (at byte " + std::to_string(op_pos_) + ")");
   }
 
+  void charge(uint64_t bytes) {
+    if (!budget_.try_take(bytes))
+      fail("its objects would need more than the " + std::to_string(budget_.budget()) +
+           " bytes allowed for a file of " + std::to_string(budget_.file_bytes()) +
+           " bytes (a pickle that builds far more than a checkpoint holds)");
+  }
+
   uint8_t byte() {
     if (pos_ >= size_) fail("unexpected end of data (truncated file?)");
     return p_[pos_++];
@@ -264,6 +289,7 @@ class Machine {
   }
 
   ValuePtr make(Value::Kind k) {
+    charge(kObjectCost);
     auto v = std::make_shared<Value>(k);
     if (k == Value::Kind::Tuple || k == Value::Kind::List || k == Value::Kind::Dict)
       arena_->containers.push_back(v);
@@ -294,6 +320,7 @@ class Machine {
     return v;
   }
   ValuePtr make_text(Value::Kind k, uint64_t n) {
+    if (n <= size_ - pos_) charge(n);  // else bytes() reports the truncation
     auto b = bytes(n);
     auto v = make(k);
     v->text.assign(b.begin(), b.end());
@@ -353,7 +380,7 @@ class Machine {
   ValuePtr resolve_global(const std::string& module, const std::string& attr) {
     const std::string full = module + "." + attr;
     if (!allowed_function(full) && !storage_types().count(full) && !dtype_globals().count(full))
-      throw IOError("refusing pickle global '" + full + "' in '" + name_ +
+      throw IOError("refusing pickle global '" + io::clip(full, 200) + "' in '" + name_ +
                     "': a checkpoint may only hold tensors and plain containers (tinylens never runs code "
                     "from a pickle; if this is a whole pickled model, save its state_dict() instead)");
     auto v = make(Value::Kind::Global);
@@ -368,6 +395,10 @@ class Machine {
   Shape as_shape(const Value& v, const char* what) {
     if (v.kind != Value::Kind::Tuple && v.kind != Value::Kind::List)
       fail(std::string(what) + " must be a tuple, got " + describe(v));
+    const int max_rank = io::load_limits().max_tensor_rank;
+    if (v.items.size() > size_t(max_rank))
+      fail(std::string(what) + " has " + std::to_string(v.items.size()) + " dimensions, more than the " +
+           std::to_string(max_rank) + " a tensor may have");
     Shape out;
     for (const auto& item : v.items) out.push_back(as_int(*item, what));
     return out;
@@ -439,7 +470,7 @@ class Machine {
       s->view_offset = as_int(*a[5]->items[1], "storage view offset");
       s->numel = as_int(*a[5]->items[2], "storage view size");
     }
-    if (s->numel < 0 || s->view_offset < 0) fail("negative storage size for '" + s->key + "'");
+    if (s->numel < 0 || s->view_offset < 0) fail("negative storage size for '" + io::clip(s->key) + "'");
     auto v = make(Value::Kind::Storage);
     v->storage = std::move(s);
     return v;
@@ -449,6 +480,7 @@ class Machine {
   size_t size_;
   size_t pos_ = 0, op_pos_ = 0;
   std::string name_;
+  io::LoadBudget& budget_;
   std::vector<ValuePtr> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, ValuePtr> memo_;
@@ -457,8 +489,10 @@ class Machine {
 
 }  // namespace
 
-LoadResult load(const uint8_t* data, size_t size, const std::string& name) {
-  return Machine(data, size, name).run();
+LoadResult load(const uint8_t* data, size_t size, const std::string& name, io::LoadBudget* budget) {
+  if (budget) return Machine(data, size, name, *budget).run();
+  io::LoadBudget own(size);
+  return Machine(data, size, name, own).run();
 }
 
 }  // namespace tl::pickle

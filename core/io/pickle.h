@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/io/limits.h"
 
 namespace tl::pickle {
 
@@ -90,7 +91,12 @@ struct LoadResult {
 
 // Parses one pickle that starts at data[0] and ends at its STOP opcode.
 // `name` is used in error messages. Throws tl::IOError for truncated input,
-// unknown opcodes, stack misuse and refused globals.
-LoadResult load(const uint8_t* data, size_t size, const std::string& name);
+// unknown opcodes, stack misuse and refused globals, and for a pickle that
+// passes the load limits (io::load_limits()): more opcodes than
+// max_pickle_ops, MARKs nested deeper than max_nesting, a tensor of more than
+// max_tensor_rank dimensions, or objects whose memory would pass `budget`
+// (the budget of the whole file the pickle came from; without one, a budget
+// for a file of `size` bytes).
+LoadResult load(const uint8_t* data, size_t size, const std::string& name, io::LoadBudget* budget = nullptr);
 
 }  // namespace tl::pickle

@@ -4,11 +4,13 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <limits>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/io/limits.h"
 
 namespace tl {
 
@@ -18,17 +20,106 @@ namespace {
 // forged length cannot make us allocate gigabytes.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
-std::vector<uint8_t> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IOError("cannot open safetensors file '" + path + "'");
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size < 0) throw IOError("cannot read safetensors file '" + path + "'");
-  in.seekg(0);
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), size))
-    throw IOError("cannot read safetensors file '" + path + "'");
-  return bytes;
+// A first pass over the header with nlohmann's SAX interface, before any
+// JSON value is built: it refuses nesting deeper than the limit (the DOM and
+// its dump() recurse), a __metadata__ that is not a flat map of strings (the
+// format's rule; a hostile file fills it with millions of empty objects), and
+// a header whose values would take more memory than the load budget.
+class HeaderScan {
+ public:
+  HeaderScan(io::LoadBudget& budget, std::function<IOError(const std::string&)> fail)
+      : budget_(budget), fail_(std::move(fail)), max_depth_(io::load_limits().max_nesting) {}
+
+  bool null() { return value(Kind::Null); }
+  bool boolean(bool) { return value(Kind::Other); }
+  bool number_integer(int64_t) { return value(Kind::Other); }
+  bool number_unsigned(uint64_t) { return value(Kind::Other); }
+  bool number_float(double, const std::string&) { return value(Kind::Other); }
+  bool string(std::string& s) {
+    charge(32 + s.size());
+    return value(Kind::String);
+  }
+  bool binary(std::vector<uint8_t>&) { return value(Kind::Other); }
+  bool start_object(size_t) { return open(false); }
+  bool start_array(size_t) { return open(true); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool key(std::string& k) {
+    charge(96 + k.size());  // a map node and its key
+    if (depth_ == 1) metadata_next_ = k == "__metadata__";
+    return true;
+  }
+  bool parse_error(size_t, const std::string&, const nlohmann::json::exception& e) {
+    std::string why = e.what();
+    if (why.size() > 200) why = why.substr(0, 200) + "...";
+    throw fail_("header is not valid JSON: " + why);
+  }
+
+ private:
+  enum class Kind { Null, String, Other };
+
+  bool value(Kind kind) {
+    charge(16);
+    if (depth_ == 1 && metadata_next_) {
+      metadata_next_ = false;
+      if (kind != Kind::Null) throw fail_("__metadata__ must be a JSON object of strings");
+    } else if (in_metadata_ && kind != Kind::String) {
+      throw fail_("__metadata__ must map strings to strings; it holds a non-string value");
+    }
+    return true;
+  }
+  bool open(bool array) {
+    charge(16);
+    if (in_metadata_)
+      throw fail_(std::string("__metadata__ must map strings to strings; it holds a nested ") +
+                  (array ? "array" : "object"));
+    if (depth_ == 1 && metadata_next_) {
+      metadata_next_ = false;
+      if (array) throw fail_("__metadata__ must be a JSON object of strings, not an array");
+      in_metadata_ = true;
+    }
+    if (++depth_ > max_depth_) throw fail_("header nests JSON deeper than " + std::to_string(max_depth_) + " levels");
+    return true;
+  }
+  bool close() {
+    if (depth_ == 2) in_metadata_ = false;
+    --depth_;
+    return true;
+  }
+  void charge(uint64_t bytes) {
+    if (!budget_.try_take(bytes))
+      throw fail_("header would need more than the " + std::to_string(budget_.budget()) +
+                  " bytes allowed for a file of " + std::to_string(budget_.file_bytes()) + " bytes");
+  }
+
+  io::LoadBudget& budget_;
+  std::function<IOError(const std::string&)> fail_;
+  int max_depth_;
+  int depth_ = 0;               // containers open around the current event
+  bool metadata_next_ = false;  // the next top-level value is __metadata__'s
+  bool in_metadata_ = false;    // inside the __metadata__ object
+};
+
+// A JSON value for an error message, without recursing into it and without
+// printing more than a line: "[1, 2, [...], ... (5000 items)]".
+std::string summary(const nlohmann::json& j) {
+  auto scalar = [](const nlohmann::json& v) -> std::string {
+    if (v.is_array()) return "[...]";
+    if (v.is_object()) return "{...}";
+    std::string text = v.dump();
+    return text.size() > 40 ? text.substr(0, 40) + "..." : text;
+  };
+  if (!j.is_array()) return scalar(j);
+  std::string out = "[";
+  size_t i = 0;
+  for (const auto& item : j) {
+    if (i == 8) {
+      out += ", ... (" + std::to_string(j.size()) + " items)";
+      break;
+    }
+    out += (i++ ? ", " : "") + scalar(item);
+  }
+  return out + "]";
 }
 
 struct Entry {
@@ -40,7 +131,9 @@ struct Entry {
 
 }  // namespace
 
-StateDict load_safetensors(const std::string& path) { return load_safetensors_bytes(read_file(path), path); }
+StateDict load_safetensors(const std::string& path) {
+  return load_safetensors_bytes(io::read_whole_file_bytes(path, "safetensors file"), path);
+}
 
 StateDict load_safetensors_bytes(const std::vector<uint8_t>& file, const std::string& path) {
   auto fail = [&](const std::string& why) { return IOError("safetensors file '" + path + "': " + why); };
@@ -57,11 +150,16 @@ StateDict load_safetensors_bytes(const std::vector<uint8_t>& file, const std::st
   const uint8_t* data = file.data() + 8 + header_len;
   const uint64_t data_size = file.size() - 8 - header_len;
 
+  io::LoadBudget budget(file.size());
+  const auto json_begin = file.begin() + 8, json_end = file.begin() + 8 + std::ptrdiff_t(header_len);
+  HeaderScan scan(budget, fail);
+  nlohmann::json::sax_parse(json_begin, json_end, &scan);
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(file.begin() + 8, file.begin() + 8 + std::ptrdiff_t(header_len));
+    header = nlohmann::json::parse(json_begin, json_end);
   } catch (const nlohmann::json::exception& e) {
-    throw fail(std::string("header is not valid JSON: ") + e.what());
+    std::string why = e.what();
+    throw fail("header is not valid JSON: " + why.substr(0, 200));
   }
   if (!header.is_object()) throw fail("header is not a JSON object");
 
@@ -71,20 +169,24 @@ StateDict load_safetensors_bytes(const std::vector<uint8_t>& file, const std::st
     const auto& v = it.value();
     Entry e;
     e.key = it.key();
-    auto bad = [&](const std::string& why) { return fail("tensor '" + e.key + "': " + why); };
+    auto bad = [&](const std::string& why) { return fail("tensor '" + io::clip(e.key) + "': " + why); };
     if (!v.is_object()) throw bad("entry is not a JSON object");
     if (!v.contains("dtype") || !v["dtype"].is_string()) throw bad("missing or non-string 'dtype'");
     e.dtype = v["dtype"].get<std::string>();
     const size_t elem = host_dtype_size(e.dtype);
-    if (!elem) throw bad("unsupported dtype '" + e.dtype + "'");
+    if (!elem) throw bad("unsupported dtype '" + io::clip(e.dtype) + "'");
     if (!v.contains("shape") || !v["shape"].is_array()) throw bad("missing or non-array 'shape'");
+    const size_t max_rank = size_t(io::load_limits().max_tensor_rank);
+    if (v["shape"].size() > max_rank)
+      throw bad("shape " + summary(v["shape"]) + " has more than the " + std::to_string(max_rank) +
+                " dimensions a tensor may have");
     uint64_t count = 1;
     for (const auto& d : v["shape"]) {
-      if (!d.is_number_unsigned()) throw bad("shape " + v["shape"].dump() + " has a non-integer or negative size");
+      if (!d.is_number_unsigned()) throw bad("shape " + summary(v["shape"]) + " has a non-integer or negative size");
       const uint64_t n = d.get<uint64_t>();
       if (n > uint64_t(std::numeric_limits<int64_t>::max()) || __builtin_mul_overflow(count, n, &count) ||
           count > uint64_t(std::numeric_limits<int64_t>::max()) / 8)
-        throw bad("shape " + v["shape"].dump() + " has an absurd number of elements");
+        throw bad("shape " + summary(v["shape"]) + " has an absurd number of elements");
       e.shape.push_back(int64_t(n));
     }
     const auto& off = v.contains("data_offsets") ? v["data_offsets"] : nlohmann::json();
@@ -108,9 +210,9 @@ StateDict load_safetensors_bytes(const std::vector<uint8_t>& file, const std::st
   });
   uint64_t expected = 0;
   for (const Entry& e : entries) {
-    if (e.begin < expected) throw fail("tensor '" + e.key + "' overlaps the tensor before it");
+    if (e.begin < expected) throw fail("tensor '" + io::clip(e.key) + "' overlaps the tensor before it");
     if (e.begin > expected)
-      throw fail("gap of " + std::to_string(e.begin - expected) + " bytes before tensor '" + e.key + "'");
+      throw fail("gap of " + std::to_string(e.begin - expected) + " bytes before tensor '" + io::clip(e.key) + "'");
     expected = e.end;
   }
   if (expected != data_size)
@@ -122,6 +224,7 @@ StateDict load_safetensors_bytes(const std::vector<uint8_t>& file, const std::st
     t.shape = e.shape;
     t.dtype = e.dtype;
     const size_t count = size_t((e.end - e.begin) / host_dtype_size(e.dtype));
+    budget.take(uint64_t(count) * sizeof(float), "safetensors file '" + path + "', tensor '" + io::clip(e.key) + "'");
     t.data.resize(count);
     host_to_float(data + e.begin, count, e.dtype, t.data.data());
     out.emplace(e.key, std::move(t));
