@@ -260,6 +260,9 @@ void MainWindow::buildDocks() {
   auto* sourceDock = makeDock(this, tr("Kernel source"), "sourceDock", source_);
   auto* compareDock = makeDock(this, tr("Compare devices"), "compareDock", compare_);
   auto* trainingDock = makeDock(this, tr("Training"), "trainingDock", training_);
+  // The image column runs the full height: on a 768-pixel screen the
+  // bottom docks would otherwise leave the picture a strip.
+  setCorner(Qt::BottomLeftCorner, Qt::LeftDockWidgetArea);
   addDockWidget(Qt::LeftDockWidgetArea, imageDock);
   addDockWidget(Qt::LeftDockWidgetArea, modelDock);
   tabifyDockWidget(modelDock, deviceDock);
