@@ -162,6 +162,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
                          .arg(onnx->unsupported));
   });
   connect(session_, &Session::imageDecoded, this, [this](quint64, const QString& path, const QImage& img) {
+    // Another image decoded: the old one's predictions no longer apply. (A
+    // file that fails to decode leaves the previous image and results.)
+    if (path != currentImage_) image_->clearPredictions();
     currentImage_ = path;
     image_->setImage(path, img);
     image_->setError({});
@@ -355,7 +358,6 @@ void MainWindow::openFile(const QString& path) {
 void MainWindow::openImage(const QString& path) {
   status_->setText(tr("Classifying %1 on %2...").arg(QFileInfo(path).fileName(), device_));
   image_->setActivity(tr("Classifying on %1...").arg(device_));
-  if (path != currentImage_) image_->clearPredictions();
   session_->classify(path, device_);
 }
 

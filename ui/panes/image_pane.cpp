@@ -132,6 +132,8 @@ QString ImagePane::timesToolTip() const { return times_->toolTip(); }
 void ImagePane::clearPredictions() {
   predictions_->setPredictions({});
   times_->clear();
+  times_->setToolTip({});
+  setActivity(activity());  // the placeholder now says what is happening
 }
 
 void ImagePane::setError(const QString& message) {
