@@ -318,6 +318,28 @@ class TestUiLayout : public QObject {
     QTest::mouseClick(log->viewport(), Qt::LeftButton, Qt::NoModifier, r.center() + QPoint(10, 0));
     QCOMPARE(log->textCursor().blockNumber(), d.logLine);
     QCOMPARE(pane->currentSourceLine(), d.line);
+
+    // The OpenCL variant: which warnings it gives depends on the device's
+    // compiler (a double constant warns only without cl_khr_fp64), so only
+    // that it builds and shows is checked; the log is printed.
+    const QStringList devices = window_->devicePane()->model()->availableNames();
+    QString opencl;
+    for (const QString& name : devices)
+      if (name.startsWith("opencl")) opencl = name;
+    if (opencl.isEmpty()) return;
+    shown.clear();
+    window_->session()->buildWarningKernel(opencl);
+    QTRY_VERIFY_WITH_TIMEOUT(!shown.isEmpty(), 120000);
+    QVERIFY(pane->source().contains("int steps = 2.5;"));
+    QVERIFY(pane->title().contains(opencl));
+    qInfo("%s build log (%d diagnostics):\n%s", qPrintable(opencl), int(pane->diagnostics().size()),
+          qPrintable(pane->buildLog()));
+    // PoCL writes "warning: FILE:3:15: ..." (severity first): still a link.
+    if (!pane->diagnostics().empty()) {
+      QVERIFY(pane->diagnostics()[0].line >= 1);
+      QCOMPARE(pane->jumpToDiagnostic(0), pane->diagnostics()[0].line);
+      QCOMPARE(pane->currentSourceLine(), pane->diagnostics()[0].line);
+    }
   }
 
   void cleanupTestCase() {
