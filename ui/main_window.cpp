@@ -165,6 +165,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
     // Another image decoded: the old one's predictions no longer apply. (A
     // file that fails to decode leaves the previous image and results.)
     if (path != currentImage_) image_->clearPredictions();
+    if (hint_->isVisible())
+      hint_->setText(tr("<p style='font-size:large'><b>Running the model on %1</b></p>"
+                        "<p>Its op graph appears here when the run finishes.</p>").arg(device_.toHtmlEscaped()));
+    placeHint();
     currentImage_ = path;
     image_->setImage(path, img);
     image_->setError({});
@@ -442,13 +446,15 @@ void MainWindow::buildWarningKernel() {
 }
 
 bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
-  if (watched == graph_ && event->type() == QEvent::Resize && hint_) {
-    const QSize size = QSize(std::min(graph_->width() - 40, 520), 0);
-    hint_->setFixedWidth(std::max(size.width(), 120));
-    hint_->adjustSize();
-    hint_->move((graph_->width() - hint_->width()) / 2, (graph_->height() - hint_->height()) / 2);
-  }
+  if (watched == graph_ && event->type() == QEvent::Resize) placeHint();
   return QMainWindow::eventFilter(watched, event);
+}
+
+void MainWindow::placeHint() {
+  if (!hint_) return;
+  hint_->setFixedWidth(std::max(std::min(graph_->width() - 40, 520), 120));
+  hint_->adjustSize();
+  hint_->move((graph_->width() - hint_->width()) / 2, (graph_->height() - hint_->height()) / 2);
 }
 
 void MainWindow::showError(const QString& message) {

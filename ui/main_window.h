@@ -85,6 +85,7 @@ class MainWindow : public QMainWindow {
   void onClassified(const RunPtr& run);
   void showTrainingGraph(const RunPtr& run);
   void maybeScreenshot();
+  void placeHint();  // centred on the op graph
 
   Session* session_;
   ImagePane* image_;

@@ -22,6 +22,9 @@ SourcePane::SourcePane(QWidget* parent) : QWidget(parent) {
   layout->setContentsMargins(2, 2, 2, 2);
   auto* bar = new QHBoxLayout;
   title_ = new QLabel(tr("Select a kernel in the kernel table."));
+  // A long title must not widen the dock past a small screen: it is cut
+  // instead (the tooltip has it whole).
+  title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   auto* copy = new QPushButton(tr("Copy"));
   auto* save = new QPushButton(tr("Save..."));
   bar->addWidget(title_, 1);
@@ -69,6 +72,7 @@ SourcePane::SourcePane(QWidget* parent) : QWidget(parent) {
 
 void SourcePane::setKernel(const QString& title, const QString& source, const QString& buildLog) {
   title_->setText(title);
+  title_->setToolTip(title);
   source_->setPlainText(source);
   log_->setPlainText(buildLog);
   diagnostics_ = parseBuildLog(buildLog);
