@@ -34,14 +34,19 @@ int main(int argc, char** argv) {
   parser.addVersionOption();
   QCommandLineOption device("device", "Run on this device (cpu, opencl:0:0, ...).", "name");
   QCommandLineOption screenshot("screenshot", "Save a grab of the window after the first result and exit.", "file");
+  QCommandLineOption linger("screenshot-linger",
+                            "With --screenshot: keep the window this many milliseconds after saving the grab "
+                            "(so a script can capture the whole screen with its window manager).",
+                            "ms", "0");
   parser.addOption(device);
   parser.addOption(screenshot);
+  parser.addOption(linger);
   parser.addPositionalArgument("model", "A built-in model name or a .pth / .safetensors file (optional).");
   parser.addPositionalArgument("image", "An image to classify (optional).");
   parser.process(app);
 
   tlui::MainWindow window;
-  if (parser.isSet(screenshot)) window.setScreenshotPath(parser.value(screenshot));
+  if (parser.isSet(screenshot)) window.setScreenshotPath(parser.value(screenshot), parser.value(linger).toInt());
   if (parser.isSet(device)) window.setDevice(parser.value(device));
   window.show();
 

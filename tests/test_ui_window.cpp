@@ -6,6 +6,7 @@
 #include <QElapsedTimer>
 #include <QItemSelectionModel>
 #include <QMimeData>
+#include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -301,6 +302,11 @@ class TestUiWindow : public QObject {
     DevicePane* pane = window_->devicePane();
     QModelIndex idx = pane->model()->index(pane->model()->rowOf(other), 0);
     pane->view()->selectionModel()->setCurrentIndex(idx, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    // Selecting only shows the device's facts; the button picks it.
+    QVERIFY(!window_->session()->busy());
+    QCOMPARE(window_->device(), QString("cpu"));
+    QVERIFY(pane->useButton()->isEnabled());
+    QTest::mouseClick(pane->useButton(), Qt::LeftButton);
     qint64 gap = 0;
     RunPtr run = waitForRun(&gap);
     QVERIFY(run);

@@ -14,9 +14,13 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QProgressBar>
+#include <QScreen>
+#include <QScrollArea>
+#include <QWindow>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTimer>
+#include <algorithm>
 #include <QToolButton>
 
 namespace tlui {
@@ -24,10 +28,20 @@ namespace tlui {
 namespace {
 constexpr int kMaxRecent = 10;
 
+// Each pane sits in a scroll area: a dock can then be made as small as the
+// user likes (or as a 1280x800 screen needs) whatever its pane's own
+// minimum size; below that minimum it scrolls instead of pushing the window
+// past the screen's edge.
 QDockWidget* makeDock(QMainWindow* window, const QString& title, const QString& objectName, QWidget* content) {
   auto* dock = new QDockWidget(title, window);
   dock->setObjectName(objectName);
-  dock->setWidget(content);
+  auto* scroll = new QScrollArea;
+  scroll->setObjectName(objectName + "Scroll");
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  scroll->setWidget(content);
+  scroll->setMinimumSize(80, 60);
+  dock->setWidget(scroll);
   dock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable |
                     QDockWidget::DockWidgetClosable);
   return dock;
@@ -70,15 +84,51 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
   // ---- session -> widgets ----
   connect(session_, &Session::progress, this, [this](quint64, const QString& stage, int pct) {
     status_->setText(stage);
+    progress_->setRange(0, 100);
     progress_->setValue(pct);
+    progress_->setFormat("%p%");
     progress_->show();
     cancel_->show();
+  });
+  // A cold run spends nearly all its time compiling: say how far it got.
+  connect(session_, &Session::compileProgress, this, [this](quint64, const QString& device, int compiled, int total) {
+    const QString text = tr("Compiling kernels for %1... %2/%3").arg(device).arg(compiled).arg(total);
+    status_->setText(text);
+    progress_->setRange(0, std::max(total, 1));
+    progress_->setValue(compiled);
+    progress_->setFormat(tr("%1/%2 kernels").arg(compiled).arg(total));
+    progress_->show();
+    cancel_->show();
+    image_->setActivity(text);
+  });
+  connect(session_, &Session::runProgress, this, [this](quint64, const QString& device, int run, int runs) {
+    const QString text = tr("Timing on %1: run %2/%3").arg(device).arg(run).arg(runs);
+    status_->setText(text);
+    progress_->setRange(0, runs);
+    progress_->setValue(run - 1);
+    progress_->setFormat(tr("run %1/%2").arg(run).arg(runs));
+    progress_->show();
+    cancel_->show();
+    image_->setActivity(text);
   });
   connect(session_, &Session::idle, this, [this] {
     progress_->hide();
     cancel_->hide();
     compare_->setBusy(false);
   });
+  connect(session_, &Session::warningKernelBuilt, this,
+          [this](const QString& device, const QString& name, const QString& source, const QString& log) {
+            source_->setKernel(tr("%1 (%2)").arg(name, device), source, log);
+            if (auto* dock = findChild<QDockWidget*>("sourceDock")) {
+              dock->show();
+              dock->raise();
+            }
+            const int warnings = int(source_->diagnostics().size());
+            status_->setText(warnings ? tr("Built %1 on %2: %3 diagnostics; click one in the build log to jump to its line")
+                                            .arg(name, device).arg(warnings)
+                                      : tr("Built %1 on %2: its compiler gave no diagnostic").arg(name, device));
+            emit warningKernelShown();
+          });
   connect(session_, &Session::devicesReady, this, [this](const DeviceList& list) {
     devices_->setDevices(list);
     compare_->setDevices(list);
@@ -103,6 +153,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
     }
   });
   connect(session_, &Session::onnxInspected, this, [this](const OnnxPtr& onnx) {
+    hint_->hide();
     graph_->setOnnx(onnx);
     graph_->setMode(GraphPane::OnnxGraph);
     status_->setText(tr("ONNX graph of %1: %2 nodes, %3 unsupported")
@@ -111,6 +162,13 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
                          .arg(onnx->unsupported));
   });
   connect(session_, &Session::imageDecoded, this, [this](quint64, const QString& path, const QImage& img) {
+    // Another image decoded: the old one's predictions no longer apply. (A
+    // file that fails to decode leaves the previous image and results.)
+    if (path != currentImage_) image_->clearPredictions();
+    if (hint_->isVisible())
+      hint_->setText(tr("<p style='font-size:large'><b>Running the model on %1</b></p>"
+                        "<p>Its op graph appears here when the run finishes.</p>").arg(device_.toHtmlEscaped()));
+    placeHint();
     currentImage_ = path;
     image_->setImage(path, img);
     image_->setError({});
@@ -122,10 +180,23 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
     showCompare();
     status_->setText(tr("Compared %1 devices").arg(r->runs.size()));
   });
-  connect(session_, &Session::cancelled, this, [this](quint64) { status_->setText(tr("Cancelled.")); });
+  connect(session_, &Session::cancelled, this, [this](quint64) {
+    // The results shown stay those of the last finished run: name its device.
+    QString shown = lastRun_ ? lastRun_->device : QString();
+    devices_->setResultsDevice(shown);
+    if (shown.isEmpty()) {
+      status_->setText(tr("Cancelled."));
+      image_->setActivity(tr("Run on %1 cancelled.").arg(device_));
+    } else {
+      status_->setText(tr("Cancelled the run on %1; the results shown are from %2.").arg(device_, shown));
+      image_->setActivity(shown == device_ ? tr("Run on %1 cancelled; the results below are from its previous run.").arg(device_)
+                                           : tr("Run on %1 cancelled; the results below are from %2.").arg(device_, shown));
+    }
+  });
   connect(session_, &Session::failed, this, [this](quint64, const QString& what, const QString& message) {
     if (what == "train") return;  // the training page shows its own errors
     if (what == "model") pendingModel_.clear();
+    if (what == "run" || what == "image") image_->setActivity({});
     showError(message);
   });
 
@@ -153,20 +224,52 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
   training_->setDevice(device_);
   if (!restoreGeometry(settings.value("geometry").toByteArray())) resize(1560, 960);
   restoreState(settings.value("windowState").toByteArray());
+  fitToScreen();
   rebuildRecentMenu();
   session_->enumerateDevices();
 }
 
 MainWindow::~MainWindow() = default;
 
+// A geometry saved on a larger screen (or the default size) must not put
+// the status bar below the edge of this one.
+void MainWindow::fitToScreen() {
+  QScreen* screen = this->screen();
+  if (!screen) return;
+  const QRect available = screen->availableGeometry();
+  // The window manager's frame is not known before the window is shown:
+  // leave room for a title bar and borders.
+  const QSize frame = isVisible() ? frameGeometry().size() - geometry().size() : QSize(8, 32);
+  QSize size = this->size().boundedTo(available.size() - frame).expandedTo(minimumSizeHint());
+  if (size != this->size()) resize(size);
+  QRect g = geometry();
+  int x = std::clamp(g.x(), available.left(), std::max(available.left(), available.right() - g.width() - frame.width()));
+  int y = std::clamp(g.y(), available.top(), std::max(available.top(), available.bottom() - g.height() - frame.height()));
+  if (x != g.x() || y != g.y()) move(x, y);
+}
+
 void MainWindow::buildDocks() {
   setCentralWidget(graph_);
-  auto* imageDock = makeDock(this, tr("Image & predictions"), "imageDock", image_);
+  // Until the first run the op graph is empty: say how to fill it.
+  hint_ = new QLabel(tr("<p style='font-size:large'><b>No model run yet</b></p>"
+                        "<p>Open an image (File &gt; Open Image, or drop one on this window) to classify it; "
+                        "its op graph appears here.<br>Or open a model file (File &gt; Open Model) to see its graph.</p>"),
+                     graph_);
+  hint_->setObjectName("graphHint");
+  hint_->setAlignment(Qt::AlignCenter);
+  hint_->setWordWrap(true);
+  hint_->setStyleSheet("QLabel { color: #555; background: rgba(255,255,255,220); border: 1px solid #ccc; "
+                       "border-radius: 6px; padding: 12px; }");
+  graph_->installEventFilter(this);
+  auto* imageDock = makeDock(this, tr("Image and predictions"), "imageDock", image_);
   auto* modelDock = makeDock(this, tr("Model"), "modelDock", model_);
   auto* deviceDock = makeDock(this, tr("Devices"), "deviceDock", devices_);
   auto* kernelDock = makeDock(this, tr("Kernels"), "kernelDock", kernels_);
   auto* sourceDock = makeDock(this, tr("Kernel source"), "sourceDock", source_);
   auto* trainingDock = makeDock(this, tr("Training"), "trainingDock", training_);
+  // The image column runs the full height: on a 768-pixel screen the
+  // bottom docks would otherwise leave the picture a strip.
+  setCorner(Qt::BottomLeftCorner, Qt::LeftDockWidgetArea);
   addDockWidget(Qt::LeftDockWidgetArea, imageDock);
   addDockWidget(Qt::LeftDockWidgetArea, modelDock);
   tabifyDockWidget(modelDock, deviceDock);
@@ -180,7 +283,7 @@ void MainWindow::buildDocks() {
   compare_->setParent(this, Qt::Window);
   compare_->setWindowTitle(tr("Compare devices - tinylens"));
   compare_->resize(1200, 760);
-  resizeDocks({imageDock}, {440}, Qt::Horizontal);
+  resizeDocks({imageDock}, {400}, Qt::Horizontal);
   resizeDocks({imageDock, modelDock}, {620, 260}, Qt::Vertical);
   resizeDocks({kernelDock}, {370}, Qt::Vertical);
   resizeDocks({kernelDock, sourceDock}, {980, 600}, Qt::Horizontal);
@@ -235,11 +338,23 @@ void MainWindow::buildMenus() {
   run->addAction(tr("Com&pare Checked Devices"), this, [this] { compareDevices(compare_->checkedDevices()); });
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("Build a Kernel with a Known &Warning"), this, &MainWindow::buildWarningKernel);
+  help->addSeparator();
   help->addAction(tr("&About tinylens"), this, [this] {
-    QMessageBox::about(this, tr("About tinylens"),
-                       tr("<b>tinylens</b> %1<br>A model explorer on a tiny lazy tensor core: op graph, "
-                          "kernels, their sources and timings on every device.")
-                           .arg(QApplication::applicationVersion()));
+    QStringList devices = devices_->model()->availableNames();
+    QMessageBox::about(
+        this, tr("About tinylens"),
+        tr("<h3>tinylens %1</h3>"
+           "<p>A model explorer on a tiny lazy tensor core. It classifies an image with a model "
+           "(EfficientNet-Lite0 built in; .pth, .safetensors and .onnx files) and shows what ran: "
+           "the op graph, the fused kernels, their generated sources with compiler logs, and their "
+           "timings on every device.</p>"
+           "<p><b>How to start</b>: drop an image on the window. Pick a device in the Devices dock "
+           "and press <i>Use this device</i>; a first run on a device compiles its kernels (cached on "
+           "disk afterwards).</p>"
+           "<p><b>Devices here</b>: %2<br><b>Qt</b>: %3<br><b>Command line</b>: <tt>tinylens --help</tt></p>")
+            .arg(QApplication::applicationVersion(), devices.isEmpty() ? tr("(not enumerated yet)") : devices.join(", "),
+                 QString::fromLatin1(qVersion())));
   });
 }
 
@@ -250,6 +365,7 @@ void MainWindow::openFile(const QString& path) {
 
 void MainWindow::openImage(const QString& path) {
   status_->setText(tr("Classifying %1 on %2...").arg(QFileInfo(path).fileName(), device_));
+  image_->setActivity(tr("Classifying on %1...").arg(device_));
   session_->classify(path, device_);
 }
 
@@ -296,12 +412,15 @@ void MainWindow::compareDevices(const QStringList& devices) {
 
 void MainWindow::onClassified(const RunPtr& run) {
   lastRun_ = run;
-  image_->setPredictions(run->top, run->coldSeconds, run->warmSeconds, run->device);
+  hint_->hide();
+  image_->setPredictions(run->top, run->coldSeconds, run->warmSeconds, run->device, run->warmRuns, run->kernelSeconds);
+  image_->setActivity({});
   image_->setError({});
-  kernels_->setRecords(run->records);
+  devices_->setResultsDevice(run->device);
+  kernels_->setRecords(run->records, run->warmSeconds);
   graph_->setRun(run);
   if (!run->records.empty()) kernels_->selectRecord(0);
-  status_->setText(tr("%1 on %2: %3 (%4 %), warm %5 ms, %6 kernels")
+  status_->setText(tr("%1 on %2: %3 (%4 %), warm %5 ms (median run), %6 kernels")
                        .arg(QFileInfo(run->imagePath).fileName(), run->device,
                             run->top.empty() ? QString("-") : QString::fromStdString(run->top[0].label))
                        .arg(run->top.empty() ? 0.0 : run->top[0].probability * 100.0, 0, 'f', 1)
@@ -317,6 +436,7 @@ void MainWindow::onClassified(const RunPtr& run) {
 // same RunData shape as a classification, so clicking through works alike.
 void MainWindow::showTrainingGraph(const RunPtr& run) {
   lastRun_ = run;
+  hint_->hide();
   kernels_->setRecords(run->records);
   graph_->setRun(run);
   if (!run->records.empty()) kernels_->selectRecord(0);
@@ -328,6 +448,23 @@ void MainWindow::showKernel(int record) {
   const auto& k = *lastRun_->records[size_t(record)].kernel;
   source_->setKernel(QString("#%1 %2 (%3)").arg(record).arg(QString::fromStdString(k.name), QString::fromStdString(k.device)),
                      QString::fromStdString(k.source), QString::fromStdString(k.build_log));
+}
+
+void MainWindow::buildWarningKernel() {
+  status_->setText(tr("Building a kernel with a known warning on %1...").arg(device_));
+  session_->buildWarningKernel(device_);
+}
+
+bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == graph_ && event->type() == QEvent::Resize) placeHint();
+  return QMainWindow::eventFilter(watched, event);
+}
+
+void MainWindow::placeHint() {
+  if (!hint_) return;
+  hint_->setFixedWidth(std::max(std::min(graph_->width() - 40, 520), 120));
+  hint_->adjustSize();
+  hint_->move((graph_->width() - hint_->width()) / 2, (graph_->height() - hint_->height()) / 2);
 }
 
 void MainWindow::showError(const QString& message) {
@@ -356,9 +493,13 @@ void MainWindow::rebuildRecentMenu() {
   if (!recentMenu_) return;
   recentMenu_->clear();
   const QStringList recent = recentFiles();
-  for (const QString& path : recent)
-    recentMenu_->addAction(QFileInfo(path).fileName() + "  —  " + QFileInfo(path).path(), this,
-                           [this, path] { openFile(path); });
+  for (const QString& path : recent) {
+    // A built-in model is a name, not a file: no folder to show.
+    const QFileInfo info(path);
+    QString text = info.isAbsolute() ? info.fileName() + "  —  " + info.path() : path;
+    auto* action = recentMenu_->addAction(text.replace('&', "&&"), this, [this, path] { openFile(path); });
+    action->setToolTip(path);
+  }
   recentMenu_->setEnabled(!recent.isEmpty());
 }
 
@@ -405,8 +546,9 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   QMainWindow::closeEvent(event);
 }
 
-void MainWindow::setScreenshotPath(const QString& path) {
+void MainWindow::setScreenshotPath(const QString& path, int lingerMs) {
   screenshotPath_ = path;
+  screenshotLingerMs_ = std::max(lingerMs, 0);
   // A run that never finishes must not hang a script.
   QTimer::singleShot(600000, this, [] {
     qWarning("tinylens: no result within 10 minutes; no screenshot taken");
@@ -428,7 +570,7 @@ void MainWindow::maybeScreenshot() {
     QPixmap shot = grab();
     bool ok = shot.save(screenshotPath_, "PNG");
     if (!ok) qWarning("tinylens: could not write %s", qPrintable(screenshotPath_));
-    QApplication::exit(ok ? 0 : 6);
+    QTimer::singleShot(screenshotLingerMs_, qApp, [ok] { QApplication::exit(ok ? 0 : 6); });
   });
 }
 

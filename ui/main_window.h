@@ -37,8 +37,9 @@ class MainWindow : public QMainWindow {
   void rerun();
   void compareDevices(const QStringList& devices);
   void showCompare();  // the comparison's own window
-  // Saves a grab of the window to `path` after the first result and quits.
-  void setScreenshotPath(const QString& path);
+  // Saves a grab of the window to `path` after the first result and quits,
+  // `lingerMs` after saving it.
+  void setScreenshotPath(const QString& path, int lingerMs = 0);
   static bool isModelFile(const QString& path);
 
   Session* session() const { return session_; }
@@ -56,16 +57,23 @@ class MainWindow : public QMainWindow {
 
   bool exportGraph(const QString& path, QString* error);  // .svg or .png by suffix
   bool exportKernelsCsv(const QString& path, QString* error);
+  // Help > Build a Kernel with a Known Warning, on the current device.
+  void buildWarningKernel();
+  // Shrinks and moves the window so that it lies within its screen.
+  void fitToScreen();
+  QLabel* graphHint() const { return hint_; }
 
  signals:
   void runFinished(const tlui::RunPtr& run);
   void runFailed(const QString& message);
   void devicesKnown();
+  void warningKernelShown();  // the known-warning kernel is in the source pane
 
  protected:
   void dragEnterEvent(QDragEnterEvent* event) override;
   void dropEvent(QDropEvent* event) override;
   void closeEvent(QCloseEvent* event) override;
+  bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
   void buildDocks();
@@ -78,6 +86,7 @@ class MainWindow : public QMainWindow {
   void onClassified(const RunPtr& run);
   void showTrainingGraph(const RunPtr& run);
   void maybeScreenshot();
+  void placeHint();  // centred on the op graph
 
   Session* session_;
   ImagePane* image_;
@@ -89,6 +98,7 @@ class MainWindow : public QMainWindow {
   ComparePane* compare_;
   TrainingPane* training_;
   QLabel* status_;
+  QLabel* hint_ = nullptr;
   QProgressBar* progress_;
   QToolButton* cancel_;
   QMenu* recentMenu_ = nullptr;
@@ -99,6 +109,7 @@ class MainWindow : public QMainWindow {
   QString pendingModel_;
   RunPtr lastRun_;
   QString screenshotPath_;
+  int screenshotLingerMs_ = 0;
   bool screenshotResult_ = false;
 };
 

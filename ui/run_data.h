@@ -23,8 +23,14 @@ struct RunData {
   QString model;
   std::vector<tl::Prediction> top;
   std::vector<float> logits;
+  // coldSeconds: wall time of the first run on the device, kernel compiles
+  // included. warmSeconds: wall time of the median of `warmRuns` runs after it.
   double coldSeconds = 0, warmSeconds = 0;
-  // Kernels of one inspected warm run; their node_ids refer to `graph`.
+  int warmRuns = 0;
+  // Kernels of that same median warm run (its kernel times sum to
+  // kernelSeconds, which is less than the wall time: graph building,
+  // scheduling and copies are not kernels); node_ids refer to `graph`.
+  double kernelSeconds = 0;
   std::vector<tl::ProfileRecord> records;
   std::vector<tl::GraphNode> graph;
 };

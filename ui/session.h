@@ -32,6 +32,11 @@ class Session : public QObject {
   quint64 classify(const QString& imagePath, const QString& device);
   quint64 compare(const QString& imagePath, const QStringList& devices);
   void cancel();  // the running classify/compare job, if any
+  // Compiles, on `device`, a tiny kernel whose source makes the compiler
+  // warn (C: an assignment used as a condition; OpenCL: a double constant and
+  // a literal that loses its fraction), so the clickable build log can be
+  // seen working. Answers with warningKernelBuilt or failed("warning-kernel").
+  quint64 buildWarningKernel(const QString& device);
 
   bool busy() const { return busyJob_ != 0; }
   quint64 latestRunJob() const { return runJob_; }
@@ -54,6 +59,12 @@ class Session : public QObject {
 
  signals:
   void progress(quint64 job, const QString& stage, int percent);
+  // A classify's cold run compiling its new kernels: `compiled` of `total`
+  // (told once with 0, then after each kernel; nothing when all are cached).
+  void compileProgress(quint64 job, const QString& device, int compiled, int total);
+  // Then its timed warm runs: `run` (1-based) of `runs` is starting.
+  void runProgress(quint64 job, const QString& device, int run, int runs);
+  void warningKernelBuilt(const QString& device, const QString& name, const QString& source, const QString& buildLog);
   void devicesReady(const tlui::DeviceList& devices);
   void modelLoaded(const tlui::ModelPtr& model);
   void onnxInspected(const tlui::OnnxPtr& graph);

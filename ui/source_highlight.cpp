@@ -10,6 +10,32 @@ const QRegularExpression& diagnosticPattern() {
       R"(^\s*(.*?):(\d+):(?:(\d+):)?\s*(fatal error|error|warning|note|remark):\s*(.*)$)");
   return re;
 }
+
+// PoCL's form puts the severity first: "warning: /tmp/x.cl:3:15: message".
+const QRegularExpression& severityFirstPattern() {
+  static const QRegularExpression re(
+      R"(^\s*(fatal error|error|warning|note|remark):\s*(.*?):(\d+):(?:(\d+):)?\s*(.*)$)");
+  return re;
+}
+
+// One log line as a diagnostic (logLine left 0), or false.
+bool matchDiagnostic(const QString& text, Diagnostic* d) {
+  if (auto m = diagnosticPattern().match(text); m.hasMatch()) {
+    d->line = m.captured(2).toInt();
+    d->column = m.captured(3).isEmpty() ? 0 : m.captured(3).toInt();
+    d->severity = m.captured(4) == "fatal error" ? "error" : m.captured(4);
+    d->message = m.captured(5);
+    return true;
+  }
+  if (auto m = severityFirstPattern().match(text); m.hasMatch()) {
+    d->line = m.captured(3).toInt();
+    d->column = m.captured(4).isEmpty() ? 0 : m.captured(4).toInt();
+    d->severity = m.captured(1) == "fatal error" ? "error" : m.captured(1);
+    d->message = m.captured(5);
+    return true;
+  }
+  return false;
+}
 }  // namespace
 
 KernelSourceHighlighter::KernelSourceHighlighter(QTextDocument* document) : QSyntaxHighlighter(document) {
@@ -69,14 +95,9 @@ std::vector<Diagnostic> parseBuildLog(const QString& log) {
   std::vector<Diagnostic> out;
   const QStringList lines = log.split('\n');
   for (int i = 0; i < lines.size(); ++i) {
-    auto m = diagnosticPattern().match(lines[i]);
-    if (!m.hasMatch()) continue;
     Diagnostic d;
+    if (!matchDiagnostic(lines[i], &d)) continue;
     d.logLine = i;
-    d.line = m.captured(2).toInt();
-    d.column = m.captured(3).isEmpty() ? 0 : m.captured(3).toInt();
-    d.severity = m.captured(4) == "fatal error" ? "error" : m.captured(4);
-    d.message = m.captured(5);
     out.push_back(d);
   }
   return out;
@@ -85,10 +106,10 @@ std::vector<Diagnostic> parseBuildLog(const QString& log) {
 BuildLogHighlighter::BuildLogHighlighter(QTextDocument* document) : QSyntaxHighlighter(document) {}
 
 void BuildLogHighlighter::highlightBlock(const QString& text) {
-  auto m = diagnosticPattern().match(text);
-  if (!m.hasMatch()) return;
+  Diagnostic d;
+  if (!matchDiagnostic(text, &d)) return;
   QTextCharFormat f;
-  QString severity = m.captured(4);
+  const QString& severity = d.severity;
   if (severity.contains("error")) {
     f.setForeground(QColor(180, 0, 0));
     f.setBackground(QColor(255, 228, 228));

@@ -16,7 +16,12 @@ PredictionBars::PredictionBars(PredictionModel* model, QWidget* parent) : QWidge
 }
 
 QSize PredictionBars::sizeHint() const { return {320, 5 * (fontMetrics().height() * 2 + 6) + 4}; }
-QSize PredictionBars::minimumSizeHint() const { return {200, sizeHint().height()}; }
+QSize PredictionBars::minimumSizeHint() const { return {160, sizeHint().height()}; }
+
+void PredictionBars::setPlaceholder(const QString& text) {
+  placeholder_ = text;
+  update();
+}
 
 void PredictionBars::paintEvent(QPaintEvent*) {
   QPainter p(this);
@@ -25,7 +30,8 @@ void PredictionBars::paintEvent(QPaintEvent*) {
   const int n = model_->rowCount();
   if (n == 0) {
     p.setPen(palette().color(QPalette::PlaceholderText));
-    p.drawText(rect(), Qt::AlignCenter, tr("Drop an image here or use File > Open Image"));
+    p.drawText(rect().adjusted(4, 0, -4, 0), Qt::AlignCenter | Qt::TextWordWrap,
+               placeholder_.isEmpty() ? tr("Drop an image here or use File > Open Image") : placeholder_);
     return;
   }
   for (int i = 0; i < n; ++i) {
@@ -56,7 +62,7 @@ ImagePane::ImagePane(QWidget* parent) : QWidget(parent), predictions_(new Predic
   auto* layout = new QVBoxLayout(this);
   picture_ = new QLabel;
   picture_->setAlignment(Qt::AlignCenter);
-  picture_->setMinimumSize(160, 160);
+  picture_->setMinimumSize(120, 100);
   picture_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Ignored);
   picture_->setText(tr("No image\n\nDrop an image here"));
   picture_->setStyleSheet("QLabel { background: #20242a; color: #c8ccd2; border-radius: 4px; }");
@@ -72,9 +78,15 @@ ImagePane::ImagePane(QWidget* parent) : QWidget(parent), predictions_(new Predic
   error_->setStyleSheet("QLabel { color: #a00000; background: #ffe8e8; border: 1px solid #e0a0a0; "
                         "border-radius: 3px; padding: 4px; }");
   error_->hide();
+  activity_ = new QLabel;
+  activity_->setWordWrap(true);
+  activity_->setStyleSheet("QLabel { color: #1f4e79; background: #e8f1fb; border: 1px solid #b5cde6; "
+                           "border-radius: 3px; padding: 3px; }");
+  activity_->hide();
   layout->addWidget(picture_, 1);
   layout->addWidget(caption_);
   layout->addWidget(error_);
+  layout->addWidget(activity_);
   layout->addWidget(bars_);
   layout->addWidget(times_);
 }
@@ -84,20 +96,44 @@ void ImagePane::setImage(const QString& path, const QImage& image) {
   image_ = image;
   caption_->setText(QString("%1  (%2 x %3)").arg(QFileInfo(path).fileName()).arg(image.width()).arg(image.height()));
   updatePixmap();
+  if (predictions_->rowCount() == 0) bars_->setPlaceholder(tr("Predictions appear here when the run finishes."));
 }
 
 void ImagePane::setPredictions(const std::vector<tl::Prediction>& top, double coldSeconds, double warmSeconds,
-                               const QString& device) {
+                               const QString& device, int warmRuns, double kernelSeconds) {
   predictions_->setPredictions(top);
-  times_->setText(tr("<b>%1</b>: cold %2 ms (compile included), warm %3 ms")
-                      .arg(device)
-                      .arg(coldSeconds * 1e3, 0, 'f', 1)
-                      .arg(warmSeconds * 1e3, 0, 'f', 2));
+  QString text = tr("<b>Results from %1</b><br>first run %2 ms (kernel compiles included)<br>warm %3 ms")
+                     .arg(device.toHtmlEscaped())
+                     .arg(coldSeconds * 1e3, 0, 'f', 1)
+                     .arg(warmSeconds * 1e3, 0, 'f', 2);
+  if (warmRuns > 0) text += tr(" (median of %1 runs; its kernels: %2 ms)").arg(warmRuns).arg(kernelSeconds * 1e3, 0, 'f', 2);
+  times_->setText(text);
+  times_->setToolTip(tr("<p><b>First run</b>: wall time of the first run on this device: building the graph, "
+                        "compiling every kernel not yet in the disk cache, and running them.</p>"
+                        "<p><b>Warm</b>: wall time of the median of the runs after it (graph building, "
+                        "scheduling, kernels and the copy of the logits back).</p>"
+                        "<p><b>Its kernels</b>: the sum of the kernel times of that same median run; the "
+                        "kernel table shows exactly these kernels. It is below the wall time because "
+                        "building and scheduling the graph is not a kernel.</p>"));
 }
+
+void ImagePane::setActivity(const QString& text) {
+  activity_->setText(text);
+  activity_->setVisible(!text.isEmpty());
+  if (predictions_->rowCount() == 0 && !text.isEmpty()) bars_->setPlaceholder(text);
+  else if (predictions_->rowCount() == 0 && !image_.isNull())
+    bars_->setPlaceholder(tr("Predictions appear here when the run finishes."));
+}
+
+QString ImagePane::activity() const { return activity_->text(); }
+QString ImagePane::timesText() const { return times_->text(); }
+QString ImagePane::timesToolTip() const { return times_->toolTip(); }
 
 void ImagePane::clearPredictions() {
   predictions_->setPredictions({});
   times_->clear();
+  times_->setToolTip({});
+  setActivity(activity());  // the placeholder now says what is happening
 }
 
 void ImagePane::setError(const QString& message) {

@@ -16,12 +16,15 @@ class PredictionBars : public QWidget {
   explicit PredictionBars(PredictionModel* model, QWidget* parent = nullptr);
   QSize sizeHint() const override;
   QSize minimumSizeHint() const override;
+  void setPlaceholder(const QString& text);
+  QString placeholder() const { return placeholder_; }
 
  protected:
   void paintEvent(QPaintEvent* event) override;
 
  private:
   PredictionModel* model_;
+  QString placeholder_;
 };
 
 class ImagePane : public QWidget {
@@ -30,8 +33,17 @@ class ImagePane : public QWidget {
   explicit ImagePane(QWidget* parent = nullptr);
   PredictionModel* predictions() const { return predictions_; }
   void setImage(const QString& path, const QImage& image);
+  // The run's top-5 and its times: cold, and the median warm run whose
+  // kernels (summing to kernelSeconds) the kernel table shows.
   void setPredictions(const std::vector<tl::Prediction>& top, double coldSeconds, double warmSeconds,
-                      const QString& device);
+                      const QString& device, int warmRuns = 0, double kernelSeconds = 0);
+  // What the window is doing for this image ("Compiling kernels for cpu...
+  // 37/87"); shown above the predictions, and in their place while there
+  // are none. Empty hides it.
+  void setActivity(const QString& text);
+  QString activity() const;
+  QString timesText() const;
+  QString timesToolTip() const;
   void clearPredictions();
   void setError(const QString& message);  // empty hides it
   QString error() const;
@@ -53,6 +65,7 @@ class ImagePane : public QWidget {
   QLabel* caption_;
   QLabel* times_;
   QLabel* error_;
+  QLabel* activity_;
   PredictionBars* bars_;
   QImage image_;
   QString path_;

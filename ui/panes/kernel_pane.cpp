@@ -38,6 +38,7 @@ KernelPane::KernelPane(QWidget* parent)
   filter_->setPlaceholderText(tr("Filter kernels (name, device, size...)"));
   filter_->setClearButtonEnabled(true);
   total_ = new QLabel;
+  total_->setMinimumWidth(0);
   bar->addWidget(filter_, 1);
   bar->addWidget(total_);
   layout->addLayout(bar);
@@ -55,7 +56,7 @@ KernelPane::KernelPane(QWidget* parent)
   view_->setAlternatingRowColors(true);
   chart_ = new QChartView;
   chart_->setRenderHint(QPainter::Antialiasing);
-  chart_->setMinimumWidth(260);
+  chart_->setMinimumWidth(160);
   split->addWidget(view_);
   split->addWidget(chart_);
   split->setStretchFactor(0, 3);
@@ -68,10 +69,19 @@ KernelPane::KernelPane(QWidget* parent)
   });
 }
 
-void KernelPane::setRecords(const std::vector<tl::ProfileRecord>& records) {
+void KernelPane::setRecords(const std::vector<tl::ProfileRecord>& records, double wallSeconds) {
   model_->setRecords(records);
   view_->resizeColumnsToContents();
-  total_->setText(tr("%1 kernels, %2 ms").arg(records.size()).arg(model_->totalSeconds() * 1e3, 0, 'f', 3));
+  QString text = tr("%1 kernels, sum %2 ms").arg(records.size()).arg(model_->totalSeconds() * 1e3, 0, 'f', 3);
+  if (wallSeconds > 0) text += tr(" (run wall time %1 ms)").arg(wallSeconds * 1e3, 0, 'f', 2);
+  total_->setText(text);
+  total_->setToolTip(tr("<p><b>Sum</b>: the kernel times of one run added up: the median warm run, the one "
+                        "whose latency the predictions show as <i>warm</i>.</p>"
+                        "<p><b>Run wall time</b>: that run from start to end; the difference is building "
+                        "and scheduling the graph and copying the result back.</p>"
+                        "<p><b>Time (ms)</b> per row: the kernel's own time as the device measured it "
+                        "(OpenCL events, or the CPU's clock around the launch). <b>Share</b>: its part of "
+                        "the sum.</p>"));
   updateChart();
 }
 
@@ -148,5 +158,7 @@ void KernelPane::updateChart() {
   delete old;
   chartBars_ = top;
 }
+
+QString KernelPane::totalText() const { return total_->text(); }
 
 }  // namespace tlui

@@ -19,7 +19,10 @@ class KernelPane : public QWidget {
   KernelTableModel* model() const { return model_; }
   QSortFilterProxyModel* proxy() const { return proxy_; }
   QTableView* view() const { return view_; }
-  void setRecords(const std::vector<tl::ProfileRecord>& records);
+  // `wallSeconds` > 0: the wall time of the run these kernels belong to,
+  // shown beside their sum so the two are not mistaken for each other.
+  void setRecords(const std::vector<tl::ProfileRecord>& records, double wallSeconds = 0);
+  QString totalText() const;
   void selectRecord(int record);
   int chartBars() const { return chartBars_; }
 

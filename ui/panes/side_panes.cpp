@@ -7,6 +7,8 @@
 #include <QLabel>
 #include <QLocale>
 #include <QPushButton>
+#include <QScrollBar>
+#include <algorithm>
 #include <QTableView>
 #include <QTextBrowser>
 #include <QVBoxLayout>
@@ -18,7 +20,8 @@ ModelPane::ModelPane(QWidget* parent) : QWidget(parent) {
   auto* row = new QHBoxLayout;
   builtin_ = new QComboBox;
   builtin_->addItem("EfficientNet-Lite0 (built in)", "efficientnet-lite0");
-  auto* open = new QPushButton(tr("Open .pth / .safetensors..."));
+  auto* open = new QPushButton(tr("Open model file..."));
+  open->setToolTip(tr("Open a .pth, .safetensors or .onnx model file"));
   row->addWidget(builtin_, 1);
   row->addWidget(open);
   layout->addLayout(row);
@@ -63,48 +66,98 @@ QString ModelPane::summaryText() const { return summary_->text(); }
 
 DevicePane::DevicePane(QWidget* parent) : QWidget(parent), model_(new DeviceModel(this)) {
   auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(4, 4, 4, 4);
   view_ = new QTableView;
   view_->setModel(model_);
   view_->setSelectionBehavior(QAbstractItemView::SelectRows);
   view_->setSelectionMode(QAbstractItemView::SingleSelection);
   view_->verticalHeader()->hide();
+  view_->verticalHeader()->setDefaultSectionSize(fontMetrics().height() + 6);
   view_->horizontalHeader()->setStretchLastSection(true);
   view_->setWordWrap(false);
   view_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  view_->setSizeAdjustPolicy(QAbstractScrollArea::AdjustToContents);
+  auto* row = new QHBoxLayout;
+  use_ = new QPushButton(tr("Use this device"));
+  use_->setToolTip(tr("Run the current image on the selected device (a first run there compiles every kernel, "
+                      "which can take minutes)"));
+  use_->setEnabled(false);
+  note_ = new QLabel;
+  note_->setWordWrap(true);
+  row->addWidget(note_, 1);
+  row->addWidget(use_);
   facts_ = new QTextBrowser;
-  facts_->setMaximumHeight(150);
-  layout->addWidget(view_, 1);
-  layout->addWidget(facts_);
+  facts_->setMinimumHeight(fontMetrics().height() * 3);
+  layout->addWidget(view_);
+  layout->addLayout(row);
+  layout->addWidget(facts_, 1);
   connect(view_->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](const QModelIndex& idx) {
     if (!idx.isValid()) return;
     showFacts(idx.row());
-    QString name = idx.data(DeviceModel::DeviceNameRole).toString();
-    if (!quiet_ && idx.data(DeviceModel::AvailableRole).toBool() && name != current_) {
-      current_ = name;
-      emit devicePicked(name);
-    }
+    updateUseButton();
   });
+  auto pick = [this] {
+    QModelIndex idx = view_->selectionModel()->currentIndex();
+    if (!idx.isValid() || !idx.data(DeviceModel::AvailableRole).toBool()) return;
+    QString name = idx.data(DeviceModel::DeviceNameRole).toString();
+    if (name == current_ && name == resultsDevice_) return;
+    current_ = name;
+    updateUseButton();
+    updateNote();
+    emit devicePicked(name);
+  };
+  connect(use_, &QPushButton::clicked, this, pick);
+  connect(view_, &QTableView::doubleClicked, this, pick);
   // Unavailable rows cannot be selected; clicking one still shows why.
   connect(view_, &QTableView::pressed, this, [this](const QModelIndex& idx) { showFacts(idx.row()); });
 }
 
 void DevicePane::setDevices(const DeviceList& devices) {
-  quiet_ = true;
   model_->setDevices(devices);
   view_->resizeColumnsToContents();
-  quiet_ = false;
+  // Every device in view at once: the table is as tall as its rows.
+  const int rows = std::max(1, model_->rowCount());
+  view_->setMinimumHeight(view_->horizontalHeader()->height() + rows * view_->verticalHeader()->defaultSectionSize() +
+                          2 * view_->frameWidth() + 2);
+  view_->setMaximumHeight(view_->minimumHeight() + view_->horizontalScrollBar()->sizeHint().height());
   setCurrent(current_);
 }
 
 void DevicePane::setCurrent(const QString& name) {
   current_ = name;
   int row = model_->rowOf(name);
+  updateNote();
   if (row < 0) return;
-  quiet_ = true;
   view_->selectionModel()->setCurrentIndex(model_->index(row, 0),
                                            QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
-  quiet_ = false;
   showFacts(row);
+  updateUseButton();
+}
+
+void DevicePane::setResultsDevice(const QString& name) {
+  resultsDevice_ = name;
+  updateNote();
+  updateUseButton();
+}
+
+QString DevicePane::resultsNote() const { return note_->text(); }
+
+void DevicePane::updateUseButton() {
+  QModelIndex idx = view_->selectionModel()->currentIndex();
+  bool available = idx.isValid() && idx.data(DeviceModel::AvailableRole).toBool();
+  QString name = idx.data(DeviceModel::DeviceNameRole).toString();
+  use_->setEnabled(available && !(name == current_ && name == resultsDevice_));
+  use_->setText(available && name == current_ && name != resultsDevice_ && !resultsDevice_.isEmpty()
+                    ? tr("Run here again")
+                    : tr("Use this device"));
+}
+
+void DevicePane::updateNote() {
+  if (resultsDevice_.isEmpty()) note_->setText(tr("Using <b>%1</b>").arg(current_.toHtmlEscaped()));
+  else if (resultsDevice_ == current_) note_->setText(tr("Using <b>%1</b>; results shown are from it").arg(current_.toHtmlEscaped()));
+  else
+    note_->setText(tr("Using <b>%1</b>; results shown are from <b>%2</b>")
+                       .arg(current_.toHtmlEscaped(), resultsDevice_.toHtmlEscaped()));
 }
 
 void DevicePane::showFacts(int row) {

@@ -8,6 +8,7 @@
 class QComboBox;
 class QFormLayout;
 class QLabel;
+class QPushButton;
 class QTableView;
 class QTextBrowser;
 
@@ -39,17 +40,28 @@ class DevicePane : public QWidget {
   void setDevices(const DeviceList& devices);
   void setCurrent(const QString& name);  // selects without emitting
   QString current() const { return current_; }
+  // The device whose results the window shows; after a cancelled run on
+  // another device it differs from current(), and the pane says so.
+  void setResultsDevice(const QString& name);
+  QString resultsNote() const;
+  // Selecting a row only shows its facts; this button (or a double click)
+  // picks it, which re-runs the current image there.
+  QPushButton* useButton() const { return use_; }
 
  signals:
   void devicePicked(const QString& name);
 
  private:
   void showFacts(int row);
+  void updateUseButton();
+  void updateNote();
   DeviceModel* model_;
   QTableView* view_;
+  QPushButton* use_;
+  QLabel* note_;
   QTextBrowser* facts_;
   QString current_;
-  bool quiet_ = false;
+  QString resultsDevice_;
 };
 
 }  // namespace tlui

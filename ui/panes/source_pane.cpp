@@ -13,6 +13,7 @@
 #include <QSplitter>
 #include <QTextBlock>
 #include <QVBoxLayout>
+#include <algorithm>
 
 namespace tlui {
 
@@ -21,6 +22,9 @@ SourcePane::SourcePane(QWidget* parent) : QWidget(parent) {
   layout->setContentsMargins(2, 2, 2, 2);
   auto* bar = new QHBoxLayout;
   title_ = new QLabel(tr("Select a kernel in the kernel table."));
+  // A long title must not widen the dock past a small screen: it is cut
+  // instead (the tooltip has it whole).
+  title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   auto* copy = new QPushButton(tr("Copy"));
   auto* save = new QPushButton(tr("Save..."));
   bar->addWidget(title_, 1);
@@ -39,16 +43,19 @@ SourcePane::SourcePane(QWidget* parent) : QWidget(parent) {
   log_->setPlaceholderText(tr("Build log: empty (the compiler printed nothing)"));
   log_->setLineWrapMode(QPlainTextEdit::NoWrap);
   new BuildLogHighlighter(log_->document());
-  auto* split = new QSplitter(Qt::Vertical);
-  split->addWidget(source_);
-  split->addWidget(log_);
-  split->setStretchFactor(0, 3);
-  split->setStretchFactor(1, 1);
-  layout->addWidget(split, 1);
+  log_->setMinimumHeight(0);
+  source_->setMinimumHeight(fontMetrics().height() * 3);
+  split_ = new QSplitter(Qt::Vertical);
+  split_->addWidget(source_);
+  split_->addWidget(log_);
+  split_->setStretchFactor(0, 4);
+  split_->setStretchFactor(1, 1);
+  split_->setSizes({400, 2 * fontMetrics().height() + 12});
+  layout->addWidget(split_, 1);
 
   connect(copy, &QPushButton::clicked, this, [this] { QApplication::clipboard()->setText(source_->toPlainText()); });
   connect(save, &QPushButton::clicked, this, [this] {
-    QString path = QFileDialog::getSaveFileName(this, tr("Save kernel source"), title_->text() + ".c",
+    QString path = QFileDialog::getSaveFileName(this, tr("Save kernel source"), suggestedFileName(),
                                                 tr("C / OpenCL C (*.c *.cl *.cu);;All files (*)"));
     QString error;
     if (!path.isEmpty() && !this->save(path, &error)) QMessageBox::warning(this, tr("Save failed"), error);
@@ -65,10 +72,28 @@ SourcePane::SourcePane(QWidget* parent) : QWidget(parent) {
 
 void SourcePane::setKernel(const QString& title, const QString& source, const QString& buildLog) {
   title_->setText(title);
+  title_->setToolTip(title);
   source_->setPlainText(source);
   log_->setPlainText(buildLog);
   diagnostics_ = parseBuildLog(buildLog);
   markDiagnostics();
+  // An empty log takes two lines; a log with something in it a quarter.
+  const int total = std::max(split_->height(), 200);
+  const int logHeight = buildLog.trimmed().isEmpty() ? 2 * fontMetrics().height() + 12
+                                                     : std::max(total / 4, 5 * fontMetrics().height());
+  split_->setSizes({std::max(total - logHeight, 1), logHeight});
+}
+
+QString SourcePane::suggestedFileName() const {
+  QString stem;
+  for (QChar c : title_->text()) {
+    if (c.isLetterOrNumber() || c == '_' || c == '-') stem += c;
+    else if (!stem.isEmpty() && !stem.endsWith('_')) stem += '_';
+  }
+  while (stem.endsWith('_')) stem.chop(1);
+  if (stem.isEmpty()) stem = "kernel";
+  const bool opencl = title_->text().contains("opencl", Qt::CaseInsensitive) || source_->toPlainText().contains("__kernel");
+  return stem + (opencl ? ".cl" : ".c");
 }
 
 QString SourcePane::source() const { return source_->toPlainText(); }

@@ -7,6 +7,7 @@
 
 class QLabel;
 class QPlainTextEdit;
+class QSplitter;
 
 namespace tlui {
 
@@ -23,12 +24,18 @@ class SourcePane : public QWidget {
   int jumpToDiagnostic(int index);
   int currentSourceLine() const;
   bool save(const QString& path, QString* error) const;
+  // What Save offers: the kernel's name and device, letters, digits and
+  // '_' only, with .cl for OpenCL sources and .c otherwise.
+  QString suggestedFileName() const;
+  QPlainTextEdit* sourceView() const { return source_; }
+  QPlainTextEdit* logView() const { return log_; }
 
  private:
   void markDiagnostics();
   QLabel* title_;
   QPlainTextEdit* source_;
   QPlainTextEdit* log_;
+  QSplitter* split_;
   std::vector<Diagnostic> diagnostics_;
 };
 
