@@ -74,7 +74,8 @@ TrainConfig parse_train_options(const std::map<std::string, std::string>& option
   TrainConfig c;
   for (auto& [k, v] : options) {
     auto& known = train_options();
-    if (std::none_of(known.begin(), known.end(), [&](const TrainOption& o) { return k == o.name; }))
+    const std::string& key = k;  // clang 14 cannot capture a structured binding
+    if (std::none_of(known.begin(), known.end(), [&](const TrainOption& o) { return key == o.name; }))
       throw std::invalid_argument("train: unknown option --" + k);
     if (k == "dataset") c.dataset = v;
     else if (k == "model") c.model = v;
