@@ -29,12 +29,8 @@ using namespace tlui;
 
 namespace {
 
-const char* kSquirrel = "/usr/share/doc/opencv-doc/examples/data/squirrel_cls.jpg";
+using tltest::kSquirrel;
 
-bool weightsInstalled() {
-  std::error_code ec;
-  return std::filesystem::exists(tl::models_directory() + "/efficientnet-lite0-57934424.pth", ec);
-}
 
 QMenu* menuNamed(QMainWindow* window, const QString& title) {
   for (QAction* a : window->menuBar()->actions())
@@ -179,7 +175,7 @@ class TestUiLayout : public QObject {
   // Item 2: a cold run tells kernels compiled of total, then runs done,
   // while the image is already shown with a line saying what is happening.
   void progressAdvancesWithNumbers() {
-    TL_REQUIRE(weightsInstalled(), "EfficientNet-Lite0 weights not installed (run scripts/setup)");
+    TL_REQUIRE(tltest::weights_installed(), "EfficientNet-Lite0 weights not installed (run scripts/setup)");
     QSignalSpy compiles(window_->session(), &Session::compileProgress);
     QSignalSpy runs(window_->session(), &Session::runProgress);
     QSignalSpy done(window_.get(), &MainWindow::runFinished);

@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kSquirrel = "/usr/share/doc/opencv-doc/examples/data/squirrel_cls.jpg";
+using tltest::kSquirrel;
 
 std::vector<float> convWeights() {
   std::vector<float> w(4 * 3 * 3 * 3);

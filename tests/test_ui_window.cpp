@@ -23,12 +23,8 @@ using namespace tlui;
 
 namespace {
 
-const char* kSquirrel = "/usr/share/doc/opencv-doc/examples/data/squirrel_cls.jpg";
+using tltest::kSquirrel;
 
-bool weightsInstalled() {
-  std::error_code ec;
-  return std::filesystem::exists(tl::models_directory() + "/efficientnet-lite0-57934424.pth", ec);
-}
 
 // Largest gap between ticks of a 10 ms timer while `busy` holds: how long the
 // event loop was blocked at worst.
@@ -126,7 +122,7 @@ class TestUiWindow : public QObject {
   // The first, cold run: compiles every kernel. The window must keep
   // answering within 100 ms the whole time.
   void dropImageClassifies() {
-    TL_REQUIRE(weightsInstalled(), "EfficientNet-Lite0 weights not installed (run scripts/setup)");
+    TL_REQUIRE(tltest::weights_installed(), "EfficientNet-Lite0 weights not installed (run scripts/setup)");
     QVERIFY(QFileInfo::exists(kSquirrel));
     dropFile(window_->imagePane(), kSquirrel);
     qint64 gap = 0;

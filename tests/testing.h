@@ -3,10 +3,12 @@
 #include <QtTest/QtTest>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "core/models/classifier.h"
 #include "core/runtime/registry.h"
 #include "core/tensor.h"
 #include "compare.h"
@@ -37,6 +39,15 @@ inline bool strict() { return qEnvironmentVariableIntValue("TINYLENS_STRICT") !=
 namespace tltest {
 
 inline std::string source_dir() { return TL_SOURCE_DIR; }
+
+// The sample photo the window suites classify (Debian's opencv-doc).
+inline const char* const kSquirrel = "/usr/share/doc/opencv-doc/examples/data/squirrel_cls.jpg";
+
+// Whether scripts/setup has downloaded EfficientNet-Lite0's weights.
+inline bool weights_installed() {
+  std::error_code ec;
+  return std::filesystem::exists(tl::models_directory() + "/efficientnet-lite0-57934424.pth", ec);
+}
 
 // Window tests. A run may take long: a cold one compiles ~100 kernels on a
 // busy 2-core box. The event loop may stall at most kFreezeMs while the
