@@ -34,8 +34,9 @@ import torch.nn.functional as F
 from PIL import Image
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WEIGHTS = os.path.join(ROOT, "resources", "models", "efficientnet-lite0-57934424.pth")
-LABELS = os.path.join(ROOT, "resources", "models", "imagenet_classes.txt")
+MODELS = os.environ.get("TINYLENS_MODELS") or os.path.join(ROOT, "resources", "models")
+WEIGHTS = os.path.join(MODELS, "efficientnet-lite0-57934424.pth")
+LABELS = os.path.join(MODELS, "imagenet_classes.txt")
 OUT = os.path.join(ROOT, "tests", "data", "models")
 IMAGES = {
     "squirrel": "/usr/share/doc/opencv-doc/examples/data/squirrel_cls.jpg",

@@ -103,7 +103,7 @@ def mlp(classes=10):
 def bench(args):
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    x, y = digits()
+    x, y = digits(args.digits) if args.digits else digits()
     # stratified 80/20 like tl::data::split (its own permutation)
     rng = np.random.default_rng(args.seed)
     test_idx = np.concatenate([rng.permutation(np.arange(c * 500, (c + 1) * 500))[:100] for c in range(10)])
@@ -111,15 +111,22 @@ def bench(args):
     train_mask[test_idx] = False
     xtr, ytr = torch.from_numpy(x[train_mask]), torch.from_numpy(y[train_mask]).long()
     xte, yte = torch.from_numpy(x[test_idx]), torch.from_numpy(y[test_idx]).long()
-    model = cnn() if args.model == "cnn" else mlp()
+    dev = torch.device(args.device)
+    if dev.type == "cuda":  # plain fp32, as tinylens computes
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    xtr, ytr, xte, yte = xtr.to(dev), ytr.to(dev), xte.to(dev), yte.to(dev)
+    model = (cnn() if args.model == "cnn" else mlp()).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.model}, adam lr {args.lr}, "
-          f"batch {args.batch}")
+          f"batch {args.batch}, device {dev}")
     print("%5s %10s %10s %10s %9s" % ("epoch", "train loss", "train acc", "test acc", "train s"))
     times = []
     for epoch in range(args.epochs):
         model.train()
-        perm = torch.randperm(len(ytr))
+        perm = torch.randperm(len(ytr), device=dev)
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
         t0 = time.perf_counter()
         loss_sum, right = 0.0, 0
         for i in range(0, len(ytr), args.batch):
@@ -131,6 +138,8 @@ def bench(args):
             opt.step()
             loss_sum += loss.item() * len(idx)
             right += (logits.argmax(1) == ytr[idx]).sum().item()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
         dt = time.perf_counter() - t0
         times.append(dt)
         model.eval()
@@ -150,6 +159,8 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (the GPU benchmark, scripts/bench-gpu)")
+    ap.add_argument("--digits", default="", help="OpenCV's digits.png (default: opencv-doc's copy)")
     args = ap.parse_args()
     if args.bench:
         bench(args)
