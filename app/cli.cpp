@@ -33,6 +33,7 @@ using namespace tl;
 
 int cmd_selftest(const std::string& device, const std::string& golden_path, bool verbose);  // selftest.cpp
 int cmd_inspect(const std::vector<std::string>& args);                                      // inspect.cpp
+int cmd_bench_reduce(const std::vector<std::string>& devices, int64_t batch, int repeat);      // bench_reduce.cpp
 int cmd_inspect(const std::vector<std::string>& args);  // inspect.cpp
 
 namespace {
@@ -317,6 +318,11 @@ int cmd_bench_matmul(const Args& a) {
   return 0;
 }
 
+int cmd_bench_reduce_args(const Args& a) {
+  return cmd_bench_reduce(pick_devices(a.get("device")), positive_option(a, "batch", 1),
+                          positive_option(a, "repeat", 20));
+}
+
 int cmd_train(const Args& a) {
   tl::train::TrainConfig config;
   try {
@@ -455,6 +461,11 @@ const std::vector<Command>& commands() {
         {"image", "PATH", "the input image (default the OpenCV squirrel sample; a synthetic one if it is missing)"},
         kProfile},
        cmd_bench_model},
+      {"bench reduce", "", "time large reductions (softmax, global pooling, bias gradient) on one device or all",
+       "Prints the best wall time and kernel time of R runs after one that compiles, and whether the reduction\n"
+       "kernels took the work-group form. TINYLENS_REDUCE=serial renders them one work-item per output instead.",
+       {device_option(true), {"batch", "B", "the batch size (default 1)"}, {"repeat", "R", "timed runs after the first (default 20)"}},
+       cmd_bench_reduce_args},
       {"bench onnx", "MODEL.onnx", "time any ONNX model on one device or all",
        "Random inputs of the declared shapes (dynamic dimensions taken as 1); outputs are read back to the host.\n"
        "Prints the cold run (compiles) and the median of the warm runs; scripts/bench onnx runs ONNX Runtime beside it.",

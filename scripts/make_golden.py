@@ -302,6 +302,28 @@ def op_cases(w):
     w.case("argmax_1_keep", [xt], lambda t: torch.argmax(t, 1, keepdim=True).int())
     w.case("argmax_rand_7x13_1", [randn(rng("am2"), 7, 13)], lambda t: torch.argmax(t, 1).int())
 
+    # Reductions large enough for the grouped (work-group) form on devices
+    # with local memory: one output or few, group sizes that do not divide
+    # the reduced size, reductions over leading axes, NaN, and size 1.
+    w.case("sum_1000", [randn(rng("g1000"), 1000)], lambda t: t.sum(), rtol=1e-4, atol=1e-4)
+    nan_rows = randn(rng("gnan"), 3, 1000)
+    nan_rows[1, 617] = np.nan
+    w.case("max_3x1000_1_nan", [nan_rows], lambda t: t.amax(1))
+    w.case("mean_gap_1x1280x7x7", [randn(rng("ggap"), 1, 1280, 7, 7)], lambda t: t.mean((2, 3)))
+    w.case("sum_7x7x1280_all", [randn(rng("g62720"), 7, 7, 1280)], lambda t: t.sum(), rtol=1e-3, atol=1e-3)
+    nhw = randn(rng("gnhw"), 8, 16, 9, 9)
+    w.case("sum_nhw_8x16x9x9_023", [nhw], lambda t: t.sum((0, 2, 3)), rtol=1e-4, atol=1e-4)
+    w.case("max_nhw_8x16x9x9_023", [nhw], lambda t: t.amax((0, 2, 3)))
+    w.case("mean_nhw_4x24x7x7_023_keep", [randn(rng("gbn"), 4, 24, 7, 7)], lambda t: t.mean((0, 2, 3), keepdim=True))
+    w.case("sum_3x257_1", [randn(rng("g257"), 3, 257)], lambda t: t.sum(1), rtol=1e-4, atol=1e-4)
+    w.case("sum_2x512_1", [randn(rng("g512"), 2, 512)], lambda t: t.sum(1), rtol=1e-4, atol=1e-4)
+    w.case("max_5x33_1", [randn(rng("g33"), 5, 33)], lambda t: t.amax(1))
+    w.case("min_97x4_0", [randn(rng("g97"), 97, 4)], lambda t: t.amin(0))
+    w.case("max_allneg_2x300_1", [-unif(rng("gneg"), 1e3, 1e4, 2, 300)], lambda t: t.amax(1))
+    w.case("argmax_3x1000_1", [randn(rng("gargmax"), 3, 1000)], lambda t: torch.argmax(t, 1).int())
+    w.case("sum_1x1_all", [randn(rng("g1"), 1, 1)], lambda t: t.sum())
+    w.case("sum_1x1000_0", [randn(rng("g1x1000"), 1, 1000)], lambda t: t.sum(0))
+
     # ---- movement ----
     r = rng("movement")
     m = randn(r, 2, 3, 4)

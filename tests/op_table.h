@@ -166,6 +166,22 @@ inline const std::map<std::string, OpFn>& op_table() {
     t["argmax_m1"] = unary([](auto& x) { return x.argmax(-1); });
     t["argmax_1_keep"] = unary([](auto& x) { return x.argmax(1, true); });
     t["argmax_rand_7x13_1"] = unary([](auto& x) { return x.argmax(1); });
+    // large enough for the grouped (work-group) form on devices with local memory
+    t["sum_1000"] = unary([](auto& x) { return x.sum(); });
+    t["max_3x1000_1_nan"] = unary([](auto& x) { return x.max({1}); });
+    t["mean_gap_1x1280x7x7"] = unary([](auto& x) { return x.mean({2, 3}); });
+    t["sum_7x7x1280_all"] = unary([](auto& x) { return x.sum(); });
+    t["sum_nhw_8x16x9x9_023"] = unary([](auto& x) { return x.sum({0, 2, 3}); });
+    t["max_nhw_8x16x9x9_023"] = unary([](auto& x) { return x.max({0, 2, 3}); });
+    t["mean_nhw_4x24x7x7_023_keep"] = unary([](auto& x) { return x.mean({0, 2, 3}, true); });
+    t["sum_3x257_1"] = unary([](auto& x) { return x.sum({1}); });
+    t["sum_2x512_1"] = unary([](auto& x) { return x.sum({1}); });
+    t["max_5x33_1"] = unary([](auto& x) { return x.max({1}); });
+    t["min_97x4_0"] = unary([](auto& x) { return x.min({0}); });
+    t["max_allneg_2x300_1"] = unary([](auto& x) { return x.max({1}); });
+    t["argmax_3x1000_1"] = unary([](auto& x) { return x.argmax(1); });
+    t["sum_1x1_all"] = unary([](auto& x) { return x.sum(); });
+    t["sum_1x1000_0"] = unary([](auto& x) { return x.sum({0}); });
 
     // movement
     t["reshape_4_m1"] = unary([](auto& x) { return x.reshape({4, -1}); });

@@ -151,7 +151,7 @@ class TestCli : public QObject {
     QVERIFY2(r.code == 0, qPrintable(describe(r)));
     QVERIFY(r.err.isEmpty());
     QVERIFY(r.out.startsWith("usage: tinylens-cli "));
-    for (const char* command : {"devices", "ops", "demo", "selftest", "bench matmul", "bench model",
+    for (const char* command : {"devices", "ops", "demo", "selftest", "bench matmul", "bench model", "bench reduce",
                                 "classify IMAGE...", "onnx-test DIR...", "train"})
       QVERIFY2(r.out.contains(QString("\n  ") + command + " "), command);
     QVERIFY(r.out.contains("--version"));
@@ -184,6 +184,10 @@ class TestCli : public QObject {
                                  << QStringList{"--model NAME|PATH", "efficientnet-lite0", "--runs N", "(default 10)",
                                                 "--image PATH", "--device NAME|all", "--profile"}
                                  << QStringList{"--n ", "--repeat"};
+    QTest::newRow("bench reduce") << QStringList{"bench", "reduce"} << "usage: tinylens-cli bench reduce [OPTIONS]"
+                                  << QStringList{"--batch B", "(default 1)", "--repeat R", "(default 20)",
+                                                 "--device NAME|all", "TINYLENS_REDUCE=serial"}
+                                  << QStringList{"--n ", "--runs", "--model"};
     QTest::newRow("classify") << QStringList{"classify"} << "usage: tinylens-cli classify IMAGE... [OPTIONS]"
                               << QStringList{"--model NAME|PATH", "--runs N", "(default 3)", "--dump-kernels DIR",
                                              "--profile", "--device NAME"}
@@ -353,6 +357,33 @@ class TestCli : public QObject {
     env.insert("CC", cc.fileName());
     env.insert("XDG_CACHE_HOME", scratch_.filePath(name));
     return env;
+  }
+
+  // `bench reduce` says which form its reduction kernels took: serial on the
+  // C device (no local memory), grouped for the softmax and the bias gradient
+  // on an OpenCL device unless TINYLENS_REDUCE=serial asks for the serial form.
+  void bench_reduce_reports_the_form() {
+    std::vector<std::pair<QString, bool>> runs = {{"cpu", false}};
+    for (auto& d : tltest::available_devices())
+      if (d.rfind("opencl:", 0) == 0) runs.push_back({QString::fromStdString(d), true});
+    for (auto& [device, grouped] : runs) {
+      for (bool serial : {false, true}) {
+        auto env = QProcessEnvironment::systemEnvironment();
+        env.insert("XDG_CACHE_HOME", scratch_.filePath("cache-bench-reduce"));
+        if (serial) env.insert("TINYLENS_REDUCE", "serial");
+        Run r = run_cli({"bench", "reduce", "--device", device, "--repeat", "1"}, env);
+        QVERIFY2(r.code == 0, qPrintable(describe(r)));
+        const QStringList lines = r.out.split('\n', Qt::SkipEmptyParts);
+        QCOMPARE(lines.size(), 3);
+        for (auto& line : lines) {
+          QVERIFY2(line.contains("batch 1 on " + device + ": ") && line.contains(" ms in kernels ("), qPrintable(line));
+          // The pool's 1280 outputs of 49 are grouped only on a device that
+          // holds 80k work-items at once (render.cpp): not checked here.
+          if (!serial && grouped && line.contains("pool")) continue;
+          QVERIFY2(line.endsWith(grouped && !serial ? "(grouped, work-group 256)" : "(serial)"), qPrintable(line));
+        }
+      }
+    }
   }
 
   // stderr is a pipe here, not a terminal: no progress bar.

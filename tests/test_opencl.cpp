@@ -1,18 +1,27 @@
 // The OpenCL device on every platform the ICD loader lists (PoCL here):
 // enumeration facts, build logs, compile errors, the binary cache, the GEMM
-// template against a double-precision CPU loop, and a generic kernel in the
-// dialect's form. Skips when no OpenCL device exists.
+// template against a double-precision CPU loop, a generic kernel in the
+// dialect's form, and the work-group form of large reductions. Skips when no
+// OpenCL device exists.
 #include <QtTest/QtTest>
 
 #include "testing.h"
+#include "compare.h"
+#include "golden.h"
+#include "op_table.h"
 
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 
+#include "core/codegen/render.h"
 #include "core/codegen/templates.h"
+#include "core/profile.h"
+#include "core/schedule.h"
+#include "core/tensor.h"
 #include "core/runtime/registry.h"
 
 #ifdef TL_HAVE_OPENCL
@@ -410,6 +419,153 @@ class TestOpenCL : public QObject {
         QVERIFY2(err <= 1e-4 * (std::fabs(ref[i]) + scale) + 1e-30,
                  qPrintable(QString("%1 at %2: %3 vs %4").arg(d->name().c_str()).arg(i).arg(r.c[i]).arg(ref[i])));
       }
+    }
+  }
+
+  // When a reduction gets the grouped form: a pure rule over the device's
+  // facts (render.cpp explains it), checked on an H200-like, a PoCL-like and
+  // a C-like description.
+  void reductionFormRule() {
+    const Dialect& cl = opencl_dialect();
+    auto group = [&](const DeviceInfo& info, int64_t outputs, int64_t count, DType t = DType::f32) {
+      return reduce_group_size(cl, info, outputs, count, t);
+    };
+    DeviceInfo gpu;
+    gpu.compute_units = 132;
+    gpu.max_work_group = 1024;
+    gpu.local_memory = 48 * 1024;
+    QCOMPARE(group(gpu, 1, 1000), int64_t(256));             // softmax, batch 1
+    QCOMPARE(group(gpu, 64, 1000), int64_t(256));            // softmax, batch 64
+    QCOMPARE(group(gpu, 600, 1000), int64_t(256));           // two waves of groups still beat 1000 steps
+    QCOMPARE(group(gpu, 100000, 1000), int64_t(0));          // the outputs nearly fill the device
+    QCOMPARE(group(gpu, 132 * 1024, 1000), int64_t(0));
+    QCOMPARE(group(gpu, 1280, 49), int64_t(64));             // global average pool, batch 1
+    QCOMPARE(group(gpu, 16 * 1280, 49), int64_t(0));         // ... batch 16: ten waves of groups
+    QCOMPARE(group(gpu, 1, 7 * 7 * 1280), int64_t(256));     // mean of a whole 7x7x1280 map
+    QCOMPARE(group(gpu, 64, 16 * 28 * 28), int64_t(256));    // bias gradient over N*H*W
+    QCOMPARE(group(gpu, 4, 33, DType::i32), int64_t(64));    // the next power of two
+    QCOMPARE(group(gpu, 4, 32), int64_t(32));
+    QCOMPARE(group(gpu, 4, 31), int64_t(0));                 // too short for a tree
+    QCOMPARE(group(gpu, 112 * 112 * 32, 9), int64_t(0));     // a depthwise 3x3
+    QCOMPARE(group(gpu, 0, 1000), int64_t(0));               // nothing to compute
+    QCOMPARE(group(gpu, int64_t(1) << 24, 1 << 20), int64_t(0));  // 2^32 items would overflow int
+    DeviceInfo small = gpu;
+    small.max_work_group = 64;  // a group never exceeds the device's largest
+    QCOMPARE(group(small, 1, 1000), int64_t(64));
+    small.max_work_group = 16;  // too narrow to be worth a tree
+    QCOMPARE(group(small, 1, 1000), int64_t(0));
+    small = gpu;
+    small.local_memory = 512;  // the partial results must fit in local memory
+    QCOMPARE(group(small, 1, 1000), int64_t(128));
+    small.local_memory = 0;
+    QCOMPARE(group(small, 1, 1000), int64_t(0));
+    DeviceInfo pocl;
+    pocl.compute_units = 2;
+    pocl.max_work_group = 4096;
+    pocl.local_memory = 512 * 1024;
+    QCOMPARE(group(pocl, 1, 1000), int64_t(256));
+    QCOMPARE(group(pocl, 64, 16 * 28 * 28), int64_t(256));
+    QCOMPARE(group(pocl, 1280, 49), int64_t(0));  // ten waves of groups of 64 on 8k items
+    QCOMPARE(group(pocl, 8192, 1000), int64_t(0));
+    Dialect c = cl;  // a dialect without local memory (the C device's) never groups
+    c.local_qualifier.clear();
+    QCOMPARE(reduce_group_size(c, gpu, 1, 1000, DType::f32), int64_t(0));
+  }
+
+  // The op suite's reductions on each device: every reduction kernel takes
+  // the form the rule above gives for its size (local qualifier, barriers,
+  // one work-group of local[0] items per output when grouped), the large
+  // ones are grouped on any device at least PoCL-sized, and the values match
+  // the golden data and the CPU device.
+  void groupedReductionsOfTheOpSuite_data() {
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<int>("grouped");  // 1: on every device with >= 8k items in flight; 0: never; -1: by size
+    for (const char* name : {"sum_1000", "max_3x1000_1_nan", "sum_7x7x1280_all", "sum_nhw_8x16x9x9_023",
+                             "max_nhw_8x16x9x9_023", "mean_nhw_4x24x7x7_023_keep", "sum_3x257_1", "sum_2x512_1",
+                             "max_5x33_1", "min_97x4_0", "max_allneg_2x300_1", "argmax_3x1000_1", "sum_big_100000",
+                             "mean_32x1000_1", "softmax_1000", "log_softmax_1000"})
+      QTest::newRow(name) << QString(name) << 1;
+    for (const char* name : {"sum_1x1_all", "sum_1x1000_0", "sum_odd_5x7_1", "argmax_rand_7x13_1", "sum_1_keep",
+                             "max_pool_k3s1"})
+      QTest::newRow(name) << QString(name) << 0;
+    QTest::newRow("mean_gap_1x1280x7x7") << QString("mean_gap_1x1280x7x7") << -1;
+  }
+
+  void groupedReductionsOfTheOpSuite() {
+    QFETCH(QString, name);
+    QFETCH(int, grouped);
+    static const auto cases = tltest::read_golden(tltest::source_dir() + "/tests/data/golden/ops.bin");
+    auto it = std::find_if(cases.begin(), cases.end(), [&](auto& c) { return c.name == name.toStdString(); });
+    QVERIFY2(it != cases.end(), "case missing from ops.bin (rerun scripts/make_golden.py)");
+    const tlops::Outcome cpu = tlops::run_case(*it, "cpu");
+    for (auto& d : devices_) {
+      const Dialect& dialect = d->dialect();
+      const DeviceInfo& info = d->info();
+      QVERIFY(!dialect.local_qualifier.empty() && !dialect.barrier.empty());
+      const bool big = info.local_memory >= 1024 && info.max_work_group >= 256 &&
+                       int64_t(info.compute_units) * int64_t(info.max_work_group) >= 8192;
+      ProfileCapture cap;
+      const tlops::Outcome out = tlops::run_case(*it, d->name());
+      int grouped_kernels = 0, reductions = 0;
+      for (auto& rec : cap.records()) {
+        const KernelInfo& k = *rec.kernel;
+        if (k.name.rfind("R_", 0) != 0) continue;
+        ++reductions;
+        // "R_<output dims>_<count>": the rule's inputs.
+        int64_t outputs = 1, count = 0;
+        std::stringstream parts(k.name.substr(2));
+        for (std::string part; std::getline(parts, part, '_');) {
+          if (count) outputs *= count;
+          count = std::stoll(part);
+        }
+        const int64_t want = reduce_group_size(dialect, info, outputs, count, DType::f32);
+        QVERIFY2(k.local[0] == want, qPrintable(QString("%1: local size %2, the rule says %3")
+                                                    .arg(k.name.c_str())
+                                                    .arg(k.local[0])
+                                                    .arg(want)));
+        const std::string part = " part[" + std::to_string(want) + "]";
+        const bool has_barrier = k.source.find(dialect.barrier) != std::string::npos;
+        const bool has_local = k.source.find(dialect.local_qualifier + "float" + part) != std::string::npos ||
+                               k.source.find(dialect.local_qualifier + "int" + part) != std::string::npos;
+        QVERIFY2(has_barrier == (want > 0) && has_local == (want > 0), k.source.c_str());
+        if (want == 0) continue;
+        ++grouped_kernels;
+        QCOMPARE(k.global[0], outputs * want);  // one work-group per output
+        QVERIFY2(k.source.find(dialect.group_id) != std::string::npos, k.source.c_str());
+      }
+      QVERIFY2(reductions > 0, "no reduction kernel ran");
+      if (grouped == 0) QCOMPARE(grouped_kernels, 0);
+      if (grouped == 1 && big) QVERIFY2(grouped_kernels > 0, "no reduction kernel was grouped");
+      QCOMPARE(out.values.size(), it->outputs.size());
+      for (size_t k = 0; k < out.values.size(); ++k) {
+        std::string why;
+        QVERIFY2(tltest::all_close(out.values[k], it->outputs[k].data, it->rtol, it->atol, &why),
+                 ("vs golden: " + why).c_str());
+        QVERIFY2(tltest::all_close(out.values[k], cpu.values[k], it->rtol, it->atol, &why), ("vs cpu: " + why).c_str());
+      }
+    }
+  }
+
+  // TINYLENS_REDUCE=serial renders every reduction in the serial form (realize
+  // keeps rendered kernels for the process, so this renders directly).
+  void serialFormOnRequest() {
+    Generator gen(1);
+    Tensor x = Tensor::randn({4, 1000}, gen, "cpu");
+    x.realize();
+    Tensor y = x.sum({1});
+    auto plans = schedule({y.node()}, false);
+    auto plan = std::find_if(plans.begin(), plans.end(), [](auto& p) { return p.kind == KernelPlan::Kind::Reduce; });
+    QVERIFY(plan != plans.end());
+    for (auto& d : devices_) {
+      const RenderedKernel grouped = render_kernel(*plan, *d);
+      QCOMPARE(grouped.local[0], reduce_group_size(d->dialect(), d->info(), 4, 1000, DType::f32));
+      qputenv("TINYLENS_REDUCE", "serial");
+      auto restore = qScopeGuard([] { qunsetenv("TINYLENS_REDUCE"); });
+      const RenderedKernel serial = render_kernel(*plan, *d);
+      QCOMPARE(serial.local[0], int64_t(0));
+      QCOMPARE(serial.global[0], int64_t(4));
+      QVERIFY2(serial.source.find(d->dialect().barrier) == std::string::npos, serial.source.c_str());
+      QVERIFY2(serial.source.find("for (int r = 0; r < 1000; ++r)") != std::string::npos, serial.source.c_str());
     }
   }
 

@@ -15,6 +15,20 @@
 //   "{global_qualifier}float* {restrict_kw} b0, {global_qualifier}const float* {restrict_kw} b1, ..."
 // Launch: global[0] = n, local = 0 (the device picks a work-group size and
 // rounds the global size up; the kernel guards gid < n).
+//
+// A dialect with a local_qualifier (a device with local/shared memory) may
+// also get a large reduction in the grouped form: one work-group of L items
+// per output (L fixed in the source and promised by group_size_attribute),
+// each item folding every L-th element, then a tree in local memory:
+//   {kernel_prefix} {group_size_attribute} NAME(<params>) {
+//     int gid = {group_id}, lid = {local_id};
+//     {local_qualifier}float part[L];
+//     ... acc over r = lid, lid + L, ... ; part[lid] = acc; {barrier}
+//     if (lid < L/2) part[lid] = combine(part[lid], part[lid + L/2]); {barrier} ...
+//     if (lid == 0) b0[gid] = combine(part[0], part[1]);
+//   }
+// Launch: global[0] = outputs * L items in all, local[0] = L (in CUDA terms
+// a grid of `outputs` blocks of L threads).
 #pragma once
 #include <string>
 
@@ -33,6 +47,16 @@ struct Dialect {
   std::string bool_type = "unsigned char";
   std::string infinity = "INFINITY", nan = "NAN";
   std::string exp = "expf", log = "logf", sqrt = "sqrtf", sin = "sinf", pow = "powf";
+  // Work-group vocabulary (OpenCL C; CUDA C). Empty local_qualifier: the
+  // dialect has no local memory, and every reduction stays one item per output.
+  std::string local_qualifier;       // "__local "; "__shared__ "
+  std::string barrier;               // "barrier(CLK_LOCAL_MEM_FENCE);"; "__syncthreads();"
+  std::string local_id;              // "get_local_id(0)"; "threadIdx.x"
+  std::string group_id;              // "get_group_id(0)"; "blockIdx.x"
+  // The fixed work-group size, "{n}" replaced by it; written between
+  // kernel_prefix and the kernel's name:
+  // "__attribute__((reqd_work_group_size({n},1,1)))"; "__launch_bounds__({n})"
+  std::string group_size_attribute;
 };
 
 }  // namespace tl

@@ -20,4 +20,12 @@ struct RenderedKernel {
 
 RenderedKernel render_kernel(const KernelPlan& plan, const Device& device);
 
+// The work-group size L with which a reduction of `outputs` outputs, each
+// over `count` elements accumulated in `acc`, is rendered in the grouped form
+// (dialect.h), or 0 for the serial form; render.cpp says why the rule is what
+// it is. TINYLENS_REDUCE=serial makes render_kernel use the serial form
+// everywhere, to measure one against the other; realize keeps rendered
+// kernels for the life of the process, so set it before the process starts.
+int64_t reduce_group_size(const Dialect& dialect, const DeviceInfo& info, int64_t outputs, int64_t count, DType acc);
+
 }  // namespace tl

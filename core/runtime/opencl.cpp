@@ -111,6 +111,11 @@ const Dialect& opencl_dialect() {
     x.sqrt = "sqrt";
     x.sin = "sin";
     x.pow = "pow";
+    x.local_qualifier = "__local ";
+    x.barrier = "barrier(CLK_LOCAL_MEM_FENCE);";
+    x.local_id = "get_local_id(0)";
+    x.group_id = "get_group_id(0)";
+    x.group_size_attribute = "__attribute__((reqd_work_group_size({n},1,1)))";
     return x;
   }();
   return d;
