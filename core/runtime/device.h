@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "../codegen/dialect.h"
+#include "../dialect.h"
 #include "../error.h"
 
 namespace tl {
@@ -21,6 +21,9 @@ struct DeviceInfo {
   uint64_t global_memory = 0, local_memory = 0;
   size_t max_work_group = 1;
   bool fp16 = false, fp64 = false;
+  // Capabilities that codegen and realize read (never the device's name).
+  std::string gemm_template;       // kernels/ file of its GEMM template ("gemm.cl"); "" = generic kernels only
+  int preferred_vector_width = 1;  // floats per vector load the device likes (1 = scalar)
   std::vector<std::string> extensions;
   bool available = true;
   std::string unavailable_reason;  // set when !available
@@ -57,20 +60,48 @@ class Program {
   bool cache_hit = false;  // came from the on-disk cache
 };
 
+// What a device's compiler produced for one kernel.
+struct Built {
+  std::string binary;                // what the disk cache stores (a .so, a CL binary, PTX)
+  std::string log;                   // the compiler's output, kept even on success
+  std::shared_ptr<Program> program;  // optional: the program already loaded, saves a load()
+};
+
 class Device {
  public:
   virtual ~Device() = default;
+  // Slot: facts. name is the registry name ("cpu", "opencl:0:0", "cuda:0");
+  // available/unavailable_reason say whether it can run here and why not;
+  // the capability fields (gemm_template, local_memory, fp16/fp64,
+  // preferred_vector_width) are what codegen and realize read.
   virtual const DeviceInfo& info() const = 0;
   const std::string& name() const { return info().name; }
   bool available() const { return info().available; }
 
+  // Slot: memory. Buffers stay valid after the Device object is gone.
   virtual std::shared_ptr<Buffer> allocate(size_t bytes) = 0;
   virtual void copy_in(Buffer& dst, const void* src, size_t bytes) = 0;
   virtual void copy_out(const Buffer& src, void* dst, size_t bytes) = 0;
 
+  // Slot: the language. The renderer spells every kernel with this table.
   virtual const Dialect& dialect() const = 0;
-  // Compiles one kernel. Throws CompileError carrying source and log.
-  virtual std::shared_ptr<Program> compile(const std::string& kernel_name, const std::string& source) = 0;
+
+  // Slot: source -> binary. Compiles one kernel named `kernel_name`. Throws
+  // CompileError(message, source, log) when the source does not compile, and
+  // DeviceError when the device cannot compile at all.
+  virtual Built build(const std::string& kernel_name, const std::string& source) = 0;
+  // Slot: binary -> program. Loads what build() returned (maybe from the disk
+  // cache, in another process). Throws DeviceError when the binary is not
+  // usable; a cached binary is then built again from source.
+  virtual std::shared_ptr<Program> load(const std::string& kernel_name, const std::string& binary) = 0;
+  // Everything besides the source, the device description and the driver
+  // version that changes the binary (compiler flags): part of the cache key.
+  virtual std::string build_options() const { return ""; }
+
+  // Shared by every device (runtime/cache.cpp): looks the kernel up in the
+  // disk cache by hash(source, build_options, device, driver, format
+  // version), else build()s it and stores the binary; then load()s it.
+  std::shared_ptr<Program> compile(const std::string& kernel_name, const std::string& source);
 };
 
 }  // namespace tl
