@@ -1,5 +1,19 @@
-// The device interface. Adding an accelerator means implementing this class
-// (facts, buffers, a renderer dialect, a compiler and a launcher), nothing more.
+// The device interface. Adding an accelerator means one file that implements
+// this class and registers it (registry.h), plus its dialect table; README's
+// "Adding a device" lists what that file writes. The slots, in order:
+//   info()              facts and capabilities; when the device cannot run here,
+//                       available = false and unavailable_reason says why in
+//                       words a user can act on ("libcuda.so.1 not found: ...").
+//                       Enumeration never throws for a missing driver.
+//   allocate/copy_in/   device memory; buffers and programs must stay valid
+//   copy_out            after the Device object is gone (share a State).
+//   dialect()           the spelling table the renderer reads (core/dialect.h).
+//   build()             source -> binary + build log; CompileError on bad source.
+//   load()              binary -> Program; DeviceError when the binary is unusable.
+//   build_options()     whatever else changes the binary (flags, target arch).
+// Program::launch runs one kernel and returns its device time. Errors after
+// which the device cannot be trusted retire it (available = false) instead of
+// failing every later call. Caching, scheduling and rendering are shared.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -12,7 +26,7 @@
 namespace tl {
 
 struct DeviceInfo {
-  std::string name;         // registry name: "cpu", "opencl:0:0", "ane"
+  std::string name;         // registry name: "cpu", "opencl:0:0", "cuda:0", "ane"
   std::string kind;         // "CPU", "GPU", "Accelerator"
   std::string description;  // human name: "NVIDIA H200", "pthread-Intel(R) Xeon(R)"
   std::string vendor, platform, driver_version, language_version;
@@ -50,7 +64,8 @@ struct LaunchArgs {
   int64_t local[3] = {0, 0, 0};  // 0 = let the device choose
 };
 
-// A compiled kernel.
+// A compiled kernel. launch() may be called from any thread (lock what the
+// launch mutates); a launch with an empty range does nothing and returns 0.
 class Program {
  public:
   virtual ~Program() = default;
