@@ -35,7 +35,7 @@ class Registry {
 using DeviceEnumerator = std::function<std::vector<std::shared_ptr<Device>>()>;
 
 // At namespace scope in a device's file:
-//   static DeviceRegistrar registrar("cuda", 30, [] { return ...; });
+//   static DeviceRegistrar registrar("cuda", 20, [] { return ...; });
 // `order` sorts the families in listings (cpu 0, opencl 10, cuda 20, ane 90).
 struct DeviceRegistrar {
   DeviceRegistrar(const char* family, int order, DeviceEnumerator enumerate);
