@@ -84,7 +84,8 @@ int cmd_devices(const Args&) {
       std::printf("    compute units: %d, clock: %d MHz, global memory: %s, local memory: %s, max work-group: %zu\n",
                   i.compute_units, i.clock_mhz, human_bytes(i.global_memory).c_str(),
                   human_bytes(i.local_memory).c_str(), i.max_work_group);
-    std::printf("    fp16: %s, fp64: %s\n", i.fp16 ? "yes" : "no", i.fp64 ? "yes" : "no");
+    std::printf("    fp16: %s, fp64: %s, vector width: %d, GEMM template: %s\n", i.fp16 ? "yes" : "no",
+                i.fp64 ? "yes" : "no", i.preferred_vector_width, i.gemm_template.empty() ? "none" : i.gemm_template.c_str());
     std::printf("    %s\n", i.available ? "available" : ("unavailable: " + i.unavailable_reason).c_str());
   }
   return 0;
@@ -160,9 +161,8 @@ void dump_kernels(const std::vector<ProfileRecord>& records, const std::string& 
     const KernelInfo* k = r.kernel.get();
     if (!k || std::find(seen.begin(), seen.end(), k) != seen.end()) continue;
     seen.push_back(k);
-    const bool opencl = k->device.rfind("opencl", 0) == 0;
     const std::string stem = (fs::path(dir) / kernel_file_stem(seen.size() - 1, k->name)).string();
-    std::ofstream src(stem + (opencl ? ".cl" : ".c"));
+    std::ofstream src(stem + Registry::instance().get(k->device).dialect().source_extension);
     src << k->source;
     std::ofstream log(stem + ".log");
     log << k->build_log;

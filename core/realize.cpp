@@ -27,11 +27,6 @@ std::map<std::pair<std::string, std::string>, std::shared_ptr<Program>>& memo() 
   return m;
 }
 
-bool has_gemm(const Device& d) {
-  auto& k = embedded_kernels();
-  return (d.dialect().name == "c" && k.count("gemm_cpu.c")) || (d.dialect().name == "opencl" && k.count("gemm.cl"));
-}
-
 std::shared_ptr<KernelInfo> describe(const KernelPlan& plan, const RenderedKernel& r, const Device& device) {
   auto info = std::make_shared<KernelInfo>();
   info->name = r.name;
@@ -217,7 +212,7 @@ void realize_nodes(const std::vector<NodeRef>& roots) {
   if (!pending.empty()) RealizeObserver::notify(pending);
   for (auto& [name, group] : by_device) {
     Device& device = Registry::instance().get_available(name);
-    auto plans = schedule(group, has_gemm(device));
+    auto plans = schedule(group, has_gemm_template(device));
     // Buffers are attached only after every kernel succeeded, so a failure
     // (compile error, lost device, cancel) leaves the graph as it was.
     std::vector<std::pair<NodeRef, std::shared_ptr<Buffer>>> produced;

@@ -25,6 +25,7 @@
 #include "core/runtime/registry.h"
 
 #ifdef TL_HAVE_OPENCL
+#include "core/runtime/cache.h"
 #include "core/runtime/opencl.h"
 #endif
 
@@ -292,12 +293,14 @@ class TestOpenCL : public QObject {
       second.reset();
       QVERIFY(b->build_log.size() > 0);
 
-      // Corrupt every cached binary: the next compile rebuilds from source.
+      // Corrupt every cached binary, half of them inside a well-formed entry
+      // (so that load() itself fails): the next compile rebuilds from source.
       namespace fs = std::filesystem;
       int corrupted = 0;
       for (auto& entry : fs::recursive_directory_iterator(cache_home_.path().toStdString()))
-        if (entry.is_regular_file() && entry.path().extension() == ".clbin") {
-          std::ofstream(entry.path(), std::ios::binary | std::ios::trunc) << "TLCLBIN1 not a binary at all";
+        if (entry.is_regular_file() && entry.path().extension() == ".bin") {
+          std::ofstream(entry.path(), std::ios::binary | std::ios::trunc)
+              << (corrupted % 2 ? std::string("TLCLBIN1 not a binary at all") : tl::pack_entry("not a binary", "log"));
           ++corrupted;
         }
       QVERIFY(corrupted >= 1);

@@ -20,19 +20,25 @@ std::string specialise(std::string text, const std::map<std::string, std::string
   return text;
 }
 
+// Each GEMM template file and the function that specialises it. A device
+// names the template it wants in DeviceInfo::gemm_template.
+using GemmRenderer = TemplateKernel (*)(const GemmShape&, const std::string&, const DeviceInfo&);
+static GemmRenderer gemm_renderer(const std::string& file) {
+  static const std::map<std::string, GemmRenderer> renderers = {
+      {"gemm_cpu.c", [](const GemmShape& s, const std::string& n, const DeviceInfo&) { return render_gemm_c(s, n); }},
+      {"gemm.cl", render_gemm_opencl},
+  };
+  auto it = renderers.find(file);
+  return it != renderers.end() && embedded_kernels().count(file) ? it->second : nullptr;
+}
+
+bool has_gemm_template(const Device& device) { return gemm_renderer(device.info().gemm_template) != nullptr; }
+
 bool render_gemm(const Device& device, const GemmShape& shape, const std::string& name, TemplateKernel& out) {
-  const auto& dialect = device.dialect().name;
-  if (dialect == "c" && embedded_kernels().count("gemm_cpu.c")) {
-    out = render_gemm_c(shape, name);
-    return true;
-  }
-#ifdef TL_HAVE_OPENCL
-  if (dialect == "opencl" && embedded_kernels().count("gemm.cl")) {
-    out = render_gemm_opencl(shape, name, device.info());
-    return true;
-  }
-#endif
-  return false;
+  GemmRenderer render = gemm_renderer(device.info().gemm_template);
+  if (!render) return false;
+  out = render(shape, name, device.info());
+  return true;
 }
 
 }  // namespace tl

@@ -30,6 +30,10 @@ struct TemplateKernel {
   int64_t local[3] = {0, 0, 0};
 };
 
+// Whether the device names a GEMM template (DeviceInfo::gemm_template) that
+// was built in; the scheduler then plans matmuls as GEMM kernels.
+bool has_gemm_template(const Device& device);
+
 // Rendered for the device's dialect; returns false when the device has no
 // GEMM template (the scheduler then emits a generic reduce kernel).
 bool render_gemm(const Device& device, const GemmShape& shape, const std::string& name, TemplateKernel& out);

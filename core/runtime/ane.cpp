@@ -28,7 +28,8 @@ class AneDevice : public Device {
   std::shared_ptr<Buffer> allocate(size_t) override { throw DeviceError("ane: " + info_.unavailable_reason); }
   void copy_in(Buffer&, const void*, size_t) override { throw DeviceError("ane: " + info_.unavailable_reason); }
   void copy_out(const Buffer&, void*, size_t) override { throw DeviceError("ane: " + info_.unavailable_reason); }
-  std::shared_ptr<Program> compile(const std::string&, const std::string&) override {
+  Built build(const std::string&, const std::string&) override { throw DeviceError("ane: " + info_.unavailable_reason); }
+  std::shared_ptr<Program> load(const std::string&, const std::string&) override {
     throw DeviceError("ane: " + info_.unavailable_reason);
   }
 
@@ -39,6 +40,6 @@ class AneDevice : public Device {
 
 }  // namespace
 
-std::vector<std::shared_ptr<Device>> enumerate_ane_devices() { return {std::make_shared<AneDevice>()}; }
+static DeviceRegistrar registrar("ane", 90, [] { return std::vector<std::shared_ptr<Device>>{std::make_shared<AneDevice>()}; });
 
 }  // namespace tl

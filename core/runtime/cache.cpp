@@ -1,18 +1,23 @@
 #include "cache.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-#include <unistd.h>
+
+#include "../io/limits.h"
+#include "device.h"
 
 namespace tl {
 
 namespace fs = std::filesystem;
 
 // Bumped whenever the renderer or a cached format changes meaning.
-static const char* kFormatVersion = "tinylens-cache-1";
+static const char* kFormatVersion = "tinylens-cache-2";
 
 std::string cache_directory() {
   std::string base;
@@ -49,19 +54,21 @@ std::string cache_path(const std::string& key, const std::string& extension) {
 }
 
 std::optional<std::string> cache_read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (!in.good() && !in.eof()) return std::nullopt;
-  return ss.str();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return std::nullopt;
+  try {
+    return io::read_whole_file(path, "cached kernel");
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
 }
 
 bool cache_write(const std::string& path, const std::string& data) {
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
   if (ec) return false;
-  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(std::rand());
+  static std::atomic<unsigned> counter{0};
+  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   {
     std::ofstream out(tmp, std::ios::binary);
     if (!out) return false;
@@ -77,6 +84,50 @@ bool cache_write(const std::string& path, const std::string& data) {
     return false;
   }
   return true;
+}
+
+static const char kEntryMagic[8] = {'T', 'L', 'K', 'B', 'I', 'N', '0', '2'};
+
+std::string pack_entry(const std::string& binary, const std::string& log) {
+  std::string out(kEntryMagic, sizeof(kEntryMagic));
+  uint64_t n = binary.size();
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  return out + binary + log;
+}
+
+bool unpack_entry(const std::string& data, std::string& binary, std::string& log) {
+  if (data.size() < 16 || std::memcmp(data.data(), kEntryMagic, sizeof(kEntryMagic)) != 0) return false;
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(data[8 + i])) << (8 * i);
+  if (n == 0 || n > data.size() - 16) return false;
+  binary = data.substr(16, n);
+  log = data.substr(16 + n);
+  return true;
+}
+
+std::shared_ptr<Program> Device::compile(const std::string& kernel_name, const std::string& source) {
+  if (!available()) throw DeviceError(name() + ": " + info().unavailable_reason);
+  const DeviceInfo& i = info();
+  const std::string path = cache_path(
+      cache_key(source, build_options(), i.platform + " | " + i.description, i.driver_version), ".bin");
+  std::string binary, log;
+  if (auto data = cache_read(path); data && unpack_entry(*data, binary, log)) {
+    try {
+      auto program = load(kernel_name, binary);
+      program->build_log = log;  // the log of the original build, warnings included
+      program->cache_hit = true;
+      return program;
+    } catch (const DeviceError&) {
+      if (!available()) throw;  // the device died; not the entry's fault
+      // a damaged or foreign entry: build again and overwrite it
+    }
+  }
+  Built built = build(kernel_name, source);
+  auto program = built.program ? built.program : load(kernel_name, built.binary);
+  program->build_log = built.log;
+  program->cache_hit = false;
+  if (!built.binary.empty()) cache_write(path, pack_entry(built.binary, built.log));  // best effort
+  return program;
 }
 
 }  // namespace tl

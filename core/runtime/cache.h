@@ -1,4 +1,6 @@
-// On-disk cache of compiled kernels, shared by every device.
+// On-disk cache of compiled kernels, shared by every device through
+// Device::compile (defined in cache.cpp): a device supplies only build()
+// (source -> binary) and load() (binary -> program).
 // key = hash(source, options, device name, driver version, format version);
 // writes go to a temp file renamed into place; any failure means "miss".
 #pragma once
@@ -11,7 +13,12 @@ std::string cache_directory();  // $XDG_CACHE_HOME/tinylens or ~/.cache/tinylens
 std::string cache_key(const std::string& source, const std::string& options, const std::string& device,
                       const std::string& driver);
 std::string cache_path(const std::string& key, const std::string& extension);
-std::optional<std::string> cache_read(const std::string& path);
+std::optional<std::string> cache_read(const std::string& path);  // nullopt when missing or unreadable
 bool cache_write(const std::string& path, const std::string& data);  // atomic
+
+// One cache entry: magic, binary size, binary, build log. unpack_entry
+// returns false for anything that is not a whole entry.
+std::string pack_entry(const std::string& binary, const std::string& log);
+bool unpack_entry(const std::string& data, std::string& binary, std::string& log);
 
 }  // namespace tl

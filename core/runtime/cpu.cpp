@@ -16,7 +16,6 @@
 #include <mutex>
 #include <thread>
 
-#include "cache.h"
 #include "device.h"
 #include "registry.h"
 #include "thread_pool.h"
@@ -132,8 +131,11 @@ class CpuDevice : public Device {
     info_.global_memory = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
     info_.fp64 = true;
     info_.language_version = "C11";
+    info_.gemm_template = "gemm_cpu.c";
+    info_.preferred_vector_width = 8;  // AVX2: eight floats
     find_compiler();
     dialect_.name = "c";
+    dialect_.source_extension = ".c";
     dialect_.preamble = "#include <math.h>\n";
     dialect_.kernel_prefix = "void";
     dialect_.buffers_in_array = true;
@@ -152,75 +154,81 @@ class CpuDevice : public Device {
     if (bytes) std::memcpy(dst, static_cast<const HostBuffer&>(src).data, bytes);
   }
 
-  std::shared_ptr<Program> compile(const std::string& name, const std::string& source) override {
-    if (!info_.available) throw DeviceError("cpu: " + info_.unavailable_reason);
-    // No contraction of a*b+c into fma: the scheduler recomputes fused values
-    // in more than one kernel (max-pool's backward compares the recomputed
-    // input with the stored max), and both must round the same way. The GEMM
-    // template asks for fma itself.
-    const std::string flags =
-        "-O3 -march=native -std=gnu11 -fPIC -shared -fno-math-errno -ffp-contract=off -Wall -Wno-unused-variable";
-    std::string key = cache_key(source, flags, info_.description, compiler_version_);
-    std::string so_path = cache_path(key, ".so");
-    std::string log;
-    bool hit = false;
-    if (auto cached_log = cache_read(cache_path(key, ".log")); cached_log && std::filesystem::exists(so_path)) {
-      log = *cached_log;
-      hit = true;
-    } else {
+  // No contraction of a*b+c into fma: the scheduler recomputes fused values
+  // in more than one kernel (max-pool's backward compares the recomputed
+  // input with the stored max), and both must round the same way. The GEMM
+  // template asks for fma itself.
+  std::string build_options() const override {
+    return "-O3 -march=native -std=gnu11 -fPIC -shared -fno-math-errno -ffp-contract=off -Wall -Wno-unused-variable";
+  }
+
+  // source -> a shared library's bytes, compiled in a private temp folder.
+  Built build(const std::string& name, const std::string& source) override {
+    namespace fs = std::filesystem;
+    TempFiles tmp(name);
+    {
+      std::ofstream out(tmp.stem + ".c");
+      out << source;
+      if (!out) throw DeviceError("cpu: cannot write the kernel source to " + tmp.stem + ".c");
+    }
+    Built built;
+    std::string cmd = compiler_ + " " + build_options() + " -o '" + tmp.stem + ".so' '" + tmp.stem + ".c'";
+    int status = run_capture(cmd, built.log);
+    if (status != 0)
+      throw CompileError("cpu: kernel " + name + " failed to compile (" + compiler_ + " exit " +
+                             std::to_string(status) + "):\n" + built.log,
+                         source, built.log);
+    std::ifstream so(tmp.stem + ".so", std::ios::binary);
+    built.binary.assign(std::istreambuf_iterator<char>(so), {});
+    if (built.binary.empty()) throw DeviceError("cpu: the compiler wrote no library for kernel " + name);
+    built.program = open(name, tmp.stem + ".so");
+    return built;
+  }
+
+  // A library's bytes -> a program: written to a temp file for dlopen, which
+  // keeps its mapping after the file is removed.
+  std::shared_ptr<Program> load(const std::string& name, const std::string& binary) override {
+    TempFiles tmp(name);
+    {
+      std::ofstream out(tmp.stem + ".so", std::ios::binary);
+      out.write(binary.data(), std::streamsize(binary.size()));
+      if (!out) throw DeviceError("cpu: cannot write kernel " + name + " to " + tmp.stem + ".so");
+    }
+    return open(name, tmp.stem + ".so");
+  }
+
+ private:
+  // Unique file names in this process's temp folder, removed when done.
+  struct TempFiles {
+    std::string stem;
+    explicit TempFiles(const std::string& name) {
       namespace fs = std::filesystem;
+      static std::atomic<int> counter{0};
       std::error_code ec;
       fs::path dir = fs::temp_directory_path(ec) / ("tinylens-" + std::to_string(::getpid()));
       fs::create_directories(dir, ec);
-      static std::atomic<int> counter{0};
-      std::string stem = (dir / (name + "_" + std::to_string(counter++))).string();
-      {
-        std::ofstream out(stem + ".c");
-        out << source;
-        if (!out) throw DeviceError("cpu: cannot write the kernel source to " + stem + ".c");
-      }
-      // Compile next to its cache entry, then rename into place: readers never
-      // see a half-written library. An unwritable cache falls back to temp.
-      fs::create_directories(fs::path(so_path).parent_path(), ec);
-      std::string out_path = ec ? stem + ".so" : so_path + ".tmp" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
-      std::string cmd = compiler_ + " " + flags + " -o '" + out_path + "' '" + stem + ".c'";
-      int status = run_capture(cmd, log);
-      fs::remove(stem + ".c", ec);
-      if (status != 0) {
-        fs::remove(out_path, ec);
-        throw CompileError("cpu: kernel " + name + " failed to compile (" + compiler_ + " exit " +
-                               std::to_string(status) + "):\n" + log,
-                           source, log);
-      }
-      if (out_path != stem + ".so") {
-        fs::rename(out_path, so_path, ec);
-        if (ec || !cache_write(cache_path(key, ".log"), log)) so_path = out_path;
-      } else {
-        so_path = out_path;
-      }
+      stem = (dir / (name + "_" + std::to_string(counter++))).string();
     }
-    void* handle = dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    ~TempFiles() {
+      std::error_code ec;
+      for (const char* ext : {".c", ".so"}) std::filesystem::remove(stem + ext, ec);
+    }
+  };
+
+  std::shared_ptr<Program> open(const std::string& name, const std::string& path) {
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
       const char* why = dlerror();
-      if (hit) {  // a damaged cache entry: drop it and build again
-        std::error_code ec;
-        std::filesystem::remove(cache_path(key, ".log"), ec);
-        return compile(name, source);
-      }
       throw DeviceError("cpu: cannot load kernel " + name + ": " + (why ? why : "dlopen failed"));
     }
     auto fn = reinterpret_cast<KernelFn>(dlsym(handle, name.c_str()));
     if (!fn) {
       dlclose(handle);
-      throw CompileError("cpu: kernel " + name + " has no entry point named " + name, source, log);
+      throw DeviceError("cpu: kernel " + name + " has no entry point named " + name);
     }
-    auto program = std::make_shared<CpuProgram>(handle, fn, pool_);
-    program->build_log = log;
-    program->cache_hit = hit;
-    return program;
+    return std::make_shared<CpuProgram>(handle, fn, pool_);
   }
 
- private:
   void find_compiler() {
     std::vector<std::string> candidates;
     if (const char* cc = std::getenv("CC"); cc && *cc) candidates.push_back(cc);
@@ -247,6 +255,6 @@ class CpuDevice : public Device {
 
 }  // namespace
 
-std::vector<std::shared_ptr<Device>> enumerate_cpu_devices() { return {std::make_shared<CpuDevice>()}; }
+static DeviceRegistrar registrar("cpu", 0, [] { return std::vector<std::shared_ptr<Device>>{std::make_shared<CpuDevice>()}; });
 
 }  // namespace tl

@@ -1,18 +1,32 @@
-// The device interface. Adding an accelerator means implementing this class
-// (facts, buffers, a renderer dialect, a compiler and a launcher), nothing more.
+// The device interface. Adding an accelerator means one file that implements
+// this class and registers it (registry.h), plus its dialect table; README's
+// "Adding a device" lists what that file writes. The slots, in order:
+//   info()              facts and capabilities; when the device cannot run here,
+//                       available = false and unavailable_reason says why in
+//                       words a user can act on ("libcuda.so.1 not found: ...").
+//                       Enumeration never throws for a missing driver.
+//   allocate/copy_in/   device memory; buffers and programs must stay valid
+//   copy_out            after the Device object is gone (share a State).
+//   dialect()           the spelling table the renderer reads (core/dialect.h).
+//   build()             source -> binary + build log; CompileError on bad source.
+//   load()              binary -> Program; DeviceError when the binary is unusable.
+//   build_options()     whatever else changes the binary (flags, target arch).
+// Program::launch runs one kernel and returns its device time. Errors after
+// which the device cannot be trusted retire it (available = false) instead of
+// failing every later call. Caching, scheduling and rendering are shared.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "../codegen/dialect.h"
+#include "../dialect.h"
 #include "../error.h"
 
 namespace tl {
 
 struct DeviceInfo {
-  std::string name;         // registry name: "cpu", "opencl:0:0", "ane"
+  std::string name;         // registry name: "cpu", "opencl:0:0", "cuda:0", "ane"
   std::string kind;         // "CPU", "GPU", "Accelerator"
   std::string description;  // human name: "NVIDIA H200", "pthread-Intel(R) Xeon(R)"
   std::string vendor, platform, driver_version, language_version;
@@ -21,6 +35,9 @@ struct DeviceInfo {
   uint64_t global_memory = 0, local_memory = 0;
   size_t max_work_group = 1;
   bool fp16 = false, fp64 = false;
+  // Capabilities that codegen and realize read (never the device's name).
+  std::string gemm_template;       // kernels/ file of its GEMM template ("gemm.cl"); "" = generic kernels only
+  int preferred_vector_width = 1;  // floats per vector load the device likes (1 = scalar)
   std::vector<std::string> extensions;
   bool available = true;
   std::string unavailable_reason;  // set when !available
@@ -47,7 +64,8 @@ struct LaunchArgs {
   int64_t local[3] = {0, 0, 0};  // 0 = let the device choose
 };
 
-// A compiled kernel.
+// A compiled kernel. launch() may be called from any thread (lock what the
+// launch mutates); a launch with an empty range does nothing and returns 0.
 class Program {
  public:
   virtual ~Program() = default;
@@ -57,20 +75,48 @@ class Program {
   bool cache_hit = false;  // came from the on-disk cache
 };
 
+// What a device's compiler produced for one kernel.
+struct Built {
+  std::string binary;                // what the disk cache stores (a .so, a CL binary, PTX)
+  std::string log;                   // the compiler's output, kept even on success
+  std::shared_ptr<Program> program;  // optional: the program already loaded, saves a load()
+};
+
 class Device {
  public:
   virtual ~Device() = default;
+  // Slot: facts. name is the registry name ("cpu", "opencl:0:0", "cuda:0");
+  // available/unavailable_reason say whether it can run here and why not;
+  // the capability fields (gemm_template, local_memory, fp16/fp64,
+  // preferred_vector_width) are what codegen and realize read.
   virtual const DeviceInfo& info() const = 0;
   const std::string& name() const { return info().name; }
   bool available() const { return info().available; }
 
+  // Slot: memory. Buffers stay valid after the Device object is gone.
   virtual std::shared_ptr<Buffer> allocate(size_t bytes) = 0;
   virtual void copy_in(Buffer& dst, const void* src, size_t bytes) = 0;
   virtual void copy_out(const Buffer& src, void* dst, size_t bytes) = 0;
 
+  // Slot: the language. The renderer spells every kernel with this table.
   virtual const Dialect& dialect() const = 0;
-  // Compiles one kernel. Throws CompileError carrying source and log.
-  virtual std::shared_ptr<Program> compile(const std::string& kernel_name, const std::string& source) = 0;
+
+  // Slot: source -> binary. Compiles one kernel named `kernel_name`. Throws
+  // CompileError(message, source, log) when the source does not compile, and
+  // DeviceError when the device cannot compile at all.
+  virtual Built build(const std::string& kernel_name, const std::string& source) = 0;
+  // Slot: binary -> program. Loads what build() returned (maybe from the disk
+  // cache, in another process). Throws DeviceError when the binary is not
+  // usable; a cached binary is then built again from source.
+  virtual std::shared_ptr<Program> load(const std::string& kernel_name, const std::string& binary) = 0;
+  // Everything besides the source, the device description and the driver
+  // version that changes the binary (compiler flags): part of the cache key.
+  virtual std::string build_options() const { return ""; }
+
+  // Shared by every device (runtime/cache.cpp): looks the kernel up in the
+  // disk cache by hash(source, build_options, device, driver, format
+  // version), else build()s it and stores the binary; then load()s it.
+  std::shared_ptr<Program> compile(const std::string& kernel_name, const std::string& source);
 };
 
 }  // namespace tl

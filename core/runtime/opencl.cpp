@@ -10,7 +10,6 @@
 #include <mutex>
 #include <sstream>
 
-#include "cache.h"
 #include "registry.h"
 
 namespace tl {
@@ -95,6 +94,7 @@ const Dialect& opencl_dialect() {
   static const Dialect d = [] {
     Dialect x;
     x.name = "opencl";
+    x.source_extension = ".cl";
     x.preamble = "";
     x.kernel_prefix = "__kernel void";
     x.buffers_in_array = false;
@@ -343,28 +343,6 @@ int language_version_number(const std::string& text) {
   return 0;
 }
 
-// The on-disk format of a cached binary: magic, binary size, binary, build log.
-const char kBinaryMagic[8] = {'T', 'L', 'C', 'L', 'B', 'I', 'N', '1'};
-
-std::string pack_binary(const std::string& binary, const std::string& log) {
-  std::string out(kBinaryMagic, sizeof(kBinaryMagic));
-  uint64_t n = binary.size();
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
-  out += binary;
-  out += log;
-  return out;
-}
-
-bool unpack_binary(const std::string& data, std::string& binary, std::string& log) {
-  if (data.size() < 16 || std::memcmp(data.data(), kBinaryMagic, sizeof(kBinaryMagic)) != 0) return false;
-  uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(data[8 + i])) << (8 * i);
-  if (n == 0 || n > data.size() - 16) return false;
-  binary = data.substr(16, n);
-  log = data.substr(16 + n);
-  return true;
-}
-
 class OpenCLDevice : public Device {
  public:
   OpenCLDevice(cl_platform_id platform, cl_device_id device, int platform_index, int device_index)
@@ -395,6 +373,8 @@ class OpenCLDevice : public Device {
       };
       s.info.fp16 = has("cl_khr_fp16");
       s.info.fp64 = has("cl_khr_fp64");
+      s.info.gemm_template = "gemm.cl";
+      s.info.preferred_vector_width = std::max(1, int(device_value<cl_uint>(device, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT)));
       s.build_options = opencl_build_options(s.info);
 
       if (!device_value<cl_bool>(device, CL_DEVICE_AVAILABLE)) {
@@ -452,46 +432,46 @@ class OpenCLDevice : public Device {
                   "clEnqueueReadBuffer", bytes_text(bytes));
   }
 
-  std::shared_ptr<Program> compile(const std::string& kernel_name, const std::string& source) override {
-    state_->ensure_available();
-    State& s = *state_;
-    std::string path;
-    try {
-      path = cache_path(cache_key(source, s.build_options, s.info.platform + " | " + s.info.description,
-                                  s.info.driver_version),
-                        ".clbin");
-    } catch (...) {
-      path.clear();  // no cache this time; building from source still works
-    }
-    if (!path.empty())
-      if (auto p = load_cached(kernel_name, path)) return p;
+  std::string build_options() const override { return state_->build_options; }
 
+  Built build(const std::string& kernel_name, const std::string& source) override {
+    State& s = *state_;
+    s.ensure_available();
     cl_int err = CL_SUCCESS;
     const char* text = source.c_str();
     size_t length = source.size();
     cl_program program = clCreateProgramWithSource(s.context, 1, &text, &length, &err);
     s.check(err, "clCreateProgramWithSource", "(kernel '" + kernel_name + "')");
     err = clBuildProgram(program, 1, &s.device, s.build_options.c_str(), nullptr, nullptr);
-    std::string log = program_build_log(program, s.device);
+    Built built;
+    built.log = program_build_log(program, s.device);
     if (err != CL_SUCCESS) {
       clReleaseProgram(program);
       if (is_fatal(err)) s.fail("clBuildProgram", err, "(kernel '" + kernel_name + "')");
       throw CompileError("OpenCL build of kernel '" + kernel_name + "' failed on " + s.label() + ": " +
-                             cl_error_name(err) + (log.empty() ? "" : "\n" + log),
-                         source, log);
+                             cl_error_name(err) + (built.log.empty() ? "" : "\n" + built.log),
+                         source, built.log);
     }
-    cl_kernel kernel = clCreateKernel(program, kernel_name.c_str(), &err);
-    if (err != CL_SUCCESS) {
-      clReleaseProgram(program);
-      throw CompileError("OpenCL kernel '" + kernel_name + "' not found after building on " + s.label() + ": " +
-                             cl_error_name(err),
-                         source, log);
+    built.binary = program_binary(program);  // empty when the driver has none: then nothing is cached
+    built.program = make_program(kernel_name, program);
+    return built;
+  }
+
+  std::shared_ptr<Program> load(const std::string& kernel_name, const std::string& binary) override {
+    State& s = *state_;
+    s.ensure_available();
+    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(binary.data());
+    size_t length = binary.size();
+    cl_int status = CL_SUCCESS, err = CL_SUCCESS;
+    cl_program program = clCreateProgramWithBinary(s.context, 1, &s.device, &length, &bytes, &status, &err);
+    if (err == CL_SUCCESS && status == CL_SUCCESS && program)
+      err = clBuildProgram(program, 1, &s.device, s.build_options.c_str(), nullptr, nullptr);
+    if (err != CL_SUCCESS || status != CL_SUCCESS || !program) {
+      if (program) clReleaseProgram(program);
+      throw DeviceError(s.label() + ": the binary of kernel '" + kernel_name + "' does not load: " +
+                        cl_error_name(err != CL_SUCCESS ? err : status));
     }
-    auto result = std::make_shared<OpenCLProgram>(state_, kernel_name, program, kernel);
-    result->build_log = log;
-    result->cache_hit = false;
-    if (!path.empty()) store_cached(program, log, path);
-    return result;
+    return make_program(kernel_name, program);
   }
 
  private:
@@ -506,52 +486,26 @@ class OpenCLDevice : public Device {
     return *cb;
   }
 
-  // Any problem means "not cached": the caller builds from source.
-  std::shared_ptr<Program> load_cached(const std::string& kernel_name, const std::string& path) {
-    State& s = *state_;
-    std::optional<std::string> data;
-    try {
-      data = cache_read(path);
-    } catch (...) {
-      return nullptr;
-    }
-    std::string binary, log;
-    if (!data || !unpack_binary(*data, binary, log)) return nullptr;
-    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(binary.data());
-    size_t length = binary.size();
-    cl_int status = CL_SUCCESS, err = CL_SUCCESS;
-    cl_program program = clCreateProgramWithBinary(s.context, 1, &s.device, &length, &bytes, &status, &err);
-    if (err != CL_SUCCESS || status != CL_SUCCESS || !program) {
-      if (program) clReleaseProgram(program);
-      return nullptr;
-    }
-    if (clBuildProgram(program, 1, &s.device, s.build_options.c_str(), nullptr, nullptr) != CL_SUCCESS) {
-      clReleaseProgram(program);
-      return nullptr;
-    }
+  // Takes ownership of a built program.
+  std::shared_ptr<Program> make_program(const std::string& kernel_name, cl_program program) {
+    cl_int err = CL_SUCCESS;
     cl_kernel kernel = clCreateKernel(program, kernel_name.c_str(), &err);
     if (err != CL_SUCCESS) {
       clReleaseProgram(program);
-      return nullptr;
+      throw DeviceError(state_->label() + ": kernel '" + kernel_name + "' not found in its program: " +
+                        cl_error_name(err));
     }
-    auto result = std::make_shared<OpenCLProgram>(state_, kernel_name, program, kernel);
-    result->build_log = log;  // the log of the original build, warnings included
-    result->cache_hit = true;
-    return result;
+    return std::make_shared<OpenCLProgram>(state_, kernel_name, program, kernel);
   }
 
-  void store_cached(cl_program program, const std::string& log, const std::string& path) {
+  static std::string program_binary(cl_program program) {
     size_t size = 0;
     if (clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof(size), &size, nullptr) != CL_SUCCESS || size == 0)
-      return;
+      return "";
     std::string binary(size, '\0');
     unsigned char* ptr = reinterpret_cast<unsigned char*>(binary.data());
-    if (clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof(ptr), &ptr, nullptr) != CL_SUCCESS) return;
-    try {
-      cache_write(path, pack_binary(binary, log));
-    } catch (...) {
-      // A read-only or full cache directory must not fail the compile.
-    }
+    if (clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof(ptr), &ptr, nullptr) != CL_SUCCESS) return "";
+    return binary;
   }
 
   std::shared_ptr<State> state_;
@@ -610,5 +564,7 @@ std::vector<std::shared_ptr<Device>> enumerate_opencl_devices() {
   }
   return out;
 }
+
+static DeviceRegistrar registrar("opencl", 10, enumerate_opencl_devices);
 
 }  // namespace tl

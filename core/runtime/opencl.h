@@ -4,6 +4,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "device.h"
 
@@ -22,6 +23,10 @@ const Dialect& opencl_dialect();
 // Device whose info() says unavailable and why. Returns nullptr only when the
 // indices do not exist at all.
 std::shared_ptr<Device> open_opencl_device(int platform, int device);
+
+// Every (platform, device) pair, as new Device objects; what opencl.cpp
+// registers with the Registry.
+std::vector<std::shared_ptr<Device>> enumerate_opencl_devices();
 
 // The options compile() passes to clBuildProgram for this device.
 std::string opencl_build_options(const DeviceInfo& info);

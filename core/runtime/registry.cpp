@@ -1,10 +1,30 @@
 #include "registry.h"
 
+#include <algorithm>
 #include <mutex>
 
 namespace tl {
 
-static std::recursive_mutex registry_mutex;
+namespace {
+std::recursive_mutex registry_mutex;
+
+struct Family {
+  std::string name;
+  int order;
+  DeviceEnumerator enumerate;
+};
+
+// A function-local static: registrars run during static initialisation, in
+// an order no one controls.
+std::vector<Family>& families() {
+  static std::vector<Family> f;
+  return f;
+}
+}  // namespace
+
+DeviceRegistrar::DeviceRegistrar(const char* family, int order, DeviceEnumerator enumerate) {
+  families().push_back({family, order, std::move(enumerate)});
+}
 
 Registry& Registry::instance() {
   static Registry r;
@@ -14,15 +34,15 @@ Registry& Registry::instance() {
 void Registry::enumerate() {
   if (enumerated_) return;
   enumerated_ = true;
-  for (auto& d : enumerate_cpu_devices()) devices_.push_back(d);
-#ifdef TL_HAVE_OPENCL
-  try {
-    for (auto& d : enumerate_opencl_devices()) devices_.push_back(d);
-  } catch (const std::exception&) {
-    // a broken ICD must not take the other devices down with it
+  auto sorted = families();
+  std::stable_sort(sorted.begin(), sorted.end(), [](const Family& a, const Family& b) { return a.order < b.order; });
+  for (auto& family : sorted) {
+    try {
+      for (auto& d : family.enumerate()) devices_.push_back(d);
+    } catch (const std::exception&) {
+      // a broken driver must not take the other devices down with it
+    }
   }
-#endif
-  for (auto& d : enumerate_ane_devices()) devices_.push_back(d);
 }
 
 const std::vector<std::shared_ptr<Device>>& Registry::devices() {

@@ -1,6 +1,9 @@
-// All devices the machine has, enumerated once: cpu, every OpenCL device of
-// every ICD platform, cuda (when built), ane (reports why it cannot run here).
+// All devices the machine has, enumerated once. The registry lists no device
+// itself: each device file registers an enumerator with a static
+// DeviceRegistrar (cpu.cpp, opencl.cpp, cuda.cpp, ane.cpp). The core library
+// is linked whole-archive (CMakeLists.txt) so no registrar is dropped.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,9 +29,16 @@ class Registry {
   std::vector<std::shared_ptr<Device>> devices_;
 };
 
-// Per-backend enumeration hooks, each in its own file.
-std::vector<std::shared_ptr<Device>> enumerate_cpu_devices();
-std::vector<std::shared_ptr<Device>> enumerate_opencl_devices();
-std::vector<std::shared_ptr<Device>> enumerate_ane_devices();
+// Lists the devices of one family. An enumerator that throws lists none (a
+// broken driver must not take the other devices down); a device that exists
+// but cannot run is listed with available = false and its reason.
+using DeviceEnumerator = std::function<std::vector<std::shared_ptr<Device>>()>;
+
+// At namespace scope in a device's file:
+//   static DeviceRegistrar registrar("cuda", 20, [] { return ...; });
+// `order` sorts the families in listings (cpu 0, opencl 10, cuda 20, ane 90).
+struct DeviceRegistrar {
+  DeviceRegistrar(const char* family, int order, DeviceEnumerator enumerate);
+};
 
 }  // namespace tl

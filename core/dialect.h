@@ -36,6 +36,7 @@ namespace tl {
 
 struct Dialect {
   std::string name;              // "c", "opencl", "cuda"
+  std::string source_extension = ".c";  // for dumped sources: ".c", ".cl", ".cu"
   std::string preamble;          // headers, pragmas, helper definitions
   std::string kernel_prefix;     // "void", "__kernel void", "extern \"C\" __global__ void"
   bool buffers_in_array = false; // C: buffers arrive as void** args

@@ -1,0 +1,33 @@
+// How CUDA C++ (compiled by NVRTC) spells a kernel: one thread per output
+// item, indexed like OpenCL's get_global_id(0). NVRTC has no <math.h>, so
+// infinity and NaN are spelled as bit patterns.
+#pragma once
+#include "../dialect.h"
+
+namespace tl {
+
+inline const Dialect& cuda_dialect() {
+  static const Dialect d = [] {
+    Dialect x;
+    x.name = "cuda";
+    x.source_extension = ".cu";
+    x.kernel_prefix = "extern \"C\" __global__ void";
+    x.buffers_in_array = false;
+    x.global_qualifier = "";
+    x.restrict_kw = "__restrict__";
+    x.parallel_open = "int gid = blockIdx.x * blockDim.x + threadIdx.x; if (gid < {n}) {";
+    x.parallel_close = "}";
+    x.bool_type = "unsigned char";
+    x.infinity = "__int_as_float(0x7f800000)";
+    x.nan = "__int_as_float(0x7fc00000)";
+    x.exp = "expf";
+    x.log = "logf";
+    x.sqrt = "sqrtf";
+    x.sin = "sinf";
+    x.pow = "powf";
+    return x;
+  }();
+  return d;
+}
+
+}  // namespace tl

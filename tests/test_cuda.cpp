@@ -1,0 +1,133 @@
+// The CUDA device (core/runtime/cuda.cpp). Everywhere: it is enumerated, and
+// where no driver exists it says so. Where NVRTC exists (the toolkit, a build
+// dependency of TL_WITH_CUDA): every kernel the op suite renders, spelled in
+// the CUDA dialect, compiles with NVRTC. On a GPU: the op suite runs on
+// cuda:0 against the golden data and the CPU device (skipped without one).
+#include <QtTest/QtTest>
+#include <dlfcn.h>
+
+#include <set>
+
+#include "core/codegen/render.h"
+#include "core/realize.h"
+#include "core/runtime/registry.h"
+#include "core/schedule.h"
+#include "golden.h"
+#include "op_table.h"
+#include "testing.h"
+
+namespace {
+
+const std::vector<tltest::GoldenCase>& golden_cases() {
+  static const auto cases = tltest::read_golden(tltest::source_dir() + "/tests/data/golden/ops.bin");
+  return cases;
+}
+
+tl::Device* cuda0() {
+  for (auto& d : tl::Registry::instance().devices())
+    if (d->name() == "cuda:0") return d.get();
+  return nullptr;
+}
+
+bool have_driver() {
+  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h) dlclose(h);
+  return h != nullptr;
+}
+
+}  // namespace
+
+class TestCuda : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void enumeratedWithReason() {
+    tl::Device* d = cuda0();
+    QVERIFY2(d, "cuda:0 is not listed: the CUDA device did not register");
+    QCOMPARE(d->dialect().name, std::string("cuda"));
+    QCOMPARE(d->dialect().source_extension, std::string(".cu"));
+    QVERIFY(d->info().gemm_template.empty());
+    if (!have_driver()) {
+      QVERIFY(!d->available());
+      QCOMPARE(d->info().unavailable_reason, std::string("libcuda.so.1 not found: no NVIDIA driver"));
+      // Asking to run on it names the reason.
+      try {
+        tl::Registry::instance().get_available("cuda:0");
+        QFAIL("get_available accepted a device without a driver");
+      } catch (const tl::DeviceError& e) {
+        QVERIFY2(std::string(e.what()).find("no NVIDIA driver") != std::string::npos, e.what());
+      }
+    } else if (!d->available()) {
+      QVERIFY2(!d->info().unavailable_reason.empty(), "unavailable without a reason");
+    }
+  }
+
+  // Renders every op-suite kernel for the CUDA dialect (the graph comes from
+  // running each case on the cpu, seen before it is scheduled) and compiles
+  // it with NVRTC: no GPU needed.
+  void nvrtcCompilesEveryRenderedKernel() {
+    tl::Device* d = cuda0();
+    QVERIFY(d);
+    void* rtc = dlopen("libnvrtc.so", RTLD_NOW | RTLD_LOCAL);
+    if (!rtc) rtc = dlopen("libnvrtc.so.13", RTLD_NOW | RTLD_LOCAL);
+    TL_REQUIRE(rtc, "libnvrtc (the CUDA toolkit's NVRTC)");
+    dlclose(rtc);
+    std::map<std::string, std::string> sources;  // source -> name
+    for (auto& c : golden_cases()) {
+      tl::RealizeObserver see([&](const std::vector<tl::NodeRef>& roots) {
+        for (auto& plan : tl::schedule(roots, false)) {
+          auto r = tl::render_kernel(plan, *d);
+          sources.emplace(r.source, r.name);
+        }
+      });
+      tlops::run_case(c, "cpu");
+    }
+    QVERIFY2(sources.size() > 100, std::to_string(sources.size()).c_str());
+    for (auto& [source, name] : sources) {
+      QVERIFY2(source.find("__global__") != std::string::npos, source.c_str());
+      try {
+        tl::Built built = d->build(name, source);
+        QVERIFY2(built.binary.size() > 100, name.c_str());
+      } catch (const std::exception& e) {
+        QFAIL((name + ": " + e.what() + "\n" + source).c_str());
+      }
+    }
+    qInfo("%zu distinct kernels compiled with NVRTC", sources.size());
+  }
+
+  void nvrtcErrorCarriesTheLog() {
+    tl::Device* d = cuda0();
+    QVERIFY(d);
+    try {
+      d->build("broken", "extern \"C\" __global__ void broken(float* b0) { b0[0] = undefined_name; }\n");
+      QFAIL("a kernel with an undefined name compiled");
+    } catch (const tl::CompileError& e) {
+      QVERIFY2(e.log.find("undefined_name") != std::string::npos, e.log.c_str());
+    } catch (const tl::DeviceError& e) {
+      TL_REQUIRE(false, e.what());  // no NVRTC: a missing dependency, never a pass
+    }
+  }
+
+  // The op suite on the GPU: golden data and the CPU device, as test_ops.
+  void opSuiteOnGpu() {
+    tl::Device* d = cuda0();
+    QVERIFY(d);
+    if (!d->available()) TL_SKIP_NO_HARDWARE(("cuda:0: " + d->info().unavailable_reason).c_str());
+    int checked = 0;
+    for (auto& c : golden_cases()) {
+      tlops::Outcome got = tlops::run_case(c, "cuda:0");
+      tlops::Outcome cpu = tlops::run_case(c, "cpu");
+      QCOMPARE(got.values.size(), c.outputs.size());
+      for (size_t k = 0; k < c.outputs.size(); ++k) {
+        std::string why;
+        QVERIFY2(tltest::all_close(got.values[k], c.outputs[k].data, c.rtol, c.atol, &why), (c.name + ": " + why).c_str());
+        QVERIFY2(tltest::all_close(got.values[k], cpu.values[k], c.rtol, c.atol, &why), (c.name + " vs cpu: " + why).c_str());
+        ++checked;
+      }
+    }
+    qInfo("%d outputs checked on cuda:0", checked);
+  }
+};
+
+QTEST_MAIN(TestCuda)
+#include "test_cuda.moc"
