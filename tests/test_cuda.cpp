@@ -37,6 +37,25 @@ bool have_driver() {
 
 }  // namespace
 
+// cuda:0's dialect with the facts of an H200 (132 SMs, 48 KiB of shared
+// memory per block, 1024 threads), for rendering only.
+struct H200Shaped : tl::Device {
+  explicit H200Shaped(tl::Device& real) : real_(real), info_(real.info()) {
+    info_.compute_units = 132;
+    info_.local_memory = 48 * 1024;
+    info_.max_work_group = 1024;
+  }
+  const tl::DeviceInfo& info() const override { return info_; }
+  std::shared_ptr<tl::Buffer> allocate(size_t) override { return nullptr; }
+  void copy_in(tl::Buffer&, const void*, size_t) override {}
+  void copy_out(const tl::Buffer&, void*, size_t) override {}
+  const tl::Dialect& dialect() const override { return real_.dialect(); }
+  tl::Built build(const std::string& n, const std::string& s) override { return real_.build(n, s); }
+  std::shared_ptr<tl::Program> load(const std::string& n, const std::string& b) override { return real_.load(n, b); }
+  tl::Device& real_;
+  tl::DeviceInfo info_;
+};
+
 class TestCuda : public QObject {
   Q_OBJECT
 
@@ -73,16 +92,25 @@ class TestCuda : public QObject {
     TL_REQUIRE(rtc, "libnvrtc (the CUDA toolkit's NVRTC)");
     dlclose(rtc);
     std::map<std::string, std::string> sources;  // source -> name
+    // Rendered twice: for this machine's cuda:0 (no GPU: every reduction
+    // serial) and for an H200-shaped one, so that the work-group form of the
+    // large reductions (__shared__, __syncthreads) is compiled as well.
+    H200Shaped gpu(*d);
+    size_t grouped = 0;
     for (auto& c : golden_cases()) {
       tl::RealizeObserver see([&](const std::vector<tl::NodeRef>& roots) {
         for (auto& plan : tl::schedule(roots, false)) {
-          auto r = tl::render_kernel(plan, *d);
-          sources.emplace(r.source, r.name);
+          for (const tl::Device* target : {static_cast<const tl::Device*>(d), static_cast<const tl::Device*>(&gpu)}) {
+            auto r = tl::render_kernel(plan, *target);
+            if (sources.emplace(r.source, r.name).second && r.source.find("__syncthreads") != std::string::npos)
+              ++grouped;
+          }
         }
       });
       tlops::run_case(c, "cpu");
     }
     QVERIFY2(sources.size() > 100, std::to_string(sources.size()).c_str());
+    QVERIFY2(grouped >= 10, ("work-group reductions rendered: " + std::to_string(grouped)).c_str());
     for (auto& [source, name] : sources) {
       QVERIFY2(source.find("__global__") != std::string::npos, source.c_str());
       try {

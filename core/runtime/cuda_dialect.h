@@ -25,6 +25,11 @@ inline const Dialect& cuda_dialect() {
     x.sqrt = "sqrtf";
     x.sin = "sinf";
     x.pow = "powf";
+    x.local_qualifier = "__shared__ ";
+    x.barrier = "__syncthreads();";
+    x.local_id = "threadIdx.x";
+    x.group_id = "blockIdx.x";
+    x.group_size_attribute = "__launch_bounds__({n})";
     return x;
   }();
   return d;
