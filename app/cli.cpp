@@ -207,13 +207,11 @@ int cmd_bench_model(const Args& a) {
               shape_str(summary.input_shape).c_str(), summary.flops * 1e-9, runs);
   for (auto& dev : pick_devices(a.get("device"))) {
     ClassifyResult r = classify(*model, image, dev, 1, runs);
-    std::printf("%-14s cold %9.1f ms   warm median %8.2f ms   %6.1f GFLOP/s   kernels %zu (%.2f ms in kernels)\n",
+    ProfileTotals t = profile_totals(r.records);
+    std::printf("%-14s cold %9.1f ms   warm median %8.2f ms   %6.1f GFLOP/s   kernels %zu (%.2f ms in kernels, "
+                "host overhead %.2f ms, %zu replayed)\n",
                 dev.c_str(), r.cold_seconds * 1e3, r.warm_seconds * 1e3, summary.flops / r.warm_seconds * 1e-9,
-                r.records.size(), [&] {
-                  double t = 0;
-                  for (auto& rec : r.records) t += rec.seconds;
-                  return t * 1e3;
-                }());
+                r.records.size(), t.kernel_seconds * 1e3, t.host_overhead() * 1e3, t.replayed);
     if (a.has("profile")) std::printf("%s", format_profile_table(r.records).c_str());
   }
   return 0;
