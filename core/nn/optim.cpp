@@ -27,21 +27,26 @@ void Optimizer::zero_grad() {
 void Optimizer::update_each(const std::function<Tensor(size_t i, Tensor w, Tensor g, Updates& state)>& rule) {
   NoGrad ng;
   Updates updates;
-  std::vector<Tensor> fresh(params_.size());
+  // Shared so that the slots `updates` points at stay put wherever the
+  // action below is copied to.
+  auto fresh = std::make_shared<std::vector<Tensor>>(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor g = params_[i]->grad();
     if (!g.defined()) continue;
-    updates.push_back({&fresh[i], rule(i, params_[i]->detach(), g, updates)});
+    updates.push_back({&(*fresh)[i], rule(i, params_[i]->detach(), g, updates)});
   }
   std::vector<NodeRef> roots;
   for (auto& [slot, value] : updates) {
     value = value.contiguous();
     roots.push_back(value.node());
   }
-  realize_nodes(roots);
-  for (auto& [slot, value] : updates) *slot = value;
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (fresh[i].defined()) *params_[i] = fresh[i].detach().requires_grad(true);
+  // Inside a RealizeTogether (Trainer::step) this waits for the whole step's
+  // realize: weights and optimizer state change only once it succeeded.
+  realize_then(roots, [this, updates = std::move(updates), fresh] {
+    for (auto& [slot, value] : updates) *slot = value;
+    for (size_t i = 0; i < params_.size(); ++i)
+      if ((*fresh)[i].defined()) *params_[i] = (*fresh)[i].detach().requires_grad(true);
+  });
 }
 
 SGD::SGD(std::vector<Tensor*> params, double lr, SGDOptions o) : Optimizer(std::move(params), lr), options(o) {
