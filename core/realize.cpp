@@ -71,7 +71,10 @@ bool RealizeTogether::collect(const std::vector<NodeRef>& roots, std::function<v
 }
 
 void realize_then(const std::vector<NodeRef>& roots, std::function<void()> then) {
-  if (RealizeTogether::collect(roots, std::move(then))) return;
+  if (realize_together) {
+    RealizeTogether::collect(roots, std::move(then));
+    return;
+  }
   realize_nodes(roots);
   then();
 }
