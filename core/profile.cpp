@@ -50,10 +50,8 @@ std::string format_profile_totals(const ProfileTotals& t) {
 std::string format_profile_table(const std::vector<ProfileRecord>& records) {
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof line, "%4s  %-28s %-14s %-18s %10s %9s %9s\n", "#", "kernel", "device", "launch",
-                "time (us)", "GFLOP/s", "GB/s");
-  out.pop_back();
-  out += "  run\n";
+  std::snprintf(line, sizeof line, "%4s  %-28s %-14s %-18s %10s %9s %9s  %s\n", "#", "kernel", "device", "launch",
+                "time (us)", "GFLOP/s", "GB/s", "run");
   out += line;
   for (size_t i = 0; i < records.size(); ++i) {
     auto& r = records[i];
