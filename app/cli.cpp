@@ -230,12 +230,11 @@ int cmd_bench_model(const Args& a) {
     for (int r = 0; r < runs; ++r) warm.push_back(run_once());
     std::sort(warm.begin(), warm.end());
     const double median = warm[warm.size() / 2];
-    double kernel_ms = 0;
-    for (auto& rec : records) kernel_ms += rec.seconds * 1e3;
+    ProfileTotals t = profile_totals(records);
     std::printf("%-14s cold %9.1f ms   warm median %8.2f ms   %6.1f GFLOP/s   %8.1f images/s   kernels %zu (%.2f ms in "
-                "kernels)\n",
+                "kernels, host overhead %.2f ms, %zu replayed)\n",
                 dev.c_str(), cold * 1e3, median * 1e3, summary.flops * batch / median * 1e-9, batch / median,
-                records.size(), kernel_ms);
+                records.size(), t.kernel_seconds * 1e3, t.host_overhead() * 1e3, t.replayed);
     if (a.has("profile")) std::printf("%s", format_profile_table(records).c_str());
   }
   return 0;

@@ -15,32 +15,56 @@ void ProfileCapture::add(const ProfileRecord& r) {
   for (auto* c = current_capture; c; c = c->parent_) c->records_.push_back(r);
 }
 
+bool ProfileCapture::active() { return current_capture != nullptr; }
+
 double ProfileCapture::total_seconds() const {
   double t = 0;
   for (auto& r : records_) t += r.seconds;
   return t;
 }
 
+ProfileTotals profile_totals(const std::vector<ProfileRecord>& records) {
+  ProfileTotals t;
+  for (auto& r : records) {
+    ++t.kernels;
+    t.replayed += r.replayed;
+    t.kernel_seconds += r.seconds;
+    t.wall_seconds += r.realize_wall;
+    t.compile_seconds += r.compile_seconds;
+  }
+  return t;
+}
+
+std::string format_profile_totals(const ProfileTotals& t) {
+  char line[256];
+  std::snprintf(line, sizeof line, "%zu kernels (%zu replayed): wall %.3f ms = kernels %.3f ms + host overhead %.3f ms",
+                t.kernels, t.replayed, t.wall_seconds * 1e3, t.kernel_seconds * 1e3, t.host_overhead() * 1e3);
+  std::string out = line;
+  if (t.compile_seconds > 0) {
+    std::snprintf(line, sizeof line, " (compiles %.3f ms not counted)", t.compile_seconds * 1e3);
+    out += line;
+  }
+  return out;
+}
+
 std::string format_profile_table(const std::vector<ProfileRecord>& records) {
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof line, "%4s  %-28s %-14s %-18s %10s %9s %9s\n", "#", "kernel", "device", "launch",
-                "time (us)", "GFLOP/s", "GB/s");
+  std::snprintf(line, sizeof line, "%4s  %-28s %-14s %-18s %10s %9s %9s  %s\n", "#", "kernel", "device", "launch",
+                "time (us)", "GFLOP/s", "GB/s", "run");
   out += line;
-  double total = 0;
   for (size_t i = 0; i < records.size(); ++i) {
     auto& r = records[i];
     auto& k = *r.kernel;
     std::string launch = std::to_string(k.global[0]);
     if (k.global[1] > 1 || k.global[2] > 1) launch += "x" + std::to_string(k.global[1]) + "x" + std::to_string(k.global[2]);
     if (k.local[0] > 0) launch += "/" + std::to_string(k.local[0]);
-    std::snprintf(line, sizeof line, "%4zu  %-28s %-14s %-18s %10.1f %9.2f %9.2f\n", i, k.name.c_str(),
-                  k.device.c_str(), launch.c_str(), r.seconds * 1e6, r.gflops(), r.gbps());
+    std::snprintf(line, sizeof line, "%4zu  %-28s %-14s %-18s %10.1f %9.2f %9.2f  %s\n", i, k.name.c_str(),
+                  k.device.c_str(), launch.c_str(), r.seconds * 1e6, r.gflops(), r.gbps(),
+                  r.replayed ? "replayed" : "planned");
     out += line;
-    total += r.seconds;
   }
-  std::snprintf(line, sizeof line, "%zu kernels, %.3f ms in kernels\n", records.size(), total * 1e3);
-  out += line;
+  out += format_profile_totals(profile_totals(records)) + "\n";
   return out;
 }
 

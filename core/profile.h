@@ -25,6 +25,12 @@ struct KernelInfo {
 struct ProfileRecord {
   std::shared_ptr<const KernelInfo> kernel;
   double seconds = 0;
+  bool replayed = false;  // launched from a remembered plan (see replay.h): nothing was scheduled or rendered
+  // Set on the first record of each realize: that realize's wall time, from
+  // the call to the return of its single wait, compiles excluded. The sum of
+  // these minus the kernels' sum is the host overhead (scheduling, rendering,
+  // allocation, launching, waiting); compile_seconds is kept apart.
+  double realize_wall = 0, compile_seconds = 0;
   double gflops() const { return seconds > 0 ? kernel->flops / seconds * 1e-9 : 0; }
   double gbps() const { return seconds > 0 ? kernel->bytes / seconds * 1e-9 : 0; }
 };
@@ -39,13 +45,25 @@ class ProfileCapture {
   const std::vector<ProfileRecord>& records() const { return records_; }
   double total_seconds() const;
   static void add(const ProfileRecord& r);  // called by the executor
+  static bool active();                     // some capture is alive on this thread
 
  private:
   std::vector<ProfileRecord> records_;
   ProfileCapture* parent_;
 };
 
-// One line per kernel: name, launch size, time, GFLOP/s, GB/s.
+// Wall time of the realizes that made `records` and what of it was not kernels.
+struct ProfileTotals {
+  size_t kernels = 0, replayed = 0;
+  double kernel_seconds = 0, wall_seconds = 0, compile_seconds = 0;
+  double host_overhead() const { return wall_seconds > kernel_seconds ? wall_seconds - kernel_seconds : 0; }
+};
+ProfileTotals profile_totals(const std::vector<ProfileRecord>& records);
+// "87 kernels (87 replayed): wall 12.1 ms = kernels 9.8 ms + host overhead 2.3 ms"
+std::string format_profile_totals(const ProfileTotals& t);
+
+// One line per kernel: name, launch size, time, GFLOP/s, GB/s, replayed;
+// then the totals line.
 std::string format_profile_table(const std::vector<ProfileRecord>& records);
 
 }  // namespace tl

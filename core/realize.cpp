@@ -1,6 +1,7 @@
 #include "realize.h"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -11,6 +12,7 @@
 
 #include "codegen/render.h"
 #include "codegen/templates.h"
+#include "replay.h"
 #include "runtime/registry.h"
 #include "schedule.h"
 
@@ -20,6 +22,11 @@ namespace {
 thread_local const std::atomic<bool>* cancel_flag = nullptr;
 thread_local RealizeObserver* realize_observer = nullptr;
 thread_local CompileProgress* compile_progress = nullptr;
+thread_local RealizeTogether* realize_together = nullptr;
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 std::mutex memo_mutex;
 std::map<std::pair<std::string, std::string>, std::shared_ptr<Program>>& memo() {
@@ -45,6 +52,41 @@ std::shared_ptr<KernelInfo> describe(const KernelPlan& plan, const RenderedKerne
 }  // namespace
 
 void set_cancel_flag(const std::atomic<bool>* flag) { cancel_flag = flag; }
+bool cancel_requested() { return cancel_flag && cancel_flag->load(); }
+
+RealizeTogether::RealizeTogether() : parent_(realize_together) { realize_together = this; }
+RealizeTogether::~RealizeTogether() { realize_together = parent_; }
+
+bool RealizeTogether::collect(const std::vector<NodeRef>& roots, std::function<void()> then) {
+  if (!realize_together) return false;
+  auto& r = realize_together->roots_;
+  r.insert(r.end(), roots.begin(), roots.end());
+  if (then) realize_together->then_.push_back(std::move(then));
+  return true;
+}
+
+void realize_then(const std::vector<NodeRef>& roots, std::function<void()> then) {
+  if (realize_together) {
+    RealizeTogether::collect(roots, std::move(then));
+    return;
+  }
+  realize_nodes(roots);
+  then();
+}
+
+void RealizeTogether::realize() {
+  realize_together = parent_;  // the realize below must run, not collect
+  struct Restore {
+    RealizeTogether* self;
+    ~Restore() { realize_together = self; }
+  } restore{this};
+  auto roots = std::move(roots_);
+  auto then = std::move(then_);
+  roots_.clear();
+  then_.clear();
+  realize_nodes(roots);
+  for (auto& f : then) f();
+}
 
 RealizeObserver::RealizeObserver(std::function<void(const std::vector<NodeRef>&)> see)
     : see_(std::move(see)), parent_(realize_observer) {
@@ -201,7 +243,43 @@ static void compile_all(Device& device, const std::vector<RenderedKernel>& kerne
   if (error) std::rethrow_exception(error);
 }
 
+// Schedules, renders and compiles the kernels of one device's graph into a
+// plan that run_plan can launch, now and (through the plan cache) again.
+static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const GraphKey& graph, Device& device,
+                                       double& compile_seconds) {
+  auto plans = schedule(group, has_gemm_template(device));
+  std::vector<RenderedKernel> rendered;
+  for (auto& plan : plans) rendered.push_back(render_cached(plan, device));
+  double t0 = now_seconds();
+  compile_all(device, rendered);
+  compile_seconds = now_seconds() - t0;
+  auto result = std::make_shared<Plan>();
+  std::unordered_map<const Node*, int> kernel_of;  // node -> the kernel that computes it
+  for (size_t p = 0; p < plans.size(); ++p) {
+    const KernelPlan& plan = plans[p];
+    const RenderedKernel& r = rendered[p];
+    auto info = describe(plan, r, device);
+    bool hit = false;
+    Plan::Kernel k;
+    k.program = compile_kernel(device, r.name, r.source, &hit);
+    info->build_log = k.program->build_log;
+    info->cache_hit = hit;
+    k.info = info;
+    for (int i = 0; i < 3; ++i) k.global[i] = r.global[i], k.local[i] = r.local[i];
+    const Node& out = *plan.output;
+    k.bytes = size_t(numel(out.shape)) * dtype_size(out.dtype);
+    k.empty = numel(out.shape) == 0;
+    k.output = graph.index.at(&out);
+    for (auto& in : plan.inputs) k.args.push_back(in->realized() ? graph.index.at(in.get()) : kernel_of.at(in.get()));
+    for (auto& f : plan.fused) k.fused.push_back(graph.index.at(f.get()));
+    kernel_of[&out] = int(p);
+    result->kernels.push_back(std::move(k));
+  }
+  return result;
+}
+
 void realize_nodes(const std::vector<NodeRef>& roots) {
+  double started = now_seconds();
   std::map<std::string, std::vector<NodeRef>> by_device;
   std::vector<NodeRef> pending;
   for (auto& r : roots)
@@ -209,54 +287,22 @@ void realize_nodes(const std::vector<NodeRef>& roots) {
       by_device[r->device].push_back(r);
       pending.push_back(r);
     }
-  if (!pending.empty()) RealizeObserver::notify(pending);
+  if (pending.empty()) return;
+  if (RealizeTogether::collect(pending)) return;
+  RealizeObserver::notify(pending);
+  bool replay = replay_enabled();
   for (auto& [name, group] : by_device) {
     Device& device = Registry::instance().get_available(name);
-    auto plans = schedule(group, has_gemm_template(device));
-    // Buffers are attached only after every kernel succeeded, so a failure
-    // (compile error, lost device, cancel) leaves the graph as it was.
-    std::vector<std::pair<NodeRef, std::shared_ptr<Buffer>>> produced;
-    std::map<const Node*, Buffer*> pending;
-    std::vector<RenderedKernel> rendered;
-    for (auto& plan : plans) rendered.push_back(render_cached(plan, device));
-    compile_all(device, rendered);
-    for (size_t p = 0; p < plans.size(); ++p) {
-      if (cancel_flag && cancel_flag->load()) throw Cancelled();
-      const KernelPlan& plan = plans[p];
-      const RenderedKernel& r = rendered[p];
-      auto info = describe(plan, r, device);
-      bool hit = false;
-      auto program = compile_kernel(device, r.name, r.source, &hit);
-      info->build_log = program->build_log;
-      info->cache_hit = hit;
-      const Node& out = *plan.output;
-      auto buffer = device.allocate(size_t(numel(out.shape)) * dtype_size(out.dtype));
-      LaunchArgs args;
-      args.buffers.push_back(buffer.get());
-      for (auto& in : plan.inputs) {
-        Buffer* b = in->realized() ? in->buffer.get() : pending.at(in.get());
-        if (b->device() != &device)
-          throw DeviceError("kernel " + r.name + " on " + device.name() + " reads a tensor that lives on " +
-                            b->device()->name() + "; use .to(\"" + device.name() + "\") first");
-        args.buffers.push_back(b);
-      }
-      for (int i = 0; i < 3; ++i) args.global[i] = r.global[i], args.local[i] = r.local[i];
-      ProfileRecord record;
-      record.seconds = numel(out.shape) ? program->launch(args) : 0;
-      record.kernel = info;
-      ProfileCapture::add(record);
-      pending[plan.output.get()] = buffer.get();
-      produced.emplace_back(plan.output, std::move(buffer));
+    GraphKey graph = graph_key(group, name);
+    if (auto plan = replay ? find_plan(graph.text) : nullptr) {
+      run_plan(*plan, graph, device, true, 0, started);
+    } else {
+      double compile_seconds = 0;
+      auto fresh = make_plan(group, graph, device, compile_seconds);
+      if (replay) remember_plan(graph.text, fresh);
+      run_plan(*fresh, graph, device, false, compile_seconds, started);
     }
-    for (auto& [node, buffer] : produced) {
-      node->buffer = std::move(buffer);
-      // A realized node that no gradient will flow through forgets how it was
-      // made, so long-running loops do not keep every step's graph alive.
-      if (!node->requires_grad) {
-        node->src.clear();
-        node->matmul.reset();
-      }
-    }
+    started = now_seconds();  // the next device's wall time starts here
   }
 }
 

@@ -22,6 +22,34 @@ struct Cancelled : std::runtime_error {
   Cancelled() : std::runtime_error("cancelled") {}
 };
 void set_cancel_flag(const std::atomic<bool>* flag);  // for this thread; nullptr clears
+bool cancel_requested();                             // this thread's flag is set
+
+// While alive, realizes on this thread (realize_nodes, Tensor::realize, and
+// the work handed to realize_then) are collected instead of run; realize()
+// then runs them all as one realize, so one schedule covers them and a
+// repeated group (a training step) replays as one plan. The `then` actions
+// run after that realize succeeded, in order: state that must only change
+// when the values exist (a model's weights) is assigned there, so a cancel
+// leaves it as it was. Reading a value (to_vector, item) while collecting is
+// an error. Destroyed without realize(): the collected work is dropped.
+class RealizeTogether {
+ public:
+  RealizeTogether();
+  ~RealizeTogether();
+  RealizeTogether(const RealizeTogether&) = delete;
+  RealizeTogether& operator=(const RealizeTogether&) = delete;
+  void realize();
+  static bool collect(const std::vector<NodeRef>& roots, std::function<void()> then = {});  // false: none alive
+
+ private:
+  std::vector<NodeRef> roots_;
+  std::vector<std::function<void()>> then_;
+  RealizeTogether* parent_;
+};
+
+// Realizes `roots`, then runs `then`; inside a RealizeTogether both wait
+// for its realize().
+void realize_then(const std::vector<NodeRef>& roots, std::function<void()> then);
 
 // While alive, every realize on this thread first shows the roots it is about
 // to compute to `see`, before anything is scheduled. It lets a caller

@@ -220,10 +220,19 @@ Tensor Tensor::contiguous() const {
   return Tensor(make(Op::Contiguous, {node_}, shape(), dtype()));
 }
 
+// Inside a RealizeTogether a realize only collects: a value read there would
+// find no buffer.
+static void require_value(const Tensor& t) {
+  if (!t.node()->realized())
+    throw std::logic_error("a tensor's value was read while a RealizeTogether collects realizes; read it after "
+                           "RealizeTogether::realize()");
+}
+
 template <typename T>
 static std::vector<T> read_as(const Tensor& t) {
   Tensor c = t;
   c.realize();
+  require_value(c);
   auto& n = *c.node();
   size_t count = size_t(tl::numel(n.shape));
   Device& dev = *n.buffer->device();
@@ -258,6 +267,7 @@ Tensor Tensor::to(const std::string& device) const {
   Device& dst = Registry::instance().get_available(target);
   Tensor src = *this;
   src.realize();
+  require_value(src);
   size_t bytes = size_t(numel()) * dtype_size(dtype());
   std::vector<unsigned char> host(bytes);
   src.node()->buffer->device()->copy_out(*src.node()->buffer, host.data(), bytes);
@@ -945,16 +955,17 @@ Tensor Tensor::batch_norm(const Tensor& weight, const Tensor& bias, Tensor& runn
     var_t = var(axes, true, 0);
     int64_t n = numel() / C;
     NoGrad ng;
+    // Inside a RealizeTogether (a training step) the new statistics realize
+    // with the rest of the step and are assigned only once they exist; the
+    // caller's tensors must outlive that realize.
     if (running_mean.defined()) {
       Tensor nm = (running_mean * (1 - momentum) + mean_t.detach().reshape({C}) * momentum);
-      nm.realize();
-      running_mean = nm.detach();
+      realize_then({nm.node()}, [&running_mean, nm] { running_mean = nm.detach(); });
     }
     if (running_var.defined()) {
       Tensor unbiased = var_t.detach().reshape({C}) * (double(n) / double(std::max<int64_t>(n - 1, 1)));
       Tensor nv = running_var * (1 - momentum) + unbiased * momentum;
-      nv.realize();
-      running_var = nv.detach();
+      realize_then({nv.node()}, [&running_var, nv] { running_var = nv.detach(); });
     }
   } else {
     mean_t = running_mean.reshape(bshape);

@@ -333,6 +333,7 @@ class TestOps : public QObject {
       QVERIFY2(recs2[i].kernel->cache_hit || recs2[i].kernel == recs1[i].kernel,
                ("recompiled on the second run: " + recs2[i].kernel->name).c_str());
       QCOMPARE(recs2[i].kernel->source, recs1[i].kernel->source);
+      QVERIFY2(recs2[i].replayed, recs2[i].kernel->name.c_str());  // same structure: the plan is replayed
     }
   }
 

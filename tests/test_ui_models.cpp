@@ -83,6 +83,21 @@ class TestUiModels : public QObject {
     QCOMPARE(cell(0, KernelTableModel::GBps).toString(), QString("4.00"));       // 4 MB / 1 ms
     QCOMPARE(cell(2, KernelTableModel::Share).toString(), QString("62.5 %"));
     QCOMPARE(cell(1, KernelTableModel::Share, KernelTableModel::SortRole).toDouble(), 25.0);
+    QCOMPARE(cell(0, KernelTableModel::Run).toString(), QString("planned"));
+    {  // a replayed launch says so, and its realize's wall time gives the host overhead
+      auto replayed = record("E_64_32", 1e-3, 2e6, 4e6);
+      replayed.replayed = true;
+      replayed.realize_wall = 4e-3;
+      KernelTableModel other;
+      other.setRecords({replayed, record("R_8_1024", 2e-3, 8e6, 1e6)});
+      QCOMPARE(other.index(0, KernelTableModel::Run).data().toString(), QString("replayed"));
+      tl::ProfileTotals totals = tl::profile_totals(other.records());
+      QCOMPARE(totals.replayed, size_t(1));
+      QCOMPARE(totals.wall_seconds, 4e-3);
+      QCOMPARE(totals.host_overhead(), 4e-3 - 3e-3);
+      QVERIFY2(tl::format_profile_totals(totals).find("host overhead 1.000 ms") != std::string::npos,
+               tl::format_profile_totals(totals).c_str());
+    }
 
     QSortFilterProxyModel proxy;
     QAbstractItemModelTester proxyTester(&proxy, QAbstractItemModelTester::FailureReportingMode::QtTest);
@@ -98,8 +113,8 @@ class TestUiModels : public QObject {
 
     const QStringList csv = model.toCsv().trimmed().split('\n');
     QCOMPARE(csv.size(), 4);
-    QCOMPARE(csv[0], QString("index,kernel,device,global,local,ops,time_ms,gflops,gbps,share_percent"));
-    QCOMPARE(csv[3], QString("2,GEMM_64_64_64,cpu,64x32,auto,2,5,1000,1,62.5"));
+    QCOMPARE(csv[0], QString("index,kernel,device,global,local,ops,time_ms,gflops,gbps,share_percent,run"));
+    QCOMPARE(csv[3], QString("2,GEMM_64_64_64,cpu,64x32,auto,2,5,1000,1,62.5,planned"));
   }
 
   void devices() {

@@ -1,5 +1,7 @@
 #include "core/nn/layers.h"
 
+#include "core/realize.h"
+
 #include <cmath>
 
 #include "core/error.h"
@@ -103,8 +105,7 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   if (training()) {
     NoGrad ng;
     Tensor n = num_batches_tracked + 1.0;
-    n.realize();
-    num_batches_tracked = n;
+    realize_then({n.node()}, [this, n] { num_batches_tracked = n; });
   }
   return x.batch_norm(weight, bias, running_mean, running_var, training(), momentum, eps);
 }

@@ -20,6 +20,14 @@ Tensor Optimizer::runtime_scalar(double v) const {
   return Tensor::from_data({float(v)}, {}, params_.empty() ? "" : params_[0]->device());
 }
 
+// Optimizer state that starts at zero is created as a realized buffer of
+// zeros before the first step (x * beta + g * c equals g * c exactly when
+// x = 0), so the first step has the structure of every later one and the
+// second step already replays the first one's plan.
+static Tensor zero_state(const Tensor& like) {
+  return Tensor::from_data(std::vector<float>(size_t(like.numel()), 0.f), like.shape(), like.device());
+}
+
 void Optimizer::zero_grad() {
   for (auto* p : params_) p->zero_grad();
 }
@@ -27,21 +35,26 @@ void Optimizer::zero_grad() {
 void Optimizer::update_each(const std::function<Tensor(size_t i, Tensor w, Tensor g, Updates& state)>& rule) {
   NoGrad ng;
   Updates updates;
-  std::vector<Tensor> fresh(params_.size());
+  // Shared so that the slots `updates` points at stay put wherever the
+  // action below is copied to.
+  auto fresh = std::make_shared<std::vector<Tensor>>(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor g = params_[i]->grad();
     if (!g.defined()) continue;
-    updates.push_back({&fresh[i], rule(i, params_[i]->detach(), g, updates)});
+    updates.push_back({&(*fresh)[i], rule(i, params_[i]->detach(), g, updates)});
   }
   std::vector<NodeRef> roots;
   for (auto& [slot, value] : updates) {
     value = value.contiguous();
     roots.push_back(value.node());
   }
-  realize_nodes(roots);
-  for (auto& [slot, value] : updates) *slot = value;
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (fresh[i].defined()) *params_[i] = fresh[i].detach().requires_grad(true);
+  // Inside a RealizeTogether (Trainer::step) this waits for the whole step's
+  // realize: weights and optimizer state change only once it succeeded.
+  realize_then(roots, [this, updates = std::move(updates), fresh] {
+    for (auto& [slot, value] : updates) *slot = value;
+    for (size_t i = 0; i < params_.size(); ++i)
+      if ((*fresh)[i].defined()) *params_[i] = (*fresh)[i].detach().requires_grad(true);
+  });
 }
 
 SGD::SGD(std::vector<Tensor*> params, double lr, SGDOptions o) : Optimizer(std::move(params), lr), options(o) {
@@ -55,6 +68,8 @@ void SGD::step() {
   update_each([&](size_t i, Tensor w, Tensor g, Updates& state) {
     if (options.weight_decay != 0) g = g + w * options.weight_decay;
     if (options.momentum != 0) {
+      // torch's first buffer is g, not g * (1 - dampening): zeros only when the two agree
+      if (!momentum_[i].defined() && options.dampening == 0) momentum_[i] = zero_state(w);
       Tensor buf = momentum_[i].defined() ? momentum_[i] * options.momentum + g * (1 - options.dampening) : g;
       state.push_back({&momentum_[i], buf});
       g = options.nesterov ? g + buf * options.momentum : buf;
@@ -84,6 +99,7 @@ void Adam::step() {
       if (decoupled_) w = w * decay;
       else g = g + w * options.weight_decay;
     }
+    if (!m_[i].defined()) m_[i] = zero_state(w), v_[i] = zero_state(w);
     Tensor m = m_[i].defined() ? m_[i] * options.beta1 + g * (1 - options.beta1) : g * (1 - options.beta1);
     Tensor v = v_[i].defined() ? v_[i] * options.beta2 + g * g * (1 - options.beta2) : g * g * (1 - options.beta2);
     state.push_back({&m_[i], m});

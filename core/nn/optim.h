@@ -53,7 +53,7 @@ class SGD : public Optimizer {
   SGDOptions options;
 
  private:
-  std::vector<Tensor> momentum_;  // undefined until the first step
+  std::vector<Tensor> momentum_;  // zeros from the first step (undefined until then, and with dampening)
 };
 
 struct AdamOptions {

@@ -71,6 +71,13 @@ class Program {
   virtual ~Program() = default;
   // Runs the kernel and returns its device time in seconds.
   virtual double launch(const LaunchArgs& args) = 0;
+  // Queues the kernel on the device's in-order queue and returns without
+  // waiting. By the time Device::finish() returns on this thread, the kernel
+  // has run and *seconds holds its device time; `seconds` must stay valid
+  // until then. The buffers in `args` must stay alive until finish() too.
+  // The default runs it now through launch(): a device without a queue
+  // needs nothing more.
+  virtual void enqueue(const LaunchArgs& args, double* seconds) { *seconds = launch(args); }
   std::string build_log;  // compiler output, kept even on success
   bool cache_hit = false;  // came from the on-disk cache
 };
@@ -117,6 +124,12 @@ class Device {
   // disk cache by hash(source, build_options, device, driver, format
   // version), else build()s it and stores the binary; then load()s it.
   std::shared_ptr<Program> compile(const std::string& kernel_name, const std::string& source);
+
+  // Waits for every kernel this thread enqueued (Program::enqueue) and fills
+  // their times; throws DeviceError if one failed (after waiting for all).
+  // A realize calls it once, after its last enqueue, and also on its error
+  // paths. The default does nothing: the default enqueue already waited.
+  virtual void finish() {}
 };
 
 }  // namespace tl

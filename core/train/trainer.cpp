@@ -31,13 +31,16 @@ StepResult Trainer::step(const data::Batch& batch) {
     ProfileCapture capture;
     model_.train(true);
     optimizer_.zero_grad();
+    // The whole step (forward, backward, optimizer update, batch-norm running
+    // statistics) is one realize: one schedule, and from the second step on
+    // (when the optimizer's state exists) one replayed plan.
+    RealizeTogether step;
     Tensor logits = model_(batch.images);
     Tensor loss = logits.cross_entropy(batch.labels);
-    // Realizing the forward first keeps its intermediate buffers, which the
-    // backward pass then reads instead of recomputing.
     realize_nodes({loss.node(), logits.node()});
     loss.backward();
     optimizer_.step();
+    step.realize();
     r.loss = loss.item();
     r.accuracy = accuracy(logits.to_vector(), logits.dim(1), batch.label_values);
     r.kernels = capture.records();

@@ -45,7 +45,7 @@ QVariant KernelTableModel::data(const QModelIndex& index, int role) const {
   }
   if (role == RecordRole) return index.row();
   if (role == Qt::TextAlignmentRole)
-    return index.column() >= TimeMs || index.column() == Index || index.column() == Ops
+    return (index.column() >= TimeMs && index.column() != Run) || index.column() == Index || index.column() == Ops
                ? QVariant(int(Qt::AlignRight | Qt::AlignVCenter))
                : QVariant();
   if (role == Qt::ToolTipRole && index.column() == Ops) return QString::fromStdString([&] {
@@ -65,13 +65,14 @@ QVariant KernelTableModel::data(const QModelIndex& index, int role) const {
     case GFlops: return QString::number(r.gflops(), 'f', 2);
     case GBps: return QString::number(r.gbps(), 'f', 2);
     case Share: return QString::number(share, 'f', 1) + " %";
+    case Run: return r.replayed ? QStringLiteral("replayed") : QStringLiteral("planned");
   }
   return {};
 }
 
 QVariant KernelTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return QAbstractTableModel::headerData(section, orientation, role);
-  static const char* names[] = {"#", "Kernel", "Device", "Global", "Local", "Ops", "Time (ms)", "GFLOP/s", "GB/s", "Share"};
+  static const char* names[] = {"#", "Kernel", "Device", "Global", "Local", "Ops", "Time (ms)", "GFLOP/s", "GB/s", "Share", "Run"};
   return section >= 0 && section < ColumnCount ? QString(names[section]) : QVariant();
 }
 
@@ -80,7 +81,7 @@ QString KernelTableModel::toCsv() const {
     if (s.contains(',') || s.contains('"') || s.contains('\n')) s = '"' + s.replace('"', "\"\"") + '"';
     return s;
   };
-  QString out = "index,kernel,device,global,local,ops,time_ms,gflops,gbps,share_percent\n";
+  QString out = "index,kernel,device,global,local,ops,time_ms,gflops,gbps,share_percent,run\n";
   for (size_t i = 0; i < records_.size(); ++i) {
     const auto& r = records_[i];
     const auto& k = *r.kernel;
@@ -89,7 +90,8 @@ QString KernelTableModel::toCsv() const {
         << launchSize(k.global).replace(QChar(0x00d7), 'x') << launchSize(k.local).replace(QChar(0x00d7), 'x')
         << QString::number(k.ops.size()) << QString::number(r.seconds * 1e3, 'g', 9)
         << QString::number(r.gflops(), 'g', 9) << QString::number(r.gbps(), 'g', 9)
-        << QString::number(total_ > 0 ? r.seconds / total_ * 100.0 : 0.0, 'g', 9);
+        << QString::number(total_ > 0 ? r.seconds / total_ * 100.0 : 0.0, 'g', 9)
+        << (r.replayed ? "replayed" : "planned");
     out += row.join(',') + '\n';
   }
   return out;

@@ -10,7 +10,8 @@ namespace tlui {
 class KernelTableModel : public QAbstractTableModel {
   Q_OBJECT
  public:
-  enum Column { Index, Name, Device, Global, Local, Ops, TimeMs, GFlops, GBps, Share, ColumnCount };
+  // Run: "replayed" when the launch came from a remembered plan, else "planned".
+  enum Column { Index, Name, Device, Global, Local, Ops, TimeMs, GFlops, GBps, Share, Run, ColumnCount };
   // Sort by this role: numbers sort as numbers, not as their text.
   enum Roles { SortRole = Qt::UserRole + 1, RecordRole };
   using QAbstractTableModel::QAbstractTableModel;

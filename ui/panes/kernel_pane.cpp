@@ -72,13 +72,25 @@ KernelPane::KernelPane(QWidget* parent)
 void KernelPane::setRecords(const std::vector<tl::ProfileRecord>& records, double wallSeconds) {
   model_->setRecords(records);
   view_->resizeColumnsToContents();
-  QString text = tr("%1 kernels, sum %2 ms").arg(records.size()).arg(model_->totalSeconds() * 1e3, 0, 'f', 3);
+  tl::ProfileTotals totals = tl::profile_totals(records);
+  QString text = tr("%1 kernels (%2 replayed), sum %3 ms").arg(records.size()).arg(totals.replayed)
+                     .arg(model_->totalSeconds() * 1e3, 0, 'f', 3);
+  if (totals.wall_seconds > 0)
+    text += tr("; realize wall %1 ms, host overhead %2 ms")
+                .arg(totals.wall_seconds * 1e3, 0, 'f', 3)
+                .arg(totals.host_overhead() * 1e3, 0, 'f', 3);
   if (wallSeconds > 0) text += tr(" (run wall time %1 ms)").arg(wallSeconds * 1e3, 0, 'f', 2);
   total_->setText(text);
   total_->setToolTip(tr("<p><b>Sum</b>: the kernel times of one run added up: the median warm run, the one "
                         "whose latency the predictions show as <i>warm</i>.</p>"
                         "<p><b>Run wall time</b>: that run from start to end; the difference is building "
                         "and scheduling the graph and copying the result back.</p>"
+                        "<p><b>Realize wall</b>: from the start of the realize to the return of its one "
+                        "wait for the device (compiles not counted); <b>host overhead</b> is what of it was "
+                        "not kernels: scheduling, allocation, launching and waiting.</p>"
+                        "<p><b>Run</b>: <i>replayed</i> when the kernels came from the plan remembered for this "
+                        "graph (nothing scheduled or rendered; TINYLENS_NOREPLAY=1 turns it off), "
+                        "<i>planned</i> when the graph was scheduled afresh.</p>"
                         "<p><b>Time (ms)</b> per row: the kernel's own time as the device measured it "
                         "(OpenCL events, or the CPU's clock around the launch). <b>Share</b>: its part of "
                         "the sum.</p>"));

@@ -1,0 +1,230 @@
+#include "replay.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <list>
+#include <mutex>
+
+#include "realize.h"
+
+namespace tl {
+
+namespace {
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// The key is binary: fixed-width numbers appended raw, fast to build and
+// compared byte for byte.
+struct KeyWriter {
+  std::string& out;
+  void num(int64_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
+  void real(double v) {
+    uint64_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    num(int64_t(bits));
+  }
+  void text(const std::string& s) {
+    num(int64_t(s.size()));
+    out += s;
+  }
+  void shape(const Node& n) {
+    num(int64_t(n.dtype));
+    num(int64_t(n.shape.size()));
+    for (auto d : n.shape) num(d);
+  }
+};
+
+// Edges the walk follows: every source, and a GEMM's operands (which device
+// has a GEMM template decides which of the two the scheduler uses; the key
+// covers both).
+std::vector<const NodeRef*> edges(const Node& n) {
+  std::vector<const NodeRef*> out;
+  for (auto& s : n.src) out.push_back(&s);
+  if (n.matmul) out.insert(out.end(), {&n.matmul->a, &n.matmul->b});
+  return out;
+}
+
+}  // namespace
+
+GraphKey graph_key(const std::vector<NodeRef>& roots, const std::string& device) {
+  GraphKey g;
+  KeyWriter w{g.text};
+  w.text(device);
+  auto id_of = [&](const NodeRef& n) -> int {
+    if (auto it = g.index.find(n.get()); it != g.index.end()) return it->second;
+    int id = ~int(g.inputs.size());  // only realized nodes are met here unvisited
+    g.index[n.get()] = id;
+    g.inputs.push_back(n);
+    w.num(-1);
+    w.shape(*n);
+    w.text(n->buffer->device()->name());
+    return id;
+  };
+  // Iterative post-order walk: model graphs are too deep for recursion.
+  std::vector<std::pair<NodeRef, size_t>> stack;
+  for (auto& root : roots) {
+    if (root->realized() || g.index.count(root.get())) continue;
+    g.index[root.get()] = 0;  // marks "on the stack"; renumbered when finished
+    stack.push_back({root, 0});
+    while (!stack.empty()) {
+      auto& [n, i] = stack.back();
+      auto next = edges(*n);
+      if (i < next.size()) {
+        const NodeRef& s = *next[i++];
+        if (!s->realized() && !g.index.count(s.get())) {
+          g.index[s.get()] = 0;
+          stack.push_back({s, 0});
+        }
+        continue;
+      }
+      std::vector<int> ids;
+      for (auto* s : next) ids.push_back((*s)->realized() ? id_of(*s) : g.index.at(s->get()));
+      const Node& node = *n;
+      w.num(int64_t(node.op));
+      w.shape(node);
+      w.num(int64_t(node.arg.size()));
+      for (auto a : node.arg) w.num(a);
+      w.real(node.value);
+      w.num(int64_t(node.src.size()));
+      for (int id : ids) w.num(id);
+      if (node.matmul) {
+        const MatmulHint& h = *node.matmul;
+        for (int64_t v : {h.batch, h.m, h.n, h.k, h.a_strides[0], h.a_strides[1], h.a_strides[2], h.b_strides[0],
+                          h.b_strides[1], h.b_strides[2]})
+          w.num(v);
+      }
+      g.index[n.get()] = int(g.nodes.size());
+      g.nodes.push_back(n);
+      stack.pop_back();
+    }
+  }
+  w.num(-2);
+  for (auto& root : roots) w.num(root->realized() ? -1 : g.index.at(root.get()));
+  return g;
+}
+
+namespace {
+
+// Waits for the device's queue on every way out of run_plan: kernels already
+// enqueued write into buffers and time slots that must outlive them.
+struct QueueWait {
+  Device& device;
+  bool done = false;
+  void finish() {
+    done = true;
+    device.finish();
+  }
+  ~QueueWait() {
+    if (done) return;
+    try {
+      device.finish();
+    } catch (...) {  // the error that brought us here is the one to report
+    }
+  }
+};
+
+std::shared_ptr<const KernelInfo> renumbered(const Plan::Kernel& k, const GraphKey& g) {
+  auto info = std::make_shared<KernelInfo>(*k.info);
+  info->cache_hit = true;  // nothing was compiled for this launch
+  info->node_ids.clear();
+  for (int f : k.fused) info->node_ids.push_back(g.nodes[size_t(f)]->id);
+  info->output_node = g.nodes[size_t(k.output)]->id;
+  info->input_nodes.clear();
+  for (int a : k.args)
+    if (a < 0) info->input_nodes.push_back(g.inputs[size_t(~a)]->id);
+  return info;
+}
+
+}  // namespace
+
+void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool replayed, double compile_seconds,
+              double started) {
+  const size_t n = plan.kernels.size();
+  std::vector<std::shared_ptr<Buffer>> out(n);
+  std::vector<double> seconds(n, 0.0);
+  {
+    QueueWait wait{device};
+    LaunchArgs args;
+    for (size_t i = 0; i < n; ++i) {
+      if (cancel_requested()) throw Cancelled();
+      const Plan::Kernel& k = plan.kernels[i];
+      out[i] = device.allocate(k.bytes);
+      args.buffers.assign(1, out[i].get());
+      for (int a : k.args) {
+        Buffer* b = a >= 0 ? out[size_t(a)].get() : graph.inputs[size_t(~a)]->buffer.get();
+        if (b->device() != &device)
+          throw DeviceError("kernel " + k.info->name + " on " + device.name() + " reads a tensor that lives on " +
+                            b->device()->name() + "; use .to(\"" + device.name() + "\") first");
+        args.buffers.push_back(b);
+      }
+      for (int d = 0; d < 3; ++d) args.global[d] = k.global[d], args.local[d] = k.local[d];
+      if (!k.empty) k.program->enqueue(args, &seconds[i]);
+    }
+    wait.finish();
+  }
+  if (ProfileCapture::active()) {
+    for (size_t i = 0; i < n; ++i) {
+      ProfileRecord record;
+      record.kernel = replayed ? renumbered(plan.kernels[i], graph) : plan.kernels[i].info;
+      record.seconds = seconds[i];
+      record.replayed = replayed;
+      if (i == 0) record.realize_wall = now() - started, record.compile_seconds = compile_seconds;
+      ProfileCapture::add(record);
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    Node& node = *graph.nodes[size_t(plan.kernels[i].output)];
+    node.buffer = std::move(out[i]);
+    // A realized node that no gradient will flow through forgets how it was
+    // made, so long-running loops do not keep every step's graph alive.
+    if (!node.requires_grad) {
+      node.src.clear();
+      node.matmul.reset();
+    }
+  }
+}
+
+bool replay_enabled() {
+  const char* off = std::getenv("TINYLENS_NOREPLAY");
+  return !(off && *off && std::strcmp(off, "0") != 0);
+}
+
+namespace {
+struct PlanCache {
+  std::mutex mutex;
+  std::list<std::pair<std::string, std::shared_ptr<const Plan>>> lru;  // most recent first
+  std::unordered_map<std::string_view, decltype(lru)::iterator> index;  // views into lru's keys
+};
+PlanCache& plan_cache() {
+  static PlanCache c;
+  return c;
+}
+}  // namespace
+
+std::shared_ptr<const Plan> find_plan(const std::string& key) {
+  auto& c = plan_cache();
+  std::lock_guard lock(c.mutex);
+  auto it = c.index.find(key);
+  if (it == c.index.end()) return nullptr;
+  c.lru.splice(c.lru.begin(), c.lru, it->second);
+  return it->second->second;
+}
+
+void remember_plan(const std::string& key, std::shared_ptr<const Plan> plan) {
+  auto& c = plan_cache();
+  std::lock_guard lock(c.mutex);
+  if (auto it = c.index.find(key); it != c.index.end()) {
+    it->second->second = std::move(plan);
+    c.lru.splice(c.lru.begin(), c.lru, it->second);
+    return;
+  }
+  c.lru.emplace_front(key, std::move(plan));
+  c.index.emplace(c.lru.front().first, c.lru.begin());
+  if (c.lru.size() > kMaxPlans) {
+    c.index.erase(c.lru.back().first);
+    c.lru.pop_back();
+  }
+}
+
+}  // namespace tl

@@ -1,0 +1,75 @@
+// Replay: a realize remembers what it did, so the same work on new data
+// costs only its kernels.
+//
+// The plan. A realize on one device turns its unrealized graph into kernels
+// (schedule, render, compile) and then launches them. Everything in that
+// first part depends only on the graph's *structure*, never on the values in
+// its input buffers. A Plan is the result of that first part: for each kernel
+// the compiled program, its launch sizes, its output size, which node of the
+// graph receives the output, and where each argument comes from (an input
+// buffer of the graph, or the output of an earlier kernel of the plan).
+//
+// The key. GraphKey walks the unrealized graph from the roots (sources and a
+// GEMM's operands, stopping at realized nodes) and writes down everything a
+// kernel's source or the scheduler's choices could depend on: each node's op,
+// dtype, shape, arguments, constant value (constants are baked into kernels),
+// how nodes connect (sharing included), the GEMM descriptions, which roots
+// were asked for, and for each realized input its dtype, shape and device.
+// Two graphs with equal keys schedule to the same kernels; the key of a
+// realize that changes any of these (a new batch size, a new constant) is a
+// new key and is planned afresh.
+//
+// When it replays. realize_nodes looks the key up in a small LRU cache of
+// plans (kMaxPlans, shared by all threads). On a hit it binds the plan's
+// inputs to this graph's realized buffers (the new image, this step's
+// weights), allocates fresh output buffers (earlier results are never
+// overwritten) and launches: no scheduling, rendering or compile-cache
+// lookups. A plan holds programs, never buffers, so nothing it keeps can
+// outlive the data it was made for. TINYLENS_NOREPLAY=1 turns replay off.
+#pragma once
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ops.h"
+#include "profile.h"
+#include "runtime/device.h"
+
+namespace tl {
+
+// The unrealized graph under some roots, numbered in a fixed order.
+struct GraphKey {
+  std::string text;               // the key (binary; compared exactly, not by hash)
+  std::vector<NodeRef> nodes;     // unrealized nodes, sources first
+  std::vector<NodeRef> inputs;    // realized nodes the graph reads, in walk order
+  std::unordered_map<const Node*, int> index;  // node -> position in `nodes` or ~position in `inputs`
+};
+GraphKey graph_key(const std::vector<NodeRef>& roots, const std::string& device);
+
+struct Plan {
+  struct Kernel {
+    std::shared_ptr<Program> program;
+    std::shared_ptr<const KernelInfo> info;
+    int64_t global[3] = {1, 1, 1}, local[3] = {0, 0, 0};
+    size_t bytes = 0;         // of the output buffer
+    bool empty = false;       // zero elements: allocated but not launched
+    int output = 0;           // position in GraphKey::nodes of the node it computes
+    std::vector<int> args;    // per input argument: >= 0 an earlier kernel's output, < 0 ~position in GraphKey::inputs
+    std::vector<int> fused;   // positions in GraphKey::nodes, to renumber KernelInfo::node_ids on replay
+  };
+  std::vector<Kernel> kernels;
+};
+
+// Launches `plan` on `graph` with one wait at the end, then gives each output
+// node its buffer. Nothing is attached unless every kernel ran, so a cancel
+// or failure leaves the graph as it was. Profile records say `replayed`.
+void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool replayed, double compile_seconds,
+              double started);
+
+bool replay_enabled();  // false when TINYLENS_NOREPLAY=1
+std::shared_ptr<const Plan> find_plan(const std::string& key);
+void remember_plan(const std::string& key, std::shared_ptr<const Plan> plan);
+constexpr size_t kMaxPlans = 48;
+
+}  // namespace tl

@@ -1,0 +1,299 @@
+// Replay (core/replay.h) and training steps as one realize: a replayed
+// realize gives the same bits as a freshly planned one on every device, for
+// a classifier and for a training step; a change of structure plans afresh;
+// a cancel leaves tensors as they were; the plan cache stays bounded.
+#include <QtTest/QtTest>
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "core/data/dataset.h"
+#include "core/io/image.h"
+#include "core/models/classifier.h"
+#include "core/nn/layers.h"
+#include "core/nn/optim.h"
+#include "core/realize.h"
+#include "core/replay.h"
+#include "core/tensor.h"
+#include "core/train/models.h"
+#include "core/train/trainer.h"
+#include "compare.h"
+#include "testing.h"
+
+using tl::Tensor;
+namespace data = tl::data;
+
+namespace {
+
+// Sets TINYLENS_NOREPLAY for its lifetime.
+struct NoReplay {
+  NoReplay() { ::setenv("TINYLENS_NOREPLAY", "1", 1); }
+  ~NoReplay() { ::unsetenv("TINYLENS_NOREPLAY"); }
+};
+
+size_t replayed(const std::vector<tl::ProfileRecord>& records) {
+  size_t n = 0;
+  for (auto& r : records) n += r.replayed;
+  return n;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// x * 3 + 1 summed over axis 1, for a (rows, 4) input.
+std::vector<float> small_graph(const std::vector<float>& x, int64_t rows, const std::string& device, double scale,
+                               std::vector<tl::ProfileRecord>& records) {
+  Tensor t = Tensor::from_data(x, {rows, 4}, device);
+  tl::ProfileCapture capture;
+  auto out = (t * scale + 1.0).sum({1}).to_vector();
+  records = capture.records();
+  return out;
+}
+
+// A small data set the CNN can take steps on: three classes of 8x8 images.
+data::Dataset toy_digits() {
+  data::Dataset ds;
+  ds.height = ds.width = 8;
+  ds.classes = 3;
+  std::mt19937 rng(7);
+  for (int i = 0; i < 24; ++i) {
+    ds.labels.push_back(i % 3);
+    for (int p = 0; p < 64; ++p) ds.pixels.push_back(float(rng() % 100) / 100.f + (p % 3 == i % 3 ? 0.5f : 0.f));
+  }
+  return ds;
+}
+
+struct StepRun {
+  std::vector<float> losses;
+  std::vector<size_t> replayed_per_step, kernels_per_step;
+  std::vector<std::vector<float>> state;  // every parameter and buffer after the last step
+};
+
+// `steps` training steps of the digits CNN on `device`; `one_plan` runs them
+// through Trainer::step (one realize per step), otherwise through the old
+// sequence of realizes (forward, gradients, each batch norm, update).
+StepRun train_steps(const std::string& device, int steps, bool one_plan) {
+  data::Dataset ds = toy_digits();
+  tl::Generator gen(3);
+  auto model = tl::train::make_cnn(8, 8, 3, gen, device);
+  tl::nn::SGD opt(model->parameters(), 0.05, {.momentum = 0.9});
+  tl::train::Trainer trainer(*model, opt);
+  data::Batches batches(ds, 8, true, 5, false, 0, device);
+  StepRun run;
+  data::Batch b;
+  batches.start_epoch(0);
+  for (int s = 0; s < steps; ++s) {
+    if (!batches.next(b)) batches.start_epoch(s), batches.next(b);
+    if (one_plan) {
+      auto r = trainer.step(b);
+      run.losses.push_back(float(r.loss));
+      run.replayed_per_step.push_back(replayed(r.kernels));
+      run.kernels_per_step.push_back(r.kernels.size());
+    } else {
+      model->train(true);
+      opt.zero_grad();
+      Tensor logits = (*model)(b.images);
+      Tensor loss = logits.cross_entropy(b.labels);
+      tl::realize_nodes({loss.node(), logits.node()});
+      loss.backward();
+      opt.step();
+      run.losses.push_back(loss.item());
+    }
+  }
+  for (auto& [name, t] : model->named_parameters()) run.state.push_back(t->to_vector());
+  for (auto& [name, t] : model->named_buffers()) run.state.push_back(t->to_vector());
+  return run;
+}
+
+}  // namespace
+
+class TestReplay : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() { ::unsetenv("TINYLENS_NOREPLAY"); }
+
+  // The same structure with new data replays; a new shape or a new constant
+  // (baked into the kernel) is planned afresh; results are never overwritten.
+  void sameStructureReplaysAndNewStructureDoesNot() {
+    for (auto& device : tltest::available_devices()) {
+      std::vector<tl::ProfileRecord> rec;
+      // 17: a scale no other test uses, so the first run here plans.
+      auto a = small_graph({1, 2, 3, 4, 5, 6, 7, 8}, 2, device, 17, rec);
+      QVERIFY(!rec.empty());
+      QCOMPARE(replayed(rec), size_t(0));
+      QCOMPARE(a, (std::vector<float>{174, 446}));
+      auto b = small_graph({0, 1, 0, 1, 2, 2, 2, 2}, 2, device, 17, rec);
+      QCOMPARE(replayed(rec), rec.size());
+      QCOMPARE(b, (std::vector<float>{38, 140}));
+      // another row: a different shape, planned
+      auto c = small_graph({1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 3, device, 17, rec);
+      QCOMPARE(replayed(rec), size_t(0));
+      QCOMPARE(c, (std::vector<float>{72, 72, 72}));
+      // another constant: a different kernel, planned
+      auto d = small_graph({1, 2, 3, 4, 5, 6, 7, 8}, 2, device, 19, rec);
+      QCOMPARE(replayed(rec), size_t(0));
+      QCOMPARE(d, (std::vector<float>{194, 498}));
+      // off by the environment
+      {
+        NoReplay off;
+        small_graph({1, 2, 3, 4, 5, 6, 7, 8}, 2, device, 17, rec);
+        QCOMPARE(replayed(rec), size_t(0));
+      }
+      // Earlier outputs keep their values: a replay writes fresh buffers.
+      Tensor x = Tensor::from_data({1, 2, 3, 4}, {1, 4}, device);
+      Tensor first = (x * 17.0 + 1.0).sum({1}).realize();
+      Tensor y = Tensor::from_data({4, 3, 2, 1}, {1, 4}, device);
+      Tensor second = (y * 17.0 + 1.0).sum({1}).realize();
+      QCOMPARE(first.to_vector(), std::vector<float>{174});
+      QCOMPARE(second.to_vector(), std::vector<float>{174});
+      Tensor z = Tensor::from_data({0, 0, 0, 1}, {1, 4}, device);
+      Tensor third = (z * 17.0 + 1.0).sum({1}).realize();
+      QCOMPARE(third.to_vector(), std::vector<float>{21});
+      QCOMPARE(first.to_vector(), std::vector<float>{174});
+    }
+  }
+
+  // Which inputs are realized is part of the key: the same expression over a
+  // realized input and over an unrealized one are different plans.
+  void realizedInputsArePartOfTheKey() {
+    Tensor a = Tensor::from_data({1, 2, 3, 4}, {4}, "cpu");
+    std::vector<tl::ProfileRecord> rec;
+    {
+      tl::ProfileCapture cap;
+      QVERIFY(std::fabs((a * 0.5).exp().log().to_vector()[3] - 2) < 1e-6);
+    }
+    Tensor b = Tensor::from_data({1, 2, 3, 4}, {4}, "cpu") * 1.0;  // unrealized: computed in the same realize
+    tl::ProfileCapture cap;
+    auto v = (b * 0.5).exp().log().to_vector();
+    QCOMPARE(replayed(cap.records()), size_t(0));
+    QVERIFY(std::fabs(v[3] - 2) < 1e-6);
+  }
+
+  void planCacheIsBounded() {
+    std::vector<tl::ProfileRecord> rec;
+    small_graph({1, 2, 3, 4}, 1, "cpu", 1000, rec);
+    small_graph({1, 2, 3, 4}, 1, "cpu", 1000, rec);
+    QCOMPARE(replayed(rec), rec.size());
+    for (size_t i = 0; i < tl::kMaxPlans; ++i) small_graph({1, 2, 3, 4}, 1, "cpu", 2000 + double(i), rec);
+    auto v = small_graph({1, 2, 3, 4}, 1, "cpu", 1000, rec);  // evicted: planned again
+    QCOMPARE(replayed(rec), size_t(0));
+    QCOMPARE(v, std::vector<float>{10004});
+  }
+
+  // A cancel between kernels leaves the graph unrealized, replay or not.
+  void cancelLeavesTensorsUnchanged() {
+    std::vector<tl::ProfileRecord> rec;
+    small_graph({1, 2, 3, 4}, 1, "cpu", 31, rec);  // now remembered
+    std::atomic<bool> cancel{true};
+    Tensor x = Tensor::from_data({1, 2, 3, 4}, {1, 4}, "cpu");
+    Tensor y = (x * 31.0 + 1.0).sum({1});
+    tl::set_cancel_flag(&cancel);
+    QVERIFY_THROWS_EXCEPTION(tl::Cancelled, y.realize());
+    tl::set_cancel_flag(nullptr);
+    QVERIFY(!y.node()->realized());
+    QCOMPARE(y.to_vector(), std::vector<float>{314});
+
+    // A training step cancelled in its one realize changes no weight, no
+    // optimizer state and no running statistic.
+    data::Dataset ds = toy_digits();
+    tl::Generator gen(3);
+    auto model = tl::train::make_cnn(8, 8, 3, gen, "cpu");
+    tl::nn::SGD opt(model->parameters(), 0.05, {.momentum = 0.9});
+    tl::train::Trainer trainer(*model, opt);
+    data::Batches batches(ds, 8, false, 0, false, 0, "cpu");
+    data::Batch b;
+    batches.start_epoch(0);
+    QVERIFY(batches.next(b));
+    trainer.step(b);
+    std::vector<tl::NodeRef> before;
+    for (auto& [n, t] : model->named_parameters()) before.push_back(t->node());
+    for (auto& [n, t] : model->named_buffers()) before.push_back(t->node());
+    tl::set_cancel_flag(&cancel);
+    QVERIFY_THROWS_EXCEPTION(tl::Cancelled, trainer.step(b));
+    tl::set_cancel_flag(nullptr);
+    size_t i = 0;
+    for (auto& [n, t] : model->named_parameters()) QVERIFY2(t->node() == before[i++], n.c_str());
+    for (auto& [n, t] : model->named_buffers()) QVERIFY2(t->node() == before[i++], n.c_str());
+    auto after = trainer.step(b);  // and it still trains, replayed
+    QCOMPARE(replayed(after.kernels), after.kernels.size());
+  }
+
+  // EfficientNet-Lite0 on the squirrel photo and on a second image: replayed
+  // logits equal freshly planned ones bit for bit, on every device.
+  void classifierReplaysBitForBit() {
+    TL_REQUIRE(tltest::weights_installed(), "EfficientNet-Lite0 weights (scripts/setup downloads them)");
+    auto model = tl::load_classifier("efficientnet-lite0");
+    tl::Image squirrel = tl::load_image(tltest::kSquirrel);
+    tl::Image mirrored = squirrel;  // a second input: the photo mirrored left to right
+    for (int y = 0; y < mirrored.height; ++y)
+      for (int x = 0; x < mirrored.width; ++x)
+        for (int c = 0; c < 3; ++c)
+          mirrored.rgb[size_t((y * mirrored.width + x) * 3 + c)] =
+              squirrel.rgb[size_t((y * squirrel.width + (squirrel.width - 1 - x)) * 3 + c)];
+    tl::NoGrad ng;
+    for (auto& device : tltest::available_devices()) {
+      auto logits = [&](const tl::Image& image, std::vector<tl::ProfileRecord>& records) {
+        Tensor input = model->preprocess(image, device).realize();
+        tl::ProfileCapture cap;
+        auto v = model->forward(input).to_vector();
+        records = cap.records();
+        return v;
+      };
+      std::vector<tl::ProfileRecord> rec;
+      std::vector<float> fresh_a, fresh_b;
+      {
+        NoReplay off;
+        fresh_a = logits(squirrel, rec);
+        fresh_b = logits(mirrored, rec);
+        QCOMPARE(replayed(rec), size_t(0));
+      }
+      logits(squirrel, rec);  // plans (or replays a plan of an earlier test)
+      auto b = logits(mirrored, rec);
+      QVERIFY2(rec.size() > 50, qPrintable(QString::number(rec.size())));
+      QCOMPARE(replayed(rec), rec.size());
+      QVERIFY2(same_bits(b, fresh_b), device.c_str());
+      QVERIFY(!same_bits(fresh_a, fresh_b));  // the two inputs do differ
+      auto a = logits(squirrel, rec);
+      QCOMPARE(replayed(rec), rec.size());
+      QVERIFY2(same_bits(a, fresh_a), device.c_str());
+    }
+  }
+
+  // Training steps: with replay the losses, weights, optimizer state and
+  // running statistics equal those of TINYLENS_NOREPLAY=1 bit for bit; from
+  // the second step on (when the momentum exists) every kernel is replayed.
+  void trainingStepReplaysBitForBit() {
+    for (auto& device : tltest::available_devices()) {
+      StepRun fresh;
+      {
+        NoReplay off;
+        fresh = train_steps(device, 4, true);
+      }
+      StepRun replay = train_steps(device, 4, true);
+      QCOMPARE(replay.losses, fresh.losses);
+      QCOMPARE(replay.state.size(), fresh.state.size());
+      for (size_t i = 0; i < fresh.state.size(); ++i) QVERIFY2(same_bits(replay.state[i], fresh.state[i]), device.c_str());
+      for (int s = 1; s < 4; ++s) QCOMPARE(replay.replayed_per_step[size_t(s)], replay.kernels_per_step[size_t(s)]);
+      for (size_t r : fresh.replayed_per_step) QCOMPARE(r, size_t(0));
+    }
+  }
+
+  // One realize per step gives the numbers of the old sequence of realizes
+  // (forward; gradients; each batch norm's statistics; update) within the
+  // tolerance of the PyTorch goldens of tests/test_nn.cpp (1e-5 relative).
+  void oneRealizePerStepMatchesSeparateRealizes() {
+    StepRun together = train_steps("cpu", 5, true);
+    StepRun separate = train_steps("cpu", 5, false);
+    std::string why;
+    QVERIFY2(tltest::all_close(together.losses, separate.losses, 1e-5, 1e-6, &why), why.c_str());
+    QCOMPARE(together.state.size(), separate.state.size());
+    for (size_t i = 0; i < together.state.size(); ++i)
+      QVERIFY2(tltest::all_close(together.state[i], separate.state[i], 1e-5, 1e-6, &why), why.c_str());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestReplay)
+#include "test_replay.moc"
