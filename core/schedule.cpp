@@ -144,8 +144,10 @@ void fuse_epilogues(std::vector<KernelPlan>& plans, const std::vector<NodeRef>& 
     if (p.kind != KernelPlan::Kind::Elementwise || p.output->dtype != DType::f32) continue;
     for (auto& in : p.inputs) {
       auto g = gemm_plan.find(in.get());
+      // A product that gradients will flow through keeps its buffer: the
+      // backward pass reads it, and would otherwise run the GEMM again.
       if (g == gemm_plan.end() || merged[g->second] || readers[in.get()] != 1 || in->dtype != DType::f32 ||
-          !reads_in_place(p, in.get()))
+          in->requires_grad || !reads_in_place(p, in.get()))
         continue;
       KernelPlan fused = plans[g->second];  // the product's plan: inputs {A, B}, fused {product}
       for (auto& extra : p.inputs)

@@ -98,6 +98,16 @@ std::vector<EpilogueCase> epilogue_cases(const std::string& dev) {
                      double v = acc + res[i] + rb[r];
                      return v / (1.0 + std::exp(-v));
                    }});
+  // Layouts the other cases miss: B transposed (a linear layer, dot products
+  // along K on PoCL) and A transposed (vectors along M, stored transposed).
+  Tensor lx = Tensor::from_data(ramp(6 * 40, 2.0f, -1.0f), {6, 40}, dev),
+         lw = Tensor::from_data(ramp(11 * 40, 0.6f, -0.3f), {11, 40}, dev), lb = Tensor::from_data(ramp(11), {11}, dev);
+  cases.push_back({"linear_bias_gelu", [=](const Tensor& p) { return (p + lb).gelu(); },
+                   [=] { return lx.matmul(lw.transpose()); }, {"GEMM", "ADD"}, nullptr});
+  Tensor ta = Tensor::from_data(ramp(19 * 21, 1.0f, -0.5f), {19, 21}, dev),
+         tc = Tensor::from_data(ramp(19 * 9, 1.4f, -0.6f), {19, 9}, dev);
+  cases.push_back({"transposed_a_tanh", [=](const Tensor& p) { return (p * 0.5 + 0.25).tanh(); },
+                   [=] { return ta.transpose().matmul(tc); }, {"GEMM", "MUL"}, nullptr});
   return cases;
 }
 
