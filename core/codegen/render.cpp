@@ -401,12 +401,14 @@ static GemmEpilogue render_gemm_epilogue(const KernelPlan& plan, const Dialect& 
   // output's position is C's (batch, row, col) in flat order.
   auto c_ix = with_dims({h.batch, h.m, h.n},
                         {var("batch", 0, h.batch - 1), var("row", 0, h.m - 1), var("col", 0, h.n - 1)}, nullptr);
+  // Both forms are known: loads of full tensors use the flat index (affine in
+  // col), broadcast vectors the regrouped axes (a bias reads b[row]).
   IndexRef ix = regroup(*c_ix, plan.output->shape);
   if (!ix) {
     ix = std::make_shared<Index>();
     ix->shape = plan.output->shape;
-    ix->flat = flat_of(*c_ix);
   }
+  ix->flat = flat_of(*c_ix);
   const E value = cast(low.lower(plan.output, ix), DType::f32);
   ep.value = Printer::strip(pr(value));
   ep.statements = pr.lines;
