@@ -158,7 +158,7 @@ static std::string plan_signature(const KernelPlan& plan) {
     ref[&n] = "f" + std::to_string(f);
   }
   if (plan.kind == KernelPlan::Kind::Gemm) {
-    const MatmulHint& h = *plan.output->matmul;
+    const MatmulHint& h = *plan.gemm().matmul;
     for (int64_t v : {h.batch, h.m, h.n, h.k, h.a_strides[0], h.a_strides[1], h.a_strides[2], h.b_strides[0],
                       h.b_strides[1], h.b_strides[2]})
       sig += "," + std::to_string(v);

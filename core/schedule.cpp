@@ -1,5 +1,6 @@
 #include "schedule.h"
 
+#include <algorithm>
 #include <functional>
 #include <unordered_map>
 #include <unordered_set>
@@ -110,6 +111,61 @@ struct Planner {
   }
 };
 
+// True when every read of `product` inside `plan` is at the position the plan
+// writes: the paths from its output down to the product pass only through
+// elementwise ops and reshapes (which keep the flat order).
+bool reads_in_place(const KernelPlan& plan, const Node* product) {
+  std::unordered_set<const Node*> inside;
+  for (auto& n : plan.fused) inside.insert(n.get());
+  std::unordered_map<const Node*, bool> reaches;  // fused node -> depends on product
+  for (auto& n : plan.fused) {                    // sources first
+    bool r = false;
+    for (auto& s : n->src) r = r || s.get() == product || (inside.count(s.get()) && reaches[s.get()]);
+    reaches[n.get()] = r;
+    bool aligned = is_elementwise(n->op) || n->op == Op::Reshape || n->op == Op::Contiguous;
+    if (r && !aligned) return false;
+  }
+  return reaches[plan.output.get()];
+}
+
+// Hands each elementwise kernel that is the only reader of a GEMM's result,
+// and reads it in place, to that GEMM's store: one kernel instead of two, and
+// the product never makes a round trip through memory. The merged kernel
+// takes the elementwise kernel's place in the order, after all its inputs.
+void fuse_epilogues(std::vector<KernelPlan>& plans, const std::vector<NodeRef>& roots) {
+  std::unordered_map<const Node*, int> readers, gemm_plan;
+  for (auto& p : plans)
+    for (auto& in : p.inputs) readers[in.get()] += 1;
+  for (auto& r : roots) readers[r.get()] += 1;  // the caller reads roots too
+  for (size_t i = 0; i < plans.size(); ++i)
+    if (plans[i].kind == KernelPlan::Kind::Gemm) gemm_plan[plans[i].output.get()] = int(i);
+  std::vector<bool> merged(plans.size(), false);
+  for (auto& p : plans) {
+    if (p.kind != KernelPlan::Kind::Elementwise || p.output->dtype != DType::f32) continue;
+    for (auto& in : p.inputs) {
+      auto g = gemm_plan.find(in.get());
+      // A product that gradients will flow through keeps its buffer: the
+      // backward pass reads it, and would otherwise run the GEMM again.
+      if (g == gemm_plan.end() || merged[g->second] || readers[in.get()] != 1 || in->dtype != DType::f32 ||
+          in->requires_grad || !reads_in_place(p, in.get()))
+        continue;
+      KernelPlan fused = plans[g->second];  // the product's plan: inputs {A, B}, fused {product}
+      for (auto& extra : p.inputs)
+        if (extra != in && std::find(fused.inputs.begin(), fused.inputs.end(), extra) == fused.inputs.end())
+          fused.inputs.push_back(extra);
+      fused.fused.insert(fused.fused.end(), p.fused.begin(), p.fused.end());
+      fused.output = p.output;
+      merged[g->second] = true;
+      p = std::move(fused);
+      break;
+    }
+  }
+  std::vector<KernelPlan> kept;
+  for (size_t i = 0; i < plans.size(); ++i)
+    if (!merged[i]) kept.push_back(std::move(plans[i]));
+  plans = std::move(kept);
+}
+
 }  // namespace
 
 std::vector<KernelPlan> schedule(const std::vector<NodeRef>& roots, bool gemm) {
@@ -130,6 +186,7 @@ std::vector<KernelPlan> schedule(const std::vector<NodeRef>& roots, bool gemm) {
   std::vector<KernelPlan> plans;
   for (Node* n : planner.order)
     if (planner.materialised.count(n) && !n->realized()) plans.push_back(planner.plan_for(n, refs));
+  if (gemm) fuse_epilogues(plans, roots);
   return plans;
 }
 

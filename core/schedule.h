@@ -2,7 +2,8 @@
 // producers fuse into the reduction that consumes them; movement ops become
 // index arithmetic. A node gets its own buffer (is "materialised") when it is
 // a root, a reduction, a Contiguous, a GEMM operand, or an expensive value
-// read by several consumers.
+// read by several consumers. A GEMM's elementwise consumers (bias, batch-norm,
+// activation, residual add) are written by the GEMM's own store.
 #pragma once
 #include <vector>
 
@@ -15,6 +16,9 @@ struct KernelPlan {
   NodeRef output;               // the node whose buffer the kernel writes
   std::vector<NodeRef> inputs;  // nodes with buffers by the time it runs; parameters 1..n
   std::vector<NodeRef> fused;   // nodes computed inside, sources first
+  // Kind::Gemm: inputs are the two operands, then what the epilogue reads;
+  // fused[0] is the product, the rest its epilogue, applied as C is stored.
+  const Node& gemm() const { return *fused.front(); }
 };
 
 // Kernels in execution order. `gemm` says whether the target device has a

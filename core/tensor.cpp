@@ -725,6 +725,12 @@ static NodeRef strided_base(const Tensor& t, std::vector<int64_t>& strides) {
       for (auto d : n->shape) strides.push_back(d == 1 ? 0 : kept[j++]);
       return base;
     }
+    // Any other reshape: the source gets its own row-major buffer, which is
+    // the reshaped tensor too. Its other readers then share that buffer, and
+    // the source's kernel may be a GEMM epilogue (a convolution's batch-norm
+    // feeding both the next 1x1 convolution and a residual add).
+    strides = row_major(n->shape);
+    return n->src[0];
   }
   if (n->op == Op::Permute) {
     std::vector<int64_t> inner;
@@ -739,9 +745,10 @@ static NodeRef strided_base(const Tensor& t, std::vector<int64_t>& strides) {
       if (n->src[0]->shape[i] == 1 && n->shape[i] != 1) strides[i] = 0;
     return base;
   }
-  Tensor c(make(Op::Contiguous, {n}, n->shape, n->dtype));
+  // The scheduler gives every GEMM operand its own buffer, so the node itself
+  // is the base; its other readers (a residual add) then share that buffer.
   strides = row_major(n->shape);
-  return c.node();
+  return n;
 }
 
 Tensor Tensor::matmul(const Tensor& o) const {

@@ -30,6 +30,9 @@
 #define EVEN_N {{EVEN_N}}
 #define EVEN_K {{EVEN_K}}
 typedef {{IDX}} idx_t;
+// The elementwise ops fused after the product (bias, batch-norm, activation,
+// residual add): every element of C is stored as epilogue(sum, ...).
+{{EPILOGUE}}
 
 #define TX (TN / WN)
 #define TY (TM / WM)
@@ -66,7 +69,8 @@ typedef {{IDX}} idx_t;
 
 __kernel __attribute__((reqd_work_group_size(TX, TY, 1))) void {{NAME}}(__global float* restrict C,
                                                                        __global const float* restrict A,
-                                                                       __global const float* restrict B) {
+                                                                       __global const float* restrict B
+                                                                           EPILOGUE_PARAMS) {
   __local float4 As[2 * TK * AROW];
   __local float4 Bs[2 * TK * BROW];
 
@@ -172,7 +176,11 @@ __kernel __attribute__((reqd_work_group_size(TX, TY, 1))) void {{NAME}}(__global
       if (!IN_M(gm)) continue;
       for (int j = 0; j < WN / 4; ++j) {
         const int gn = n0 + (tx + j * TX) * 4;
-        const float4 v = acc[4 * i + r][j];
+        float4 v = acc[4 * i + r][j];
+        if (gn + 0 < N) v.x = epilogue(v.x, batch, gm, gn + 0, A, B EPILOGUE_ARGS);
+        if (gn + 1 < N) v.y = epilogue(v.y, batch, gm, gn + 1, A, B EPILOGUE_ARGS);
+        if (gn + 2 < N) v.z = epilogue(v.z, batch, gm, gn + 2, A, B EPILOGUE_ARGS);
+        if (gn + 3 < N) v.w = epilogue(v.w, batch, gm, gn + 3, A, B EPILOGUE_ARGS);
         __global float* out = Cb + gm * (idx_t)N + gn;
         if (ROW_HAS_4(gn)) {
           vstore4(v, 0, out);

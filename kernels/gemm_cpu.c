@@ -8,6 +8,10 @@
 //   {{SPLIT}}                       0: a unit is {{UNIT}} rows of C of one
 //                                   batch; 1: a unit is {{UNIT}} columns
 //   {{UNIT}} {{UNITS_PER_BATCH}}    global[0] = BATCH * UNITS_PER_BATCH
+//   EPILOGUE (in double braces)     the elementwise ops fused after the
+//                                   product (bias, batch-norm, activation,
+//                                   residual): HAS_EPILOGUE and
+//                                   epilogue(acc, batch, row, col, args)
 //
 // Each thread gets a contiguous range of units, merges the units that share a
 // batch into one sub-matrix of C and computes it in the usual blocked way:
@@ -109,6 +113,17 @@ typedef float vfu __attribute__((vector_size(VW * 4), aligned(4)));
 
 #define ROUND_UP(x, r) (((x) + (r)-1) / (r) * (r))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
+
+{{EPILOGUE}}
+
+// Applies the epilogue to C[m0:m1, n0:n1] of one batch once its sums are
+// complete: called per micro-tile while the tile is still in L1.
+static void finish_block(float* restrict c, ptrdiff_t batch, ptrdiff_t m0, ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1,
+                         void** args) {
+  if (!HAS_EPILOGUE) return;
+  for (ptrdiff_t i = m0; i < m1; ++i)
+    for (ptrdiff_t j = n0; j < n1; ++j) c[i * G_N + j] = epilogue(c[i * G_N + j], batch, i, j, args);
+}
 
 // acc[i][j] += a[i] * b[j] over kc steps, then writes (or adds, when
 // `accumulate`) the tile to c. `mr` and `nv` are literals at every call so each
@@ -295,10 +310,13 @@ static int thin_block(float* restrict c, const float* restrict a, const float* r
   return 0;
 }
 
-// C[m0:m1, n0:n1] of one batch; c, a, b already point at that batch.
+// C[m0:m1, n0:n1] of batch `batch`; c, a, b already point at that batch.
 static void gemm_block(float* restrict c, const float* restrict a, const float* restrict b, ptrdiff_t m0,
-                       ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1) {
-  if (m1 - m0 <= THIN_ROWS && thin_block(c, a, b, m0, m1, n0, n1)) return;
+                       ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1, ptrdiff_t batch, void** args) {
+  if (m1 - m0 <= THIN_ROWS && thin_block(c, a, b, m0, m1, n0, n1)) {
+    finish_block(c, batch, m0, m1, n0, n1, args);
+    return;
+  }
   const ptrdiff_t kcap = MIN(KC, G_K);
   const ptrdiff_t mcap = ROUND_UP(MIN(MC, m1 - m0), MR);
   const ptrdiff_t ncap = ROUND_UP(MIN(NC, n1 - n0), NR);
@@ -310,6 +328,7 @@ static void gemm_block(float* restrict c, const float* restrict a, const float* 
     free(abuf);
     free(bbuf);
     naive_block(c, a, b, m0, m1, n0, n1);
+    finish_block(c, batch, m0, m1, n0, n1, args);
     return;
   }
   for (ptrdiff_t jc = n0; jc < n1; jc += NC) {
@@ -336,6 +355,7 @@ static void gemm_block(float* restrict c, const float* restrict a, const float* 
               micro_tile(MR / 2, NV, kc, ap, bp, ct, G_N, pc > 0, rows, cols);
             else
               micro_tile(MR, NV, kc, ap, bp, ct, G_N, pc > 0, rows, cols);
+            if (pc + kc == G_K) finish_block(c, batch, ic + ir, ic + ir + rows, jc + jr, jc + jr + cols, args);
           }
         }
       }
@@ -367,10 +387,10 @@ void {{NAME}}(int start, int end, void** args) {
     const float* bb = b + batch * SB0;
     if (SPLIT == 0) {
       const ptrdiff_t m0 = strip_edge(first, G_M, MR), m1 = strip_edge(last, G_M, MR);
-      if (m0 < m1) gemm_block(cb, ab, bb, m0, m1, 0, G_N);
+      if (m0 < m1) gemm_block(cb, ab, bb, m0, m1, 0, G_N, batch, args);
     } else {
       const ptrdiff_t n0 = strip_edge(first, G_N, NR), n1 = strip_edge(last, G_N, NR);
-      if (n0 < n1) gemm_block(cb, ab, bb, 0, G_M, n0, n1);
+      if (n0 < n1) gemm_block(cb, ab, bb, 0, G_M, n0, n1, batch, args);
     }
     u += last - first;
   }

@@ -31,6 +31,9 @@
 #define KC {{KC}}
 #define LAYOUT_{{LAYOUT}} 1
 typedef {{IDX}} idx_t;
+// The elementwise ops fused after the product (bias, batch-norm, activation,
+// residual add): every element of C is stored as epilogue(sum, ...).
+{{EPILOGUE}}
 
 #define NR (16 * NV)
 
@@ -62,7 +65,7 @@ typedef {{IDX}} idx_t;
 #endif
 
 __kernel void {{NAME}}(__global float* restrict C, __global const float* restrict A,
-                       __global const float* restrict B) {
+                       __global const float* restrict B EPILOGUE_PARAMS) {
   // The work-group's items share one column block: they copy its next KC
   // rows of the panel into local memory (contiguous, so unit-stride vector
   // loads whatever the operand's strides, and no cache-set conflicts from a
@@ -130,9 +133,11 @@ __kernel void {{NAME}}(__global float* restrict C, __global const float* restric
       vstore16(acc[i][j], 0, lanes);
       for (int l = 0; l < 16 && 16 * j + l < cols; ++l) {
 #if defined(LAYOUT_VEC_N)
-        out[(r0 + i) * (idx_t)N + c0 + 16 * j + l] = lanes[l];
+        const int col = c0 + 16 * j + l;
+        out[(r0 + i) * (idx_t)N + col] = epilogue(lanes[l], batch, r0 + i, col, A, B EPILOGUE_ARGS);
 #else
-        out[(c0 + 16 * j + l) * (idx_t)N + r0 + i] = lanes[l];
+        const int row = c0 + 16 * j + l;
+        out[row * (idx_t)N + r0 + i] = epilogue(lanes[l], batch, row, r0 + i, A, B EPILOGUE_ARGS);
 #endif
       }
     }
@@ -144,7 +149,7 @@ __kernel void {{NAME}}(__global float* restrict C, __global const float* restric
 // SA2 == 1 and SB1 == 1: each work-item computes MR x NV results (NV is the
 // column count here), each as a float16 of partial sums over K.
 __kernel void {{NAME}}(__global float* restrict C, __global const float* restrict A,
-                       __global const float* restrict B) {
+                       __global const float* restrict B EPILOGUE_PARAMS) {
   const int m0 = get_global_id(0) * MR;
   const int n0 = get_global_id(1) * NV;
   const idx_t batch = get_global_id(2);
@@ -191,7 +196,7 @@ __kernel void {{NAME}}(__global float* restrict C, __global const float* restric
       float s = 0.0f;
       for (int l = 0; l < 16; ++l) s += lanes[l];
       for (int t = 0; t < tail; ++t) s = fma(a[i][k + t], b[j][k + t], s);
-      out[(m0 + i) * (idx_t)N + n0 + j] = s;
+      out[(m0 + i) * (idx_t)N + n0 + j] = epilogue(s, batch, m0 + i, n0 + j, A, B EPILOGUE_ARGS);
     }
   }
 }

@@ -49,6 +49,68 @@ std::vector<float> ramp(size_t n, float scale = 0.37f, float offset = -1.1f) {
   return v;
 }
 
+// Each case computes the same value twice: fused (one GEMM kernel whose
+// store applies the elementwise tail) and unfused (the product realized
+// first, the tail as a kernel of its own). `product` is where the unfused
+// run cuts; `fused_ops` are ops the fused GEMM kernel must list.
+struct EpilogueCase {
+  const char* name;
+  std::function<Tensor(const Tensor& product)> tail;
+  std::function<Tensor()> product;
+  std::vector<std::string> fused_ops;
+  std::function<double(size_t)> reference;  // double-precision value at flat index; may be empty
+};
+
+std::vector<EpilogueCase> epilogue_cases(const std::string& dev) {
+  std::vector<EpilogueCase> cases;
+  // matmul (5x37 @ 37x23) + bias broadcast along rows, then ReLU6.
+  auto xs = ramp(5 * 37, 2.0f, -1.0f), ws = ramp(37 * 23, 0.9f, -0.4f), bs = ramp(23, 4.0f, -2.0f);
+  Tensor x = Tensor::from_data(xs, {5, 37}, dev), w = Tensor::from_data(ws, {37, 23}, dev),
+         b = Tensor::from_data(bs, {23}, dev);
+  cases.push_back({"matmul_bias_relu6", [=](const Tensor& p) { return (p + b).relu6(); },
+                   [=] { return x.matmul(w); }, {"GEMM", "ADD"}, [=](size_t i) {
+                     size_t r = i / 23, c = i % 23;
+                     double acc = 0;
+                     for (size_t k = 0; k < 37; ++k) acc += double(xs[r * 37 + k]) * ws[k * 23 + c];
+                     return std::clamp(acc + bs[c], 0.0, 6.0);
+                   }});
+  // conv 3x3 (2x3x9x9, 8 filters, pad 1) + batch-norm (running statistics) + ReLU.
+  Tensor img = Tensor::from_data(ramp(2 * 3 * 9 * 9, 2.0f, -1.0f), {2, 3, 9, 9}, dev);
+  Tensor filt = Tensor::from_data(ramp(8 * 3 * 3 * 3, 0.8f, -0.35f), {8, 3, 3, 3}, dev);
+  Tensor gamma = Tensor::from_data(ramp(8, 1.5f, 0.5f), {8}, dev), beta = Tensor::from_data(ramp(8, 1.0f, -0.6f), {8}, dev);
+  Tensor mean = Tensor::from_data(ramp(8, 0.4f, -0.2f), {8}, dev), var = Tensor::from_data(ramp(8, 2.0f, 0.3f), {8}, dev);
+  tl::Conv2dOptions pad1;
+  pad1.pad_h = pad1.pad_w = 1;
+  cases.push_back({"conv_batchnorm_relu",
+                   [=](const Tensor& p) mutable { return p.batch_norm(gamma, beta, mean, var, false).relu(); },
+                   [=] { return img.conv2d(filt, Tensor(), pad1); }, {"GEMM", "MUL", "ADD", "MAX"}, nullptr});
+  // batched matmul (2x17x19 @ 2x19x13) + a full residual + a per-row bias
+  // broadcast along columns, then SiLU (which reads its input twice).
+  auto as = ramp(2 * 17 * 19, 1.5f, -0.7f), cs = ramp(2 * 19 * 13, 1.2f, -0.5f), res = ramp(2 * 17 * 13, 3.0f, -1.5f),
+       rb = ramp(17, 1.0f, -0.5f);
+  Tensor a = Tensor::from_data(as, {2, 17, 19}, dev), c = Tensor::from_data(cs, {2, 19, 13}, dev),
+         residual = Tensor::from_data(res, {2, 17, 13}, dev), row_bias = Tensor::from_data(rb, {17, 1}, dev);
+  cases.push_back({"matmul_residual_silu", [=](const Tensor& p) { return (p + residual + row_bias).silu(); },
+                   [=] { return a.matmul(c); }, {"GEMM", "ADD", "EXP"}, [=](size_t i) {
+                     size_t bt = i / (17 * 13), r = i / 13 % 17, col = i % 13;
+                     double acc = 0;
+                     for (size_t k = 0; k < 19; ++k) acc += double(as[(bt * 17 + r) * 19 + k]) * cs[(bt * 19 + k) * 13 + col];
+                     double v = acc + res[i] + rb[r];
+                     return v / (1.0 + std::exp(-v));
+                   }});
+  // Layouts the other cases miss: B transposed (a linear layer, dot products
+  // along K on PoCL) and A transposed (vectors along M, stored transposed).
+  Tensor lx = Tensor::from_data(ramp(6 * 40, 2.0f, -1.0f), {6, 40}, dev),
+         lw = Tensor::from_data(ramp(11 * 40, 0.6f, -0.3f), {11, 40}, dev), lb = Tensor::from_data(ramp(11), {11}, dev);
+  cases.push_back({"linear_bias_gelu", [=](const Tensor& p) { return (p + lb).gelu(); },
+                   [=] { return lx.matmul(lw.transpose()); }, {"GEMM", "ADD"}, nullptr});
+  Tensor ta = Tensor::from_data(ramp(19 * 21, 1.0f, -0.5f), {19, 21}, dev),
+         tc = Tensor::from_data(ramp(19 * 9, 1.4f, -0.6f), {19, 9}, dev);
+  cases.push_back({"transposed_a_tanh", [=](const Tensor& p) { return (p * 0.5 + 0.25).tanh(); },
+                   [=] { return ta.transpose().matmul(tc); }, {"GEMM", "MUL"}, nullptr});
+  return cases;
+}
+
 }  // namespace
 
 class TestOps : public QObject {
@@ -335,6 +397,76 @@ class TestOps : public QObject {
       QCOMPARE(recs2[i].kernel->source, recs1[i].kernel->source);
       QVERIFY2(recs2[i].replayed, recs2[i].kernel->name.c_str());  // same structure: the plan is replayed
     }
+  }
+
+  // ---- GEMM epilogues: elementwise consumers written by the GEMM's store ----
+
+  void gemm_epilogue_matches_unfused_data() { add_device_rows(); }
+  void gemm_epilogue_matches_unfused() {
+    QFETCH(QString, device);
+    const std::string dev = device.toStdString();
+    for (auto& c : epilogue_cases(dev)) {
+      std::vector<float> fused, unfused;
+      auto recs = launches([&] { fused = c.tail(c.product()).to_vector(); });
+      QVERIFY2(recs.size() <= 2, (std::string(c.name) + ": kernels " + kernel_names(recs)).c_str());
+      const auto& gemm = *recs.back().kernel;
+      QVERIFY2(gemm.name.rfind("GEMM", 0) == 0, (std::string(c.name) + ": last kernel " + gemm.name).c_str());
+      for (auto& op : c.fused_ops)
+        QVERIFY2(std::find(gemm.ops.begin(), gemm.ops.end(), op) != gemm.ops.end(),
+                 (std::string(c.name) + ": " + gemm.name + " does not list " + op).c_str());
+      recs = launches([&] {
+        Tensor p = c.product();
+        p.realize();
+        unfused = c.tail(p).to_vector();
+      });
+      QVERIFY2(recs.size() >= 2 && recs.back().kernel->name.rfind("GEMM", 0) != 0,
+               (std::string(c.name) + ": unfused kernels " + kernel_names(recs)).c_str());
+      QCOMPARE(fused.size(), unfused.size());
+      double scale = 1e-3;
+      for (float v : unfused) scale = std::max(scale, double(std::fabs(v)));
+      for (size_t i = 0; i < fused.size(); ++i) {
+        QVERIFY2(std::fabs(fused[i] - unfused[i]) <= 1e-5 * scale,
+                 (std::string(c.name) + " at " + std::to_string(i) + ": fused " + std::to_string(fused[i]) +
+                  " unfused " + std::to_string(unfused[i])).c_str());
+        if (c.reference)
+          QVERIFY2(std::fabs(fused[i] - c.reference(i)) <= 1e-5 * scale,
+                   (std::string(c.name) + " at " + std::to_string(i) + ": fused " + std::to_string(fused[i]) +
+                    " reference " + std::to_string(c.reference(i))).c_str());
+      }
+    }
+  }
+
+  // A pointwise convolution block (1x1 conv, batch-norm, ReLU6) is one kernel:
+  // the GEMM, whose store applies the batch-norm and the activation.
+  void conv_bn_relu6_block_is_one_kernel_data() { add_device_rows(); }
+  void conv_bn_relu6_block_is_one_kernel() {
+    QFETCH(QString, device);
+    const std::string dev = device.toStdString();
+    Tensor x = Tensor::from_data(ramp(16 * 7 * 7, 2.0f, -1.0f), {1, 16, 7, 7}, dev);
+    Tensor w = Tensor::from_data(ramp(24 * 16, 0.8f, -0.35f), {24, 16, 1, 1}, dev);
+    Tensor gamma = Tensor::from_data(ramp(24, 1.5f, 0.5f), {24}, dev), beta = Tensor::from_data(ramp(24, 1.0f, -0.6f), {24}, dev);
+    Tensor mean = Tensor::from_data(ramp(24, 0.4f, -0.2f), {24}, dev), var = Tensor::from_data(ramp(24, 2.0f, 0.3f), {24}, dev);
+    for (Tensor* t : {&x, &w, &gamma, &beta, &mean, &var}) t->realize();
+    Tensor y;
+    auto recs = launches([&] { (y = x.conv2d(w).batch_norm(gamma, beta, mean, var, false).relu6()).realize(); });
+    QVERIFY2(recs.size() == 1, ("kernels: " + kernel_names(recs)).c_str());
+    const auto& ops = recs[0].kernel->ops;
+    std::string listed;
+    for (auto& o : ops) listed += o + " ";
+    QVERIFY2(recs[0].kernel->name.rfind("GEMM", 0) == 0 && ops.front() == "GEMM", listed.c_str());
+    for (const char* op : {"MUL", "ADD", "MAX"})
+      QVERIFY2(std::find(ops.begin(), ops.end(), op) != ops.end(), (std::string(op) + " missing in " + listed).c_str());
+    // The values: batch-norm and ReLU6 applied to the 1x1 convolution.
+    auto xv = x.to_vector(), wv = w.to_vector(), g = gamma.to_vector(), bt = beta.to_vector(), mu = mean.to_vector(),
+         vr = var.to_vector(), out = y.to_vector();
+    QCOMPARE(out.size(), size_t(24 * 49));
+    for (size_t o = 0; o < 24; ++o)
+      for (size_t p = 0; p < 49; ++p) {
+        double acc = 0;
+        for (size_t ci = 0; ci < 16; ++ci) acc += double(wv[o * 16 + ci]) * xv[ci * 49 + p];
+        double ref = std::clamp((acc - mu[o]) / std::sqrt(vr[o] + 1e-5) * g[o] + bt[o], 0.0, 6.0);
+        QVERIFY2(std::fabs(out[o * 49 + p] - ref) < 1e-4, (std::to_string(out[o * 49 + p]) + " vs " + std::to_string(ref)).c_str());
+      }
   }
 
   // A compile error names the problem, carries the compiler's log, and the

@@ -19,6 +19,23 @@ constexpr int64_t kColUnit = 32;  // columns of C per unit when splitting column
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The {{EPILOGUE}} hook: HAS_EPILOGUE and the function the store applies.
+// It reads the buffers it needs from the kernel's argument array.
+std::string epilogue_text(const GemmEpilogue& e) {
+  const bool any = !e.statements.empty() || e.value != "acc";
+  std::string out = std::string("#define HAS_EPILOGUE ") + (any ? "1" : "0") +
+                    "\nstatic inline float epilogue(float acc, ptrdiff_t batch, ptrdiff_t row, ptrdiff_t col, "
+                    "void** args) {\n  (void)batch, (void)row, (void)col, (void)args;\n";
+  const std::string used = e.statements + " " + e.value;
+  for (size_t i = 0; i < e.buffers.size(); ++i) {
+    const std::string b = "b" + std::to_string(i + 1);
+    if (used.find(b + "[") == std::string::npos) continue;
+    out += "  const " + e.buffers[i] + "* restrict " + b + " = (const " + e.buffers[i] + "*)args[" +
+           std::to_string(i + 1) + "];\n";
+  }
+  return out + e.statements + "  return " + e.value + ";\n}";
+}
+
 }  // namespace
 
 TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
@@ -48,7 +65,8 @@ TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
                                                           {"SB2", num(s.b_strides[2])},
                                                           {"SPLIT", split_rows ? "0" : "1"},
                                                           {"UNIT", num(unit)},
-                                                          {"UNITS_PER_BATCH", num(units_per_batch)}});
+                                                          {"UNITS_PER_BATCH", num(units_per_batch)},
+                                                          {"EPILOGUE", epilogue_text(s.epilogue)}});
   out.global[0] = s.batch * units_per_batch;
   return out;
 }

@@ -39,8 +39,24 @@ GemmTiles pick_tiles(const GemmShape& s, const DeviceInfo& info) {
   return *(end - 1);
 }
 
-// The placeholders both OpenCL GEMM templates share: name, sizes, strides
-// and the index type.
+// The {{EPILOGUE}} hook: the function every store of C goes through, and the
+// epilogue's extra buffers as kernel parameters (EPILOGUE_PARAMS) and as the
+// arguments a store passes on (EPILOGUE_ARGS), after A and B.
+std::string epilogue_text(const GemmEpilogue& e) {
+  std::string params, args;
+  for (size_t i = 2; i < e.buffers.size(); ++i) {
+    const std::string b = "b" + std::to_string(i + 1);
+    params += ", __global const " + e.buffers[i] + "* restrict " + b;
+    args += ", " + b;
+  }
+  return "#define EPILOGUE_PARAMS " + params + "\n#define EPILOGUE_ARGS " + args +
+         "\nstatic inline float epilogue(float acc, idx_t batch, idx_t row, idx_t col, __global const float* "
+         "restrict b1,\n                             __global const float* restrict b2 EPILOGUE_PARAMS) {\n" +
+         e.statements + "  return " + e.value + ";\n}";
+}
+
+// The placeholders both OpenCL GEMM templates share: name, sizes, strides,
+// the index type and the epilogue.
 std::map<std::string, std::string> shape_values(const GemmShape& s, const std::string& name, bool wide) {
   auto str = [](int64_t v) { return std::to_string(v); };
   return {{"NAME", name},
@@ -53,7 +69,8 @@ std::map<std::string, std::string> shape_values(const GemmShape& s, const std::s
           {"SB0", str(s.b_strides[0])},
           {"SB1", str(s.b_strides[1])},
           {"SB2", str(s.b_strides[2])},
-          {"IDX", wide ? "long" : "int"}};
+          {"IDX", wide ? "long" : "int"},
+          {"EPILOGUE", epilogue_text(s.epilogue)}};
 }
 
 // A CPU device (PoCL) gets kernels/gemm_regs.cl: registers instead of local

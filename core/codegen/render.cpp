@@ -102,6 +102,7 @@ E both(const E& a, const E& b) {
 
 struct Lowerer {
   std::unordered_map<const Node*, int> params;  // input node -> buffer parameter
+  std::unordered_map<const Node*, E> given;     // node -> its value at every index (a GEMM's sum)
   std::map<std::pair<const Node*, const Index*>, E> memo;
   std::vector<IndexRef> keep_alive;  // memo keys point at these
 
@@ -119,6 +120,7 @@ struct Lowerer {
       if (ix->valid) i = where(ix->valid, i, idx(0));  // never read out of bounds
       return load(p->second, n->dtype, i);
     }
+    if (auto g = given.find(n.get()); g != given.end()) return g->second;
     auto child = [&](IndexRef c) {
       keep_alive.push_back(c);
       return c;
@@ -499,6 +501,42 @@ std::string padded_rows(Lowerer& low, Printer& pr, const Node& pad, const std::v
   return out;
 }
 
+// The elementwise ops a GEMM plan fused after its product, as a GEMM
+// template's epilogue (templates.h); `flops` gets their count over all of C.
+static GemmEpilogue render_gemm_epilogue(const KernelPlan& plan, const Dialect& d, double& flops) {
+  GemmEpilogue ep;
+  const MatmulHint& h = *plan.gemm().matmul;
+  Lowerer low;
+  Printer pr{d, "", "  ", {}, 0, 0};
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    low.params[plan.inputs[i].get()] = int(i + 1);
+    ep.buffers.push_back(pr.type(plan.inputs[i]->dtype));
+  }
+  if (plan.fused.size() == 1) return ep;
+  auto acc = std::make_shared<Expr>();
+  acc->op = ExprOp::Var;
+  acc->dtype = DType::f32;
+  acc->name = "acc";
+  low.given[&plan.gemm()] = acc;
+  // The scheduler fused only ops that read the sum where they write, so the
+  // output's position is C's (batch, row, col) in flat order.
+  auto c_ix = with_dims({h.batch, h.m, h.n},
+                        {var("batch", 0, h.batch - 1), var("row", 0, h.m - 1), var("col", 0, h.n - 1)}, nullptr);
+  // Both forms are known: loads of full tensors use the flat index (affine in
+  // col), broadcast vectors the regrouped axes (a bias reads b[row]).
+  IndexRef ix = regroup(*c_ix, plan.output->shape);
+  if (!ix) {
+    ix = std::make_shared<Index>();
+    ix->shape = plan.output->shape;
+  }
+  ix->flat = flat_of(*c_ix);
+  const E value = cast(low.lower(plan.output, ix), DType::f32);
+  ep.value = Printer::strip(pr(value));
+  ep.statements = pr.lines;
+  flops = pr.flops_per_item * double(h.batch * h.m * h.n);
+  return ep;
+}
+
 RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
   const Dialect& d = device.dialect();
   RenderedKernel k;
@@ -510,18 +548,20 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
   k.bytes = out_bytes + in_bytes;
 
   if (plan.kind == KernelPlan::Kind::Gemm) {
-    const MatmulHint& h = *out.matmul;
+    const MatmulHint& h = *plan.gemm().matmul;
     GemmShape g;
     g.batch = h.batch, g.m = h.m, g.n = h.n, g.k = h.k;
     for (int i = 0; i < 3; ++i) g.a_strides[i] = h.a_strides[i], g.b_strides[i] = h.b_strides[i];
     k.name = "GEMM_" + std::to_string(h.batch) + "_" + std::to_string(h.m) + "_" + std::to_string(h.n) + "_" +
              std::to_string(h.k);
+    double epilogue_flops = 0;
+    g.epilogue = render_gemm_epilogue(plan, d, epilogue_flops);
     TemplateKernel t;
     if (!render_gemm(device, g, k.name, t)) throw std::logic_error("GEMM planned for a device without a template");
     k.source = t.source;
     for (int i = 0; i < 3; ++i) k.global[i] = t.global[i], k.local[i] = t.local[i];
-    k.flops = 2.0 * double(h.batch) * double(h.m) * double(h.n) * double(h.k);
-    k.ops = {"GEMM"};
+    k.flops = 2.0 * double(h.batch) * double(h.m) * double(h.n) * double(h.k) + epilogue_flops;
+    k.ops.front() = "GEMM";
     return k;
   }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "../runtime/device.h"
 
@@ -16,12 +17,24 @@ const std::string& embedded_kernel(const std::string& file);
 // Replaces every "{{KEY}}" in text with its value.
 std::string specialise(std::string text, const std::map<std::string, std::string>& values);
 
-// C[b, m, n] = sum_k A[b*sa[0] + m*sa[1] + k*sa[2]] * B[b*sb[0] + k*sb[1] + n*sb[2]]
-// Buffers in launch order: C (contiguous batch x m x n), A, B.
+// Elementwise ops applied to each element of C as it is stored, rendered by
+// the generic renderer (render.cpp): after `statements`, `value` is the
+// element to store, an expression of `acc` (the sum) and C's position
+// `batch`, `row`, `col`. It may read the kernel's buffers b1, b2, ... whose
+// element types `buffers` lists (b1 and b2 are A and B). Empty: store acc.
+struct GemmEpilogue {
+  std::string statements, value = "acc";
+  std::vector<std::string> buffers;
+};
+
+// C[b, m, n] = epilogue(sum_k A[b*sa[0] + m*sa[1] + k*sa[2]] * B[b*sb[0] + k*sb[1] + n*sb[2]])
+// Buffers in launch order: C (contiguous batch x m x n), A, B, then the
+// epilogue's other inputs.
 struct GemmShape {
   int64_t batch = 1, m = 0, n = 0, k = 0;
   int64_t a_strides[3] = {0, 0, 0};
   int64_t b_strides[3] = {0, 0, 0};
+  GemmEpilogue epilogue;
 };
 
 struct TemplateKernel {
