@@ -655,6 +655,23 @@ class TestOnnxHostile : public QObject {
     }
   }
 
+  // Resize of an empty axis to a non-empty one indexed before the start of its
+  // interpolation matrix (found by fuzz_onnx), in every mode.
+  void resizeFromAnEmptyAxis() {
+    for (const char* mode : {"nearest", "linear", "cubic"}) {
+      auto b = one_node("Resize", {"x", "", "", "sizes"}, [](Builder& b) {
+        floats(b, "x", {1, 1, 0, 2}, {});
+        ints(b, "sizes", {4}, {1, 1, 4, 4});
+      }, [&](onnx::NodeProto* n) {
+        auto* a = n->add_attribute();
+        a->set_name("mode");
+        a->set_type(onnx::AttributeProto::STRING);
+        a->set_s(mode);
+      });
+      EXPECT_ERROR(run_error(b, "resize0"), "axis 2 has length 0: no values to resize to length 4");
+    }
+  }
+
   // ---- Tensor's own size arithmetic ----
   void tensorOverflow() {
     Tensor x = Tensor::zeros({2, 3});

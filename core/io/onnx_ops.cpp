@@ -1227,6 +1227,7 @@ Value resize(const Ctx& c) {
   Tensor valid;  // tf_crop_and_resize: 1 where every coordinate fell inside
   for (int64_t a = 0; a < r; ++a) {
     int64_t I = x.dim(int(a)), O = out[size_t(a)];
+    if (I == 0 && O > 0) bad(n, "axis " + std::to_string(a) + " has length 0: no values to resize to length " + std::to_string(O));
     double sc = scale[size_t(a)];
     if (O == I && sc == 1.0 && coord != "tf_crop_and_resize") continue;
     // An antialiased downscale by `sc` has about 4 / sc taps per output.
