@@ -185,6 +185,12 @@ def make_onnx(out, limit=150, max_bytes=2048):
     # A fixed, spread-out choice: the same seeds on every machine.
     for _, case, model in sorted(found)[:limit]:
         write(case + ".onnx", open(model, "rb").read())
+    # Graphs deeper than the runtime's lazy-depth guard (128) and wide ones,
+    # as scripts/make_big_onnx.py writes them, small enough for -max_len.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import make_big_onnx
+    for shape, nodes in (("chain", 300), ("wide", 200)):
+        write("big_%s_%d.onnx" % (shape, nodes), make_big_onnx.model_bytes(nodes, shape))
 
 
 def main():

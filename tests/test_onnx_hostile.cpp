@@ -10,11 +10,13 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 
 #include "core/error.h"
 #include "core/io/onnx.h"
 #include "core/models/classifier.h"
 #include "core/models/inspect.h"
+#include "core/realize.h"
 #include "onnx_builder.h"
 #include "testing.h"
 
@@ -653,6 +655,23 @@ class TestOnnxHostile : public QObject {
     }
   }
 
+  // Resize of an empty axis to a non-empty one indexed before the start of its
+  // interpolation matrix (found by fuzz_onnx), in every mode.
+  void resizeFromAnEmptyAxis() {
+    for (const char* mode : {"nearest", "linear", "cubic"}) {
+      auto b = one_node("Resize", {"x", "", "", "sizes"}, [](Builder& b) {
+        floats(b, "x", {1, 1, 0, 2}, {});
+        ints(b, "sizes", {4}, {1, 1, 4, 4});
+      }, [&](onnx::NodeProto* n) {
+        auto* a = n->add_attribute();
+        a->set_name("mode");
+        a->set_type(onnx::AttributeProto::STRING);
+        a->set_s(mode);
+      });
+      EXPECT_ERROR(run_error(b, "resize0"), "axis 2 has length 0: no values to resize to length 4");
+    }
+  }
+
   // ---- Tensor's own size arithmetic ----
   void tensorOverflow() {
     Tensor x = Tensor::zeros({2, 3});
@@ -723,6 +742,79 @@ class TestOnnxHostile : public QObject {
     { std::ofstream(dir / "junk.onnx", std::ios::binary) << "not protobuf at all"; }
     EXPECT_ERROR(error_of([&] { inspect_model_file((dir / "junk.onnx").string()); }), "not a valid ONNX model");
     EXPECT_ERROR(error_of([&] { inspect_model_file((dir / "nothing.pth").string()); }), "nothing.pth");
+    fs::remove_all(dir);
+  }
+
+  // Inspecting a graph with static shapes runs and compiles no kernel, however
+  // deep it is: a chain of 20,000 Add/Relu nodes (the run computes values more
+  // than 128 lazy ops deep), a large initializer (past the host-value size),
+  // TopK's rounds. Watched through the core's own observers: a realize or a
+  // compile would call them.
+  void inspectionRunsNoKernel() {
+    fs::path dir = temp_dir("nokernel");
+    Builder b;
+    b.input("x", {"1", "8"});
+    b.output("y", {"1", "8"});
+    b.output("top", {"1", "20"});
+    floats(b, "one", {1, 8}, std::vector<float>(8, 1.f));
+    std::vector<float> w(8 * 600);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = float(i % 7) - 3;
+    floats(b, "W", {8, 600}, w);
+    std::string prev = "x";
+    const int depth = 20000;
+    for (int i = 0; i < depth; ++i) {
+      const std::string out = i == depth - 1 ? "y" : "v" + std::to_string(i);
+      if (i % 2 == 0) b.node("Add", {prev, "one"}, {out});
+      else b.node("Relu", {prev}, {out});
+      prev = out;
+    }
+    b.node("MatMul", {"y", "W"}, {"wide"});
+    ints(b, "k", {1}, {20});
+    b.node("TopK", {"wide", "k"}, {"top", "at"});
+    const std::string path = b.save(dir / "deep.onnx");
+
+    int realizes = 0, compiles = 0;
+    RealizeObserver count_realizes([&](const std::vector<NodeRef>&) { ++realizes; });
+    CompileProgress count_compiles([&](size_t, size_t) { ++compiles; });
+    ModelInspection info = inspect_model_file(path);
+    QCOMPARE(realizes, 0);
+    QCOMPARE(compiles, 0);
+    QVERIFY2(info.shapes_inferred, info.shapes_error.c_str());
+    std::map<std::string, Shape> shapes;
+    for (const auto& v : info.graph->values) shapes[v.name] = v.shape;
+    QCOMPARE(shapes["v0"], (Shape{1, 8}));
+    QCOMPARE(shapes["v" + std::to_string(depth - 2)], (Shape{1, 8}));
+    QCOMPARE(shapes["wide"], (Shape{1, 600}));
+    QCOMPARE(shapes["at"], (Shape{1, 20}));
+    QCOMPARE(info.onnx_flops, 2.0 * 8 * 600);  // the MatMul's multiply-adds
+    fs::remove_all(dir);
+  }
+
+  // A shape that depends on a computed value (Reshape to the sum of an input
+  // and a constant) cannot be found without a kernel: inference computes it
+  // then, and still finds the shape.
+  void inspectionComputesValuesAShapeNeeds() {
+    fs::path dir = temp_dir("needsvalues");
+    Builder b;
+    b.input("s", {"2"}, TP::INT64);
+    b.output("y", {"2", "4"});
+    ints(b, "add", {2}, {2, 4});
+    floats(b, "data", {8}, {1, 2, 3, 4, 5, 6, 7, 8});
+    b.node("Add", {"s", "add"}, {"shape"});
+    b.node("Reshape", {"data", "shape"}, {"r"});
+    b.node("Identity", {"r"}, {"y"});
+    int realizes = 0;
+    RealizeObserver count_realizes([&](const std::vector<NodeRef>&) { ++realizes; });
+    ModelInspection info = inspect_model_file(b.save(dir / "reshape.onnx"));
+    QVERIFY2(info.shapes_inferred, info.shapes_error.c_str());
+    QVERIFY(realizes > 0);
+    bool found = false;
+    for (const auto& v : info.graph->values)
+      if (v.name == "r") {
+        QCOMPARE(v.shape, (Shape{2, 4}));
+        found = true;
+      }
+    QVERIFY(found);
     fs::remove_all(dir);
   }
 };

@@ -15,6 +15,7 @@
 
 #include "core/io/limits.h"
 #include "core/io/onnx_ops.h"
+#include "core/io/onnx_shapes_only.h"
 #ifdef TL_HAVE_SAFETENSORS
 #include <nlohmann/json.hpp>
 #endif
@@ -427,6 +428,10 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
       auto it = cache.find(name);
       if (it != cache.end()) {
         copy.tensor = it->second;
+      } else if (onnx_detail::ShapesOnly::active()) {
+        // Shape inference reads no device value: nothing to upload.
+        if (!copy.host && numel(v.shape) > 0)
+          copy.tensor = onnx_detail::stand_in(v.shape, onnx_detail::tl_dtype(v.elem, "initializer"), device);
       } else if (numel(v.shape) > 0) {
         Value tmp = v;
         copy.tensor = onnx_detail::device_tensor(tmp, device).realize();
@@ -485,7 +490,7 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
     for (auto& v : outs) {
       if (!v.present || v.host || !v.tensor.defined() || v.tensor.node()->realized()) continue;
       if (lazy_depth(v.tensor.node(), depth_memo) > kMaxLazyDepth) {
-        v.tensor.realize();
+        onnx_detail::bound_chain(v.tensor);
         depth_memo.clear();  // realized nodes forget their sources; addresses may be reused
       }
     }
@@ -647,7 +652,14 @@ bool infer_onnx_shapes(OnnxGraphInfo& info, const std::string& path, std::string
       for (auto& d : s) d = d < 0 ? 1 : d;
       inputs.push_back(Tensor::zeros(s, DType::f32, "cpu"));
     }
-    model.run(inputs, &shapes);
+    try {
+      onnx_detail::ShapesOnly no_kernels;
+      model.run(inputs, &shapes);
+    } catch (const onnx_detail::NeedsValues&) {
+      // A shape depends on a computed value: compute the values.
+      shapes.clear();
+      model.run(inputs, &shapes);
+    }
   } catch (const std::exception& e) {
     if (error) *error = e.what();
     return false;

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "core/io/onnx.h"
+#include "core/io/onnx_shapes_only.h"
 
 namespace tl::onnx_detail {
 
@@ -1226,6 +1227,7 @@ Value resize(const Ctx& c) {
   Tensor valid;  // tf_crop_and_resize: 1 where every coordinate fell inside
   for (int64_t a = 0; a < r; ++a) {
     int64_t I = x.dim(int(a)), O = out[size_t(a)];
+    if (I == 0 && O > 0) bad(n, "axis " + std::to_string(a) + " has length 0: no values to resize to length " + std::to_string(O));
     double sc = scale[size_t(a)];
     if (O == I && sc == 1.0 && coord != "tf_crop_and_resize") continue;
     // An antialiased downscale by `sc` has about 4 / sc taps per output.
@@ -1529,7 +1531,7 @@ std::vector<Value> top_k(const Ctx& c) {
     vals.push_back(m);
     idxs.push_back(at);
     work = Tensor::where(ar.eq(at), Tensor::scalar(-3.0e38, DType::f32, x.device()), work);
-    if (i % 16 == 15) work.realize();  // round after round would be one long lazy chain
+    if (i % 16 == 15) bound_chain(work);  // round after round would be one long lazy chain
   }
   Tensor v = k == 1 ? vals[0] : Tensor::cat(vals, axis), ix = k == 1 ? idxs[0] : Tensor::cat(idxs, axis);
   if (!largest) v = -v;
@@ -1867,8 +1869,8 @@ std::vector<Value> recurrent(const Ctx& c) {
       // Each step's state feeds the next: materialise it now and then so a
       // long sequence is not one chain of thousands of lazy ops.
       if (step % 16 == 15) {
-        h.realize();
-        if (cell.defined()) cell.realize();
+        bound_chain(h);
+        if (cell.defined()) bound_chain(cell);
       }
     }
     ys[size_t(d)] = S == 1 ? steps[0] : Tensor::cat(steps, 0);  // (S, 1, B, H)
