@@ -10,7 +10,8 @@ Functions are found with a brace-matching heuristic, not a C++ parser:
 comments, string and character literals and preprocessor lines are blanked
 out, then a `{` opened directly inside a namespace, class, struct, union or
 extern block, whose header (the text since the previous `;`, `{` or `}`)
-holds a `(`, starts a function body. Its length runs from the first line of
+holds a `(`, starts a function body (braces inside parentheses, such as a
+default argument `= {}`, are skipped). Its length runs from the first line of
 the header to the line of the matching `}`. Lambdas and local classes count
 toward the function that contains them.
 """
@@ -88,10 +89,17 @@ def functions(text):
     # stack of (kind, header start offset): kind is "scope", "function" or "other"
     stack = []
     header_start = 0
+    parens = 0  # braces inside parentheses are initializers: f(std::vector<int> v = {})
     i, n = 0, len(code)
     while i < n:
         c = code[i]
-        if c == "{":
+        if c == "(":
+            parens += 1
+        elif c == ")":
+            parens = max(0, parens - 1)
+        elif parens > 0 and c in "{}":
+            pass
+        elif c == "{":
             inside_function = any(kind == "function" for kind, _ in stack)
             header = code[header_start:i]
             if inside_function:
@@ -110,7 +118,7 @@ def functions(text):
                 if kind == "function":
                     header = code[start:code.index("{", start)]
                     first = start + len(header) - len(header.lstrip())
-                    name = re.findall(r"([~\w:]+(?:operator\s*\S+?)?)\s*\(", header)
+                    name = re.findall(r"((?:[\w:]*operator\s*[^\s(]+)|[~\w:]+)\s*\(", header)
                     yield (name[0] if name else "?", code.count("\n", 0, first) + 1, code.count("\n", 0, i) + 1)
             header_start = i + 1
         elif c == ";":
