@@ -27,7 +27,7 @@
 #ifdef TL_HAVE_ONNX
 #include "core/io/onnx.h"
 #endif
-#include "core/train/command.h"
+#include "train_command.h"
 
 using namespace tl;
 
@@ -323,13 +323,13 @@ int cmd_bench_reduce_args(const Args& a) {
 }
 
 int cmd_train(const Args& a) {
-  tl::train::TrainConfig config;
+  tlcli::TrainConfig config;
   try {
-    config = tl::train::parse_train_options(a.options);
+    config = tlcli::parse_train_options(a.options);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());  // only bad option values reach here
   }
-  return tl::train::run_training(config, stdout);
+  return tlcli::run_training(config, stdout);
 }
 
 // ONNX conformance: one line per case folder, then the counts.
@@ -424,7 +424,7 @@ const Option kProfile = {"profile", "", "print the kernel table: each kernel's t
 
 std::vector<Option> train_options() {
   std::vector<Option> out;
-  for (auto& o : tl::train::train_options()) out.push_back({o.name, o.value ? o.value : "", o.help});
+  for (auto& o : tlcli::train_options()) out.push_back({o.name, o.value ? o.value : "", o.help});
   return out;
 }
 

@@ -399,7 +399,7 @@ class TestCli : public QObject {
   // place and wipes it before the results are printed.
   void progress_bar_on_a_terminal() {
     const QString script = QStandardPaths::findExecutable("script");
-    if (script.isEmpty()) QSKIP("script(1) (util-linux) is not installed");
+    TL_REQUIRE(!script.isEmpty(), "script(1) from util-linux (bsdutils)");
     QProcess p;
     p.setProcessEnvironment(slow_compiles_environment("cache-tty"));
     p.start(script, {"-qec", cli_path() + " demo --device cpu", "/dev/null"});

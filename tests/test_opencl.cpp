@@ -14,6 +14,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <sstream>
 
@@ -26,6 +27,9 @@
 
 #ifdef TL_HAVE_OPENCL
 #include "core/runtime/cache.h"
+#include <CL/cl.h>
+#include <CL/cl_ext.h>
+
 #include "core/runtime/opencl.h"
 #endif
 
@@ -81,6 +85,40 @@ std::pair<int, int> indices_of(const Device& d) {
   std::sscanf(d.name().c_str(), "opencl:%d:%d", &p, &i);
   return {p, i};
 }
+
+#ifdef TL_HAVE_OPENCL
+// The driver's own handle for platform p, device n, asked of the ICD loader
+// here rather than through the core, so the facts the core reports can be
+// checked against an independent query.
+cl_device_id raw_device(int p, int n) {
+  cl_uint count = 0;
+  if (clGetPlatformIDs(0, nullptr, &count) != CL_SUCCESS || p >= int(count)) return nullptr;
+  std::vector<cl_platform_id> platforms(count);
+  clGetPlatformIDs(count, platforms.data(), nullptr);
+  if (clGetDeviceIDs(platforms[size_t(p)], CL_DEVICE_TYPE_ALL, 0, nullptr, &count) != CL_SUCCESS || n >= int(count))
+    return nullptr;
+  std::vector<cl_device_id> devices(count);
+  clGetDeviceIDs(platforms[size_t(p)], CL_DEVICE_TYPE_ALL, count, devices.data(), nullptr);
+  return devices[size_t(n)];
+}
+
+template <class T>
+T raw_value(cl_device_id d, cl_device_info what, cl_int* status = nullptr) {
+  T v{};
+  cl_int err = clGetDeviceInfo(d, what, sizeof(T), &v, nullptr);
+  if (status) *status = err;
+  return v;
+}
+
+std::string raw_string(cl_device_id d, cl_device_info what) {
+  size_t size = 0;
+  clGetDeviceInfo(d, what, 0, nullptr, &size);
+  std::string s(size, '\0');
+  clGetDeviceInfo(d, what, size, s.data(), nullptr);
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+#endif
 
 GemmShape contiguous(int64_t batch, int64_t m, int64_t n, int64_t k) {
   GemmShape s;
@@ -202,17 +240,29 @@ class TestOpenCL : public QObject {
       QVERIFY2(i.language_version.rfind("OpenCL C ", 0) == 0, i.language_version.c_str());
       QVERIFY(i.kind == "CPU" || i.kind == "GPU" || i.kind == "Accelerator");
       QVERIFY(i.compute_units >= 1);
-      QVERIFY(i.clock_mhz >= 0);
+      cl_device_id raw = raw_device(p, n);
+      QVERIFY2(raw, i.name.c_str());
+      QCOMPARE(uint64_t(i.clock_mhz), uint64_t(raw_value<cl_uint>(raw, CL_DEVICE_MAX_CLOCK_FREQUENCY)));
+      QCOMPARE(i.description, raw_string(raw, CL_DEVICE_NAME));
       QVERIFY(i.global_memory >= (uint64_t{64} << 20));
       QVERIFY(i.local_memory >= 1024);
       QVERIFY(i.max_work_group >= 1);
       QVERIFY(!i.extensions.empty());
-      auto has = [&](const char* e) { return std::find(i.extensions.begin(), i.extensions.end(), e) != i.extensions.end(); };
-      QCOMPARE(i.fp64, has("cl_khr_fp64"));
-      QCOMPARE(i.fp16, has("cl_khr_fp16"));
+      // The extension list is the driver's, word for word.
+      std::istringstream words(raw_string(raw, CL_DEVICE_EXTENSIONS));
+      std::vector<std::string> raw_extensions{std::istream_iterator<std::string>(words), {}};
+      QCOMPARE(i.extensions, raw_extensions);
+      // fp64 and fp16 against the floating-point configurations the device
+      // reports, not against the extension strings the core read them from:
+      // a device with the type has a non-zero configuration for it.
+      QCOMPARE(i.fp64, raw_value<cl_device_fp_config>(raw, CL_DEVICE_DOUBLE_FP_CONFIG) != 0);
+      cl_int half_status = CL_SUCCESS;
+      const auto half = raw_value<cl_device_fp_config>(raw, CL_DEVICE_HALF_FP_CONFIG, &half_status);
+      QCOMPARE(i.fp16, half_status == CL_SUCCESS && half != 0);
       QCOMPARE(d->dialect().name, std::string("opencl"));
       if (i.platform.find("Portable Computing Language") != std::string::npos) {
         QCOMPARE(i.kind, std::string("CPU"));
+        QVERIFY(i.fp64);  // PoCL computes doubles on every CPU it supports
         QVERIFY(i.max_work_group >= 256);
       }
       // A second object for the same indices reports the same facts.

@@ -214,6 +214,33 @@ class TestTrain : public QObject {
     QVERIFY(offsets.size() > 1);
   }
 
+  // The library's choice of model and optimizer by name, shared by the CLI
+  // and the window: the defaults the CLI documents, and unknown names refused.
+  void modelsAndOptimizersByName() {
+    data::Dataset ds;
+    ds.height = 12;
+    ds.width = 8;
+    ds.classes = 5;
+    tl::Generator gen(3);
+    auto mlp = tl::train::make_model("mlp", ds, gen, "cpu");
+    QCOMPARE(mlp->state_dict().at("1.weight").shape, tl::Shape({128, 96}));
+    QCOMPARE(mlp->state_dict().at("3.weight").shape, tl::Shape({5, 128}));
+    auto cnn = tl::train::make_model("cnn", ds, gen, "cpu");
+    QCOMPARE(cnn->state_dict().at("15.weight").shape, tl::Shape({5, 64 * 3 * 2}));
+    struct Want {
+      const char* name;
+      double lr;
+    };
+    for (Want w : {Want{"sgd", 0.05}, Want{"adam", 0.002}, Want{"adamw", 0.002}}) {
+      auto opt = tl::train::make_optimizer(w.name, mlp->parameters(), -1, 0);
+      QCOMPARE(opt->name(), std::string(w.name));
+      QCOMPARE(opt->lr(), w.lr);
+      QCOMPARE(tl::train::make_optimizer(w.name, mlp->parameters(), 0.125, 0)->lr(), 0.125);
+    }
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, tl::train::make_model("resnet", ds, gen, "cpu"));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, tl::train::make_optimizer("rmsprop", mlp->parameters(), -1, 0));
+  }
+
   void trainerIsDeterministicAndReportsKernels() {
     // QVERIFY cannot leave a lambda that returns a value: throw instead
     auto check = [](bool ok, const char* what) {

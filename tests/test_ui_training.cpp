@@ -284,10 +284,15 @@ class TestUiTraining : public QObject {
     }
     for (const QString& dir : {bad.path(), tmp_.filePath("no-such-folder")}) {
       QSignalSpy error(page_, &TrainingPane::errorShown);
+      QSignalSpy failed(window_->session(), &Session::failed);
       page_->setMnistFolder(dir);
       QTest::mouseClick(page_->resetButton(), Qt::LeftButton);
       QVERIFY(waitFor(error));
       QVERIFY2(error[0][0].toString().contains("Could not set up training"), qPrintable(error[0][0].toString()));
+      // A training failure, which the main window leaves to this page.
+      QCOMPARE(failed.count(), 1);
+      QCOMPARE(failed[0][1].value<Session::FailureSource>(), Session::FailureSource::Train);
+      QCOMPARE(failed[0][2].toString(), error[0][0].toString());
       QVERIFY(!page_->errorText().isEmpty());
       QCOMPARE(page_->steps(), steps);
       QCOMPARE(page_->trainLossSeries()->count(), points);

@@ -242,9 +242,13 @@ class TestUiWindow : public QObject {
     f.write("this is a text file, not a JPEG\n");
     f.close();
     QSignalSpy failed(window_.get(), &MainWindow::runFailed);
+    QSignalSpy sessionFailed(window_->session(), &Session::failed);
     dropFile(window_->imagePane(), bad);
     QTRY_VERIFY_WITH_TIMEOUT(!failed.isEmpty(), 30000);
     QVERIFY(window_->imagePane()->error().contains("notes.jpg"));
+    // The session said which request failed: the image, not the model's run.
+    QCOMPARE(sessionFailed.count(), 1);
+    QCOMPARE(sessionFailed[0][1].value<Session::FailureSource>(), Session::FailureSource::Image);
     QCOMPARE(window_->currentImage(), QString(kSquirrel));
     QCOMPARE(window_->imagePane()->imagePath(), QString(kSquirrel));
     QCOMPARE(window_->imagePane()->predictions()->topLabel(), QString("fox squirrel"));

@@ -193,10 +193,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
                                            : tr("Run on %1 cancelled; the results below are from %2.").arg(device_, shown));
     }
   });
-  connect(session_, &Session::failed, this, [this](quint64, const QString& what, const QString& message) {
-    if (what == "train") return;  // the training page shows its own errors
-    if (what == "model") pendingModel_.clear();
-    if (what == "run" || what == "image") image_->setActivity({});
+  connect(session_, &Session::failed, this, [this](quint64, Session::FailureSource source, const QString& message) {
+    using Source = Session::FailureSource;
+    if (source == Source::Train) return;  // the training page shows its own errors
+    if (source == Source::Model) pendingModel_.clear();
+    if (source == Source::Run || source == Source::Image) image_->setActivity({});
     showError(message);
   });
 

@@ -135,7 +135,7 @@ quint64 Session::enumerateDevices() {
       for (auto& d : tl::Registry::instance().devices()) list.push_back(d->info());
     } catch (const std::exception& e) {
       QString msg = QString("Could not enumerate devices: %1").arg(e.what());
-      QMetaObject::invokeMethod(this, [this, job, msg] { emit failed(job, "devices", msg); }, Qt::QueuedConnection);
+      QMetaObject::invokeMethod(this, [this, job, msg] { emit failed(job, FailureSource::Devices, msg); }, Qt::QueuedConnection);
       return;
     }
     QMetaObject::invokeMethod(this, [this, list] { emit devicesReady(list); }, Qt::QueuedConnection);
@@ -160,7 +160,7 @@ quint64 Session::loadModel(const QString& nameOrPath) {
       QString msg = QString(isOnnx ? "Could not open the ONNX file %1: %2" : "Could not load the model %1: %2")
                         .arg(nameOrPath, e.what());
       QMetaObject::invokeMethod(
-          this, [this, job, msg] { if (job == modelJob_) emit failed(job, "model", msg); }, Qt::QueuedConnection);
+          this, [this, job, msg] { if (job == modelJob_) emit failed(job, FailureSource::Model, msg); }, Qt::QueuedConnection);
       return;
     }
     std::optional<tl::OnnxCompute> onnxCompute;  // the file's own layers and FLOPs
@@ -185,7 +185,7 @@ quint64 Session::loadModel(const QString& nameOrPath) {
                              st.modelName.isEmpty() ? QString()
                                                     : QString("\nImages are still classified with %1.").arg(st.modelName));
       QMetaObject::invokeMethod(
-          this, [this, job, msg] { if (job == modelJob_) emit failed(job, "model", msg); }, Qt::QueuedConnection);
+          this, [this, job, msg] { if (job == modelJob_) emit failed(job, FailureSource::Model, msg); }, Qt::QueuedConnection);
       return;
     }
     auto data = std::make_shared<ModelData>();
@@ -233,7 +233,7 @@ quint64 Session::classify(const QString& imagePath, const QString& device) {
         image = imagePath == st.imagePath ? st.image : tl::load_image(imagePath.toStdString());
       } catch (const std::exception& e) {
         QString msg = QString::fromUtf8(e.what());
-        deliverRun(job, [this, job, msg] { emit failed(job, "image", msg); });
+        deliverRun(job, [this, job, msg] { emit failed(job, FailureSource::Image, msg); });
         finish();
         return;
       }
@@ -318,7 +318,7 @@ quint64 Session::classify(const QString& imagePath, const QString& device) {
       deliverRun(job, [this, job] { emit cancelled(job); });
     } catch (const std::exception& e) {
       QString msg = QString("Classification on %1 failed: %2").arg(device, e.what());
-      deliverRun(job, [this, job, msg] { emit failed(job, "run", msg); });
+      deliverRun(job, [this, job, msg] { emit failed(job, FailureSource::Run, msg); });
     }
     finish();
   });
@@ -380,7 +380,7 @@ quint64 Session::compare(const QString& imagePath, const QStringList& devices) {
       deliverRun(job, [this, job] { emit cancelled(job); });
     } catch (const std::exception& e) {
       QString msg = QString("Comparison failed: %1").arg(e.what());
-      deliverRun(job, [this, job, msg] { emit failed(job, "compare", msg); });
+      deliverRun(job, [this, job, msg] { emit failed(job, FailureSource::Compare, msg); });
     }
     finish();
   });
@@ -429,7 +429,7 @@ quint64 Session::buildWarningKernel(const QString& device) {
           Qt::QueuedConnection);
     } catch (const std::exception& e) {
       QString msg = QString("Could not build the known-warning kernel on %1: %2").arg(device, e.what());
-      QMetaObject::invokeMethod(this, [this, job, msg] { emit failed(job, "warning-kernel", msg); }, Qt::QueuedConnection);
+      QMetaObject::invokeMethod(this, [this, job, msg] { emit failed(job, FailureSource::WarningKernel, msg); }, Qt::QueuedConnection);
     }
   });
   return job;

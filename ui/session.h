@@ -20,6 +20,19 @@ class TrainWorker;
 class Session : public QObject {
   Q_OBJECT
  public:
+  // Which request a failure answers: each widget that keeps its previous
+  // state on a failure decides by it.
+  enum class FailureSource {
+    Devices,        // enumerateDevices
+    Model,          // loadModel
+    Image,          // classify: the image could not be read
+    Run,            // classify: the model could not run
+    Compare,        // compare
+    WarningKernel,  // buildWarningKernel
+    Train,          // every training request
+  };
+  Q_ENUM(FailureSource)
+
   explicit Session(QObject* parent = nullptr);
   ~Session() override;
 
@@ -35,7 +48,7 @@ class Session : public QObject {
   // Compiles, on `device`, a tiny kernel whose source makes the compiler
   // warn (C: an assignment used as a condition; OpenCL: a double constant and
   // a literal that loses its fraction), so the clickable build log can be
-  // seen working. Answers with warningKernelBuilt or failed("warning-kernel").
+  // seen working. Answers with warningKernelBuilt or failed(FailureSource::WarningKernel).
   quint64 buildWarningKernel(const QString& device);
 
   bool busy() const { return busyJob_ != 0; }
@@ -71,14 +84,12 @@ class Session : public QObject {
   void imageDecoded(quint64 job, const QString& path, const QImage& image);
   void classified(const tlui::RunPtr& run);
   void compared(const tlui::ComparePtr& result);
-  // `what` is "image", "model", "run" or "compare": the widget that keeps
-  // its previous state decides by it.
-  void failed(quint64 job, const QString& what, const QString& message);
+  void failed(quint64 job, tlui::Session::FailureSource source, const QString& message);
   void cancelled(quint64 job);
   void idle();
 
   // Training results of the newest model only (older ones are dropped);
-  // failures arrive through failed() with what == "train".
+  // failures arrive through failed() with FailureSource::Train.
   void trainReady(const tlui::TrainSetupPtr& setup);
   void trainStepped(const tlui::TrainStepPtr& step);
   void trainGraph(const tlui::RunPtr& run);
@@ -99,7 +110,8 @@ class Session : public QObject {
   Flag startRunJob(quint64 job);
   // Training: the worker-side helpers, run on thread_.
   void trainChunk(quint64 job, Flag stop, int remaining, int done, bool capture);
-  void trainJob(quint64 job, const QString& what, std::function<void(TrainWorker&)> work);
+  // Runs `work` on the worker; a failure's message starts with `context`.
+  void trainJob(quint64 job, const QString& context, std::function<void(TrainWorker&)> work);
   void deliverTrain(quint64 generation, std::function<void()> emitter);
   void trainFailed(quint64 job, const QString& message);
 

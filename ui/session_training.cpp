@@ -28,15 +28,15 @@ void Session::deliverTrain(quint64 generation, std::function<void()> emitter) {
 }
 
 void Session::trainFailed(quint64 job, const QString& message) {
-  QMetaObject::invokeMethod(this, [this, job, message] { emit failed(job, "train", message); }, Qt::QueuedConnection);
+  QMetaObject::invokeMethod(this, [this, job, message] { emit failed(job, FailureSource::Train, message); }, Qt::QueuedConnection);
 }
 
-void Session::trainJob(quint64 job, const QString& what, std::function<void(TrainWorker&)> work) {
-  post([this, job, what, work = std::move(work)] {
+void Session::trainJob(quint64 job, const QString& context, std::function<void(TrainWorker&)> work) {
+  post([this, job, context, work = std::move(work)] {
     try {
       work(*trainer_);
     } catch (const std::exception& e) {
-      trainFailed(job, QString("%1: %2").arg(what, QString::fromUtf8(e.what())));
+      trainFailed(job, QString("%1: %2").arg(context, QString::fromUtf8(e.what())));
     }
   });
 }
@@ -57,7 +57,7 @@ quint64 Session::trainReset(const TrainSettings& settings) {
           this,
           [this, job, kept, msg] {
             if (trainGeneration_ == job) trainGeneration_ = kept;
-            emit failed(job, "train", msg);
+            emit failed(job, FailureSource::Train, msg);
           },
           Qt::QueuedConnection);
     }

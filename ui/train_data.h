@@ -11,7 +11,7 @@
 
 namespace tlui {
 
-// The same choices as `tinylens-cli train` (core/train/command.h), so a
+// The same choices as `tinylens-cli train` (app/train_command.h), so a
 // configuration behaves identically on the page and on the command line.
 struct TrainSettings {
   QString dataset = "digits";  // "digits" or "mnist:DIR"

@@ -7,7 +7,6 @@
 
 #include "core/graph.h"
 #include "core/realize.h"
-#include "core/train/command.h"
 #include "core/train/models.h"
 
 namespace tlui {

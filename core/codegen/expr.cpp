@@ -5,109 +5,240 @@
 #include <cmath>
 #include <vector>
 
+// Two passes over each new node, in this order:
+//  1. rewrite rules (kBinaryRules for binary ops; unary(), cast() and where()
+//     have their own few): the first rule that applies returns the simpler
+//     expression, built again through these builders;
+//  2. when no rule applies, the node is made and range_of() gives it the range
+//     of values it can take, from its sources' ranges. Rules read these ranges
+//     to prove their rewrites (e.g. x % 8 is x when x lies in [0, 7]).
+// Ranges are tracked for integer expressions only (int32 and bool).
+
 namespace tl {
 
-static std::shared_ptr<Expr> make(ExprOp op, DType t, std::vector<E> src) {
+namespace {
+
+constexpr int64_t kUnknownLo = INT32_MIN, kUnknownHi = INT32_MAX;
+
+bool is_integer(DType t) { return t == DType::i32 || t == DType::boolean; }
+
+// ---------------------------------------------------------------------------
+// The range pass
+
+struct Range {
+  int64_t lo = kUnknownLo, hi = kUnknownHi;
+};
+
+// A range beyond int32 means the int32 arithmetic of the kernel may wrap:
+// nothing is known then. Keeping every range within int32 also keeps the
+// products below in int64.
+Range checked(int64_t lo, int64_t hi) {
+  if (lo < kUnknownLo || hi > kUnknownHi) return {};
+  return {lo, hi};
+}
+
+bool divides_nonnegative_by_positive_constant(const Expr& e) {
+  return e.src[1]->op == ExprOp::Const && e.src[1]->value > 0 && e.src[0]->lo >= 0;
+}
+
+// The range of a node from the ranges of its sources (set by the builders
+// for Const and Var, unknown for Load).
+Range range_of(const Expr& e) {
+  if (!is_integer(e.dtype)) return {};
+  const Expr* a = e.src.size() > 0 ? e.src[0].get() : nullptr;
+  const Expr* b = e.src.size() > 1 ? e.src[1].get() : nullptr;
+  switch (e.op) {
+    case ExprOp::Neg: return checked(-a->hi, -a->lo);
+    case ExprOp::Cast:
+      if (e.dtype == DType::boolean) return {0, 1};
+      // a float's range is not tracked: its cast to int may be anything
+      return is_integer(a->dtype) ? Range{a->lo, a->hi} : Range{};
+    case ExprOp::Add: return checked(a->lo + b->lo, a->hi + b->hi);
+    case ExprOp::Mul: {
+      const int64_t c[4] = {a->lo * b->lo, a->lo * b->hi, a->hi * b->lo, a->hi * b->hi};
+      return checked(*std::min_element(c, c + 4), *std::max_element(c, c + 4));
+    }
+    case ExprOp::Div:
+      if (!divides_nonnegative_by_positive_constant(e)) return {};
+      return {a->lo / int64_t(b->value), a->hi / int64_t(b->value)};
+    case ExprOp::Mod:
+      if (!divides_nonnegative_by_positive_constant(e)) return {};
+      return {0, std::min<int64_t>(a->hi, int64_t(b->value) - 1)};
+    case ExprOp::Max: return {std::max(a->lo, b->lo), std::max(a->hi, b->hi)};
+    case ExprOp::CmpLt:
+    case ExprOp::CmpEq:
+    case ExprOp::And: return {0, 1};
+    case ExprOp::Where: return {std::min(e.src[1]->lo, e.src[2]->lo), std::max(e.src[1]->hi, e.src[2]->hi)};
+    default: return {};
+  }
+}
+
+std::shared_ptr<Expr> make(ExprOp op, DType t, std::vector<E> src) {
   auto e = std::make_shared<Expr>();
   e->op = op;
   e->dtype = t;
   e->src = std::move(src);
-  // Nothing is known about a value (a load, a cast) until an op narrows it.
-  e->lo = INT32_MIN;
-  e->hi = INT32_MAX;
+  Range r = range_of(*e);
+  e->lo = r.lo;
+  e->hi = r.hi;
   return e;
 }
 
-bool is_const(const E& e, double v) { return e->op == ExprOp::Const && e->value == v; }
+// ---------------------------------------------------------------------------
+// Rewrite rules of binary ops. Each returns the rewritten expression, or
+// nullptr when it does not apply. Integer division and modulo truncate
+// toward zero as in C, so the division rules ask for non-negative operands.
 
-E assume_range(const E& e, int64_t lo, int64_t hi) {
-  if (e->op == ExprOp::Const || (e->lo >= lo && e->hi <= hi)) return e;
-  auto copy = std::make_shared<Expr>(*e);
-  copy->lo = std::max(e->lo, lo);
-  copy->hi = std::min(e->hi, hi);
-  return copy;
+DType result_type(ExprOp op, const E& a) {
+  if (op == ExprOp::CmpLt || op == ExprOp::CmpEq || op == ExprOp::And) return DType::boolean;
+  return a->dtype;
 }
 
-E constant(double v, DType t) {
-  auto e = std::make_shared<Expr>();
-  e->op = ExprOp::Const;
-  e->dtype = t;
-  e->value = v;
-  if (t != DType::f32) e->lo = e->hi = int64_t(v);
-  return e;
-}
-
-E var(const std::string& name, int64_t lo, int64_t hi) {
-  auto e = std::make_shared<Expr>();
-  e->op = ExprOp::Var;
-  e->dtype = DType::i32;
-  e->name = name;
-  e->lo = lo;
-  e->hi = hi;
-  return e;
-}
-
-E load(int buffer, DType t, E index) {
-  auto e = make(ExprOp::Load, t, {std::move(index)});
-  e->buffer = buffer;
-  return e;
-}
-
-static double fold_unary(ExprOp op, double a) {
+// Two constants: compute the value now. Floats round to float32 as the
+// kernel would; comparisons give a bool.
+E fold_constants(ExprOp op, const E& a, const E& b) {
+  if (a->op != ExprOp::Const || b->op != ExprOp::Const) return nullptr;
+  const bool integer = is_integer(a->dtype);
+  double x = a->value, y = b->value, r = 0;
   switch (op) {
-    case ExprOp::Neg: return -a;
-    case ExprOp::Exp: return std::exp(float(a));
-    case ExprOp::Log: return std::log(float(a));
-    case ExprOp::Sqrt: return std::sqrt(float(a));
-    case ExprOp::Recip: return 1.0f / float(a);
-    case ExprOp::Sin: return std::sin(float(a));
-    default: return a;
+    case ExprOp::Add: r = x + y; break;
+    case ExprOp::Mul: r = x * y; break;
+    case ExprOp::Div: r = integer ? (y != 0 ? std::trunc(x / y) : 0) : x / y; break;
+    case ExprOp::Mod: r = y != 0 ? std::fmod(x, y) : 0; break;
+    case ExprOp::Max: r = std::max(x, y); break;
+    case ExprOp::Pow: r = std::pow(float(x), float(y)); break;
+    case ExprOp::CmpLt: r = x < y; break;
+    case ExprOp::CmpEq: r = x == y; break;
+    case ExprOp::And: r = (x != 0) && (y != 0); break;
+    default: break;
   }
+  if (!integer && op != ExprOp::CmpLt && op != ExprOp::CmpEq) r = float(r);
+  return constant(r, result_type(op, a));
 }
 
-E unary(ExprOp op, E a) {
-  if (a->op == ExprOp::Const && a->dtype == DType::f32) return constant(float(fold_unary(op, a->value)), a->dtype);
-  if (op == ExprOp::Neg && a->op == ExprOp::Neg) return a->src[0];
-  auto e = make(op, a->dtype, {a});
-  if (op == ExprOp::Neg) {
-    e->lo = -a->hi;
-    e->hi = -a->lo;
-  }
-  return e;
+// c + x -> x + c and c * x -> x * c: the rules below then look for a
+// constant on the right only.
+E constant_to_the_right(ExprOp op, const E& a, const E& b) {
+  if ((op != ExprOp::Add && op != ExprOp::Mul) || a->op != ExprOp::Const || b->op == ExprOp::Const) return nullptr;
+  return binary(op, b, a);
 }
 
-E cast(E a, DType t) {
-  if (a->dtype == t) return a;
-  if (a->op == ExprOp::Const) {
-    double v = a->value;
-    if (t == DType::boolean) v = v != 0;
-    if (t == DType::i32) v = std::trunc(v);
-    return constant(v, t);
+// x + 0 -> x. For floats too: it differs only for x = -0.0, whose sign no
+// kernel output depends on.
+E add_zero(ExprOp op, const E& a, const E& b) { return op == ExprOp::Add && is_const(b, 0) ? a : nullptr; }
+
+// (x + c1) + c2 -> x + (c1 + c2): the offsets of nested padding and slicing
+// become one constant. Integers only (float addition is not associative).
+E merge_constant_offsets(ExprOp op, const E& a, const E& b) {
+  if (op != ExprOp::Add || !is_integer(a->dtype) || b->op != ExprOp::Const || a->op != ExprOp::Add ||
+      a->src[1]->op != ExprOp::Const)
+    return nullptr;
+  return a->src[0] + constant(a->src[1]->value + b->value, a->dtype);
+}
+
+// x * 1 -> x, exact for floats too.
+E multiply_by_one(ExprOp op, const E& a, const E& b) { return op == ExprOp::Mul && is_const(b, 1) ? a : nullptr; }
+
+// x * 0 -> 0 for integers (not floats: inf * 0 and NaN * 0 are NaN).
+E multiply_by_zero(ExprOp op, const E& a, const E& b) {
+  return op == ExprOp::Mul && is_integer(a->dtype) && is_const(b, 0) ? b : nullptr;
+}
+
+// x / 1 -> x and x % 1 -> 0 for integers, whatever the sign of x.
+E divide_by_one(ExprOp op, const E& a, const E& b) {
+  if (!is_integer(a->dtype) || !is_const(b, 1)) return nullptr;
+  if (op == ExprOp::Div) return a;
+  if (op == ExprOp::Mod) return idx(0);
+  return nullptr;
+}
+
+// The divisor d > 0 of an integer a / d or a % d whose a is never negative;
+// 0 when the expression is not of that form.
+int64_t positive_divisor(ExprOp op, const E& a, const E& b) {
+  if ((op != ExprOp::Div && op != ExprOp::Mod) || !is_integer(a->dtype) || b->op != ExprOp::Const ||
+      b->value <= 0 || a->lo < 0)
+    return 0;
+  return int64_t(b->value);
+}
+
+// 0 <= x < d: x / d -> 0 and x % d -> x. The range pass proves it for loop
+// variables and for indices already reduced modulo something smaller.
+E divide_smaller_value(ExprOp op, const E& a, const E& b) {
+  const int64_t d = positive_divisor(op, a, b);
+  if (d == 0 || a->hi >= d) return nullptr;
+  return op == ExprOp::Div ? idx(0) : a;
+}
+
+// (x * d) / d -> x and (x * d) % d -> 0 for x >= 0: a flat index split back
+// into the coordinates it was built from.
+E divide_exact_multiple(ExprOp op, const E& a, const E& b) {
+  const int64_t d = positive_divisor(op, a, b);
+  if (d == 0 || a->op != ExprOp::Mul || !is_const(a->src[1], double(d))) return nullptr;
+  return op == ExprOp::Div ? a->src[0] : idx(0);
+}
+
+// The terms of a nested sum, in any order.
+std::vector<E> terms_of(const E& sum) {
+  std::vector<E> terms, stack{sum};
+  while (!stack.empty()) {
+    E t = stack.back();
+    stack.pop_back();
+    if (t->op == ExprOp::Add) {
+      stack.push_back(t->src[0]);
+      stack.push_back(t->src[1]);
+    } else {
+      terms.push_back(t);
+    }
   }
-  auto e = make(ExprOp::Cast, t, {a});
-  if (t == DType::boolean) {
-    e->lo = 0;
-    e->hi = 1;
-  } else {
-    e->lo = a->lo;
-    e->hi = a->hi;
+  return terms;
+}
+
+// A non-negative sum of terms, some of them whole multiples of d (x * k or a
+// constant k with k % d == 0), and a rest that is never negative:
+//   (whole * d + rest) / d -> whole + rest / d,   ... % d -> rest % d.
+// (With rest = q*d + s, 0 <= s < d, the sum is (whole + q)*d + s >= 0, so
+// whole + q >= 0 and C's truncation is the floor.) It takes the outer
+// coordinates out of a flat index: (n*C*H*W + c*H*W + y*W + x) / W keeps
+// only (x / W) as a division.
+E divide_whole_terms(ExprOp op, const E& a, const E& b) {
+  const int64_t d = positive_divisor(op, a, b);
+  if (d == 0 || a->op != ExprOp::Add) return nullptr;
+  std::vector<E> terms = terms_of(a);
+  E whole = idx(0), rest = idx(0);
+  bool any_whole = false;
+  for (auto& t : terms) {
+    if (t->op == ExprOp::Mul && t->src[1]->op == ExprOp::Const && int64_t(t->src[1]->value) % d == 0) {
+      whole = whole + t->src[0] * idx(int64_t(t->src[1]->value) / d);
+      any_whole = true;
+    } else if (t->op == ExprOp::Const && int64_t(t->value) % d == 0 && t->value != 0) {
+      whole = whole + idx(int64_t(t->value) / d);
+      any_whole = true;
+    } else {
+      rest = rest + t;
+    }
   }
-  return e;
+  if (!any_whole || rest->lo < 0) return nullptr;
+  return op == ExprOp::Div ? whole + rest / idx(d) : rest % idx(d);
 }
 
 // The constant factor of a term of a sum: k for x * k, the value for a
 // constant, 1 for anything else.
-static int64_t coefficient(const E& t) {
+int64_t coefficient(const E& t) {
   if (t->op == ExprOp::Mul && t->src[1]->op == ExprOp::Const) return int64_t(t->src[1]->value);
   if (t->op == ExprOp::Const) return int64_t(t->value);
   return 1;
 }
 
-// For (sum of non-negative terms) / d or % d: finds a factor c of d, c < d,
-// that divides every term's coefficient except for a rest whose range lies in
-// [0, c), and rewrites with the identity in binary()'s comment. nullptr when
-// no such factor exists.
-static E split_common_factor(const std::vector<E>& terms, ExprOp op, int64_t d) {
+// A common factor c of d = m*c that divides every term of a sum but a small
+// rest: for A >= 0 and 0 <= rest < c,
+//   (A*c + rest) / (m*c) -> A / m,   (A*c + rest) % (m*c) -> (A % m)*c + rest.
+// It turns the row index of a strided window, (gid*W + x) / (H*W), into
+// gid / H, so the inner loop variable x leaves the division. The largest
+// such c wins.
+E divide_common_factor(ExprOp op, const E& a, const E& b) {
+  const int64_t d = positive_divisor(op, a, b);
+  if (d == 0 || a->op != ExprOp::Add) return nullptr;
+  std::vector<E> terms = terms_of(a);
   std::vector<int64_t> candidates;
   for (auto& t : terms) {
     int64_t c = coefficient(t);
@@ -136,144 +267,142 @@ static E split_common_factor(const std::vector<E>& terms, ExprOp op, int64_t d) 
   return nullptr;
 }
 
-static DType result_type(ExprOp op, const E& a) {
-  if (op == ExprOp::CmpLt || op == ExprOp::CmpEq || op == ExprOp::And) return DType::boolean;
-  return a->dtype;
+// true && x -> x, x && true -> x, false && x -> false: the masks of padding
+// on several axes collapse where a range pass already decided an axis.
+E and_with_constant(ExprOp op, const E& a, const E& b) {
+  if (op != ExprOp::And) return nullptr;
+  if (is_const(b, 1)) return a;
+  if (is_const(a, 1)) return b;
+  if (is_const(a, 0) || is_const(b, 0)) return constant(0, DType::boolean);
+  return nullptr;
+}
+
+// x < c and c < x decided by the range of x: a padding mask on an axis the
+// window never leaves becomes a constant (and then disappears).
+E compare_by_range(ExprOp op, const E& a, const E& b) {
+  if (op != ExprOp::CmpLt || !is_integer(a->dtype)) return nullptr;
+  if (b->op == ExprOp::Const) {
+    if (a->hi < b->value) return constant(1, DType::boolean);
+    if (a->lo >= b->value) return constant(0, DType::boolean);
+  }
+  if (a->op == ExprOp::Const) {
+    if (a->value < b->lo) return constant(1, DType::boolean);
+    if (a->value >= b->hi) return constant(0, DType::boolean);
+  }
+  return nullptr;
+}
+
+struct Rule {
+  const char* name;
+  E (*apply)(ExprOp op, const E& a, const E& b);
+};
+
+// In order: the first that applies wins.
+const Rule kBinaryRules[] = {
+    {"fold_constants", fold_constants},
+    {"constant_to_the_right", constant_to_the_right},
+    {"add_zero", add_zero},
+    {"merge_constant_offsets", merge_constant_offsets},
+    {"multiply_by_one", multiply_by_one},
+    {"multiply_by_zero", multiply_by_zero},
+    {"divide_by_one", divide_by_one},
+    {"divide_smaller_value", divide_smaller_value},
+    {"divide_exact_multiple", divide_exact_multiple},
+    {"divide_whole_terms", divide_whole_terms},
+    {"divide_common_factor", divide_common_factor},
+    {"and_with_constant", and_with_constant},
+    {"compare_by_range", compare_by_range},
+};
+
+// ---------------------------------------------------------------------------
+// Rewrites of unary ops
+
+double fold_unary(ExprOp op, double a) {
+  switch (op) {
+    case ExprOp::Neg: return -a;
+    case ExprOp::Exp: return std::exp(float(a));
+    case ExprOp::Log: return std::log(float(a));
+    case ExprOp::Sqrt: return std::sqrt(float(a));
+    case ExprOp::Recip: return 1.0f / float(a);
+    case ExprOp::Sin: return std::sin(float(a));
+    default: return a;
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> binary_rule_names() {
+  std::vector<std::string> names;
+  for (const Rule& r : kBinaryRules) names.push_back(r.name);
+  return names;
+}
+
+bool is_const(const E& e, double v) { return e->op == ExprOp::Const && e->value == v; }
+
+E assume_range(const E& e, int64_t lo, int64_t hi) {
+  if (e->op == ExprOp::Const || (e->lo >= lo && e->hi <= hi)) return e;
+  auto copy = std::make_shared<Expr>(*e);
+  copy->lo = std::max(e->lo, lo);
+  copy->hi = std::min(e->hi, hi);
+  return copy;
+}
+
+E constant(double v, DType t) {
+  auto e = std::make_shared<Expr>();
+  e->op = ExprOp::Const;
+  e->dtype = t;
+  e->value = v;
+  e->lo = is_integer(t) ? int64_t(v) : kUnknownLo;
+  e->hi = is_integer(t) ? int64_t(v) : kUnknownHi;
+  return e;
+}
+
+E var(const std::string& name, int64_t lo, int64_t hi) {
+  auto e = std::make_shared<Expr>();
+  e->op = ExprOp::Var;
+  e->dtype = DType::i32;
+  e->name = name;
+  e->lo = lo;
+  e->hi = hi;
+  return e;
+}
+
+E load(int buffer, DType t, E index) {
+  auto e = make(ExprOp::Load, t, {std::move(index)});
+  e->buffer = buffer;
+  return e;
+}
+
+E unary(ExprOp op, E a) {
+  // A float constant: compute it now, in float32 as the kernel would.
+  if (a->op == ExprOp::Const && a->dtype == DType::f32) return constant(float(fold_unary(op, a->value)), a->dtype);
+  // -(-x) -> x, exact for every type.
+  if (op == ExprOp::Neg && a->op == ExprOp::Neg) return a->src[0];
+  return make(op, a->dtype, {a});
+}
+
+E cast(E a, DType t) {
+  if (a->dtype == t) return a;
+  // A constant: convert it now (to int truncates toward zero as C does).
+  if (a->op == ExprOp::Const) {
+    double v = a->value;
+    if (t == DType::boolean) v = v != 0;
+    if (t == DType::i32) v = std::trunc(v);
+    return constant(v, t);
+  }
+  return make(ExprOp::Cast, t, {a});
 }
 
 E binary(ExprOp op, E a, E b) {
-  bool integer = a->dtype != DType::f32;
-  // constant folding
-  if (a->op == ExprOp::Const && b->op == ExprOp::Const) {
-    double x = a->value, y = b->value, r = 0;
-    switch (op) {
-      case ExprOp::Add: r = x + y; break;
-      case ExprOp::Mul: r = x * y; break;
-      case ExprOp::Div: r = integer ? (y != 0 ? std::trunc(x / y) : 0) : x / y; break;
-      case ExprOp::Mod: r = y != 0 ? std::fmod(x, y) : 0; break;
-      case ExprOp::Max: r = std::max(x, y); break;
-      case ExprOp::Pow: r = std::pow(float(x), float(y)); break;
-      case ExprOp::CmpLt: r = x < y; break;
-      case ExprOp::CmpEq: r = x == y; break;
-      case ExprOp::And: r = (x != 0) && (y != 0); break;
-      default: break;
-    }
-    if (!integer && op != ExprOp::CmpLt && op != ExprOp::CmpEq) r = float(r);
-    return constant(r, result_type(op, a));
-  }
-  // keep constants on the right of commutative ops
-  if ((op == ExprOp::Add || op == ExprOp::Mul) && a->op == ExprOp::Const) std::swap(a, b);
-  // identities; float ones only where IEEE allows them (x+0, x*1)
-  if (op == ExprOp::Add && is_const(b, 0)) return a;
-  // (x + c1) + c2 -> x + (c1 + c2)
-  if (op == ExprOp::Add && integer && b->op == ExprOp::Const && a->op == ExprOp::Add && a->src[1]->op == ExprOp::Const)
-    return a->src[0] + constant(a->src[1]->value + b->value, a->dtype);
-  if (op == ExprOp::Mul && is_const(b, 1)) return a;
-  if (integer) {
-    if (op == ExprOp::Mul && is_const(b, 0)) return b;
-    if (op == ExprOp::Div && is_const(b, 1)) return a;
-    if (op == ExprOp::Mod && is_const(b, 1)) return idx(0);
-    if ((op == ExprOp::Div || op == ExprOp::Mod) && b->op == ExprOp::Const && b->value > 0 && a->lo >= 0) {
-      int64_t d = int64_t(b->value);
-      if (op == ExprOp::Div && a->hi < d) return idx(0);
-      if (op == ExprOp::Mod && a->hi < d) return a;
-      // (x * d) / d == x and (x * d) % d == 0 for non-negative x
-      if (a->op == ExprOp::Mul && is_const(a->src[1], double(d))) return op == ExprOp::Div ? a->src[0] : idx(0);
-      // A sum of non-negative terms, some of them multiples of d (x * k with
-      // k % d == 0), and the rest:
-      //   sum / d -> sum of the (x * k/d) + rest / d,  sum % d -> rest % d
-      if (a->op == ExprOp::Add) {
-        std::vector<E> terms, stack{a};
-        while (!stack.empty()) {
-          E t = stack.back();
-          stack.pop_back();
-          if (t->op == ExprOp::Add) {
-            stack.push_back(t->src[0]);
-            stack.push_back(t->src[1]);
-          } else {
-            terms.push_back(t);
-          }
-        }
-        E whole = idx(0), rest = idx(0);
-        bool any_whole = false, ok = true;
-        for (auto& t : terms) {
-          ok &= t->lo >= 0;
-          if (t->op == ExprOp::Mul && t->src[1]->op == ExprOp::Const && int64_t(t->src[1]->value) % d == 0) {
-            whole = whole + t->src[0] * idx(int64_t(t->src[1]->value) / d);
-            any_whole = true;
-          } else if (t->op == ExprOp::Const && int64_t(t->value) % d == 0 && t->value != 0) {
-            whole = whole + idx(int64_t(t->value) / d);
-            any_whole = true;
-          } else {
-            rest = rest + t;
-          }
-        }
-        // (whole * d + rest) / d == whole + rest / d for non-negative terms
-        if (ok && any_whole && rest->lo >= 0) return op == ExprOp::Div ? whole + rest / idx(d) : rest % idx(d);
-        // A common factor c of d that divides every term but a small rest:
-        // for A >= 0 and 0 <= rest < c, (A*c + rest) / (m*c) == A / m and
-        // (A*c + rest) % (m*c) == (A % m)*c + rest. It turns the row index
-        // of a strided window, (gid*W + x) / (H*W), into gid / H.
-        if (ok)
-          if (E r = split_common_factor(terms, op, d)) return r;
-      }
-    }
-    if (op == ExprOp::And && is_const(b, 1)) return a;
-    if (op == ExprOp::CmpLt && b->op == ExprOp::Const) {
-      if (a->hi < b->value) return constant(1, DType::boolean);
-      if (a->lo >= b->value) return constant(0, DType::boolean);
-    }
-    if (op == ExprOp::CmpLt && a->op == ExprOp::Const) {
-      if (a->value < b->lo) return constant(1, DType::boolean);
-      if (a->value >= b->hi) return constant(0, DType::boolean);
-    }
-  }
-  if (op == ExprOp::And) {
-    if (is_const(a, 1)) return b;
-    if (is_const(b, 0) || is_const(a, 0)) return constant(0, DType::boolean);
-  }
-  auto e = make(op, result_type(op, a), {a, b});
-  if (integer) {
-    switch (op) {
-      case ExprOp::Add: e->lo = a->lo + b->lo; e->hi = a->hi + b->hi; break;
-      case ExprOp::Mul: {
-        int64_t c[4] = {a->lo * b->lo, a->lo * b->hi, a->hi * b->lo, a->hi * b->hi};
-        e->lo = *std::min_element(c, c + 4);
-        e->hi = *std::max_element(c, c + 4);
-        break;
-      }
-      case ExprOp::Div:
-        if ((op == ExprOp::Div || op == ExprOp::Mod) && b->op == ExprOp::Const && b->value > 0 && a->lo >= 0) {
-          e->lo = a->lo / int64_t(b->value);
-          e->hi = a->hi / int64_t(b->value);
-        } else {
-          e->lo = -(int64_t(1) << 31);
-          e->hi = int64_t(1) << 31;
-        }
-        break;
-      case ExprOp::Mod:
-        if ((op == ExprOp::Div || op == ExprOp::Mod) && b->op == ExprOp::Const && b->value > 0 && a->lo >= 0) {
-          e->lo = 0;
-          e->hi = std::min<int64_t>(a->hi, int64_t(b->value) - 1);
-        } else {
-          e->lo = -(int64_t(1) << 31);
-          e->hi = int64_t(1) << 31;
-        }
-        break;
-      case ExprOp::Max: e->lo = std::max(a->lo, b->lo); e->hi = std::max(a->hi, b->hi); break;
-      case ExprOp::CmpLt: case ExprOp::CmpEq: case ExprOp::And: e->lo = 0; e->hi = 1; break;
-      default: e->lo = -(int64_t(1) << 31); e->hi = int64_t(1) << 31; break;
-    }
-  }
-  return e;
+  for (const Rule& rule : kBinaryRules)
+    if (E rewritten = rule.apply(op, a, b)) return rewritten;
+  return make(op, result_type(op, a), {a, b});
 }
 
 E where(E cond, E a, E b) {
+  // A decided condition picks its side.
   if (cond->op == ExprOp::Const) return cond->value != 0 ? a : b;
-  auto e = make(ExprOp::Where, a->dtype, {cond, a, b});
-  e->lo = std::min(a->lo, b->lo);
-  e->hi = std::max(a->hi, b->hi);
-  return e;
+  return make(ExprOp::Where, a->dtype, {cond, a, b});
 }
 
 }  // namespace tl

@@ -1,6 +1,8 @@
 // The kernel IR: a small expression tree for values and index arithmetic.
-// Builders simplify as they go (constant folding, x*1, x+0, and division or
-// modulo that value ranges prove trivial), so the rendered source stays short.
+// Builders simplify as they go, so the rendered source stays short: a list of
+// small named rewrite rules (constant folding, x*1, x+0, and division or
+// modulo that value ranges prove trivial; see expr.cpp), and a range pass
+// that gives every integer expression the interval of values it can take.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -28,7 +30,7 @@ struct Expr {
   double value = 0;       // Const
   std::string name;       // Var
   int buffer = -1;        // Load: parameter index
-  int64_t lo = 0, hi = 0; // value range of integer expressions (inclusive)
+  int64_t lo = 0, hi = 0; // value range of integer expressions (inclusive); int32's whole range when unknown
 };
 
 E constant(double v, DType t);
@@ -46,6 +48,10 @@ inline E operator%(E a, E b) { return binary(ExprOp::Mod, a, b); }
 inline E idx(int64_t v) { return constant(double(v), DType::i32); }
 
 bool is_const(const E& e, double v);
+
+// The names of binary()'s rewrite rules, in the order they are tried (for the
+// tests, which cover each one).
+std::vector<std::string> binary_rule_names();
 
 // The same expression, known to lie in [lo, hi] wherever its value matters
 // (e.g. inside a padding mask: outside it the value is never used).

@@ -117,139 +117,171 @@ class Machine {
       if (++ops > limits.max_pickle_ops)
         fail("more than " + std::to_string(limits.max_pickle_ops) + " opcodes (a checkpoint's pickle needs far fewer)");
       charge(kOpCost);
-      switch (op) {
-        case 0x80: {  // PROTO
-          const uint8_t version = byte();
-          if (version > 5) fail("unsupported pickle protocol " + std::to_string(version));
-          break;
-        }
-        case 0x95: bytes(8); break;  // FRAME: a length hint; data is contiguous anyway
-        case 0x2e: {                 // STOP
-          if (stack_.size() != 1 || !marks_.empty())
-            fail("STOP with " + std::to_string(stack_.size()) + " values on the stack");
-          return {pop(), pos_, arena_};
-        }
-        case 0x28:  // MARK
-          if (marks_.size() >= size_t(limits.max_nesting))
-            fail("MARKs nested deeper than " + std::to_string(limits.max_nesting));
-          marks_.push_back(stack_.size());
-          break;
-        case 0x30: pop(); break;                            // POP
-        case 0x31: pop_mark(); break;                       // POP_MARK
-        case 0x32: push(top()); break;                      // DUP
-        case 0x4e: push(make(Value::Kind::None)); break;    // NONE
-        case 0x88: push(make_bool(true)); break;            // NEWTRUE
-        case 0x89: push(make_bool(false)); break;           // NEWFALSE
-        case 0x4a: push(make_int(int32_t(le(4)))); break;   // BININT
-        case 0x4b: push(make_int(byte())); break;           // BININT1
-        case 0x4d: push(make_int(int64_t(le(2)))); break;   // BININT2
-        case 0x8a: push(make_long(byte())); break;          // LONG1
-        case 0x8b: push(make_long(le(4))); break;           // LONG4
-        case 0x47: {                                        // BINFLOAT, big-endian
-          uint64_t bits = 0;
-          for (uint8_t b : bytes(8)) bits = bits << 8 | b;
-          auto v = make(Value::Kind::Float);
-          std::memcpy(&v->number, &bits, 8);
-          push(v);
-          break;
-        }
-        case 0x58: push(make_text(Value::Kind::String, le(4))); break;  // BINUNICODE
-        case 0x8c: push(make_text(Value::Kind::String, byte())); break; // SHORT_BINUNICODE
-        case 0x8d: push(make_text(Value::Kind::String, le(8))); break;  // BINUNICODE8
-        case 0x54: push(make_text(Value::Kind::String, le(4))); break;  // BINSTRING (py2 str)
-        case 0x55: push(make_text(Value::Kind::String, byte())); break; // SHORT_BINSTRING
-        case 0x42: push(make_text(Value::Kind::Bytes, le(4))); break;   // BINBYTES
-        case 0x43: push(make_text(Value::Kind::Bytes, byte())); break;  // SHORT_BINBYTES
-        case 0x8e: push(make_text(Value::Kind::Bytes, le(8))); break;   // BINBYTES8
-        case 0x29: push(make(Value::Kind::Tuple)); break;               // EMPTY_TUPLE
-        case 0x74: push(sequence(Value::Kind::Tuple, pop_mark())); break;  // TUPLE
-        case 0x85: push(tuple_of(1)); break;                               // TUPLE1
-        case 0x86: push(tuple_of(2)); break;                               // TUPLE2
-        case 0x87: push(tuple_of(3)); break;                               // TUPLE3
-        case 0x5d: push(make(Value::Kind::List)); break;                   // EMPTY_LIST
-        case 0x6c: push(sequence(Value::Kind::List, pop_mark())); break;   // LIST
-        case 0x61: {                                                       // APPEND
-          ValuePtr item = pop();
-          list_target()->items.push_back(std::move(item));
-          break;
-        }
-        case 0x65: {  // APPENDS
-          auto items = pop_mark();
-          auto& list = list_target()->items;
-          for (auto& item : items) list.push_back(std::move(item));
-          break;
-        }
-        case 0x7d: push(make(Value::Kind::Dict)); break;  // EMPTY_DICT
-        case 0x64: {                                      // DICT
-          auto items = pop_mark();
-          auto dict = make(Value::Kind::Dict);
-          set_items(*dict, items);
-          push(dict);
-          break;
-        }
-        case 0x73: {  // SETITEM
-          ValuePtr value = pop();
-          ValuePtr key = pop();
-          dict_target()->entries.emplace_back(std::move(key), std::move(value));
-          break;
-        }
-        case 0x75: {  // SETITEMS
-          auto items = pop_mark();
-          set_items(*dict_target(), items);
-          break;
-        }
-        case 0x71: charge(kMemoCost); memo_[byte()] = top(); break;          // BINPUT
-        case 0x72: charge(kMemoCost); memo_[le(4)] = top(); break;           // LONG_BINPUT
-        case 0x94: charge(kMemoCost); memo_[memo_.size()] = top(); break;    // MEMOIZE
-        case 0x68: push(memo(byte())); break;         // BINGET
-        case 0x6a: push(memo(le(4))); break;          // LONG_BINGET
-        case 0x63: {                                  // GLOBAL "module\nname\n"
-          std::string module = line();
-          std::string attr = line();
-          push(resolve_global(module, attr));
-          break;
-        }
-        case 0x93: {  // STACK_GLOBAL
-          ValuePtr attr = pop();
-          ValuePtr module = pop();
-          if (module->kind != Value::Kind::String || attr->kind != Value::Kind::String)
-            fail("STACK_GLOBAL needs two strings, got " + describe(*module) + " and " + describe(*attr));
-          push(resolve_global(module->text, attr->text));
-          break;
-        }
-        case 0x52: {  // REDUCE
-          ValuePtr args = pop();
-          ValuePtr callable = pop();
-          push(call(*callable, *args));
-          break;
-        }
-        case 0x81: {  // NEWOBJ: cls.__new__(cls, *args); same whitelist
-          ValuePtr args = pop();
-          ValuePtr cls = pop();
-          push(call(*cls, *args));
-          break;
-        }
-        case 0x62: {  // BUILD: sets attributes (OrderedDict._metadata, ...); irrelevant for weights
-          pop();
-          top();
-          break;
-        }
-        case 0x51: {  // BINPERSID
-          ValuePtr pid = pop();
-          push(persistent(*pid));
-          break;
-        }
-        default: {
-          char hex[8];
-          std::snprintf(hex, sizeof hex, "0x%02x", op);
-          fail(std::string("unsupported pickle opcode ") + hex +
-               (op >= 0x20 && op < 0x7f ? std::string(" ('") + char(op) + "')" : std::string()));
-        }
+      if (op == 0x2e) {  // STOP
+        if (stack_.size() != 1 || !marks_.empty())
+          fail("STOP with " + std::to_string(stack_.size()) + " values on the stack");
+        return {pop(), pos_, arena_};
       }
+      if (stack_op(op) || literal(op) || container(op) || object(op)) continue;
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02x", op);
+      fail(std::string("unsupported pickle opcode ") + hex +
+           (op >= 0x20 && op < 0x7f ? std::string(" ('") + char(op) + "')" : std::string()));
     }
   }
 
  private:
+  // Each opcode family below runs one opcode and returns true, or returns
+  // false when `op` is not one of its own.
+
+  // The protocol header, frames, marks and plain stack moves.
+  bool stack_op(uint8_t op) {
+    switch (op) {
+      case 0x80: {  // PROTO
+        const uint8_t version = byte();
+        if (version > 5) fail("unsupported pickle protocol " + std::to_string(version));
+        break;
+      }
+      case 0x95: bytes(8); break;  // FRAME: a length hint; data is contiguous anyway
+      case 0x28:  // MARK
+        if (marks_.size() >= size_t(io::load_limits().max_nesting))
+          fail("MARKs nested deeper than " + std::to_string(io::load_limits().max_nesting));
+        marks_.push_back(stack_.size());
+        break;
+      case 0x30: pop(); break;                            // POP
+      case 0x31: pop_mark(); break;                       // POP_MARK
+      case 0x32: push(top()); break;                      // DUP
+      default: return false;
+    }
+    return true;
+  }
+
+  // None, booleans, integers, floats, strings and bytes.
+  bool literal(uint8_t op) {
+    switch (op) {
+      case 0x4e: push(make(Value::Kind::None)); break;    // NONE
+      case 0x88: push(make_bool(true)); break;            // NEWTRUE
+      case 0x89: push(make_bool(false)); break;           // NEWFALSE
+      case 0x4a: push(make_int(int32_t(le(4)))); break;   // BININT
+      case 0x4b: push(make_int(byte())); break;           // BININT1
+      case 0x4d: push(make_int(int64_t(le(2)))); break;   // BININT2
+      case 0x8a: push(make_long(byte())); break;          // LONG1
+      case 0x8b: push(make_long(le(4))); break;           // LONG4
+      case 0x47: {                                        // BINFLOAT, big-endian
+        uint64_t bits = 0;
+        for (uint8_t b : bytes(8)) bits = bits << 8 | b;
+        auto v = make(Value::Kind::Float);
+        std::memcpy(&v->number, &bits, 8);
+        push(v);
+        break;
+      }
+      case 0x58: push(make_text(Value::Kind::String, le(4))); break;  // BINUNICODE
+      case 0x8c: push(make_text(Value::Kind::String, byte())); break; // SHORT_BINUNICODE
+      case 0x8d: push(make_text(Value::Kind::String, le(8))); break;  // BINUNICODE8
+      case 0x54: push(make_text(Value::Kind::String, le(4))); break;  // BINSTRING (py2 str)
+      case 0x55: push(make_text(Value::Kind::String, byte())); break; // SHORT_BINSTRING
+      case 0x42: push(make_text(Value::Kind::Bytes, le(4))); break;   // BINBYTES
+      case 0x43: push(make_text(Value::Kind::Bytes, byte())); break;  // SHORT_BINBYTES
+      case 0x8e: push(make_text(Value::Kind::Bytes, le(8))); break;   // BINBYTES8
+      default: return false;
+    }
+    return true;
+  }
+
+  // Tuples, lists and dicts.
+  bool container(uint8_t op) {
+    switch (op) {
+      case 0x29: push(make(Value::Kind::Tuple)); break;               // EMPTY_TUPLE
+      case 0x74: push(sequence(Value::Kind::Tuple, pop_mark())); break;  // TUPLE
+      case 0x85: push(tuple_of(1)); break;                               // TUPLE1
+      case 0x86: push(tuple_of(2)); break;                               // TUPLE2
+      case 0x87: push(tuple_of(3)); break;                               // TUPLE3
+      case 0x5d: push(make(Value::Kind::List)); break;                   // EMPTY_LIST
+      case 0x6c: push(sequence(Value::Kind::List, pop_mark())); break;   // LIST
+      case 0x61: {                                                       // APPEND
+        ValuePtr item = pop();
+        list_target()->items.push_back(std::move(item));
+        break;
+      }
+      case 0x65: {  // APPENDS
+        auto items = pop_mark();
+        auto& list = list_target()->items;
+        for (auto& item : items) list.push_back(std::move(item));
+        break;
+      }
+      case 0x7d: push(make(Value::Kind::Dict)); break;  // EMPTY_DICT
+      case 0x64: {                                      // DICT
+        auto items = pop_mark();
+        auto dict = make(Value::Kind::Dict);
+        set_items(*dict, items);
+        push(dict);
+        break;
+      }
+      case 0x73: {  // SETITEM
+        ValuePtr value = pop();
+        ValuePtr key = pop();
+        dict_target()->entries.emplace_back(std::move(key), std::move(value));
+        break;
+      }
+      case 0x75: {  // SETITEMS
+        auto items = pop_mark();
+        set_items(*dict_target(), items);
+        break;
+      }
+      default: return false;
+    }
+    return true;
+  }
+
+  // The memo, whitelisted globals, calls and persistent ids (the tensors' storages).
+  bool object(uint8_t op) {
+    switch (op) {
+      case 0x71: charge(kMemoCost); memo_[byte()] = top(); break;          // BINPUT
+      case 0x72: charge(kMemoCost); memo_[le(4)] = top(); break;           // LONG_BINPUT
+      case 0x94: charge(kMemoCost); memo_[memo_.size()] = top(); break;    // MEMOIZE
+      case 0x68: push(memo(byte())); break;         // BINGET
+      case 0x6a: push(memo(le(4))); break;          // LONG_BINGET
+      case 0x63: {                                  // GLOBAL "module\nname\n"
+        std::string module = line();
+        std::string attr = line();
+        push(resolve_global(module, attr));
+        break;
+      }
+      case 0x93: {  // STACK_GLOBAL
+        ValuePtr attr = pop();
+        ValuePtr module = pop();
+        if (module->kind != Value::Kind::String || attr->kind != Value::Kind::String)
+          fail("STACK_GLOBAL needs two strings, got " + describe(*module) + " and " + describe(*attr));
+        push(resolve_global(module->text, attr->text));
+        break;
+      }
+      case 0x52: {  // REDUCE
+        ValuePtr args = pop();
+        ValuePtr callable = pop();
+        push(call(*callable, *args));
+        break;
+      }
+      case 0x81: {  // NEWOBJ: cls.__new__(cls, *args); same whitelist
+        ValuePtr args = pop();
+        ValuePtr cls = pop();
+        push(call(*cls, *args));
+        break;
+      }
+      case 0x62: {  // BUILD: sets attributes (OrderedDict._metadata, ...); irrelevant for weights
+        pop();
+        top();
+        break;
+      }
+      case 0x51: {  // BINPERSID
+        ValuePtr pid = pop();
+        push(persistent(*pid));
+        break;
+      }
+      default: return false;
+    }
+    return true;
+  }
+
   [[noreturn]] void fail(const std::string& why) const {
     throw IOError("pickle in '" + name_ + "': " + why + " (at byte " + std::to_string(op_pos_) + ")");
   }

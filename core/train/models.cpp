@@ -1,5 +1,7 @@
 #include "core/train/models.h"
 
+#include <stdexcept>
+
 #include "core/error.h"
 
 namespace tl::train {
@@ -40,6 +42,26 @@ std::shared_ptr<nn::Sequential> make_mlp(int64_t height, int64_t width, int clas
   m->emplace<nn::ReLU>();
   m->add(std::make_shared<nn::Linear>(hidden, classes, gen, true, device));
   return m;
+}
+
+std::shared_ptr<nn::Sequential> make_model(const std::string& model, const data::Dataset& data, Generator& gen,
+                                           const std::string& device) {
+  if (model == "cnn") return make_cnn(data.height, data.width, data.classes, gen, device);
+  if (model == "mlp") return make_mlp(data.height, data.width, data.classes, gen, 128, device);
+  throw std::invalid_argument("unknown model '" + model + "' (cnn or mlp)");
+}
+
+std::unique_ptr<nn::Optimizer> make_optimizer(const std::string& optimizer, std::vector<Tensor*> params, double lr,
+                                              double weight_decay) {
+  if (optimizer == "sgd")
+    return std::make_unique<nn::SGD>(std::move(params), lr < 0 ? 0.05 : lr, nn::SGDOptions{0.9, 0, weight_decay, true});
+  if (optimizer == "adam")
+    return std::make_unique<nn::Adam>(std::move(params), lr < 0 ? 2e-3 : lr,
+                                      nn::AdamOptions{0.9, 0.999, 1e-8, weight_decay});
+  if (optimizer == "adamw")
+    return std::make_unique<nn::AdamW>(std::move(params), lr < 0 ? 2e-3 : lr,
+                                       nn::AdamOptions{0.9, 0.999, 1e-8, weight_decay});
+  throw std::invalid_argument("unknown optimizer '" + optimizer + "' (sgd, adam or adamw)");
 }
 
 }  // namespace tl::train

@@ -66,10 +66,10 @@ TrainingPane::TrainingPane(Session* session, QWidget* parent)
     requestHistograms();
     emit modelLoaded(path);
   });
-  connect(session_, &Session::failed, this, [this](quint64 job, const QString& what, const QString& message) {
-    if (what != "train") return;
+  connect(session_, &Session::failed, this, [this](quint64 job, Session::FailureSource source, const QString& msg) {
+    if (source != Session::FailureSource::Train) return;
     if (job == resetJob_) resetJob_ = 0;
-    showError(message);
+    showError(msg);
   });
   updateButtons();
 }

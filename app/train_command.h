@@ -1,19 +1,15 @@
-// `tinylens-cli train`: the whole command lives here so app/cli.cpp only
-// forwards its options, and the window's training page can run the same
-// configuration.
+// `tinylens-cli train`: its options, their parsing, and the loop that prints
+// one line per epoch. What a program embedding tinylens would call (the
+// models, the optimizers by name, the Trainer) lives in core/train; the
+// window's Training page builds the same configuration from there.
 #pragma once
 #include <cstdint>
 #include <cstdio>
 #include <map>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "core/data/dataset.h"
-#include "core/nn/layers.h"
-#include "core/nn/optim.h"
-
-namespace tl::train {
+namespace tlcli {
 
 struct TrainConfig {
   std::string dataset = "digits";  // "digits", "digits:PATH" or "mnist:DIR"
@@ -32,16 +28,6 @@ struct TrainConfig {
   bool profile = false;            // print the kernels that dominated the last epoch
 };
 
-// The model and the optimizer the command builds, shared with the window's
-// Training page so both train the same thing. `model` is "cnn" or "mlp";
-// `optimizer` is "sgd" (momentum 0.9, Nesterov), "adam" or "adamw"; lr < 0
-// picks the default (sgd 0.05, adam/adamw 0.002). Unknown names throw
-// std::invalid_argument.
-std::shared_ptr<nn::Sequential> make_model(const std::string& model, const data::Dataset& data, Generator& gen,
-                                           const std::string& device);
-std::unique_ptr<nn::Optimizer> make_optimizer(const std::string& optimizer, std::vector<Tensor*> params, double lr,
-                                              double weight_decay);
-
 // The command's options, for its --help and for the check of unknown ones.
 struct TrainOption {
   const char* name;   // without the leading dashes
@@ -58,4 +44,4 @@ TrainConfig parse_train_options(const std::map<std::string, std::string>& option
 // returns the process exit status.
 int run_training(const TrainConfig& config, std::FILE* out);
 
-}  // namespace tl::train
+}  // namespace tlcli

@@ -1,4 +1,4 @@
-#include "core/train/command.h"
+#include "train_command.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -8,7 +8,10 @@
 #include "core/train/models.h"
 #include "core/train/trainer.h"
 
-namespace tl::train {
+using namespace tl;
+using namespace tl::train;
+
+namespace tlcli {
 
 const std::vector<TrainOption>& train_options() {
   static const std::vector<TrainOption> options = {
@@ -49,26 +52,6 @@ int64_t to_int(const std::string& key, const std::string& v, int64_t low) {
   return int64_t(d);
 }
 }  // namespace
-
-std::shared_ptr<nn::Sequential> make_model(const std::string& model, const data::Dataset& data, Generator& gen,
-                                           const std::string& device) {
-  if (model == "cnn") return make_cnn(data.height, data.width, data.classes, gen, device);
-  if (model == "mlp") return make_mlp(data.height, data.width, data.classes, gen, 128, device);
-  throw std::invalid_argument("unknown model '" + model + "' (cnn or mlp)");
-}
-
-std::unique_ptr<nn::Optimizer> make_optimizer(const std::string& optimizer, std::vector<Tensor*> params, double lr,
-                                              double weight_decay) {
-  if (optimizer == "sgd")
-    return std::make_unique<nn::SGD>(std::move(params), lr < 0 ? 0.05 : lr, nn::SGDOptions{0.9, 0, weight_decay, true});
-  if (optimizer == "adam")
-    return std::make_unique<nn::Adam>(std::move(params), lr < 0 ? 2e-3 : lr,
-                                      nn::AdamOptions{0.9, 0.999, 1e-8, weight_decay});
-  if (optimizer == "adamw")
-    return std::make_unique<nn::AdamW>(std::move(params), lr < 0 ? 2e-3 : lr,
-                                       nn::AdamOptions{0.9, 0.999, 1e-8, weight_decay});
-  throw std::invalid_argument("unknown optimizer '" + optimizer + "' (sgd, adam or adamw)");
-}
 
 TrainConfig parse_train_options(const std::map<std::string, std::string>& options) {
   TrainConfig c;
@@ -163,4 +146,4 @@ int run_training(const TrainConfig& c, std::FILE* out) {
   return 0;
 }
 
-}  // namespace tl::train
+}  // namespace tlcli

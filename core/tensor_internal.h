@@ -1,0 +1,22 @@
+// Helpers shared by the files that implement Tensor (tensor.cpp,
+// tensor_movement.cpp, tensor_nn.cpp, autograd.cpp). Not part of the API:
+// code outside those files uses tensor.h.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tensor.h"
+
+namespace tl::detail {
+
+int norm_axis(int axis, int ndim, const Shape& shape, const char* what);
+std::vector<int> norm_axes(const std::vector<int>& axes, const Shape& shape, const char* what);
+int64_t add_sizes(int64_t a, int64_t b, const std::string& what);
+int64_t mul_sizes(int64_t a, int64_t b, const std::string& what);
+NodeRef make(Op op, std::vector<NodeRef> src, Shape shape, DType dtype, std::vector<int64_t> arg = {},
+             double value = 0);
+const NodeRef& need(const NodeRef& n);
+Shape broadcast_shape(const Shape& a, const Shape& b, const char* what);
+
+}  // namespace tl::detail

@@ -1,0 +1,342 @@
+// The composite ops of neural networks, lowered to primitives: matmul and
+// linear, conv2d, pooling, batch norm, softmax, cross-entropy, dropout.
+#include "tensor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "error.h"
+#include "realize.h"
+#include "tensor_internal.h"
+
+namespace tl {
+
+using namespace detail;
+
+// ------------------------------------------------------------ composite ----
+
+// Describes a tensor as a strided view of a node that has (or will get) its
+// own row-major buffer, so GEMM can read it without a copy.
+static NodeRef strided_base(const Tensor& t, std::vector<int64_t>& strides) {
+  const NodeRef& n = t.node();
+  auto row_major = [](const Shape& s) {
+    std::vector<int64_t> st(s.size(), 1);
+    for (int i = int(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
+    return st;
+  };
+  auto dense = [](const NodeRef& x) { return x->realized() || x->op == Op::Contiguous; };
+  if (dense(n)) {
+    strides = row_major(n->shape);
+    return n;
+  }
+  if (n->op == Op::Reshape) {
+    if (dense(n->src[0])) {
+      strides = row_major(n->shape);
+      return n->src[0];
+    }
+    // only size-1 axes added or removed: the other axes keep their strides
+    Shape a, b;
+    for (auto d : n->shape) if (d != 1) a.push_back(d);
+    for (auto d : n->src[0]->shape) if (d != 1) b.push_back(d);
+    if (a == b) {
+      std::vector<int64_t> inner;
+      NodeRef base = strided_base(Tensor(n->src[0]), inner);
+      std::vector<int64_t> kept;
+      for (size_t i = 0; i < inner.size(); ++i) if (n->src[0]->shape[i] != 1) kept.push_back(inner[i]);
+      strides.clear();
+      size_t j = 0;
+      for (auto d : n->shape) strides.push_back(d == 1 ? 0 : kept[j++]);
+      return base;
+    }
+    // Any other reshape: the source gets its own row-major buffer, which is
+    // the reshaped tensor too. Its other readers then share that buffer, and
+    // the source's kernel may be a GEMM epilogue (a convolution's batch-norm
+    // feeding both the next 1x1 convolution and a residual add).
+    strides = row_major(n->shape);
+    return n->src[0];
+  }
+  if (n->op == Op::Permute) {
+    std::vector<int64_t> inner;
+    NodeRef base = strided_base(Tensor(n->src[0]), inner);
+    strides.resize(n->arg.size());
+    for (size_t i = 0; i < n->arg.size(); ++i) strides[i] = inner[n->arg[i]];
+    return base;
+  }
+  if (n->op == Op::Expand) {
+    NodeRef base = strided_base(Tensor(n->src[0]), strides);
+    for (size_t i = 0; i < strides.size(); ++i)
+      if (n->src[0]->shape[i] == 1 && n->shape[i] != 1) strides[i] = 0;
+    return base;
+  }
+  // The scheduler gives every GEMM operand its own buffer, so the node itself
+  // is the base; its other readers (a residual add) then share that buffer.
+  strides = row_major(n->shape);
+  return n;
+}
+
+Tensor Tensor::matmul(const Tensor& o) const {
+  if (ndim() == 0 || o.ndim() == 0)
+    throw ShapeError("matmul: operands must have at least one axis, got " + shape_str(shape()) + " and " + shape_str(o.shape()));
+  Tensor a = ndim() == 1 ? unsqueeze(0) : *this;
+  Tensor b = o.ndim() == 1 ? o.unsqueeze(1) : o;
+  int64_t m = a.dim(-2), k = a.dim(-1), k2 = b.dim(-2), n = b.dim(-1);
+  if (k != k2)
+    throw ShapeError("matmul: shapes " + shape_str(shape()) + " and " + shape_str(o.shape()) + " are incompatible (" +
+                     std::to_string(k) + " != " + std::to_string(k2) + ")");
+  a = a.cast(DType::f32);
+  b = b.cast(DType::f32);
+  Shape ab(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
+  Shape batch = broadcast_shape(ab, bb, "matmul");
+  Shape ea = batch, eb = batch;
+  ea.insert(ea.end(), {m, k});
+  eb.insert(eb.end(), {k, n});
+  a = a.expand(ea);
+  b = b.expand(eb);
+  // generic form: (..., m, 1, k) * (..., 1, n, k) summed over k
+  Tensor prod = a.unsqueeze(-2) * b.transpose(-1, -2).unsqueeze(-3);
+  Tensor s = prod.sum({-1}, true);
+  // the GEMM description of the same product
+  auto hint = std::make_shared<MatmulHint>();
+  std::vector<int64_t> sa, sb;
+  int64_t nb = tl::numel(batch);
+  Tensor a3 = a.reshape({nb, m, k}), b3 = b.reshape({nb, k, n});
+  hint->a_in = a3.node();
+  hint->b_in = b3.node();
+  hint->a = strided_base(a3, sa);
+  hint->b = strided_base(b3, sb);
+  hint->batch = nb, hint->m = m, hint->n = n, hint->k = k;
+  for (int i = 0; i < 3; ++i) hint->a_strides[i] = sa[i], hint->b_strides[i] = sb[i];
+  if (nb == 1) hint->a_strides[0] = hint->b_strides[0] = 0;
+  s.node()->matmul = hint;
+  Shape out = batch;
+  if (ndim() > 1) out.push_back(m);
+  if (o.ndim() > 1) out.push_back(n);
+  return s.reshape(out);
+}
+
+Tensor Tensor::linear(const Tensor& weight, const Tensor& bias) const {
+  if (ndim() < 1 || weight.ndim() != 2 || dim(-1) != weight.dim(1))
+    throw ShapeError("linear: input " + shape_str(shape()) + " does not match weight " + shape_str(weight.shape()) +
+                     " (expects (out_features, in_features) with in_features = the input's last axis)");
+  if (bias.defined() && (bias.ndim() != 1 || bias.dim(0) != weight.dim(0)))
+    throw ShapeError("linear: bias " + shape_str(bias.shape()) + " does not match weight " + shape_str(weight.shape()));
+  Tensor y = matmul(weight.transpose(-1, -2));
+  return bias.defined() ? y + bias : y;
+}
+
+// Sliding windows over the last two axes: (..., H, W) -> (..., OH, OW, KH, KW).
+// Built from movement ops only: repeat the row k times, view the repetition
+// with a period of (size + dilation) and keep every stride-th start.
+static Tensor windows_1d(const Tensor& x, int axis, int64_t k, int64_t stride, int64_t dilation, int64_t& out) {
+  int64_t size = x.dim(axis);
+  if (k < 1 || stride < 1 || dilation < 1)
+    throw ShapeError("window: kernel, stride and dilation must be positive (got " + std::to_string(k) + ", " +
+                     std::to_string(stride) + ", " + std::to_string(dilation) + ")");
+  if (stride > size) stride = size;  // one window either way; keeps the period search below short
+  int64_t span = add_sizes(mul_sizes(dilation, k - 1, "window span"), 1, "window span");
+  if (span > size)
+    throw ShapeError("window of " + std::to_string(k) + " (dilation " + std::to_string(dilation) +
+                     ") does not fit an axis of size " + std::to_string(size) + " in " + shape_str(x.shape()));
+  out = (size - span) / stride + 1;
+  int nd = x.ndim();
+  // move `axis` last
+  std::vector<int> order;
+  for (int i = 0; i < nd; ++i)
+    if (i != axis) order.push_back(i);
+  order.push_back(axis);
+  Tensor t = x.permute(order);
+  Shape s = t.shape();
+  Shape lead(s.begin(), s.end() - 1);
+  // Positions kk*period + j of the repeated row hold x[(kk*dilation + j) % size]
+  // whenever period % size == dilation % size.
+  int64_t period = size + dilation;
+  while (period < out * stride) period += size;
+  int64_t needed = (k - 1) * period + out * stride;
+  int64_t copies = (needed + size - 1) / size;
+  Shape rep = lead;
+  rep.insert(rep.end(), {copies, size});
+  t = t.unsqueeze(-2).expand(rep);
+  Shape flat = lead;
+  flat.push_back(copies * size);
+  t = t.reshape(flat);
+  std::vector<std::pair<int64_t, int64_t>> pads(t.ndim(), {0, 0});
+  pads.back().second = k * period - copies * size;  // negative crops
+  t = t.pad(pads);  // (..., k * period)
+  Shape kp = lead;
+  kp.insert(kp.end(), {k, period});
+  t = t.reshape(kp).slice(-1, 0, out * stride);  // (..., k, out*stride)
+  Shape ko = lead;
+  ko.insert(ko.end(), {k, out, stride});
+  t = t.reshape(ko).slice(-1, 0, 1).squeeze(-1);  // (..., k, out)
+  return t.transpose(-1, -2);                       // (..., out, k)
+}
+
+static Tensor windows_2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh, int64_t dw,
+                         int64_t& oh, int64_t& ow, const char* what, const Shape& input) {
+  // x: (N, C, H, W), already padded
+  if (kh < 1 || kw < 1 || dh < 1 || dw < 1 || sh < 1 || sw < 1)
+    throw ShapeError(std::string(what) + ": kernel " + std::to_string(kh) + "x" + std::to_string(kw) + ", stride " +
+                     std::to_string(sh) + "x" + std::to_string(sw) + " and dilation " + std::to_string(dh) + "x" +
+                     std::to_string(dw) + " must be positive");
+  if (mul_sizes(dh, kh - 1, what) + 1 > x.dim(2) || mul_sizes(dw, kw - 1, what) + 1 > x.dim(3))
+    throw ShapeError(std::string(what) + ": a " + std::to_string(kh) + "x" + std::to_string(kw) + " window (dilation " +
+                     std::to_string(dh) + "x" + std::to_string(dw) + ") does not fit input " + shape_str(input) +
+                     (x.shape() != input ? " padded to " + shape_str(x.shape()) : std::string()));
+  Tensor t = windows_1d(x, 3, kw, sw, dw, ow);  // (N, C, H, OW, KW)
+  t = t.permute({0, 1, 3, 4, 2});               // (N, C, OW, KW, H)
+  t = windows_1d(t, 4, kh, sh, dh, oh);          // (N, C, OW, KW, OH, KH)
+  return t.permute({0, 1, 4, 2, 5, 3});          // (N, C, OH, OW, KH, KW)
+}
+
+Tensor Tensor::conv2d(const Tensor& weight, const Tensor& bias, const Conv2dOptions& opt) const {
+  Scope scope("conv2d");
+  if (ndim() != 4 || weight.ndim() != 4)
+    throw ShapeError("conv2d: input " + shape_str(shape()) + " and weight " + shape_str(weight.shape()) +
+                     " must both be 4-D (N, C, H, W) and (O, C/groups, KH, KW)");
+  int64_t N = dim(0), C = dim(1), O = weight.dim(0), G = opt.groups, KH = weight.dim(2), KW = weight.dim(3);
+  if (G < 1 || C % G || O % G || weight.dim(1) != C / G)
+    throw ShapeError("conv2d: input " + shape_str(shape()) + " and weight " + shape_str(weight.shape()) +
+                     " do not match for groups=" + std::to_string(G));
+  if (bias.defined() && (bias.ndim() != 1 || bias.dim(0) != O))
+    throw ShapeError("conv2d: bias " + shape_str(bias.shape()) + " does not match " + std::to_string(O) + " output channels");
+  Tensor x = *this;
+  if (opt.pad_h || opt.pad_w) x = x.pad({{0, 0}, {0, 0}, {opt.pad_h, opt.pad_h}, {opt.pad_w, opt.pad_w}});
+  int64_t OH, OW;
+  Tensor out;
+  if (KH == 1 && KW == 1 && opt.stride_h == 1 && opt.stride_w == 1 && G == 1) {
+    OH = x.dim(2), OW = x.dim(3);
+    out = weight.reshape({O, C}).matmul(x.reshape({N, C, OH * OW}));
+  } else {
+    Tensor win = windows_2d(x, KH, KW, opt.stride_h, opt.stride_w, opt.dilation_h, opt.dilation_w, OH, OW, "conv2d",
+                            shape());
+    if (G == 1) {
+      // (N, C, OH, OW, KH, KW) -> (N, C * KH * KW, OH * OW): im2col for one GEMM
+      Tensor cols = win.permute({0, 1, 4, 5, 2, 3}).reshape({N, C * KH * KW, OH * OW});
+      out = weight.reshape({O, C * KH * KW}).matmul(cols);
+    } else {
+      // Grouped (depthwise): multiply-adds over the taps, with OH and OW kept
+      // apart so the kernel walks output rows and reads input rows with unit
+      // stride instead of dividing a flattened index.
+      Tensor taps = win.permute({0, 1, 4, 5, 2, 3}).reshape({N, G, C / G * KH * KW, OH, OW});
+      Tensor w = weight.reshape({1, G, O / G, C / G * KH * KW, 1, 1});
+      out = (taps.unsqueeze(2) * w).sum({3});  // (N, G, O/G, OH, OW)
+    }
+  }
+  out = out.reshape({N, O, OH, OW});
+  if (bias.defined()) out = out + bias.reshape({1, O, 1, 1});
+  return out;
+}
+
+static void pool_check(const Tensor& x, const char* what) {
+  if (x.ndim() != 4) throw ShapeError(std::string(what) + ": input " + shape_str(x.shape()) + " must be (N, C, H, W)");
+}
+
+Tensor Tensor::avg_pool2d(int64_t kernel, int64_t stride, int64_t padding) const {
+  Scope scope("avg_pool2d");
+  pool_check(*this, "avg_pool2d");
+  if (stride == 0) stride = kernel;
+  Tensor x = padding ? pad({{0, 0}, {0, 0}, {padding, padding}, {padding, padding}}) : *this;
+  int64_t oh, ow;
+  return windows_2d(x, kernel, kernel, stride, stride, 1, 1, oh, ow, "avg_pool2d", shape()).mean({4, 5});
+}
+
+Tensor Tensor::max_pool2d(int64_t kernel, int64_t stride, int64_t padding) const {
+  Scope scope("max_pool2d");
+  pool_check(*this, "max_pool2d");
+  if (stride == 0) stride = kernel;
+  Tensor x = padding ? pad({{0, 0}, {0, 0}, {padding, padding}, {padding, padding}}, -INFINITY) : *this;
+  int64_t oh, ow;
+  return windows_2d(x, kernel, kernel, stride, stride, 1, 1, oh, ow, "max_pool2d", shape()).max({4, 5});
+}
+
+Tensor Tensor::adaptive_avg_pool2d(int64_t out_h, int64_t out_w) const {
+  Scope scope("adaptive_avg_pool2d");
+  pool_check(*this, "adaptive_avg_pool2d");
+  int64_t H = dim(2), W = dim(3);
+  if (out_h < 1 || out_w < 1) throw ShapeError("adaptive_avg_pool2d: output size must be positive");
+  if (out_h == 1 && out_w == 1) return mean({2, 3}, true);
+  // Each output cell averages input rows [floor(i*H/oh), ceil((i+1)*H/oh)):
+  // one averaging matrix per axis, applied as two matmuls.
+  auto averaging = [&](int64_t in, int64_t out) {
+    std::vector<float> m(size_t(out * in), 0.f);
+    for (int64_t i = 0; i < out; ++i) {
+      int64_t a = i * in / out, b = ((i + 1) * in + out - 1) / out;
+      for (int64_t j = a; j < b; ++j) m[size_t(i * in + j)] = 1.f / float(b - a);
+    }
+    return Tensor::from_data(m, {out, in}, device());
+  };
+  Tensor ph = averaging(H, out_h), pw = averaging(W, out_w);
+  return ph.matmul(matmul(pw.transpose()));
+}
+
+Tensor Tensor::batch_norm(const Tensor& weight, const Tensor& bias, Tensor& running_mean, Tensor& running_var,
+                          bool training, double momentum, double eps) const {
+  Scope scope("batch_norm");
+  if (ndim() < 2) throw ShapeError("batch_norm: input " + shape_str(shape()) + " needs a channel axis");
+  int64_t C = dim(1);
+  Shape bshape(ndim(), 1);
+  bshape[1] = C;
+  std::vector<int> axes;
+  for (int i = 0; i < ndim(); ++i)
+    if (i != 1) axes.push_back(i);
+  Tensor mean_t, var_t;
+  if (training) {
+    mean_t = mean(axes, true);
+    var_t = var(axes, true, 0);
+    int64_t n = numel() / C;
+    NoGrad ng;
+    // Inside a RealizeTogether (a training step) the new statistics realize
+    // with the rest of the step and are assigned only once they exist; the
+    // caller's tensors must outlive that realize.
+    if (running_mean.defined()) {
+      Tensor nm = (running_mean * (1 - momentum) + mean_t.detach().reshape({C}) * momentum);
+      realize_then({nm.node()}, [&running_mean, nm] { running_mean = nm.detach(); });
+    }
+    if (running_var.defined()) {
+      Tensor unbiased = var_t.detach().reshape({C}) * (double(n) / double(std::max<int64_t>(n - 1, 1)));
+      Tensor nv = running_var * (1 - momentum) + unbiased * momentum;
+      realize_then({nv.node()}, [&running_var, nv] { running_var = nv.detach(); });
+    }
+  } else {
+    mean_t = running_mean.reshape(bshape);
+    var_t = running_var.reshape(bshape);
+  }
+  Tensor y = (*this - mean_t) * (var_t + eps).rsqrt();
+  if (weight.defined()) y = y * weight.reshape(bshape);
+  if (bias.defined()) y = y + bias.reshape(bshape);
+  return y;
+}
+
+Tensor Tensor::softmax(int axis) const {
+  Scope scope("softmax");
+  int a = norm_axis(axis, ndim(), shape(), "softmax");
+  Tensor e = (*this - max({a}, true).detach()).exp();
+  return e / e.sum({a}, true);
+}
+
+Tensor Tensor::log_softmax(int axis) const {
+  Scope scope("log_softmax");
+  int a = norm_axis(axis, ndim(), shape(), "log_softmax");
+  Tensor shifted = *this - max({a}, true).detach();
+  return shifted - shifted.exp().sum({a}, true).log();
+}
+
+Tensor Tensor::cross_entropy(const Tensor& targets) const {
+  Scope scope("cross_entropy");
+  if (ndim() != 2 || targets.ndim() != 1 || targets.dim(0) != dim(0))
+    throw ShapeError("cross_entropy: logits " + shape_str(shape()) + " must be (N, C) and targets " +
+                     shape_str(targets.shape()) + " must be (N)");
+  Tensor classes = Tensor::arange(0, double(dim(1)), 1, DType::f32, device()).reshape({1, dim(1)});
+  Tensor onehot = classes.eq(targets.cast(DType::f32).reshape({dim(0), 1})).cast(DType::f32);
+  return -(log_softmax(1) * onehot).sum({1}).mean();
+}
+
+Tensor Tensor::dropout(double p, bool training, Generator& gen) const {
+  if (!training || p <= 0) return *this;
+  if (p >= 1) return *this * 0.0;
+  Tensor keep = Tensor::rand(shape(), gen, device()).ge(Tensor::scalar(p, DType::f32, device()));
+  return *this * keep.cast(DType::f32) * (1.0 / (1.0 - p));
+}
+
+}  // namespace tl
