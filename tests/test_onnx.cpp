@@ -256,6 +256,21 @@ class TestOnnx : public QObject {
     } catch (const ShapeError& e) {
       QVERIFY2(std::string(e.what()).find("position 5 is outside [-2, 1]") != std::string::npos, e.what());
     }
+    // Each item is a lazy slice: a split into more than 4096 is refused by name.
+    Builder many(13);
+    many.input("x", {"5000"});
+    many.output("y", {"1"});
+    TP* at0 = many.init("at0", {}, TP::INT64);
+    at0->add_int64_data(0);
+    many.node("SplitToSequence", {"x"}, {"s"});
+    many.node("SequenceAt", {"s", "at0"}, {"y"});
+    OnnxModel mn(many.save(dir / "many.onnx"));
+    try {
+      mn.run({Tensor::zeros({5000})});
+      QFAIL("a split into 5000 tensors ran");
+    } catch (const OnnxUnsupported& e) {
+      QVERIFY2(std::string(e.what()).find("a split into 5000 tensors (more than 4096)") != std::string::npos, e.what());
+    }
     // A sequence where a tensor is expected is refused, not misread.
     Builder mix(13);
     mix.input("x", {"2"});

@@ -93,23 +93,30 @@ Value split_to_sequence(const Ctx& c) {
   const int64_t axis = norm_axis(attr_i(n, "axis", 0), int64_t(s.size()), n), len = s[size_t(axis)];
   Ints sizes;
   bool squeeze = false;
+  auto bound = [&](int64_t count) {  // each tensor is a lazy slice: their number is bounded
+    if (count > kMaxUnrolledTaps)
+      unsupported(n, c.opset, "a split into " + std::to_string(count) + " tensors (more than " +
+                                  std::to_string(kMaxUnrolledTaps) + ")");
+  };
   if (!c.has(1)) {
+    bound(len);
     sizes.assign(size_t(len), 1);
     squeeze = attr_i(n, "keepdims", 1) == 0;
   } else if (c.rank(1) == 0) {
     const int64_t k = c.first_int(1);
     if (k <= 0) bad(n, "split " + std::to_string(k) + " is not a positive chunk length");
+    bound(len / k + 1);
     for (int64_t at = 0; at < len; at += k) sizes.push_back(std::min(k, len - at));
   } else {
     sizes = c.ints(1);
     int64_t total = 0;
     for (auto k : sizes) {
-      if (k < 0) bad(n, "split holds the negative length " + std::to_string(k));
-      total += k;
+      if (k < 0 || __builtin_add_overflow(total, k, &total))
+        bad(n, "split holds the length " + std::to_string(k) + ", negative or beyond any axis");
     }
     if (total != len) bad(n, "split lengths add up to " + std::to_string(total) + ", axis " + std::to_string(axis) + " has " + std::to_string(len));
   }
-  c.work(double(sizes.size()), "the split");
+  bound(int64_t(sizes.size()));
   const Tensor x = c.t(0);
   Value seq = sequence_of({}, c.v(0).elem);
   int64_t at = 0;
@@ -131,6 +138,9 @@ Value concat_from_sequence(const Ctx& c) {
   const auto& n = c.node;
   Value s = sequence_input(c, 0);
   if (s.items.empty()) bad(n, "cannot concatenate an empty sequence");
+  if (int64_t(s.items.size()) > kMaxUnrolledTaps)
+    unsupported(n, c.opset, "a concatenation of " + std::to_string(s.items.size()) + " tensors (more than " +
+                                std::to_string(kMaxUnrolledTaps) + ")");
   const bool stack = attr_i(n, "new_axis", 0) != 0;
   const int64_t r = int64_t(s.items[0].shape.size());
   const int64_t axis = norm_axis(attr_i(n, "axis", 0), stack ? r + 1 : r, n);
