@@ -26,6 +26,7 @@
 #include "core/tensor.h"
 #ifdef TL_HAVE_ONNX
 #include "core/io/onnx.h"
+#include "app/onnx_conformance.h"
 #endif
 #include "train_command.h"
 
@@ -340,6 +341,7 @@ int cmd_onnx_test(const Args& a) {
   if (a.has("expected")) expected = read_onnx_expected_failures(a.get("expected"));
   int pass = 0, fail = 0, unsupported = 0, xfail = 0, float_cases = 0, float_pass = 0, absent = 0;
   std::map<std::string, int> missing_ops;
+  std::vector<OnnxCaseResult> results;
   for (const auto& folder : a.words) {
     std::vector<std::string> link_only;
     auto dirs = onnx_case_dirs(folder, &link_only);
@@ -367,6 +369,7 @@ int cmd_onnx_test(const Args& a) {
       std::printf("%-11s %s%s%s%s\n", onnx_status_name(r.status), r.name.c_str(), what.empty() ? "" : " (",
                   one_line(what).c_str(), what.empty() ? "" : ")");
       std::fflush(stdout);
+      results.push_back(std::move(r));
     }
   }
   std::printf("\n%d passed, %d failed, %d unsupported, %d expected failures on %s\n", pass, fail, unsupported, xfail,
@@ -379,9 +382,24 @@ int cmd_onnx_test(const Args& a) {
     for (auto& [op, n] : missing_ops) std::printf(" %s (%d)", op.c_str(), n);
     std::printf("\n");
   }
+  std::printf("%s\n", onnx_table_coverage(results).c_str());
   return fail ? 1 : 0;
 #else
   (void)a;
+  throw std::runtime_error("this build has no ONNX support (libonnx-dev / protobuf were missing at configure time)");
+#endif
+}
+
+// The op table of the ONNX runtime: one line per op.
+int cmd_onnx_ops(const Args&) {
+#ifdef TL_HAVE_ONNX
+  for (const auto& op : onnx_supported_ops()) {
+    std::string opsets = std::to_string(op.since) + (op.until == INT64_MAX ? "+" : "-" + std::to_string(op.until));
+    std::printf("%-26s opset %-6s %-7s %s\n", op.name.c_str(), opsets.c_str(), op.host ? "host" : "device",
+                op.types.c_str());
+  }
+  return 0;
+#else
   throw std::runtime_error("this build has no ONNX support (libonnx-dev / protobuf were missing at configure time)");
 #endif
 }
@@ -483,6 +501,8 @@ const std::vector<Command>& commands() {
        "Exits 1 when a case fails that is not an expected failure.",
        {device_option(false), {"expected", "FILE", "expected failures: one case folder name per line, then why"}},
        cmd_onnx_test},
+      {"onnx-ops", "", "list the ONNX ops this build runs: name, opsets, device or host, input types",
+       "One line per op of the runtime's op table (core/io/onnx/registry.h), sorted by name.", {}, cmd_onnx_ops},
       {"inspect", "MODEL", "what opening MODEL shows: format, inputs/outputs, ops, parameters, FLOPs",
        "MODEL is a .onnx, .pth or .safetensors file, or efficientnet-lite0. The window opens files through the\n"
        "same code, so a hostile file can be tried here without a display. Exits 1 with one line when it cannot be opened.",

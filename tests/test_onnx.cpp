@@ -5,8 +5,10 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "core/error.h"
+#include "app/onnx_conformance.h"
 #include "core/io/onnx.h"
 #include "core/models/classifier.h"
 #include "onnx_builder.h"
@@ -119,6 +121,165 @@ class TestOnnx : public QObject {
     QCOMPARE(onnx_case_link(links[0]), std::string("https://example.invalid/resnet50.tar.gz"));
     QCOMPARE(onnx_case_link((dir / "empty").string()), std::string());
 #endif
+  }
+
+  // The op table is the one list: names unique and sorted, each with an
+  // opset range and types; inspect_onnx's marks and OnnxModel's refusals
+  // follow it (opset range, element type of the first input).
+  void opTableDrivesSupport() {
+    const auto ops = onnx_supported_ops();
+    QVERIFY(ops.size() > 150);
+    std::set<std::string> host;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (i) QVERIFY2(ops[i - 1].name < ops[i].name, ops[i].name.c_str());
+      QVERIFY2(ops[i].since >= 1 && ops[i].since <= ops[i].until && !ops[i].types.empty(), ops[i].name.c_str());
+      if (ops[i].host) host.insert(ops[i].name);
+    }
+    QVERIFY(host.count("Shape") && host.count("DFT") && host.count("SequenceAt") && !host.count("Conv"));
+    auto find = [&](const std::string& name) {
+      for (const auto& o : ops)
+        if (o.name == name) return o;
+      return OnnxOpInfo{};
+    };
+    QCOMPARE(find("LayerNormalization").since, int64_t(17));
+    QCOMPARE(find("Scatter").until, int64_t(10));
+    QCOMPARE(find("Sqrt").types, std::string("float"));
+    QCOMPARE(find("Where").types, std::string("bool"));
+    QCOMPARE(find("Cast").types, std::string("any"));
+
+    fs::path dir = temp_dir("table");
+    Builder b(13);  // LayerNormalization exists from opset 17 on
+    b.input("x", {"2", "3"});
+    b.output("y", {"2", "3"});
+    b.node("Relu", {"x"}, {"r"});
+    b.node("LayerNormalization", {"r", "r"}, {"y"});
+    const std::string path = b.save(dir / "old.onnx");
+    OnnxGraphInfo info = inspect_onnx(path);
+    QVERIFY(info.nodes[0].supported && info.nodes[0].unsupported_reason.empty());
+    QVERIFY(!info.nodes[1].supported);
+    QCOMPARE(info.nodes[1].unsupported_reason, std::string("covers opsets 17 and later"));
+    try {
+      OnnxModel m(path);
+      QFAIL("an op outside its opset range was accepted");
+    } catch (const OnnxUnsupported& e) {
+      QCOMPARE(e.op, std::string("ai.onnx::LayerNormalization"));
+      QVERIFY2(std::string(e.what()).find("covers opsets 17 and later") != std::string::npos, e.what());
+    }
+    // Sqrt takes float types only: an int32 input is refused by name, not computed.
+    Builder bi(13);
+    bi.input("x", {"2"}, TP::INT32);
+    bi.output("y", {"2"}, TP::INT32);
+    bi.node("Sqrt", {"x"}, {"y"});
+    OnnxModel mi(bi.save(dir / "int.onnx"));
+    try {
+      mi.run({Tensor::from_ints({4, 9}, {2})});
+      QFAIL("Sqrt of int32 ran");
+    } catch (const OnnxUnsupported& e) {
+      QVERIFY2(std::string(e.what()).find("element type int32") != std::string::npos, e.what());
+    }
+    fs::remove_all(dir);
+  }
+
+  // Sequences on the host: SplitToSequence -> SequenceAt / ConcatFromSequence,
+  // and SequenceEmpty -> SequenceInsert -> SequenceLength / ConcatFromSequence.
+  void sequenceOps() {
+    fs::path dir = temp_dir("seq");
+    Builder b(13);
+    b.input("x", {"2", "5"});
+    b.output("last", {"2", "1"});
+    b.output("stacked", {"2", "2", "5"});
+    b.output("joined", {"2", "5"});
+    b.output("count", {}, TP::INT64);
+    b.output("front", {"2", "5"});
+    TP* two = b.init("two", {}, TP::INT64);
+    two->add_int64_data(2);
+    TP* minus1 = b.init("minus1", {}, TP::INT64);
+    minus1->add_int64_data(-1);
+    TP* zero = b.init("zero", {}, TP::INT64);
+    zero->add_int64_data(0);
+    auto* split = b.node("SplitToSequence", {"x", "two"}, {"parts"});  // chunks of 2, 2, 1 along axis 1
+    auto* ax = split->add_attribute();
+    ax->set_name("axis");
+    ax->set_type(onnx::AttributeProto::INT);
+    ax->set_i(1);
+    b.node("SequenceAt", {"parts", "minus1"}, {"last"});
+    b.node("Neg", {"x"}, {"negx"});
+    b.node("SequenceEmpty", {}, {"empty"});
+    b.node("SequenceInsert", {"empty", "x"}, {"one"});
+    b.node("SequenceInsert", {"one", "negx", "zero"}, {"pair"});  // (-x, x)
+    auto* stack = b.node("ConcatFromSequence", {"pair"}, {"stacked"});
+    auto* na = stack->add_attribute();
+    na->set_name("new_axis");
+    na->set_type(onnx::AttributeProto::INT);
+    na->set_i(1);
+    auto* sa = stack->add_attribute();  // the new axis goes in the middle
+    sa->set_name("axis");
+    sa->set_type(onnx::AttributeProto::INT);
+    sa->set_i(1);
+    auto* join = b.node("ConcatFromSequence", {"parts"}, {"joined"});
+    auto* ja = join->add_attribute();
+    ja->set_name("axis");
+    ja->set_type(onnx::AttributeProto::INT);
+    ja->set_i(1);
+    b.node("SequenceLength", {"pair"}, {"count"});
+    b.node("SequenceAt", {"pair", "zero"}, {"front"});
+    OnnxModel m(b.save(dir / "seq.onnx"));
+    std::vector<float> x = {0, 1, 2, 3, 4, 10, 11, 12, 13, 14};
+    for (const auto& dev : tltest::available_devices()) {
+      auto out = m.run({Tensor::from_data(x, {2, 5}, dev)});
+      QCOMPARE(out.size(), size_t(5));
+      QCOMPARE(out[0].shape(), (Shape{2, 1}));
+      QCOMPARE(out[0].to_vector(), (std::vector<float>{4, 14}));
+      QCOMPARE(out[1].shape(), (Shape{2, 2, 5}));  // stacked on axis 1: [x0, -x0], [x1, -x1]
+      std::vector<float> want;
+      for (int r = 0; r < 2; ++r) {
+        for (int k = 0; k < 5; ++k) want.push_back(-x[size_t(r * 5 + k)]);
+        for (int k = 0; k < 5; ++k) want.push_back(x[size_t(r * 5 + k)]);
+      }
+      QCOMPARE(out[1].to_vector(), want);
+      QCOMPARE(out[2].to_vector(), x);  // the chunks put back together
+      QCOMPARE(out[3].to_ints(), (std::vector<int32_t>{2}));
+      QCOMPARE(out[4].to_vector()[6], -11.f);
+    }
+    // A position outside the sequence is a ShapeError naming it.
+    Builder bad(13);
+    bad.input("x", {"2"});
+    bad.output("y", {"2"});
+    TP* five = bad.init("five", {}, TP::INT64);
+    five->add_int64_data(5);
+    bad.node("SequenceConstruct", {"x", "x"}, {"s"});
+    bad.node("SequenceAt", {"s", "five"}, {"y"});
+    OnnxModel mb(bad.save(dir / "bad.onnx"));
+    try {
+      mb.run({Tensor::from_data({1, 2}, {2})});
+      QFAIL("SequenceAt past the end ran");
+    } catch (const ShapeError& e) {
+      QVERIFY2(std::string(e.what()).find("position 5 is outside [-2, 1]") != std::string::npos, e.what());
+    }
+    // Each item is a lazy slice: a split into more than 4096 is refused by name.
+    Builder many(13);
+    many.input("x", {"5000"});
+    many.output("y", {"1"});
+    TP* at0 = many.init("at0", {}, TP::INT64);
+    at0->add_int64_data(0);
+    many.node("SplitToSequence", {"x"}, {"s"});
+    many.node("SequenceAt", {"s", "at0"}, {"y"});
+    OnnxModel mn(many.save(dir / "many.onnx"));
+    try {
+      mn.run({Tensor::zeros({5000})});
+      QFAIL("a split into 5000 tensors ran");
+    } catch (const OnnxUnsupported& e) {
+      QVERIFY2(std::string(e.what()).find("a split into 5000 tensors (more than 4096)") != std::string::npos, e.what());
+    }
+    // A sequence where a tensor is expected is refused, not misread.
+    Builder mix(13);
+    mix.input("x", {"2"});
+    mix.output("y", {"2"});
+    mix.node("SequenceConstruct", {"x"}, {"s"});
+    mix.node("Relu", {"s"}, {"y"});
+    OnnxModel mm(mix.save(dir / "mix.onnx"));
+    QVERIFY_THROWS_EXCEPTION(ShapeError, mm.run({Tensor::from_data({1, 2}, {2})}));
+    fs::remove_all(dir);
   }
 
   void truncatedAndGarbageFiles() {

@@ -164,9 +164,10 @@ QString onnxNodeHtml(const tl::OnnxGraphInfo& info, int node) {
   QString html = QString("<h3>%1 <small>%2</small></h3><p>Node: %3</p>")
                      .arg(qs(n.op_type).toHtmlEscaped(), qs(n.domain).toHtmlEscaped(), qs(n.name).toHtmlEscaped());
   if (!n.supported)
-    html += QString("<p style='color:#c00000'><b>Unsupported:</b> tinylens has no mapping for %1::%2, "
-                    "so this model cannot run here.</p>")
-                .arg(qs(n.domain).toHtmlEscaped(), qs(n.op_type).toHtmlEscaped());
+    html += QString("<p style='color:#c00000'><b>Unsupported:</b> tinylens has no mapping for %1::%2 "
+                    "(its op table: %3), so this model cannot run here.</p>")
+                .arg(qs(n.domain).toHtmlEscaped(), qs(n.op_type).toHtmlEscaped(),
+                     qs(n.unsupported_reason).toHtmlEscaped());
   html += "<p><b>Attributes</b><br>";
   if (n.attributes.empty()) html += "none";
   for (const auto& [name, value] : n.attributes)
@@ -217,9 +218,10 @@ QString onnxSummaryHtml(const tl::OnnxGraphInfo& info, const QString& path) {
   for (size_t i = 0; i < info.nodes.size(); ++i) {
     const auto& n = info.nodes[i];
     if (!n.supported)
-      unsupported << QString("<a href='onnx-node:%1'>%2</a> (%3::%4)")
+      unsupported << QString("<a href='onnx-node:%1'>%2</a> (%3::%4: %5)")
                          .arg(i)
-                         .arg(qs(n.name).toHtmlEscaped(), qs(n.domain).toHtmlEscaped(), qs(n.op_type).toHtmlEscaped());
+                         .arg(qs(n.name).toHtmlEscaped(), qs(n.domain).toHtmlEscaped(), qs(n.op_type).toHtmlEscaped(),
+                              qs(n.unsupported_reason).toHtmlEscaped());
   }
   if (unsupported.isEmpty())
     html += "<p>Every node is supported.</p>";

@@ -2,8 +2,8 @@
 // classes, and each run walks the graph once, turning nodes into lazy tensor
 // ops. Small integer tensors that only describe shapes (Shape -> Gather ->
 // Concat -> Reshape) stay on the host, so reshapes and slices see plain ints.
-// Also: a Qt-free description of a graph for the window, and the runner of
-// ONNX's own backend conformance cases.
+// Also: a Qt-free description of a graph for the window, serialized tensors
+// and the table of supported ops.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -42,6 +42,7 @@ struct OnnxGraphInfo {
     std::vector<std::string> inputs, outputs;
     std::vector<std::pair<std::string, std::string>> attributes;  // name, printed value
     bool supported = true;
+    std::string unsupported_reason;  // "no handler", "covers opsets 11 and later"; "" when supported
   };
   std::vector<Node> nodes;
   struct Init {
@@ -108,33 +109,14 @@ OnnxTensorData load_onnx_tensor(const std::string& pb_path);
 // (clamped), bool bool. Throws OnnxUnsupported for strings and complex numbers.
 Tensor onnx_tensor_to_tensor(const OnnxTensorData& t, const std::string& device);
 
-// ---- conformance cases (onnx/backend/test/data/node/<case>/) ----
-struct OnnxCaseResult {
-  enum class Status { Pass, Fail, Unsupported, ExpectedFailure };
-  std::string name;       // the case folder's name
-  Status status = Status::Fail;
-  std::string detail;     // "max err 0.3 at 12", "ai.onnx::Einsum", the xfail reason
-  bool float_inputs = false;  // every input is float32
-  std::string op;         // unsupported op, when status is Unsupported
+// The ops the runtime's op table holds (core/io/onnx/registry.h), by name.
+struct OnnxOpInfo {
+  std::string name;      // in the default domain (ai.onnx)
+  int64_t since = 1;     // first opset covered
+  int64_t until = 0;     // last opset covered; INT64_MAX for every later one
+  std::string types;     // accepted types of the first input: "any", "float", "int|bool", ...
+  bool host = false;     // computes on the host (else builds device ops)
 };
-const char* onnx_status_name(OnnxCaseResult::Status s);  // PASS FAIL UNSUPPORTED XFAIL
-
-// "case_name  reason" lines; '#' starts a comment.
-std::map<std::string, std::string> read_onnx_expected_failures(const std::string& path);
-
-// Runs every test_data_set_* of one case folder on `device` and compares each
-// output (|got - want| <= atol + rtol * |want|, NaN where NaN).
-OnnxCaseResult run_onnx_case(const std::string& case_dir, const std::string& device,
-                             const std::map<std::string, std::string>& expected_failures = {},
-                             double rtol = 1e-3, double atol = 1e-4);
-
-// Case folders (those holding a model.onnx) directly under `dir`, or `dir`
-// itself when it is one; sorted by name.
-// Folders holding only a data.json (the wheel's real-model tests: a download
-// link, no model) go to `link_only` when given.
-std::vector<std::string> onnx_case_dirs(const std::string& dir, std::vector<std::string>* link_only = nullptr);
-// The download URL in such a folder's data.json; empty when there is none
-// (or when this build has no JSON reader).
-std::string onnx_case_link(const std::string& dir);
+std::vector<OnnxOpInfo> onnx_supported_ops();
 
 }  // namespace tl

@@ -23,6 +23,10 @@ struct Value {
   std::vector<double> data;  // row-major, when host
   Tensor tensor;             // when !host, or once uploaded
   bool present = true;       // false for an omitted optional input ("")
+  // A sequence (SequenceConstruct, SplitToSequence...): its tensors in order,
+  // held on the host side of the graph walk; elem, shape and data are unused.
+  bool is_sequence = false;
+  std::vector<Value> items;
 };
 
 // What one model run may ask of the runtime, beside the element limit each
@@ -62,7 +66,8 @@ Value value_from_proto(const onnx::TensorProto& t, const std::string& model_dir,
 // The device tensor of a value, uploading host data on first use.
 Tensor& device_tensor(Value& v, const std::string& device);
 
-bool op_supported(const std::string& domain, const std::string& op_type);
+// Whether the op table (core/io/onnx/registry.h) runs this op at this opset.
+bool op_supported(const std::string& domain, const std::string& op_type, int64_t opset);
 
 // Runs one node. `inputs` has one entry per node input (present == false for
 // ""); returns one value per node output. Throws ShapeError naming the node
