@@ -135,25 +135,24 @@ TrainStepPtr TrainWorker::step(RunData* graph) {
 
   tl::train::StepResult r;
   if (graph) {
-    // The step realizes three times inside the core (forward and loss,
-    // gradients, update); the union of their graphs is the whole step.
-    // Autograd and the optimizer make nodes outside any layer scope; naming
-    // them after their phase lets the graph pane box them as "backward" and
-    // "update" instead of one anonymous blob.
+    // The step is one realize inside the core (forward and loss, gradients,
+    // update together); its graph is the whole step. Autograd and the
+    // optimizer make nodes outside any layer scope; naming them after their
+    // phase (told by the node ids the trainer reports) lets the graph pane
+    // box them as "backward" and "update" instead of one anonymous blob.
     std::set<uint64_t> seen;
-    int realizes = 0;
-    const std::string optimizerName = optimizer_->name();
     tl::RealizeObserver observer([&](const std::vector<tl::NodeRef>& roots) {
-      const std::string phase = realizes == 0 ? "" : realizes == 1 ? "backward" : "update";
-      ++realizes;
-      for (auto& node : tl::snapshot_graph(roots)) {
-        if (!seen.insert(node.id).second) continue;
-        if (!phase.empty() && !node.realized)
-          node.scope = phase + "." + (node.scope.empty() ? (phase == "update" ? optimizerName : "grad") : node.scope);
-        graph->graph.push_back(std::move(node));
-      }
+      for (auto& node : tl::snapshot_graph(roots))
+        if (seen.insert(node.id).second) graph->graph.push_back(std::move(node));
     });
     r = trainer_->step(batch);
+    const std::string optimizerName = optimizer_->name();
+    for (auto& node : graph->graph) {
+      if (node.realized || node.id < r.backward_first_id) continue;
+      const bool update = node.id >= r.update_first_id;
+      node.scope = std::string(update ? "update." : "backward.") +
+                   (node.scope.empty() ? (update ? optimizerName : "grad") : node.scope);
+    }
     graph->records = r.kernels;
   } else {
     r = trainer_->step(batch);

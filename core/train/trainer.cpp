@@ -38,7 +38,9 @@ StepResult Trainer::step(const data::Batch& batch) {
     Tensor logits = model_(batch.images);
     Tensor loss = logits.cross_entropy(batch.labels);
     realize_nodes({loss.node(), logits.node()});
+    r.backward_first_id = Node::next_id();
     loss.backward();
+    r.update_first_id = Node::next_id();
     optimizer_.step();
     step.realize();
     r.loss = loss.item();

@@ -15,6 +15,11 @@ struct StepResult {
   double loss = 0, accuracy = 0, seconds = 0;
   int64_t samples = 0;
   std::vector<ProfileRecord> kernels;  // every launch of the step, in order
+  // Graph nodes are numbered in the order they are made: ids from
+  // backward_first_id on were made by autograd, from update_first_id on by
+  // the optimizer (the step is one realize, so this is how a viewer tells
+  // the phases apart).
+  uint64_t backward_first_id = 0, update_first_id = 0;
 };
 
 struct EvalResult {
