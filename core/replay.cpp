@@ -82,6 +82,7 @@ GraphKey graph_key(const std::vector<NodeRef>& roots, const std::string& device)
       for (auto* s : next) ids.push_back((*s)->realized() ? id_of(*s) : g.index.at(s->get()));
       const Node& node = *n;
       w.num(int64_t(node.op));
+      w.num(node.requires_grad);  // the scheduler fuses a GEMM's epilogue only where no gradient flows
       w.shape(node);
       w.num(int64_t(node.arg.size()));
       for (auto a : node.arg) w.num(a);
