@@ -1,6 +1,7 @@
 // tinylens-cli: the command-line twin of the window. No Qt, so it also runs on
 // headless GPU machines.
 #include <algorithm>
+#include <functional>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -190,6 +191,31 @@ int cmd_classify(const Args& a) {
   return 0;
 }
 
+// One cold run (it compiles), then `runs` warm ones: wall times from the
+// first call of `run` to its return, and the kernels of the last run.
+struct Timing {
+  double cold = 0, warm_median = 0;
+  std::vector<ProfileRecord> records;
+};
+
+Timing time_runs(int runs, const std::function<void()>& run) {
+  Timing t;
+  auto once = [&] {
+    ProfileCapture capture;
+    const auto t0 = std::chrono::steady_clock::now();
+    run();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    t.records = capture.records();
+    return dt;
+  };
+  t.cold = once();
+  std::vector<double> warm;
+  for (int r = 0; r < runs; ++r) warm.push_back(once());
+  std::sort(warm.begin(), warm.end());
+  t.warm_median = warm[warm.size() / 2];
+  return t;
+}
+
 int cmd_bench_model(const Args& a) {
   const std::string name = a.get("model", "efficientnet-lite0");
   const int runs = positive_option(a, "runs", 10);
@@ -217,20 +243,10 @@ int cmd_bench_model(const Args& a) {
   std::printf("%s, batch %d, %s input, %.2f GFLOP per image, %d warm runs (host pixels to host logits)\n",
               summary.name.c_str(), batch, shape_str(shape).c_str(), summary.flops * 1e-9, runs);
   for (auto& dev : pick_devices(a.get("device"))) {
-    std::vector<ProfileRecord> records;
-    auto run_once = [&] {
-      ProfileCapture capture;
-      const auto t0 = std::chrono::steady_clock::now();
-      (void)model->forward(Tensor::from_data(pixels, shape, dev)).to_vector();
-      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      records = capture.records();
-      return dt;
-    };
-    const double cold = run_once();
-    std::vector<double> warm;
-    for (int r = 0; r < runs; ++r) warm.push_back(run_once());
-    std::sort(warm.begin(), warm.end());
-    const double median = warm[warm.size() / 2];
+    const Timing timing =
+        time_runs(runs, [&] { (void)model->forward(Tensor::from_data(pixels, shape, dev)).to_vector(); });
+    const double cold = timing.cold, median = timing.warm_median;
+    const std::vector<ProfileRecord>& records = timing.records;
     ProfileTotals t = profile_totals(records);
     std::printf("%-14s cold %9.1f ms   warm median %8.2f ms   %6.1f GFLOP/s   %8.1f images/s   kernels %zu (%.2f ms in "
                 "kernels, host overhead %.2f ms, %zu replayed)\n",
@@ -264,21 +280,11 @@ int cmd_bench_onnx(const Args& a) {
       t.realize();
       inputs.push_back(t);
     }
-    std::vector<ProfileRecord> records;
-    auto run_once = [&] {
-      ProfileCapture cap;
-      const auto t0 = std::chrono::steady_clock::now();
+    const Timing timing = time_runs(runs, [&] {
       for (auto& out : model.run(inputs)) (void)out.to_vector();  // to the host, as a peer returns them
-      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      records = cap.records();
-      return dt;
-    };
-    const double cold = run_once();
-    std::vector<double> warm;
-    for (int r = 0; r < runs; ++r) warm.push_back(run_once());
-    std::vector<double> sorted = warm;
-    std::sort(sorted.begin(), sorted.end());
-    const double median = sorted[sorted.size() / 2];
+    });
+    const double cold = timing.cold, median = timing.warm_median;
+    const std::vector<ProfileRecord>& records = timing.records;
     double kernel_ms = 0;
     for (auto& rec : records) kernel_ms += rec.seconds * 1e3;
     std::printf("%-14s cold %9.1f ms   warm median %8.2f ms   kernels %zu (%.2f ms in kernels, last run)\n",
