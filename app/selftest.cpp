@@ -8,6 +8,7 @@
 
 #include "core/runtime/registry.h"
 #include "tests/compare.h"
+#include "tests/gemm_layouts.h"
 #include "tests/op_table.h"
 
 int cmd_selftest(const std::string& device_name, const std::string& golden_path, bool verbose) {
@@ -35,6 +36,19 @@ int cmd_selftest(const std::string& device_name, const std::string& golden_path,
     (ok ? f.first : f.second)++;
     (ok ? passed : failed)++;
     if (!ok || verbose) std::printf("%s  %s%s%s\n", ok ? "PASS" : "FAIL", c.name.c_str(), ok ? "" : ": ", why.c_str());
+  }
+  // Matmul layouts that take every path of a GEMM template, vs the CPU.
+  for (auto& c : tlops::gemm_layouts()) {
+    std::string why;
+    try {
+      why = device_name == "cpu" ? "" : tlops::check_gemm_layout(c, device_name);
+    } catch (const std::exception& e) {
+      why = c.label() + ": exception: " + e.what();
+    }
+    auto& f = by_family["gemm-layouts"];
+    (why.empty() ? f.first : f.second)++;
+    (why.empty() ? passed : failed)++;
+    if (!why.empty() || verbose) std::printf("%s  gemm %s%s%s\n", why.empty() ? "PASS" : "FAIL", c.label().c_str(), why.empty() ? "" : ": ", why.c_str());
   }
   for (auto& [family, counts] : by_family)
     std::printf("  %-14s %3d passed, %d failed\n", family.c_str(), counts.first, counts.second);

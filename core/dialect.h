@@ -44,6 +44,8 @@ struct Dialect {
   std::string restrict_kw;       // "restrict", "restrict", "__restrict__"
   std::string parallel_open;     // "for (int gid = start; gid < end; ++gid) {"
   std::string parallel_close = "}";
+  std::string function_prefix = "static inline";  // a helper function: "static __device__ __forceinline__" in CUDA
+  std::string long_type = "long";                 // a 64-bit index: "long" (C LP64, OpenCL), "long long" (CUDA)
   // Spellings.
   std::string bool_type = "unsigned char";
   std::string infinity = "INFINITY", nan = "NAN";

@@ -12,6 +12,7 @@
 #include "core/realize.h"
 #include "core/runtime/registry.h"
 #include "core/schedule.h"
+#include "gemm_layouts.h"
 #include "golden.h"
 #include "op_table.h"
 #include "testing.h"
@@ -65,7 +66,7 @@ class TestCuda : public QObject {
     QVERIFY2(d, "cuda:0 is not listed: the CUDA device did not register");
     QCOMPARE(d->dialect().name, std::string("cuda"));
     QCOMPARE(d->dialect().source_extension, std::string(".cu"));
-    QVERIFY(d->info().gemm_template.empty());
+    QCOMPARE(d->info().gemm_template, std::string("gemm.cu"));
     if (!have_driver()) {
       QVERIFY(!d->available());
       QCOMPARE(d->info().unavailable_reason, std::string("libcuda.so.1 not found: no NVIDIA driver"));
@@ -96,21 +97,26 @@ class TestCuda : public QObject {
     // serial) and for an H200-shaped one, so that the work-group form of the
     // large reductions (__shared__, __syncthreads) is compiled as well.
     H200Shaped gpu(*d);
-    size_t grouped = 0;
+    size_t grouped = 0, gemms = 0;
     for (auto& c : golden_cases()) {
       tl::RealizeObserver see([&](const std::vector<tl::NodeRef>& roots) {
-        for (auto& plan : tl::schedule(roots, false)) {
-          for (const tl::Device* target : {static_cast<const tl::Device*>(d), static_cast<const tl::Device*>(&gpu)}) {
-            auto r = tl::render_kernel(plan, *target);
-            if (sources.emplace(r.source, r.name).second && r.source.find("__syncthreads") != std::string::npos)
-              ++grouped;
+        // Generic kernels only, then matmuls through kernels/gemm.cu.
+        for (bool gemm : {false, true})
+          for (auto& plan : tl::schedule(roots, gemm)) {
+            if (gemm && plan.kind != tl::KernelPlan::Kind::Gemm) continue;
+            for (const tl::Device* target : {static_cast<const tl::Device*>(d), static_cast<const tl::Device*>(&gpu)}) {
+              auto r = tl::render_kernel(plan, *target);
+              const bool added = sources.emplace(r.source, r.name).second;
+              if (added && r.source.find("__syncthreads") != std::string::npos) ++grouped;
+              if (added && gemm) ++gemms;
+            }
           }
-        }
       });
       tlops::run_case(c, "cpu");
     }
     QVERIFY2(sources.size() > 100, std::to_string(sources.size()).c_str());
     QVERIFY2(grouped >= 10, ("work-group reductions rendered: " + std::to_string(grouped)).c_str());
+    QVERIFY2(gemms >= 10, ("GEMM template kernels rendered: " + std::to_string(gemms)).c_str());
     for (auto& [source, name] : sources) {
       QVERIFY2(source.find("__global__") != std::string::npos, source.c_str());
       try {
@@ -120,7 +126,7 @@ class TestCuda : public QObject {
         QFAIL((name + ": " + e.what() + "\n" + source).c_str());
       }
     }
-    qInfo("%zu distinct kernels compiled with NVRTC", sources.size());
+    qInfo("%zu distinct kernels compiled with NVRTC, %zu of them GEMMs", sources.size(), gemms);
   }
 
   void nvrtcErrorCarriesTheLog() {
@@ -154,6 +160,18 @@ class TestCuda : public QObject {
       }
     }
     qInfo("%d outputs checked on cuda:0", checked);
+  }
+
+  // kernels/gemm.cu over every load form, ragged edges, batches and a fused
+  // epilogue (gemm_layouts.h), against the CPU device.
+  void gemmTemplateMatchesTheCpu() {
+    tl::Device* d = cuda0();
+    QVERIFY(d);
+    if (!d->available()) TL_SKIP_NO_HARDWARE(("cuda:0: " + d->info().unavailable_reason).c_str());
+    for (auto& c : tlops::gemm_layouts()) {
+      const std::string why = tlops::check_gemm_layout(c, "cuda:0");
+      QVERIFY2(why.empty(), why.c_str());
+    }
   }
 };
 

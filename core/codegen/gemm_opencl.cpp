@@ -39,43 +39,10 @@ GemmTiles pick_tiles(const GemmShape& s, const DeviceInfo& info) {
   return *(end - 1);
 }
 
-// The {{EPILOGUE}} hook: the function every store of C goes through, and the
-// epilogue's extra buffers as kernel parameters (EPILOGUE_PARAMS) and as the
-// arguments a store passes on (EPILOGUE_ARGS), after A and B.
-std::string epilogue_text(const GemmEpilogue& e) {
-  std::string params, args;
-  for (size_t i = 2; i < e.buffers.size(); ++i) {
-    const std::string b = "b" + std::to_string(i + 1);
-    params += ", __global const " + e.buffers[i] + "* restrict " + b;
-    args += ", " + b;
-  }
-  return "#define EPILOGUE_PARAMS " + params + "\n#define EPILOGUE_ARGS " + args +
-         "\nstatic inline float epilogue(float acc, idx_t batch, idx_t row, idx_t col, __global const float* "
-         "restrict b1,\n                             __global const float* restrict b2 EPILOGUE_PARAMS) {\n" +
-         e.statements + "  return " + e.value + ";\n}";
-}
-
-// The placeholders both OpenCL GEMM templates share: name, sizes, strides,
-// the index type and the epilogue.
-std::map<std::string, std::string> shape_values(const GemmShape& s, const std::string& name, bool wide) {
-  auto str = [](int64_t v) { return std::to_string(v); };
-  return {{"NAME", name},
-          {"M", str(s.m)},
-          {"N", str(s.n)},
-          {"K", str(s.k)},
-          {"SA0", str(s.a_strides[0])},
-          {"SA1", str(s.a_strides[1])},
-          {"SA2", str(s.a_strides[2])},
-          {"SB0", str(s.b_strides[0])},
-          {"SB1", str(s.b_strides[1])},
-          {"SB2", str(s.b_strides[2])},
-          {"IDX", wide ? "long" : "int"},
-          {"EPILOGUE", epilogue_text(s.epilogue)}};
-}
-
 // A CPU device (PoCL) gets kernels/gemm_regs.cl: registers instead of local
 // memory, vectors along whichever operand axis has unit stride.
-TemplateKernel render_gemm_registers(const GemmShape& s, const std::string& name, const DeviceInfo& info, bool wide) {
+TemplateKernel render_gemm_registers(const GemmShape& s, const std::string& name, const DeviceInfo& info,
+                                     const Dialect& d, bool wide) {
   const char* layout = "VEC_N";
   if (s.b_strides[2] != 1 && s.a_strides[1] == 1) layout = "VEC_M";
   if (s.b_strides[2] != 1 && s.a_strides[1] != 1 && s.a_strides[2] == 1 && s.b_strides[1] == 1 && s.k >= 16)
@@ -89,7 +56,7 @@ TemplateKernel render_gemm_registers(const GemmShape& s, const std::string& name
   const int64_t row_bytes = 16 * nv * int64_t(sizeof(float));
   const int64_t local = info.local_memory ? int64_t(info.local_memory) : 32 * 1024;
   const int64_t kc = std::clamp<int64_t>(std::min<int64_t>(s.k, local / row_bytes), 1, 256);
-  auto values = shape_values(s, name, wide);
+  auto values = gemm_values(s, name, wide, d);
   values.insert({{"MR", std::to_string(mr)}, {"NV", std::to_string(nv)}, {"KC", std::to_string(kc)}, {"LAYOUT", layout}});
   TemplateKernel out;
   out.source = specialise(embedded_kernel("gemm_regs.cl"), values);
@@ -116,37 +83,26 @@ TemplateKernel render_gemm_registers(const GemmShape& s, const std::string& name
 
 }  // namespace
 
-TemplateKernel render_gemm_opencl(const GemmShape& s, const std::string& name, const DeviceInfo& info) {
+TemplateKernel render_gemm_opencl(const GemmShape& s, const std::string& name, const DeviceInfo& info,
+                                  const Dialect& d) {
   if (s.batch < 0 || s.m < 0 || s.n < 0 || s.k < 0)
     throw ShapeError(std::string("gemm: negative size batch=").append(std::to_string(s.batch)).append(" m=")
                          .append(std::to_string(s.m)).append(" n=").append(std::to_string(s.n)).append(" k=")
                          .append(std::to_string(s.k)));
   const GemmTiles t = pick_tiles(s, info);
 
-  // 32-bit index math when every element reachable fits; strides are
-  // non-negative element counts.
-  auto reach = [](int64_t b, int64_t r, int64_t c, const int64_t* st) -> int64_t {
-    return std::max<int64_t>(0, b - 1) * std::abs(st[0]) + std::max<int64_t>(0, r - 1) * std::abs(st[1]) +
-           std::max<int64_t>(0, c - 1) * std::abs(st[2]);
-  };
-  const bool negative = std::min({s.a_strides[0], s.a_strides[1], s.a_strides[2], s.b_strides[0], s.b_strides[1],
-                                  s.b_strides[2]}) < 0;
-  const int64_t padded_m = (s.m + t.tm - 1) / t.tm * t.tm, padded_n = (s.n + t.tn - 1) / t.tn * t.tn;
-  const int64_t padded_k = (s.k + t.tk - 1) / t.tk * t.tk;
-  const int64_t largest = std::max({reach(s.batch, padded_m, padded_k, s.a_strides),
-                                    reach(s.batch, padded_k, padded_n, s.b_strides), s.batch * s.m * s.n});
-  const bool wide = negative || largest >= (int64_t{1} << 31);
+  const bool wide = gemm_needs_wide_index(s, t.tm, t.tn, t.tk);
   // TINYLENS_GEMM=tiled forces the local-memory template on a CPU device too,
   // so CI's PoCL run also tests the kernel that GPUs get.
   const char* force = std::getenv("TINYLENS_GEMM");
-  if (info.kind == "CPU" && !(force && std::string(force) == "tiled")) return render_gemm_registers(s, name, info, wide);
+  if (info.kind == "CPU" && !(force && std::string(force) == "tiled")) return render_gemm_registers(s, name, info, d, wide);
 
   // Walk each operand's tile along its unit-stride (or smaller-stride) axis.
   const bool a_k_fast = std::abs(s.a_strides[2]) <= std::abs(s.a_strides[1]);
   const bool b_n_fast = std::abs(s.b_strides[2]) <= std::abs(s.b_strides[1]);
 
   auto str = [](int64_t v) { return std::to_string(v); };
-  auto values = shape_values(s, name, wide);
+  auto values = gemm_values(s, name, wide, d);
   values.insert({{"TM", str(t.tm)},
                  {"TN", str(t.tn)},
                  {"TK", str(t.tk)},

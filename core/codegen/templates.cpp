@@ -1,5 +1,8 @@
 #include "templates.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "../error.h"
 
 namespace tl {
@@ -20,13 +23,64 @@ std::string specialise(std::string text, const std::map<std::string, std::string
   return text;
 }
 
+bool gemm_needs_wide_index(const GemmShape& s, int64_t tm, int64_t tn, int64_t tk) {
+  // The furthest element a tile grid (sizes rounded up to whole tiles) can
+  // address along each operand; strides may be negative.
+  auto reach = [](int64_t b, int64_t r, int64_t c, const int64_t* st) -> int64_t {
+    return std::max<int64_t>(0, b - 1) * std::abs(st[0]) + std::max<int64_t>(0, r - 1) * std::abs(st[1]) +
+           std::max<int64_t>(0, c - 1) * std::abs(st[2]);
+  };
+  const bool negative = std::min({s.a_strides[0], s.a_strides[1], s.a_strides[2], s.b_strides[0], s.b_strides[1],
+                                  s.b_strides[2]}) < 0;
+  const int64_t padded_m = (s.m + tm - 1) / tm * tm, padded_n = (s.n + tn - 1) / tn * tn;
+  const int64_t padded_k = (s.k + tk - 1) / tk * tk;
+  const int64_t largest = std::max({reach(s.batch, padded_m, padded_k, s.a_strides),
+                                    reach(s.batch, padded_k, padded_n, s.b_strides), s.batch * s.m * s.n});
+  return negative || largest >= (int64_t{1} << 31);
+}
+
+// The {{EPILOGUE}} hook: the function every store of C goes through, and the
+// epilogue's extra buffers as kernel parameters (EPILOGUE_PARAMS) and as the
+// arguments a store passes on (EPILOGUE_ARGS), after A and B.
+static std::string epilogue_text(const GemmEpilogue& e, const Dialect& d) {
+  const std::string ptr = d.global_qualifier + "const float* " + d.restrict_kw;
+  std::string params, args;
+  for (size_t i = 2; i < e.buffers.size(); ++i) {
+    const std::string b = "b" + std::to_string(i + 1);
+    params += ", " + d.global_qualifier + "const " + e.buffers[i] + "* " + d.restrict_kw + " " + b;
+    args += ", " + b;
+  }
+  return "#define EPILOGUE_PARAMS " + params + "\n#define EPILOGUE_ARGS " + args + "\n" + d.function_prefix +
+         " float epilogue(float acc, idx_t batch, idx_t row, idx_t col, " + ptr + " b1,\n    " + ptr +
+         " b2 EPILOGUE_PARAMS) {\n" + e.statements + "  return " + e.value + ";\n}";
+}
+
+std::map<std::string, std::string> gemm_values(const GemmShape& s, const std::string& name, bool wide,
+                                               const Dialect& d) {
+  auto str = [](int64_t v) { return std::to_string(v); };
+  return {{"NAME", name},
+          {"M", str(s.m)},
+          {"N", str(s.n)},
+          {"K", str(s.k)},
+          {"SA0", str(s.a_strides[0])},
+          {"SA1", str(s.a_strides[1])},
+          {"SA2", str(s.a_strides[2])},
+          {"SB0", str(s.b_strides[0])},
+          {"SB1", str(s.b_strides[1])},
+          {"SB2", str(s.b_strides[2])},
+          {"IDX", wide ? d.long_type : "int"},
+          {"EPILOGUE", epilogue_text(s.epilogue, d)}};
+}
+
 // Each GEMM template file and the function that specialises it. A device
 // names the template it wants in DeviceInfo::gemm_template.
-using GemmRenderer = TemplateKernel (*)(const GemmShape&, const std::string&, const DeviceInfo&);
+using GemmRenderer = TemplateKernel (*)(const GemmShape&, const std::string&, const DeviceInfo&, const Dialect&);
 static GemmRenderer gemm_renderer(const std::string& file) {
   static const std::map<std::string, GemmRenderer> renderers = {
-      {"gemm_cpu.c", [](const GemmShape& s, const std::string& n, const DeviceInfo&) { return render_gemm_c(s, n); }},
+      {"gemm_cpu.c",
+       [](const GemmShape& s, const std::string& n, const DeviceInfo&, const Dialect&) { return render_gemm_c(s, n); }},
       {"gemm.cl", render_gemm_opencl},
+      {"gemm.cu", render_gemm_cuda},
   };
   auto it = renderers.find(file);
   return it != renderers.end() && embedded_kernels().count(file) ? it->second : nullptr;
@@ -37,7 +91,7 @@ bool has_gemm_template(const Device& device) { return gemm_renderer(device.info(
 bool render_gemm(const Device& device, const GemmShape& shape, const std::string& name, TemplateKernel& out) {
   GemmRenderer render = gemm_renderer(device.info().gemm_template);
   if (!render) return false;
-  out = render(shape, name, device.info());
+  out = render(shape, name, device.info(), device.dialect());
   return true;
 }
 

@@ -51,7 +51,17 @@ bool has_gemm_template(const Device& device);
 // GEMM template (the scheduler then emits a generic reduce kernel).
 bool render_gemm(const Device& device, const GemmShape& shape, const std::string& name, TemplateKernel& out);
 
-TemplateKernel render_gemm_c(const GemmShape& shape, const std::string& name);                              // gemm_c.cpp
-TemplateKernel render_gemm_opencl(const GemmShape& shape, const std::string& name, const DeviceInfo& info);  // gemm_opencl.cpp
+// Shared by the GPU templates (gemm.cl, gemm.cu): whether index math needs
+// 64 bits with tiles of tm x tn x tk, and the placeholders both fill the
+// same way (NAME, M, N, K, the strides, IDX, EPILOGUE) spelled in `d`.
+bool gemm_needs_wide_index(const GemmShape& s, int64_t tm, int64_t tn, int64_t tk);
+std::map<std::string, std::string> gemm_values(const GemmShape& s, const std::string& name, bool wide,
+                                               const Dialect& d);
+
+TemplateKernel render_gemm_c(const GemmShape& shape, const std::string& name);  // gemm_c.cpp
+TemplateKernel render_gemm_opencl(const GemmShape& shape, const std::string& name, const DeviceInfo& info,
+                                  const Dialect& d);  // gemm_opencl.cpp
+TemplateKernel render_gemm_cuda(const GemmShape& shape, const std::string& name, const DeviceInfo& info,
+                                const Dialect& d);  // gemm_cuda.cpp
 
 }  // namespace tl

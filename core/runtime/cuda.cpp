@@ -7,7 +7,9 @@
 #include <dlfcn.h>
 #include <nvrtc.h>
 
+#include <map>
 #include <mutex>
+#include <thread>
 
 #include "cuda_dialect.h"
 #include "registry.h"
@@ -100,6 +102,49 @@ struct State {
   // The driver keeps a current context per thread; compiles and launches
   // arrive on worker threads too.
   void bind() { check(Api::get().cuCtxSetCurrent(context), "cuCtxSetCurrent"); }
+
+  // Launches queued on the default stream and not yet waited for, per
+  // enqueuing thread, each between two events; events are reused.
+  struct Pending { CUevent start, stop; double* seconds; std::string kernel; };
+  std::mutex queue_mutex;  // guards pending and spare
+  std::map<std::thread::id, std::vector<Pending>> pending;
+  std::vector<CUevent> spare;
+
+  CUevent event() {
+    std::lock_guard lock(queue_mutex);
+    CUevent e = nullptr;
+    if (spare.empty()) check(Api::get().cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+    else e = spare.back(), spare.pop_back();
+    return e;
+  }
+  // One wait on this thread's last launch (the stream is in order), then
+  // every launch's time; the first failure is thrown after all are read.
+  void finish_thread() {
+    std::vector<Pending> mine;
+    {
+      std::lock_guard lock(queue_mutex);
+      auto it = pending.find(std::this_thread::get_id());
+      if (it == pending.end()) return;
+      mine = std::move(it->second);
+      pending.erase(it);
+    }
+    const Api& api = Api::get();
+    CUresult failed = api.cuEventSynchronize(mine.back().stop);
+    std::string kernel = mine.back().kernel;
+    for (auto& p : mine) {
+      float ms = 0;
+      CUresult r = api.cuEventElapsedTime(&ms, p.start, p.stop);
+      if (r != CUDA_SUCCESS && failed == CUDA_SUCCESS) failed = r, kernel = p.kernel;
+      *p.seconds = double(ms) * 1e-3;
+      std::lock_guard lock(queue_mutex);
+      spare.push_back(p.start), spare.push_back(p.stop);
+    }
+    check(failed, "cuEventSynchronize", "(kernel '" + kernel + "')");
+  }
+  ~State() {
+    if (!context || Api::get().cuCtxSetCurrent(context) != CUDA_SUCCESS) return;
+    for (CUevent e : spare) Api::get().cuEventDestroy(e);
+  }
 };
 
 class CudaBuffer : public Buffer {
@@ -119,22 +164,21 @@ class CudaBuffer : public Buffer {
 class CudaProgram : public Program {
  public:
   CudaProgram(std::shared_ptr<State> state, std::string name, CUmodule module, CUfunction fn)
-      : state_(std::move(state)), name_(std::move(name)), module_(module), fn_(fn) {
-    const Api& api = Api::get();
-    state_->check(api.cuEventCreate(&start_, CU_EVENT_DEFAULT), "cuEventCreate");
-    state_->check(api.cuEventCreate(&stop_, CU_EVENT_DEFAULT), "cuEventCreate");
-  }
+      : state_(std::move(state)), name_(std::move(name)), module_(module), fn_(fn) {}
   ~CudaProgram() override {
-    const Api& api = Api::get();
-    if (api.cuCtxSetCurrent(state_->context) != CUDA_SUCCESS) return;
-    api.cuEventDestroy(start_);
-    api.cuEventDestroy(stop_);
-    api.cuModuleUnload(module_);
+    if (Api::get().cuCtxSetCurrent(state_->context) == CUDA_SUCCESS) Api::get().cuModuleUnload(module_);
   }
 
   double launch(const LaunchArgs& args) override {
+    double seconds = 0;
+    enqueue(args, &seconds);
+    state_->finish_thread();
+    return seconds;
+  }
+
+  void enqueue(const LaunchArgs& args, double* seconds) override {
     const Api& api = Api::get();
-    std::lock_guard lock(mutex_);  // the two events are this program's own
+    *seconds = 0;
     state_->ensure_available();
     state_->bind();
     std::vector<CUdeviceptr> ptrs;
@@ -149,21 +193,30 @@ class CudaProgram : public Program {
     for (auto& p : ptrs) params.push_back(&p);
     unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
     for (int d = 0; d < 3; ++d) {
-      if (args.global[d] <= 0) return 0.0;  // nothing to compute
+      if (args.global[d] <= 0) return;  // nothing to compute
       int64_t local = args.local[d] > 0 ? args.local[d] : d == 0 ? std::min<int64_t>(256, args.global[0]) : 1;
       block[d] = unsigned(local);
       grid[d] = unsigned((args.global[d] + local - 1) / local);
     }
     const std::string what = "(kernel '" + name_ + "')";
-    state_->check(api.cuEventRecord(start_, nullptr), "cuEventRecord", what);
-    state_->check(api.cuLaunchKernel(fn_, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, nullptr,
-                                     params.data(), nullptr),
-                  "cuLaunchKernel", what);
-    state_->check(api.cuEventRecord(stop_, nullptr), "cuEventRecord", what);
-    state_->check(api.cuEventSynchronize(stop_), "cuEventSynchronize", what);
-    float ms = 0;
-    state_->check(api.cuEventElapsedTime(&ms, start_, stop_), "cuEventElapsedTime", what);
-    return double(ms) * 1e-3;
+    State::Pending p{state_->event(), state_->event(), seconds, name_};
+    CUresult r = CUDA_SUCCESS;
+    {
+      // Queued under the lock, so this thread's launches sit in `pending` in
+      // the order the stream runs them.
+      std::lock_guard lock(state_->queue_mutex);
+      r = api.cuEventRecord(p.start, nullptr);
+      if (r == CUDA_SUCCESS)
+        r = api.cuLaunchKernel(fn_, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, nullptr,
+                               params.data(), nullptr);
+      if (r == CUDA_SUCCESS) r = api.cuEventRecord(p.stop, nullptr);
+      if (r == CUDA_SUCCESS) {
+        state_->pending[std::this_thread::get_id()].push_back(std::move(p));
+      } else {
+        state_->spare.push_back(p.start), state_->spare.push_back(p.stop);
+      }
+    }
+    state_->check(r, "cuLaunchKernel", what);
   }
 
  private:
@@ -171,8 +224,6 @@ class CudaProgram : public Program {
   std::string name_;
   CUmodule module_;
   CUfunction fn_;
-  CUevent start_ = nullptr, stop_ = nullptr;
-  std::mutex mutex_;
 };
 
 class CudaDevice : public Device {
@@ -241,6 +292,8 @@ class CudaDevice : public Device {
   // the CPU device).
   std::string build_options() const override { return "--gpu-architecture=" + arch() + " --fmad=false"; }
 
+  void finish() override { state_->finish_thread(); }
+
   // source -> a cubin for this GPU (PTX for compute_75 where there is no GPU,
   // so that NVRTC can still check kernels on a machine without a driver).
   Built build(const std::string& name, const std::string& source) override {
@@ -300,6 +353,7 @@ class CudaDevice : public Device {
     i.platform = "CUDA driver API + NVRTC";
     i.fp16 = i.fp64 = true;
     i.preferred_vector_width = 4;
+    i.gemm_template = "gemm.cu";
   }
   std::string arch() const { return state_->arch.empty() ? "compute_75" : state_->arch; }
 

@@ -17,6 +17,8 @@ inline const Dialect& cuda_dialect() {
     x.restrict_kw = "__restrict__";
     x.parallel_open = "int gid = blockIdx.x * blockDim.x + threadIdx.x; if (gid < {n}) {";
     x.parallel_close = "}";
+    x.function_prefix = "static __device__ __forceinline__";
+    x.long_type = "long long";
     x.bool_type = "unsigned char";
     x.infinity = "__int_as_float(0x7f800000)";
     x.nan = "__int_as_float(0x7fc00000)";

@@ -1,0 +1,90 @@
+// Specialises kernels/gemm.cu for one GEMM shape and one CUDA GPU.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+
+#include "templates.h"
+
+namespace tl {
+
+namespace {
+
+struct CudaTiles {
+  int tm, tn, tk, wm, wn;
+  int threads() const { return (tm / wm) * (tn / wn); }
+};
+
+// Largest tile first (128x128 with 8x8 sums per thread is what reaches the
+// FMA rate on a big GPU); a smaller one when the large tiles would leave
+// streaming multiprocessors idle. TINYLENS_CUDA_TILE=TMxTNxTKxWMxWN forces
+// one, for benchmarking candidates.
+CudaTiles pick_tiles(const GemmShape& s, const DeviceInfo& info) {
+  if (const char* forced = std::getenv("TINYLENS_CUDA_TILE")) {
+    CudaTiles t{};
+    if (std::sscanf(forced, "%dx%dx%dx%dx%d", &t.tm, &t.tn, &t.tk, &t.wm, &t.wn) == 5 && t.wm % 4 == 0 &&
+        t.wn % 4 == 0 && t.tm % t.wm == 0 && t.tn % t.wn == 0 && t.tk % 4 == 0 && t.threads() <= 1024 &&
+        (t.tm * t.tk) % (4 * t.threads()) == 0 && (t.tn * t.tk) % (4 * t.threads()) == 0)
+      return t;
+    throw std::invalid_argument(std::string("TINYLENS_CUDA_TILE='") + forced +
+                                "': want TMxTNxTKxWMxWN with WM, WN, TK multiples of 4 and whole float4 loads");
+  }
+  static const CudaTiles tiles[] = {{128, 128, 16, 8, 8}, {64, 64, 16, 4, 4}, {32, 32, 16, 4, 4}};
+  const int64_t units = std::max(1, info.compute_units);
+  for (const CudaTiles& t : tiles) {
+    const int64_t blocks = ((s.m + t.tm - 1) / t.tm) * ((s.n + t.tn - 1) / t.tn) * std::max<int64_t>(1, s.batch);
+    if (&t != &tiles[std::size(tiles) - 1] && blocks < units) continue;
+    return t;
+  }
+  return tiles[std::size(tiles) - 1];
+}
+
+}  // namespace
+
+TemplateKernel render_gemm_cuda(const GemmShape& s, const std::string& name, const DeviceInfo& info,
+                                const Dialect& d) {
+  if (s.batch < 0 || s.m < 0 || s.n < 0 || s.k < 0)
+    throw ShapeError("gemm: negative size batch=" + std::to_string(s.batch) + " m=" + std::to_string(s.m) +
+                     " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k));
+  const CudaTiles t = pick_tiles(s, info);
+  const int64_t* a = s.a_strides;
+  const int64_t* b = s.b_strides;
+  // float4 loads need every float4 aligned (the other strides multiples of
+  // 4) and wholly inside or outside the matrix (its axis a multiple of 4).
+  auto aligned = [](int64_t x, int64_t y) { return x % 4 == 0 && y % 4 == 0; };
+  int a_vec = 0, b_vec = 0;
+  if (a[2] == 1 && s.k % 4 == 0 && aligned(a[0], a[1]))
+    a_vec = 1;
+  else if (a[1] == 1 && s.m % 4 == 0 && aligned(a[0], a[2]))
+    a_vec = 2;
+  if (b[2] == 1 && s.n % 4 == 0 && aligned(b[0], b[1]))
+    b_vec = 1;
+  else if (b[1] == 1 && s.k % 4 == 0 && aligned(b[0], b[2]))
+    b_vec = 2;
+  const bool wide = gemm_needs_wide_index(s, t.tm, t.tn, t.tk);
+  auto values = gemm_values(s, name, wide, d);
+  auto str = [](int64_t v) { return std::to_string(v); };
+  values.insert({{"TM", str(t.tm)},
+                 {"TN", str(t.tn)},
+                 {"TK", str(t.tk)},
+                 {"WM", str(t.wm)},
+                 {"WN", str(t.wn)},
+                 {"A_VEC", str(a_vec)},
+                 {"B_VEC", str(b_vec)},
+                 {"A_K_FAST", std::abs(a[2]) <= std::abs(a[1]) ? "true" : "false"},
+                 {"B_N_FAST", std::abs(b[2]) <= std::abs(b[1]) ? "true" : "false"}});
+  TemplateKernel out;
+  out.source = specialise(embedded_kernel("gemm.cu"), values);
+  const int tx = t.tn / t.wn, ty = t.tm / t.wm;
+  out.global[0] = (s.n + t.tn - 1) / t.tn * tx;
+  out.global[1] = (s.m + t.tm - 1) / t.tm * ty;
+  out.global[2] = s.batch;
+  out.local[0] = tx;
+  out.local[1] = ty;
+  out.local[2] = 1;
+  return out;
+}
+
+}  // namespace tl

@@ -1,0 +1,185 @@
+// Tiled single-precision GEMM in CUDA C++, specialised with constants by
+// core/codegen/gemm_cuda.cpp and compiled by NVRTC:
+//   C[b, m, n] = epilogue(sum_k A[b*SA0 + m*SA1 + k*SA2] * B[b*SB0 + k*SB1 + n*SB2])
+// C is contiguous (batch x M x N). A block of TX x TY threads computes a
+// TM x TN tile of C; each thread keeps WM x WN sums in registers, as WM/4 x
+// WN/4 groups of 4 x 4 spread over the tile so that a warp's shared-memory
+// reads are broadcasts (A) or consecutive float4s (B). The K loop walks
+// TK-deep slices staged in shared memory, double buffered: the next slice's
+// global loads are issued before the current one is multiplied, and one
+// barrier per slice suffices. Every size and stride is a constant, so the
+// compiler folds the index math and drops the bounds tests a tile does not
+// need.
+typedef {{IDX}} idx_t;
+constexpr idx_t M = {{M}}, N = {{N}}, K = {{K}};
+constexpr idx_t SA0 = {{SA0}}, SA1 = {{SA1}}, SA2 = {{SA2}};
+constexpr idx_t SB0 = {{SB0}}, SB1 = {{SB1}}, SB2 = {{SB2}};
+constexpr int TM = {{TM}}, TN = {{TN}}, TK = {{TK}}, WM = {{WM}}, WN = {{WN}};
+// How a tile is read from global memory: 0 one float at a time, walking the
+// operand's smaller stride; 1 float4s along its unit-stride inner axis (A: k,
+// B: n); 2 float4s along its unit-stride outer axis (A: m, B: k). The
+// renderer picks a float4 form only when every float4 is aligned and lies
+// wholly inside or wholly outside the matrix.
+constexpr int A_VEC = {{A_VEC}}, B_VEC = {{B_VEC}};
+constexpr bool A_K_FAST = {{A_K_FAST}}, B_N_FAST = {{B_N_FAST}};
+
+// The elementwise ops fused after the product (bias, batch-norm, activation,
+// residual add): every element of C is stored as epilogue(sum, ...).
+{{EPILOGUE}}
+
+constexpr int TX = TN / WN, TY = TM / WM, THREADS = TX * TY;
+constexpr int APAD = TM + 4, BPAD = TN + 4;  // padded rows: fewer bank conflicts on the transposing stores
+constexpr int A_ITEMS = A_VEC ? TM * TK / 4 / THREADS : TM * TK / THREADS;
+constexpr int B_ITEMS = B_VEC ? TK * TN / 4 / THREADS : TK * TN / THREADS;
+constexpr idx_t NTILES = (K + TK - 1) / TK;
+
+// Loads of one slice into registers, then stores of them into shared memory.
+struct Slice {
+  float4 a[A_VEC ? A_ITEMS : 1], b[B_VEC ? B_ITEMS : 1];
+  float as[A_VEC ? 1 : A_ITEMS], bs[B_VEC ? 1 : B_ITEMS];
+};
+
+static __device__ __forceinline__ float4 load4(const float* p, bool inside) {
+  return inside ? *reinterpret_cast<const float4*>(p) : make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+static __device__ __forceinline__ void load_slice(Slice& s, const float* __restrict__ A, const float* __restrict__ B,
+                                                  int tid, int m0, int n0, idx_t k0) {
+#pragma unroll
+  for (int l = 0; l < A_ITEMS; ++l) {
+    const int e = tid + l * THREADS;
+    if constexpr (A_VEC == 1) {  // e -> (row m, float4 of k)
+      const int m = e / (TK / 4), k = (e % (TK / 4)) * 4;
+      s.a[l] = load4(A + (m0 + m) * SA1 + (k0 + k), m0 + m < M && k0 + k < K);
+    } else if constexpr (A_VEC == 2) {  // e -> (k, float4 of m)
+      const int k = e / (TM / 4), m = (e % (TM / 4)) * 4;
+      s.a[l] = load4(A + (m0 + m) + (k0 + k) * SA2, m0 + m < M && k0 + k < K);
+    } else {
+      const int m = A_K_FAST ? e / TK : e % TM, k = A_K_FAST ? e % TK : e / TM;
+      s.as[l] = (m0 + m < M && k0 + k < K) ? A[(m0 + m) * SA1 + (k0 + k) * SA2] : 0.f;
+    }
+  }
+#pragma unroll
+  for (int l = 0; l < B_ITEMS; ++l) {
+    const int e = tid + l * THREADS;
+    if constexpr (B_VEC == 1) {  // e -> (k, float4 of n)
+      const int k = e / (TN / 4), n = (e % (TN / 4)) * 4;
+      s.b[l] = load4(B + (k0 + k) * SB1 + (n0 + n), n0 + n < N && k0 + k < K);
+    } else if constexpr (B_VEC == 2) {  // e -> (n, float4 of k)
+      const int n = e / (TK / 4), k = (e % (TK / 4)) * 4;
+      s.b[l] = load4(B + (k0 + k) + (n0 + n) * SB2, n0 + n < N && k0 + k < K);
+    } else {
+      const int n = B_N_FAST ? e % TN : e / TK, k = B_N_FAST ? e / TN : e % TK;
+      s.bs[l] = (n0 + n < N && k0 + k < K) ? B[(k0 + k) * SB1 + (n0 + n) * SB2] : 0.f;
+    }
+  }
+}
+
+static __device__ __forceinline__ void store_slice(const Slice& s, float (*as)[APAD], float (*bs)[BPAD], int tid) {
+#pragma unroll
+  for (int l = 0; l < A_ITEMS; ++l) {
+    const int e = tid + l * THREADS;
+    if constexpr (A_VEC == 1) {
+      const int m = e / (TK / 4), k = (e % (TK / 4)) * 4;
+      as[k + 0][m] = s.a[l].x, as[k + 1][m] = s.a[l].y, as[k + 2][m] = s.a[l].z, as[k + 3][m] = s.a[l].w;
+    } else if constexpr (A_VEC == 2) {
+      const int k = e / (TM / 4), m = (e % (TM / 4)) * 4;
+      *reinterpret_cast<float4*>(&as[k][m]) = s.a[l];
+    } else {
+      const int m = A_K_FAST ? e / TK : e % TM, k = A_K_FAST ? e % TK : e / TM;
+      as[k][m] = s.as[l];
+    }
+  }
+#pragma unroll
+  for (int l = 0; l < B_ITEMS; ++l) {
+    const int e = tid + l * THREADS;
+    if constexpr (B_VEC == 1) {
+      const int k = e / (TN / 4), n = (e % (TN / 4)) * 4;
+      *reinterpret_cast<float4*>(&bs[k][n]) = s.b[l];
+    } else if constexpr (B_VEC == 2) {
+      const int n = e / (TK / 4), k = (e % (TK / 4)) * 4;
+      bs[k + 0][n] = s.b[l].x, bs[k + 1][n] = s.b[l].y, bs[k + 2][n] = s.b[l].z, bs[k + 3][n] = s.b[l].w;
+    } else {
+      const int n = B_N_FAST ? e % TN : e / TK, k = B_N_FAST ? e / TN : e % TK;
+      bs[k][n] = s.bs[l];
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS) {{NAME}}(float* __restrict__ C, const float* __restrict__ A,
+                                                               const float* __restrict__ B EPILOGUE_PARAMS) {
+  __shared__ __align__(16) float As[2][TK][APAD];
+  __shared__ __align__(16) float Bs[2][TK][BPAD];
+  const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * TX + tx;
+  const int m0 = blockIdx.y * TM, n0 = blockIdx.x * TN;
+  const idx_t batch = blockIdx.z;
+  const float* __restrict__ Ab = A + batch * SA0;
+  const float* __restrict__ Bb = B + batch * SB0;
+
+  float acc[WM][WN];
+#pragma unroll
+  for (int i = 0; i < WM; ++i)
+#pragma unroll
+    for (int j = 0; j < WN; ++j) acc[i][j] = 0.f;
+
+  Slice s;
+  if (NTILES > 0) {
+    load_slice(s, Ab, Bb, tid, m0, n0, 0);
+    store_slice(s, As[0], Bs[0], tid);
+  }
+  __syncthreads();
+  for (idx_t t = 0; t < NTILES; ++t) {
+    const int buf = int(t & 1);
+    const bool more = t + 1 < NTILES;
+    if (more) load_slice(s, Ab, Bb, tid, m0, n0, (t + 1) * TK);
+#pragma unroll
+    for (int kk = 0; kk < TK; ++kk) {
+      float4 a[WM / 4], b[WN / 4];
+#pragma unroll
+      for (int i = 0; i < WM / 4; ++i) a[i] = *reinterpret_cast<const float4*>(&As[buf][kk][(ty + i * TY) * 4]);
+#pragma unroll
+      for (int j = 0; j < WN / 4; ++j) b[j] = *reinterpret_cast<const float4*>(&Bs[buf][kk][(tx + j * TX) * 4]);
+#pragma unroll
+      for (int i = 0; i < WM / 4; ++i) {
+        const float ar[4] = {a[i].x, a[i].y, a[i].z, a[i].w};
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int j = 0; j < WN / 4; ++j) {
+            float* c = &acc[4 * i + r][4 * j];
+            c[0] = fmaf(ar[r], b[j].x, c[0]);
+            c[1] = fmaf(ar[r], b[j].y, c[1]);
+            c[2] = fmaf(ar[r], b[j].z, c[2]);
+            c[3] = fmaf(ar[r], b[j].w, c[3]);
+          }
+      }
+    }
+    if (more) store_slice(s, As[buf ^ 1], Bs[buf ^ 1], tid);
+    __syncthreads();
+  }
+
+  float* __restrict__ Cb = C + batch * (M * N);
+#pragma unroll
+  for (int i = 0; i < WM / 4; ++i)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const idx_t gm = m0 + (ty + i * TY) * 4 + r;
+      if (gm >= M) continue;
+#pragma unroll
+      for (int j = 0; j < WN / 4; ++j) {
+        const idx_t gn = n0 + (tx + j * TX) * 4;
+        float v[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          v[q] = gn + q < N ? epilogue(acc[4 * i + r][4 * j + q], batch, gm, gn + q, A, B EPILOGUE_ARGS) : 0.f;
+        float* out = Cb + gm * N + gn;
+        if (N % 4 == 0 && gn + 3 < N) {
+          *reinterpret_cast<float4*>(out) = make_float4(v[0], v[1], v[2], v[3]);
+        } else {
+#pragma unroll
+          for (int q = 0; q < 4; ++q)
+            if (gn + q < N) out[q] = v[q];
+        }
+      }
+    }
+}
