@@ -150,7 +150,7 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
     for (size_t i = 0; i < n; ++i) {
       if (cancel_requested()) throw Cancelled();
       const Plan::Kernel& k = plan.kernels[i];
-      out[i] = device.allocate(k.bytes);
+      out[i] = device.acquire(k.bytes);
       args.buffers.assign(1, out[i].get());
       for (int a : k.args) {
         Buffer* b = a >= 0 ? out[size_t(a)].get() : graph.inputs[size_t(~a)]->buffer.get();

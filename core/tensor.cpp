@@ -112,7 +112,7 @@ NodeRef buffer_node(const void* data, const Shape& shape, DType t, const std::st
   auto n = make(Op::Buffer, {}, shape, t);
   n->device = dev.name();
   size_t bytes = size_t(mul_sizes(numel(shape), int64_t(dtype_size(t)), "buffer of " + shape_str(shape)));
-  n->buffer = dev.allocate(bytes);
+  n->buffer = dev.acquire(bytes);
   if (data) dev.copy_in(*n->buffer, data, bytes);
   return n;
 }
@@ -282,7 +282,7 @@ Tensor Tensor::to(const std::string& device) const {
   src.node()->buffer->device()->copy_out(*src.node()->buffer, host.data(), bytes);
   auto n = make(Op::Buffer, {}, shape(), dtype());
   n->device = dst.name();
-  n->buffer = dst.allocate(bytes);
+  n->buffer = dst.acquire(bytes);
   dst.copy_in(*n->buffer, host.data(), bytes);
   return Tensor(n);
 }

@@ -15,6 +15,8 @@
 #include "core/nn/optim.h"
 #include "core/realize.h"
 #include "core/replay.h"
+#include "core/runtime/buffer_pool.h"
+#include "core/runtime/device.h"
 #include "core/tensor.h"
 #include "core/train/models.h"
 #include "core/train/trainer.h"
@@ -30,6 +32,29 @@ namespace {
 struct NoReplay {
   NoReplay() { ::setenv("TINYLENS_NOREPLAY", "1", 1); }
   ~NoReplay() { ::unsetenv("TINYLENS_NOREPLAY"); }
+};
+
+// A device that only counts its allocations and frees (for the pool).
+struct CountingDevice : tl::Device {
+  struct Counted : tl::Buffer {
+    Counted(tl::Device* d, size_t bytes, int* frees) : tl::Buffer(d, bytes), frees(frees) {}
+    ~Counted() override { ++*frees; }
+    int* frees;
+  };
+  CountingDevice() { info_.name = "counting", info_.available = true; }
+  const tl::DeviceInfo& info() const override { return info_; }
+  std::shared_ptr<tl::Buffer> allocate(size_t bytes) override {
+    ++allocations;
+    return std::make_shared<Counted>(this, bytes, &frees);
+  }
+  void copy_in(tl::Buffer&, const void*, size_t) override {}
+  void copy_out(const tl::Buffer&, void*, size_t) override {}
+  const tl::Dialect& dialect() const override { return dialect_; }
+  tl::Built build(const std::string&, const std::string&) override { return {}; }
+  std::shared_ptr<tl::Program> load(const std::string&, const std::string&) override { return nullptr; }
+  tl::DeviceInfo info_;
+  tl::Dialect dialect_;
+  int allocations = 0, frees = 0;
 };
 
 size_t replayed(const std::vector<tl::ProfileRecord>& records) {
@@ -117,6 +142,52 @@ class TestReplay : public QObject {
 
   // The same structure with new data replays; a new shape or a new constant
   // (baked into the kernel) is planned afresh; results are never overwritten.
+  // The buffer pool under replay: a released buffer of the same size comes
+  // back instead of a new allocation; other sizes allocate; past its
+  // capacity, or once the pool is gone, a released buffer is freed.
+  void bufferPoolReusesBySizeWithinItsCapacity() {
+    ::unsetenv("TINYLENS_POOL_MB");
+    CountingDevice dev;
+    {
+      tl::BufferPool pool(300);
+      tl::Buffer* first = nullptr;
+      {
+        auto a = pool.get(dev, 100);
+        first = a.get();
+        QCOMPARE(a->bytes(), size_t(100));
+      }
+      QCOMPARE(dev.frees, 0);
+      QCOMPARE(pool.held_bytes(), size_t(100));
+      auto b = pool.get(dev, 100);
+      QCOMPARE(b.get(), first);  // the same buffer, not a new one
+      QCOMPARE(dev.allocations, 1);
+      auto c = pool.get(dev, 200);
+      QCOMPARE(dev.allocations, 2);
+      auto d = pool.get(dev, 200);
+      QCOMPARE(dev.allocations, 3);
+      b.reset(), c.reset();  // 100 + 200 fit the capacity of 300
+      QCOMPARE(pool.held_bytes(), size_t(300));
+      d.reset();  // does not fit: freed
+      QCOMPARE(dev.frees, 1);
+      auto e = pool.get(dev, 100);
+      QCOMPARE(pool.held_bytes(), size_t(200));
+      pool.clear();
+      QCOMPARE(dev.frees, 2);
+      tl::BufferPool off(0);  // capacity 0: every buffer is freed on release
+      off.get(dev, 64).reset();
+      QCOMPARE(dev.frees, 3);
+      // A pool that dies first: what it handed out is freed when released.
+      std::shared_ptr<tl::Buffer> orphan;
+      {
+        tl::BufferPool gone(1000);
+        orphan = gone.get(dev, 48);
+      }
+      const int before = dev.frees;
+      orphan.reset();
+      QCOMPARE(dev.frees, before + 1);
+    }
+  }
+
   void sameStructureReplaysAndNewStructureDoesNot() {
     for (auto& device : tltest::available_devices()) {
       std::vector<tl::ProfileRecord> rec;

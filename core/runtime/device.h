@@ -17,11 +17,13 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "../dialect.h"
 #include "../error.h"
+#include "buffer_pool.h"
 
 namespace tl {
 
@@ -130,6 +132,16 @@ class Device {
   // A realize calls it once, after its last enqueue, and also on its error
   // paths. The default does nothing: the default enqueue already waited.
   virtual void finish() {}
+
+  // Shared by every device: a buffer for a realize's inputs and results,
+  // reused from the ones released earlier when one of that size is free
+  // (buffer_pool.h), else allocate()d. Up to an eighth of the device's
+  // memory, at most 1 GiB, is kept.
+  std::shared_ptr<Buffer> acquire(size_t bytes);
+
+ private:
+  std::mutex pool_mutex_;
+  std::unique_ptr<BufferPool> pool_;  // made on first use: its size needs info()
 };
 
 }  // namespace tl

@@ -1,0 +1,73 @@
+#include "buffer_pool.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "device.h"
+
+namespace tl {
+
+BufferPool::BufferPool(size_t capacity) : state_(std::make_shared<State>()) {
+  if (const char* mb = std::getenv("TINYLENS_POOL_MB"); mb && *mb) capacity = size_t(std::strtoull(mb, nullptr, 10)) << 20;
+  state_->capacity = capacity;
+}
+
+std::shared_ptr<Buffer> BufferPool::get(Device& device, size_t bytes) {
+  if (!device.available()) {
+    clear();
+    return device.allocate(bytes);  // names why the device cannot be used
+  }
+  std::shared_ptr<Buffer> raw;
+  {
+    std::lock_guard lock(state_->mutex);
+    if (auto it = state_->free.find(bytes); it != state_->free.end()) {
+      raw = std::move(it->second);
+      state_->free.erase(it);
+      state_->held -= bytes;
+    }
+  }
+  if (!raw) raw = device.allocate(bytes);
+  if (state_->capacity == 0) return raw;
+  // The caller's handle shares nothing with `raw` but the pointer: when the
+  // last copy goes, `raw` returns to the pool (or is freed).
+  std::weak_ptr<State> pool = state_;
+  Buffer* p = raw.get();
+  return std::shared_ptr<Buffer>(p, [pool, raw = std::move(raw), bytes](Buffer*) mutable {
+    if (auto s = pool.lock()) {
+      std::lock_guard lock(s->mutex);
+      if (s->held + bytes <= s->capacity && raw->device()->available()) {
+        s->held += bytes;
+        s->free.emplace(bytes, std::move(raw));
+        return;
+      }
+    }
+    raw.reset();  // freed outside the pool's lock
+  });
+}
+
+size_t BufferPool::held_bytes() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->held;
+}
+
+void BufferPool::clear() {
+  std::multimap<size_t, std::shared_ptr<Buffer>> drop;
+  std::lock_guard lock(state_->mutex);
+  drop.swap(state_->free);
+  state_->held = 0;
+}
+
+std::shared_ptr<Buffer> Device::acquire(size_t bytes) {
+  BufferPool* pool = nullptr;
+  {
+    std::lock_guard lock(pool_mutex_);
+    if (!pool_) {
+      const uint64_t memory = info().global_memory ? info().global_memory : uint64_t(2) << 30;
+      pool_ = std::make_unique<BufferPool>(size_t(std::min<uint64_t>(memory / 8, uint64_t(1) << 30)));
+    }
+    pool = pool_.get();
+  }
+  return pool->get(*this, bytes);
+}
+
+}  // namespace tl
