@@ -37,18 +37,21 @@ struct KeyWriter {
 
 // Edges the walk follows: every source, and a GEMM's operands (which device
 // has a GEMM template decides which of the two the scheduler uses; the key
-// covers both).
-std::vector<const NodeRef*> edges(const Node& n) {
-  std::vector<const NodeRef*> out;
-  for (auto& s : n.src) out.push_back(&s);
-  if (n.matmul) out.insert(out.end(), {&n.matmul->a, &n.matmul->b});
-  return out;
+// covers both). Counted and indexed rather than listed: the walk asks for
+// them at every step, and a list allocated each time cost more than the rest
+// of the key.
+size_t edge_count(const Node& n) { return n.src.size() + (n.matmul ? 2 : 0); }
+const NodeRef& edge(const Node& n, size_t i) {
+  if (i < n.src.size()) return n.src[i];
+  return i == n.src.size() ? n.matmul->a : n.matmul->b;
 }
 
 }  // namespace
 
 GraphKey graph_key(const std::vector<NodeRef>& roots, const std::string& device) {
   GraphKey g;
+  g.text.reserve(64 * 1024);
+  g.index.reserve(1024);
   KeyWriter w{g.text};
   w.text(device);
   auto id_of = [&](const NodeRef& n) -> int {
@@ -63,23 +66,27 @@ GraphKey graph_key(const std::vector<NodeRef>& roots, const std::string& device)
   };
   // Iterative post-order walk: model graphs are too deep for recursion.
   std::vector<std::pair<NodeRef, size_t>> stack;
+  std::vector<int> ids;
   for (auto& root : roots) {
     if (root->realized() || g.index.count(root.get())) continue;
     g.index[root.get()] = 0;  // marks "on the stack"; renumbered when finished
     stack.push_back({root, 0});
     while (!stack.empty()) {
       auto& [n, i] = stack.back();
-      auto next = edges(*n);
-      if (i < next.size()) {
-        const NodeRef& s = *next[i++];
+      const size_t count = edge_count(*n);
+      if (i < count) {
+        const NodeRef& s = edge(*n, i++);
         if (!s->realized() && !g.index.count(s.get())) {
           g.index[s.get()] = 0;
           stack.push_back({s, 0});
         }
         continue;
       }
-      std::vector<int> ids;
-      for (auto* s : next) ids.push_back((*s)->realized() ? id_of(*s) : g.index.at(s->get()));
+      ids.clear();
+      for (size_t e = 0; e < count; ++e) {
+        const NodeRef& s = edge(*n, e);
+        ids.push_back(s->realized() ? id_of(s) : g.index.at(s.get()));
+      }
       const Node& node = *n;
       w.num(int64_t(node.op));
       w.num(node.requires_grad);  // the scheduler fuses a GEMM's epilogue only where no gradient flows
