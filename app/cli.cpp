@@ -245,8 +245,24 @@ int cmd_bench_model(const Args& a) {
   std::printf("%s, batch %d, %s input, %.2f GFLOP per image, %d warm runs (host pixels to host logits)\n",
               summary.name.c_str(), batch, shape_str(shape).c_str(), summary.flops * 1e-9, runs);
   for (auto& dev : pick_devices(a.get("device"))) {
-    const Timing timing =
-        time_runs(runs, [&] { (void)model->forward(Tensor::from_data(pixels, shape, dev)).to_vector(); });
+    // Each run's phases, kept for the last (profiled) one. The forward goes
+    // through the classifier's Jit (core/jit.h), as classify does; with
+    // TINYLENS_NOREPLAY=1 it builds the graph every time.
+    double phase[3] = {0, 0, 0};  // upload, forward, download
+    const Timing timing = time_runs(runs, [&] {
+      auto t0 = std::chrono::steady_clock::now();
+      auto lap = [&](double& into) {
+        auto t = std::chrono::steady_clock::now();
+        into = std::chrono::duration<double>(t - t0).count();
+        t0 = t;
+      };
+      Tensor input = Tensor::from_data(pixels, shape, dev);
+      lap(phase[0]);
+      Tensor logits = model->infer(input);
+      lap(phase[1]);
+      (void)logits.to_vector();
+      lap(phase[2]);
+    });
     const double cold = timing.cold, median = timing.warm_median;
     const std::vector<ProfileRecord>& records = timing.records;
     ProfileTotals t = profile_totals(records);
@@ -254,6 +270,9 @@ int cmd_bench_model(const Args& a) {
                 "kernels, host overhead %.2f ms, %zu replayed)\n",
                 dev.c_str(), cold * 1e3, median * 1e3, summary.flops * batch / median * 1e-9, batch / median,
                 records.size(), t.kernel_seconds * 1e3, t.host_overhead() * 1e3, t.replayed);
+    std::printf("%-14s one run: upload %.2f ms, forward %.2f ms (%s), download %.2f ms\n", "", phase[0] * 1e3,
+                phase[1] * 1e3, model->jit_captured() ? "replayed by the Jit: no graph built" : "graph built and realized",
+                phase[2] * 1e3);
     if (a.has("profile")) std::printf("%s", format_profile_table(records).c_str());
   }
   return 0;

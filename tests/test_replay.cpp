@@ -10,6 +10,7 @@
 
 #include "core/data/dataset.h"
 #include "core/io/image.h"
+#include "core/jit.h"
 #include "core/models/classifier.h"
 #include "core/nn/layers.h"
 #include "core/nn/optim.h"
@@ -330,7 +331,68 @@ class TestReplay : public QObject {
       auto a = logits(squirrel, rec);
       QCOMPARE(replayed(rec), rec.size());
       QVERIFY2(same_bits(a, fresh_a), device.c_str());
+
+      // Through the classifier's Jit: the same bits, every kernel replayed,
+      // and the earlier result untouched by the later run.
+      Tensor in_a = model->preprocess(squirrel, device).realize();
+      Tensor in_b = model->preprocess(mirrored, device).realize();
+      Tensor ja = model->infer(in_a);
+      Tensor jb;
+      {
+        tl::ProfileCapture cap;
+        jb = model->infer(in_b);
+        rec = cap.records();
+      }
+      QVERIFY2(model->jit_captured(), device.c_str());
+      QCOMPARE(replayed(rec), rec.size());
+      QVERIFY2(same_bits(jb.to_vector(), fresh_b), device.c_str());
+      QVERIFY2(same_bits(ja.to_vector(), fresh_a), device.c_str());
     }
+  }
+
+  // core/jit.h: the second call replays without calling the function; a new
+  // input is bound in; earlier results survive; another shape, or a function
+  // that realizes something made from its input, runs the function.
+  void jitReplaysWithoutCallingTheFunction() {
+    tl::Generator gen(5);
+    Tensor w = Tensor::randn({4, 3}, gen).realize(), bias = Tensor::randn({3}, gen).realize();
+    int calls = 0;
+    tl::Jit jit([&](const Tensor& x) {
+      ++calls;
+      return (x.matmul(w) + bias).relu() * 2.0;
+    });
+    auto direct = [&](const Tensor& x) { return ((x.matmul(w) + bias).relu() * 2.0).to_vector(); };
+    Tensor x1 = Tensor::randn({5, 4}, gen), x2 = Tensor::randn({5, 4}, gen), x3 = Tensor::randn({2, 4}, gen);
+    Tensor r1 = jit(x1);
+    QVERIFY(r1.node()->realized());
+    QVERIFY(jit.captured());
+    Tensor r2 = jit(x2);
+    QCOMPARE(calls, 1);
+    QVERIFY(same_bits(r2.to_vector(), direct(x2)));
+    QVERIFY(same_bits(r1.to_vector(), direct(x1)));  // not overwritten by the replay
+    QVERIFY(!same_bits(r1.to_vector(), r2.to_vector()));
+    Tensor r3 = jit(x3);  // another shape: the function runs
+    QCOMPARE(calls, 2);
+    QVERIFY(same_bits(r3.to_vector(), direct(x3)));
+    {
+      NoReplay off;  // replay off: the function runs every time
+      Tensor r = jit(x3);
+      QCOMPARE(calls, 3);
+      QVERIFY(same_bits(r.to_vector(), direct(x3)));
+    }
+
+    int impure_calls = 0;
+    tl::Jit impure([&](const Tensor& x) {
+      ++impure_calls;
+      Tensor mean = x.mean();
+      mean.realize();  // realized inside, from the input: a replay would reuse it
+      return x - mean;
+    });
+    auto want = [](const Tensor& x) { return (x - x.mean()).to_vector(); };
+    impure(x1);
+    QVERIFY(!impure.captured());
+    QVERIFY(same_bits(impure(x2).to_vector(), want(x2)));
+    QCOMPARE(impure_calls, 2);
   }
 
   // Training steps: with replay the losses, weights, optimizer state and

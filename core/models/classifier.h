@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "../io/image.h"
+#include "../jit.h"
 #include "../profile.h"
 #include "../tensor.h"
 
@@ -45,6 +46,14 @@ class ImageClassifier {
   // (N, 3, H, W) -> logits (N, classes); weights move to the input's device on demand.
   virtual Tensor forward(const Tensor& input) = 0;
   virtual const std::vector<std::string>& labels() const = 0;
+  // forward(input), realized, through a Jit (core/jit.h): once an input of
+  // this shape has run on this device, later ones replay its kernels without
+  // building the graph again.
+  Tensor infer(const Tensor& input);
+  bool jit_captured() const { return jit_ && jit_->captured(); }
+
+ private:
+  std::unique_ptr<Jit> jit_;
 };
 
 // "efficientnet-lite0" (built in, weights found in the models directory) or a

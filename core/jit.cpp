@@ -1,0 +1,83 @@
+#include "jit.h"
+
+#include <chrono>
+
+#include "replay.h"
+#include "runtime/registry.h"
+
+namespace tl {
+
+namespace {
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+}  // namespace
+
+// What a replay needs of the first call's graph: the plan, the realized
+// tensors it reads (with the input's place among them), what each graph
+// position held, and which position is the result. Not the graph itself,
+// which would keep every intermediate buffer alive.
+struct Jit::Captured {
+  std::shared_ptr<const Plan> plan;
+  std::vector<NodeRef> inputs;
+  size_t input_slot = 0;
+  struct Slot {
+    Op op;
+    DType dtype;
+    Shape shape;
+  };
+  std::vector<Slot> nodes;
+  size_t result = 0;
+  std::string device;
+  DType dtype;
+  Shape shape;
+
+  bool fits(const Node& in) const { return in.device == device && in.dtype == dtype && in.shape == shape; }
+};
+
+Tensor Jit::operator()(const Tensor& input) {
+  Tensor in = input;
+  in.realize();
+  if (captured_ && replay_enabled() && captured_->fits(*in.node())) {
+    const Captured& c = *captured_;
+    GraphKey g;
+    g.inputs = c.inputs;
+    g.inputs[c.input_slot] = in.node();
+    g.nodes.reserve(c.nodes.size());
+    for (const auto& s : c.nodes) {
+      auto n = std::make_shared<Node>();
+      n->op = s.op, n->dtype = s.dtype, n->shape = s.shape, n->device = c.device;
+      g.nodes.push_back(std::move(n));
+    }
+    run_plan(*c.plan, g, Registry::instance().get_available(c.device), true, 0, now());
+    return Tensor(g.nodes[c.result]);
+  }
+
+  // Runs the function; captures it when it qualifies.
+  const uint64_t before = Node::next_id();  // nodes made from here on are the function's own
+  Tensor out = fn_(in);
+  const NodeRef& root = out.node();
+  if (!replay_enabled() || root->realized() || root->requires_grad || root->device != in.device()) {
+    out.realize();
+    return out;
+  }
+  GraphKey g = graph_key({root}, root->device);
+  out.realize();
+  auto c = std::make_shared<Captured>();
+  c->plan = find_plan(g.text);  // the plan realize just made or replayed
+  int slots = 0;
+  bool pure = c->plan != nullptr;
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    if (g.inputs[i] == in.node()) c->input_slot = i, ++slots;
+    else if (g.inputs[i]->id >= before) pure = false;  // realized inside the function: may hold input data
+  }
+  if (pure && slots == 1) {
+    c->inputs = g.inputs;
+    c->inputs[c->input_slot] = nullptr;  // each call binds its own
+    for (const auto& n : g.nodes) c->nodes.push_back({n->op, n->dtype, n->shape});
+    c->result = size_t(g.index.at(root.get()));
+    c->device = in.device(), c->dtype = in.dtype(), c->shape = in.shape();
+    captured_ = std::move(c);
+  }
+  return out;
+}
+
+}  // namespace tl

@@ -1,0 +1,36 @@
+// A function from one tensor to one tensor, run once and then replayed: the
+// second call with an input of the same shape, dtype and device launches
+// the kernels the first call planned, with the new input bound in, without
+// calling the function again (no graph is built, no key is computed). This
+// is the replay of replay.h one level up, as tinygrad's TinyJit captures a
+// Python function.
+//
+// Only pure functions qualify: the result must depend on the input and on
+// tensors that existed before the first call (a model's weights), and the
+// function must realize nothing else. A first call that breaks this (it
+// realized something derived from the input, its result needs a gradient,
+// or it launched no kernels) is not captured: every call then runs the
+// function. TINYLENS_NOREPLAY=1 turns capturing off.
+#pragma once
+#include <functional>
+#include <memory>
+
+#include "tensor.h"
+
+namespace tl {
+
+class Jit {
+ public:
+  using Fn = std::function<Tensor(const Tensor&)>;
+  explicit Jit(Fn fn) : fn_(std::move(fn)) {}
+  // fn(input), realized.
+  Tensor operator()(const Tensor& input);
+  bool captured() const { return captured_ != nullptr; }
+
+ private:
+  struct Captured;
+  Fn fn_;
+  std::shared_ptr<const Captured> captured_;
+};
+
+}  // namespace tl
