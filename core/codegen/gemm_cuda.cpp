@@ -45,9 +45,7 @@ CudaTiles pick_tiles(const GemmShape& s, const DeviceInfo& info) {
 
 TemplateKernel render_gemm_cuda(const GemmShape& s, const std::string& name, const DeviceInfo& info,
                                 const Dialect& d) {
-  if (s.batch < 0 || s.m < 0 || s.n < 0 || s.k < 0)
-    throw ShapeError("gemm: negative size batch=" + std::to_string(s.batch) + " m=" + std::to_string(s.m) +
-                     " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k));
+  check_gemm_shape(s);
   const CudaTiles t = pick_tiles(s, info);
   const int64_t* a = s.a_strides;
   const int64_t* b = s.b_strides;
@@ -75,16 +73,7 @@ TemplateKernel render_gemm_cuda(const GemmShape& s, const std::string& name, con
                  {"B_VEC", str(b_vec)},
                  {"A_K_FAST", std::abs(a[2]) <= std::abs(a[1]) ? "true" : "false"},
                  {"B_N_FAST", std::abs(b[2]) <= std::abs(b[1]) ? "true" : "false"}});
-  TemplateKernel out;
-  out.source = specialise(embedded_kernel("gemm.cu"), values);
-  const int tx = t.tn / t.wn, ty = t.tm / t.wm;
-  out.global[0] = (s.n + t.tn - 1) / t.tn * tx;
-  out.global[1] = (s.m + t.tm - 1) / t.tm * ty;
-  out.global[2] = s.batch;
-  out.local[0] = tx;
-  out.local[1] = ty;
-  out.local[2] = 1;
-  return out;
+  return tiled_gemm_kernel(specialise(embedded_kernel("gemm.cu"), values), s, t.tm, t.tn, t.wm, t.wn);
 }
 
 }  // namespace tl

@@ -85,10 +85,7 @@ TemplateKernel render_gemm_registers(const GemmShape& s, const std::string& name
 
 TemplateKernel render_gemm_opencl(const GemmShape& s, const std::string& name, const DeviceInfo& info,
                                   const Dialect& d) {
-  if (s.batch < 0 || s.m < 0 || s.n < 0 || s.k < 0)
-    throw ShapeError(std::string("gemm: negative size batch=").append(std::to_string(s.batch)).append(" m=")
-                         .append(std::to_string(s.m)).append(" n=").append(std::to_string(s.n)).append(" k=")
-                         .append(std::to_string(s.k)));
+  check_gemm_shape(s);
   const GemmTiles t = pick_tiles(s, info);
 
   const bool wide = gemm_needs_wide_index(s, t.tm, t.tn, t.tk);
@@ -113,16 +110,7 @@ TemplateKernel render_gemm_opencl(const GemmShape& s, const std::string& name, c
                  {"EVEN_M", s.m % t.tm == 0 ? "1" : "0"},
                  {"EVEN_N", s.n % t.tn == 0 ? "1" : "0"},
                  {"EVEN_K", s.k % t.tk == 0 ? "1" : "0"}});
-  TemplateKernel out;
-  out.source = specialise(embedded_kernel("gemm.cl"), values);
-  const int tx = t.tn / t.wn, ty = t.tm / t.wm;
-  out.global[0] = (s.n + t.tn - 1) / t.tn * tx;
-  out.global[1] = (s.m + t.tm - 1) / t.tm * ty;
-  out.global[2] = s.batch;
-  out.local[0] = tx;
-  out.local[1] = ty;
-  out.local[2] = 1;
-  return out;
+  return tiled_gemm_kernel(specialise(embedded_kernel("gemm.cl"), values), s, t.tm, t.tn, t.wm, t.wn);
 }
 
 }  // namespace tl

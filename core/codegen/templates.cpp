@@ -23,6 +23,25 @@ std::string specialise(std::string text, const std::map<std::string, std::string
   return text;
 }
 
+void check_gemm_shape(const GemmShape& s) {
+  if (s.batch < 0 || s.m < 0 || s.n < 0 || s.k < 0)
+    throw ShapeError("gemm: negative size batch=" + std::to_string(s.batch) + " m=" + std::to_string(s.m) +
+                     " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k));
+}
+
+TemplateKernel tiled_gemm_kernel(std::string source, const GemmShape& s, int tm, int tn, int wm, int wn) {
+  TemplateKernel out;
+  out.source = std::move(source);
+  const int tx = tn / wn, ty = tm / wm;
+  out.global[0] = (s.n + tn - 1) / tn * tx;
+  out.global[1] = (s.m + tm - 1) / tm * ty;
+  out.global[2] = s.batch;
+  out.local[0] = tx;
+  out.local[1] = ty;
+  out.local[2] = 1;
+  return out;
+}
+
 bool gemm_needs_wide_index(const GemmShape& s, int64_t tm, int64_t tn, int64_t tk) {
   // The furthest element a tile grid (sizes rounded up to whole tiles) can
   // address along each operand; strides may be negative.

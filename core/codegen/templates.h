@@ -55,6 +55,11 @@ bool render_gemm(const Device& device, const GemmShape& shape, const std::string
 // 64 bits with tiles of tm x tn x tk, and the placeholders both fill the
 // same way (NAME, M, N, K, the strides, IDX, EPILOGUE) spelled in `d`.
 bool gemm_needs_wide_index(const GemmShape& s, int64_t tm, int64_t tn, int64_t tk);
+// ShapeError on a negative size.
+void check_gemm_shape(const GemmShape& s);
+// `source` launched as one work-group of (tn/wn) x (tm/wm) items per tm x tn
+// tile of C, one z slice per batch.
+TemplateKernel tiled_gemm_kernel(std::string source, const GemmShape& s, int tm, int tn, int wm, int wn);
 std::map<std::string, std::string> gemm_values(const GemmShape& s, const std::string& name, bool wide,
                                                const Dialect& d);
 
