@@ -165,7 +165,7 @@ class TestUiLayout : public QObject {
     pane->setKernel("#0 E_1 (cpu)", "void E_1(int b, int e, void** a) {\n" + source + "}\n", "");
     const QString name = pane->suggestedFileName();
     QCOMPARE(name, QString("0_E_1_cpu.c"));
-    pane->setKernel("#3 r_16_4 (opencl:0:0)", "__kernel void r_16_4(__global float* out) {}\n", "");
+    pane->setKernel("#3 r_16_4 (opencl:0:0)", "__kernel void r_16_4(__global float* out) {}\n", "", ".cl");
     QCOMPARE(pane->suggestedFileName(), QString("3_r_16_4_opencl_0_0.cl"));
     if (pane->isVisible()) {
       QTRY_VERIFY(pane->sourceView()->height() > 3 * pane->logView()->height());

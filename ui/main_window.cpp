@@ -23,6 +23,8 @@
 #include <algorithm>
 #include <QToolButton>
 
+#include "core/runtime/registry.h"
+
 namespace tlui {
 
 namespace {
@@ -45,6 +47,14 @@ QDockWidget* makeDock(QMainWindow* window, const QString& title, const QString& 
   dock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable |
                     QDockWidget::DockWidgetClosable);
   return dock;
+}
+
+// The file extension of `device`'s kernels, from its dialect (".c", ".cl",
+// ".cu"), for saving a kernel's source.
+QString sourceExtension(const QString& device) {
+  for (auto& d : tl::Registry::instance().devices())
+    if (d->name() == device.toStdString()) return QString::fromStdString(d->dialect().source_extension);
+  return ".c";
 }
 }  // namespace
 
@@ -118,7 +128,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
   });
   connect(session_, &Session::warningKernelBuilt, this,
           [this](const QString& device, const QString& name, const QString& source, const QString& log) {
-            source_->setKernel(tr("%1 (%2)").arg(name, device), source, log);
+            source_->setKernel(tr("%1 (%2)").arg(name, device), source, log, sourceExtension(device));
             if (auto* dock = findChild<QDockWidget*>("sourceDock")) {
               dock->show();
               dock->raise();
@@ -448,7 +458,8 @@ void MainWindow::showKernel(int record) {
   if (!lastRun_ || record < 0 || size_t(record) >= lastRun_->records.size()) return;
   const auto& k = *lastRun_->records[size_t(record)].kernel;
   source_->setKernel(QString("#%1 %2 (%3)").arg(record).arg(QString::fromStdString(k.name), QString::fromStdString(k.device)),
-                     QString::fromStdString(k.source), QString::fromStdString(k.build_log));
+                     QString::fromStdString(k.source), QString::fromStdString(k.build_log),
+                     sourceExtension(QString::fromStdString(k.device)));
 }
 
 void MainWindow::buildWarningKernel() {

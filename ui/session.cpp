@@ -395,7 +395,9 @@ quint64 Session::buildWarningKernel(const QString& device) {
     try {
       tl::Device& dev = tl::Registry::instance().get_available(device.toStdString());
       const tl::DeviceInfo& info = dev.info();
-      if (device.startsWith("opencl")) {
+      // Written in the device's language (its dialect), never by its name.
+      const std::string& language = dev.dialect().name;
+      if (language == "opencl") {
         // "double precision constant requires cl_khr_fp64" where the device
         // has no fp64; clang also flags the literal losing its fraction.
         source = QString("__kernel void %1(__global float* out) {\n"
@@ -403,7 +405,7 @@ quint64 Session::buildWarningKernel(const QString& device) {
                          "  int steps = 2.5;\n"
                          "  out[i] = out[i] * 0.5 + steps;\n"
                          "}\n").arg(name);
-      } else if (device == "cpu") {
+      } else if (language == "c") {
         // -Wall: "suggest parentheses around assignment used as truth value".
         source = QString("#include <stddef.h>\n"
                          "void %1(int begin, int end, void** args) {\n"
@@ -413,8 +415,14 @@ quint64 Session::buildWarningKernel(const QString& device) {
                          "    if (odd = i % 2) out[i] = 0.0f;\n"
                          "  }\n"
                          "}\n").arg(name);
+      } else if (language == "cuda") {
+        // NVRTC: "variable "unused" was declared but never referenced".
+        source = QString("extern \"C\" __global__ void %1(float* out) {\n"
+                         "  int unused;\n"
+                         "  out[threadIdx.x] = 0.5f;\n"
+                         "}\n").arg(name);
       } else {
-        throw std::runtime_error("no known-warning kernel for " + info.name + " (" + info.kind + ")");
+        throw std::runtime_error("no known-warning kernel in " + language + " for " + info.name + " (" + info.kind + ")");
       }
       std::shared_ptr<tl::Program> program = dev.compile(name.toStdString(), source.toStdString());
       QString log = QString::fromStdString(program->build_log);

@@ -70,8 +70,10 @@ SourcePane::SourcePane(QWidget* parent) : QWidget(parent) {
   });
 }
 
-void SourcePane::setKernel(const QString& title, const QString& source, const QString& buildLog) {
+void SourcePane::setKernel(const QString& title, const QString& source, const QString& buildLog,
+                           const QString& extension) {
   title_->setText(title);
+  extension_ = extension;
   title_->setToolTip(title);
   source_->setPlainText(source);
   log_->setPlainText(buildLog);
@@ -92,8 +94,7 @@ QString SourcePane::suggestedFileName() const {
   }
   while (stem.endsWith('_')) stem.chop(1);
   if (stem.isEmpty()) stem = "kernel";
-  const bool opencl = title_->text().contains("opencl", Qt::CaseInsensitive) || source_->toPlainText().contains("__kernel");
-  return stem + (opencl ? ".cl" : ".c");
+  return stem + extension_;
 }
 
 QString SourcePane::source() const { return source_->toPlainText(); }

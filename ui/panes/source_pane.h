@@ -15,7 +15,9 @@ class SourcePane : public QWidget {
   Q_OBJECT
  public:
   explicit SourcePane(QWidget* parent = nullptr);
-  void setKernel(const QString& title, const QString& source, const QString& buildLog);
+  // extension: the device's dialect's (".c", ".cl", ".cu"), for Save.
+  void setKernel(const QString& title, const QString& source, const QString& buildLog,
+                 const QString& extension = ".c");
   QString source() const;
   QString buildLog() const;
   QString title() const;
@@ -37,6 +39,7 @@ class SourcePane : public QWidget {
   QPlainTextEdit* log_;
   QSplitter* split_;
   std::vector<Diagnostic> diagnostics_;
+  QString extension_ = ".c";
 };
 
 }  // namespace tlui
