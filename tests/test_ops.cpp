@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/profile.h"
+#include "core/realize.h"
 #include "core/runtime/registry.h"
 #include "core/tensor.h"
 #include "golden.h"
@@ -433,6 +434,48 @@ class TestOps : public QObject {
                    (std::string(c.name) + " at " + std::to_string(i) + ": fused " + std::to_string(fused[i]) +
                     " reference " + std::to_string(c.reference(i))).c_str());
       }
+    }
+  }
+
+  // A realized left operand (a layer's weights) is packed once, with its
+  // buffer, and read packed by every later product: products with the same
+  // weights, run again and in other shapes, and with other weights of the
+  // same shape must each still give their own values. K = 300 spans two of
+  // the CPU template's K blocks; M = 40 and N = 70 leave ragged tiles.
+  void packed_weights_are_kept_per_buffer_data() { add_device_rows(); }
+  void packed_weights_are_kept_per_buffer() {
+    QFETCH(QString, device);
+    const std::string dev = device.toStdString();
+    const int64_t m = 40, k = 300, n = 70, n2 = 20;
+    Tensor w1 = Tensor::from_data(ramp(m * k, 0.013f, -0.9f), {m, k}, dev);
+    Tensor w2 = Tensor::from_data(ramp(m * k, -0.007f, 0.5f), {m, k}, dev);
+    Tensor x = Tensor::from_data(ramp(k * n, 0.021f, -0.7f), {k, n}, dev);
+    Tensor x2 = Tensor::from_data(ramp(k * n2, 0.05f, -0.3f), {k, n2}, dev);
+    for (Tensor* t : {&w1, &w2, &x, &x2}) t->realize();
+    Tensor w3 = w1 * 2.0;  // computed, then realized: a buffer of its own
+    w3.realize();
+    auto check = [&](const Tensor& y, const Tensor& w, const Tensor& b, int64_t cols, const char* what) {
+      auto yv = y.to_vector(), wv = w.to_vector(), bv = b.to_vector();
+      QCOMPARE(yv.size(), size_t(m * cols));
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < cols; ++j) {
+          double ref = 0;
+          for (int64_t p = 0; p < k; ++p) ref += double(wv[size_t(i * k + p)]) * bv[size_t(p * cols + j)];
+          const float got = yv[size_t(i * cols + j)];
+          QVERIFY2(std::fabs(got - ref) <= 1e-4 * std::max(1.0, std::fabs(ref)),
+                   (std::string(what) + " at (" + std::to_string(i) + ", " + std::to_string(j) +
+                    "): " + std::to_string(got) + " vs " + std::to_string(ref)).c_str());
+        }
+    };
+    for (int round = 0; round < 3; ++round) {
+      Tensor y1 = w1.matmul(x), y2 = w2.matmul(x), y3 = w3.matmul(x), y4 = w1.matmul(x2);
+      if (round == 1) {  // one realize for all four: one plan reads three packed copies
+        tl::realize_nodes({y1.node(), y2.node(), y3.node(), y4.node()});
+      }
+      check(y1, w1, x, n, "w1 @ x");
+      check(y2, w2, x, n, "w2 @ x");
+      check(y3, w3, x, n, "(2 w1) @ x");
+      check(y4, w1, x2, n2, "w1 @ x2");
     }
   }
 
