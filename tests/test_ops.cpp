@@ -12,6 +12,7 @@
 #include <numeric>
 #include <set>
 
+#include "core/codegen/templates.h"
 #include "core/error.h"
 #include "core/profile.h"
 #include "core/realize.h"
@@ -477,6 +478,30 @@ class TestOps : public QObject {
       check(y3, w3, x, n, "(2 w1) @ x");
       check(y4, w1, x2, n2, "w1 @ x2");
     }
+  }
+
+  // The CPU template's threads take strips along the side of C that has the
+  // work: a 16 x 12544 product (an early 1x1 convolution) is cut along its
+  // columns, a 320 x 49 one (a late one) along its rows; only a constant A
+  // with more rows than the thin path reads in place asks for a packed copy.
+  void cpu_gemm_splits_where_the_work_is() {
+    auto shape = [](int64_t m, int64_t n, int64_t k, bool constant) {
+      tl::GemmShape s;
+      s.m = m, s.n = n, s.k = k;
+      s.a_strides[1] = k, s.a_strides[2] = 1, s.b_strides[1] = n, s.b_strides[2] = 1;
+      s.a_constant = constant;
+      return s;
+    };
+    tl::TemplateKernel wide = tl::render_gemm_c(shape(16, 12544, 32, true), "wide");
+    QVERIFY(wide.source.find("#define SPLIT (1)") != std::string::npos);
+    QVERIFY2(wide.global[0] >= 12544 / 32, std::to_string(wide.global[0]).c_str());
+    QVERIFY(wide.packed_bytes >= int64_t(64 + 16 * 32 * sizeof(float)));
+    tl::TemplateKernel tall = tl::render_gemm_c(shape(320, 49, 1152, true), "tall");
+    QVERIFY(tall.source.find("#define SPLIT (0)") != std::string::npos);
+    QVERIFY2(tall.global[0] >= 320 / 16, std::to_string(tall.global[0]).c_str());
+    QVERIFY(tl::render_gemm_c(shape(320, 49, 1152, false), "computed").packed_bytes == 0);
+    QVERIFY(tl::render_gemm_c(shape(3, 49, 1152, true), "thin").packed_bytes == 0);
+    QVERIFY(tall.packed_key != tl::render_gemm_c(shape(320, 49, 1000, true), "other").packed_key);
   }
 
   // A pointwise convolution block (1x1 conv, batch-norm, ReLU6) is one kernel:
