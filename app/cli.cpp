@@ -321,10 +321,12 @@ int cmd_bench_onnx(const Args& a) {
 
 int cmd_bench_matmul(const Args& a) {
   const int64_t n = positive_option(a, "n", 1024);
+  const int64_t m = positive_option(a, "m", n), k = positive_option(a, "k", n);
   const int repeat = positive_option(a, "repeat", 5);
   for (auto& dev : pick_devices(a.get("device"))) {
     Generator gen(0);
-    Tensor x = Tensor::randn({n, n}, gen, dev), y = Tensor::randn({n, n}, gen, dev);
+    // x plays a layer's weights: realized once, then read by every run.
+    Tensor x = Tensor::randn({m, k}, gen, dev), y = Tensor::randn({k, n}, gen, dev);
     x.realize();
     y.realize();
     double best = 1e30, kernel_best = 1e30;
@@ -338,8 +340,10 @@ int cmd_bench_matmul(const Args& a) {
       best = std::min(best, dt);
       kernel_best = std::min(kernel_best, cap.total_seconds());
     }
-    double flops = 2.0 * double(n) * double(n) * double(n);
-    std::printf("matmul n=%lld on %s: %.3f ms, %.1f GFLOP/s (kernel time %.3f ms, %.1f GFLOP/s)\n", (long long)n,
+    double flops = 2.0 * double(m) * double(n) * double(k);
+    std::string size = m == n && k == n ? "n=" + std::to_string(n)
+                                        : "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
+    std::printf("matmul %s on %s: %.3f ms, %.1f GFLOP/s (kernel time %.3f ms, %.1f GFLOP/s)\n", size.c_str(),
                 dev.c_str(), best * 1e3, flops / best * 1e-9, kernel_best * 1e3, flops / kernel_best * 1e-9);
   }
   return 0;
@@ -491,8 +495,11 @@ const std::vector<Command>& commands() {
         {"verbose", "", "print the passing cases too"}},
        cmd_selftest_args},
       {"bench matmul", "", "time an N x N matmul on one device or all",
-       "Prints the best wall time and kernel time of R runs after one that compiles, in ms and GFLOP/s.",
-       {{"n", "N", "the matrix size (default 1024)"},
+       "Prints the best wall time and kernel time of R runs after one that compiles, in ms and GFLOP/s.\n"
+       "With --m and --k, times (M x K) @ (K x N), the left operand a realized constant like a layer's weights.",
+       {{"n", "N", "the matrix size, or the product's columns (default 1024)"},
+        {"m", "M", "the product's rows (default N)"},
+        {"k", "K", "the inner size (default N)"},
         device_option(true),
         {"repeat", "R", "timed runs after the first (default 5)"}},
        cmd_bench_matmul},

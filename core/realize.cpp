@@ -162,6 +162,7 @@ static std::string plan_signature(const KernelPlan& plan) {
     for (int64_t v : {h.batch, h.m, h.n, h.k, h.a_strides[0], h.a_strides[1], h.a_strides[2], h.b_strides[0],
                       h.b_strides[1], h.b_strides[2]})
       sig += "," + std::to_string(v);
+    if (plan.inputs[0]->realized()) sig += ",constant A";  // render_kernel may read it packed
   }
   return sig;
 }
@@ -266,6 +267,7 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
     info->cache_hit = hit;
     k.info = info;
     for (int i = 0; i < 3; ++i) k.global[i] = r.global[i], k.local[i] = r.local[i];
+    k.packed_bytes = size_t(r.packed_bytes), k.packed_key = r.packed_key;
     const Node& out = *plan.output;
     k.bytes = size_t(numel(out.shape)) * dtype_size(out.dtype);
     k.empty = numel(out.shape) == 0;

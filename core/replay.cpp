@@ -1,5 +1,6 @@
 #include "replay.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -144,6 +145,21 @@ std::shared_ptr<const KernelInfo> renumbered(const Plan::Kernel& k, const GraphK
   return info;
 }
 
+// The buffer a kernel keeps its packed copy of `source` in (Plan::Kernel::
+// packed_key): made on first use with a zeroed header, which tells the kernel
+// to fill it; it lives as long as `source`, whose buffer owns it.
+Buffer* packed_copy(Buffer& source, const Plan::Kernel& k, Device& device) {
+  return source
+      .derived(k.packed_key,
+               [&] {
+                 auto b = device.allocate(k.packed_bytes);
+                 static const unsigned char zeros[64] = {};
+                 device.copy_in(*b, zeros, std::min(sizeof zeros, k.packed_bytes));
+                 return b;
+               })
+      .get();
+}
+
 }  // namespace
 
 void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool replayed, double compile_seconds,
@@ -166,6 +182,7 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
                             b->device()->name() + "; use .to(\"" + device.name() + "\") first");
         args.buffers.push_back(b);
       }
+      if (k.packed_bytes) args.buffers.push_back(packed_copy(*args.buffers.at(1), k, device));
       for (int d = 0; d < 3; ++d) args.global[d] = k.global[d], args.local[d] = k.local[d];
       if (!k.empty) k.program->enqueue(args, &seconds[i]);
     }

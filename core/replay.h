@@ -57,6 +57,10 @@ struct Plan {
     int output = 0;           // position in GraphKey::nodes of the node it computes
     std::vector<int> args;    // per input argument: >= 0 an earlier kernel's output, < 0 ~position in GraphKey::inputs
     std::vector<int> fused;   // positions in GraphKey::nodes, to renumber KernelInfo::node_ids on replay
+    // > 0: one more buffer follows the inputs, derived from the first input's
+    // buffer under packed_key (TemplateKernel::packed_bytes says what it is).
+    size_t packed_bytes = 0;
+    std::string packed_key;
   };
   std::vector<Kernel> kernels;
 };

@@ -8,6 +8,11 @@
 //   {{SPLIT}}                       0: a unit is {{UNIT}} rows of C of one
 //                                   batch; 1: a unit is {{UNIT}} columns
 //   {{UNIT}} {{UNITS_PER_BATCH}}    global[0] = BATCH * UNITS_PER_BATCH
+//   {{PACKED_A}}                    -1, or the argument that holds A packed
+//                                   (A is a weight, the same for every batch):
+//                                   a 64-byte header, then all of A in the
+//                                   panels pack_a writes, one KC block after
+//                                   another. The first call fills it.
 //   EPILOGUE (in double braces)     the elementwise ops fused after the
 //                                   product (bias, batch-norm, activation,
 //                                   residual): HAS_EPILOGUE and
@@ -22,6 +27,7 @@
 // The micro-kernel uses GCC vector extensions rather than intrinsics so the
 // same text builds on any x86-64 or ARM compiler; only the tile shape depends
 // on the instruction set (it must fit the register file).
+#include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +53,7 @@
 #define SPLIT ({{SPLIT}})
 #define UNIT ((ptrdiff_t)({{UNIT}}))
 #define UNITS_PER_BATCH ((ptrdiff_t)({{UNITS_PER_BATCH}}))
+#define PACKED_A ({{PACKED_A}})
 
 // Tile shape: MR rows x NV vectors of VW floats. The MR*NV accumulators plus
 // NV vectors of B must fit the vector register file, or the tile spills.
@@ -86,6 +93,9 @@
 #endif
 #define MR TL_MR
 #define NV TL_NV
+#if MR > 16
+#error "the renderer sizes packed A for MR <= 16"
+#endif
 #define NR (NV * VW)
 
 // Cache blocking: a KC x NR sliver of B stays in L1 while the MC x KC block of
@@ -311,8 +321,9 @@ static int thin_block(float* restrict c, const float* restrict a, const float* r
 }
 
 // C[m0:m1, n0:n1] of batch `batch`; c, a, b already point at that batch.
+// `packed` is all of A in pack_a's panels (see packed_a), or NULL.
 static void gemm_block(float* restrict c, const float* restrict a, const float* restrict b, ptrdiff_t m0,
-                       ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1, ptrdiff_t batch, void** args) {
+                       ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1, ptrdiff_t batch, const float* packed, void** args) {
   if (m1 - m0 <= THIN_ROWS && thin_block(c, a, b, m0, m1, n0, n1)) {
     finish_block(c, batch, m0, m1, n0, n1, args);
     return;
@@ -322,9 +333,9 @@ static void gemm_block(float* restrict c, const float* restrict a, const float* 
   const ptrdiff_t ncap = ROUND_UP(MIN(NC, n1 - n0), NR);
   const size_t abytes = ROUND_UP((size_t)(mcap * kcap) * sizeof(float), 64);
   const size_t bbytes = ROUND_UP((size_t)(ncap * kcap) * sizeof(float), 64);
-  float* abuf = aligned_alloc(64, abytes);
+  float* abuf = packed ? NULL : aligned_alloc(64, abytes);
   float* bbuf = aligned_alloc(64, bbytes);
-  if (!abuf || !bbuf) {
+  if ((!packed && !abuf) || !bbuf) {
     free(abuf);
     free(bbuf);
     naive_block(c, a, b, m0, m1, n0, n1);
@@ -338,14 +349,17 @@ static void gemm_block(float* restrict c, const float* restrict a, const float* 
       pack_b(b, pc, kc, jc, nc, bbuf);
       for (ptrdiff_t ic = m0; ic < m1; ic += MC) {
         const ptrdiff_t mc = MIN(MC, m1 - ic);
-        pack_a(a, ic, mc, pc, kc, abuf);
+        // ic is a multiple of MR, so the packed panels of these rows start
+        // at row ic of block pc.
+        const float* apanels = packed ? packed + ROUND_UP(G_M, MR) * pc + ic * kc : abuf;
+        if (!packed) pack_a(a, ic, mc, pc, kc, abuf);
         for (ptrdiff_t jr = 0; jr < nc; jr += NR) {
           const int cols = (int)MIN(NR, nc - jr);
           const float* bp = bbuf + jr * kc;
           for (ptrdiff_t ir = 0; ir < mc; ir += MR) {
             const int rows = (int)MIN(MR, mc - ir);
             float* ct = c + (ic + ir) * G_N + jc + jr;
-            const float* ap = abuf + ir * kc;
+            const float* ap = apanels + ir * kc;
             const int narrow = NV > 1 && cols <= VW, short_tile = MR >= 4 && rows <= MR / 2;
             if (narrow && short_tile)
               micro_tile(MR / 2, 1, kc, ap, bp, ct, G_N, pc > 0, rows, cols);
@@ -373,10 +387,31 @@ static ptrdiff_t strip_edge(ptrdiff_t u, ptrdiff_t extent, ptrdiff_t tile) {
   return MIN(extent, u * UNIT / tile * tile);
 }
 
+// All of A in pack_a's panels, KC block after KC block, filled by the first
+// call that gets here (the others wait for it) and read by every later call;
+// NULL when the kernel takes no packed copy. Header: state (0 empty, 1 being
+// filled, 2 filled) and the MR it was packed for.
+static const float* packed_a(const float* a, void** args) {
+  if (PACKED_A < 0) return NULL;
+  int* header = (int*)args[PACKED_A];
+  float* panels = (float*)((char*)header + 64);
+  int state = __atomic_load_n(&header[0], __ATOMIC_ACQUIRE);
+  if (state == 0 && __atomic_compare_exchange_n(&header[0], &state, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    for (ptrdiff_t pc = 0; pc < G_K; pc += KC) pack_a(a, 0, G_M, pc, MIN(KC, G_K - pc), panels + ROUND_UP(G_M, MR) * pc);
+    header[1] = MR;
+    __atomic_store_n(&header[0], 2, __ATOMIC_RELEASE);
+    return panels;
+  }
+  while (__atomic_load_n(&header[0], __ATOMIC_ACQUIRE) != 2) sched_yield();
+  // A copy packed by a kernel built for another tile height is not ours to read.
+  return header[1] == MR ? panels : NULL;
+}
+
 void {{NAME}}(int start, int end, void** args) {
   float* c = (float*)args[0];
   const float* a = (const float*)args[1];
   const float* b = (const float*)args[2];
+  const float* packed = packed_a(a, args);
   ptrdiff_t u = start;
   while (u < end) {
     const ptrdiff_t batch = u / UNITS_PER_BATCH;
@@ -387,10 +422,10 @@ void {{NAME}}(int start, int end, void** args) {
     const float* bb = b + batch * SB0;
     if (SPLIT == 0) {
       const ptrdiff_t m0 = strip_edge(first, G_M, MR), m1 = strip_edge(last, G_M, MR);
-      if (m0 < m1) gemm_block(cb, ab, bb, m0, m1, 0, G_N, batch, args);
+      if (m0 < m1) gemm_block(cb, ab, bb, m0, m1, 0, G_N, batch, packed, args);
     } else {
       const ptrdiff_t n0 = strip_edge(first, G_N, NR), n1 = strip_edge(last, G_N, NR);
-      if (n0 < n1) gemm_block(cb, ab, bb, 0, G_M, n0, n1, batch, args);
+      if (n0 < n1) gemm_block(cb, ab, bb, 0, G_M, n0, n1, batch, packed, args);
     }
     u += last - first;
   }

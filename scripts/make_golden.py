@@ -443,6 +443,32 @@ def op_cases(w):
     w.case("adaptive_avg_global", [randn(r, 2, 2, 5, 6)], lambda x: F.adaptive_avg_pool2d(x, (1, 1)))
     w.case("adaptive_avg_10x7_to_4x3", [randn(r, 1, 1, 10, 7)], lambda x: F.adaptive_avg_pool2d(x, (4, 3)))
 
+    # ---- GEMMs of the shapes image models run: skinny products whose left
+    # operand is a realized weight (packed once by the CPU device), K cut into
+    # several blocks, ragged tiles, a weight shared by a batch, padded and
+    # depthwise convolutions with strides 1 and 2, 3x3 and 5x5 ----
+    r = rng("gemm_packed")
+    mm_tol = dict(rtol=1e-4, atol=1e-4)
+    w.case("matmul_packed_16x32x700", [randn(r, 16, 32), randn(r, 32, 700)], torch.matmul, **mm_tol)
+    w.case("matmul_packed_96x16x500", [randn(r, 96, 16), randn(r, 16, 500)], torch.matmul, **mm_tol)
+    w.case("matmul_packed_120x300x49", [randn(r, 120, 300, scale=0.2), randn(r, 300, 49)], torch.matmul, **mm_tol)
+    w.case("matmul_packed_37x600x70", [randn(r, 37, 600, scale=0.1), randn(r, 600, 70)], torch.matmul, **mm_tol)
+    w.case("matmul_packed_5x64x33", [randn(r, 5, 64), randn(r, 64, 33)], torch.matmul, **mm_tol)
+    conv_more = [
+        ("conv2d_1x1_batch3", (3, 24, 9, 9), (40, 24, 1, 1), True, (1, 1), (0, 0), 1),
+        ("conv2d_3x3_pad1_batch2", (2, 8, 12, 12), (20, 8, 3, 3), True, (1, 1), (1, 1), 1),
+        ("conv2d_dw3x3_s1", (1, 16, 14, 14), (16, 1, 3, 3), True, (1, 1), (1, 1), 16),
+        ("conv2d_dw3x3_s2", (2, 16, 15, 15), (16, 1, 3, 3), False, (2, 2), (1, 1), 16),
+        ("conv2d_dw5x5_s1", (1, 24, 9, 9), (24, 1, 5, 5), True, (1, 1), (2, 2), 24),
+        ("conv2d_dw5x5_s2", (1, 24, 14, 14), (24, 1, 5, 5), True, (2, 2), (2, 2), 24),
+    ]
+    for name, xs, ws, has_bias, st, pd, g in conv_more:
+        inputs = [randn(r, *xs), randn(r, *ws, scale=0.5)]
+        if has_bias:
+            inputs.append(randn(r, ws[0]))
+        w.case(name, inputs, lambda x, wt, b=None, st=st, pd=pd, g=g: F.conv2d(x, wt, b, st, pd, 1, g),
+               rtol=1e-4, atol=1e-4)
+
     # ---- normalisation, softmax, losses ----
     r = rng("norm")
     bx = randn(r, 4, 3, 5, 5, scale=2.0) + np.float32(1.0)

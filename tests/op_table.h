@@ -243,7 +243,9 @@ inline const std::map<std::string, OpFn>& op_table() {
     // matmul, linear
     auto mm = [](auto& a, auto& b) { return a.matmul(b); };
     for (auto n : {"matmul_1d_1d", "matmul_2d", "matmul_1d_2d", "matmul_2d_1d", "matmul_batched_2d",
-                   "matmul_batched_bcast", "matmul_17x33x5", "matmul_1x1x1", "matmul_128x96x80"})
+                   "matmul_batched_bcast", "matmul_17x33x5", "matmul_1x1x1", "matmul_128x96x80",
+                   "matmul_packed_16x32x700", "matmul_packed_96x16x500", "matmul_packed_120x300x49",
+                   "matmul_packed_37x600x70", "matmul_packed_5x64x33"})
       t[n] = binary(mm);
     t["matmul_transposed_a"] = binary([](auto& a, auto& b) { return a.transpose(0, 1).matmul(b); });
     t["matmul_transposed_b"] = binary([](auto& a, auto& b) { return a.matmul(b.transpose(0, 1)); });
@@ -271,6 +273,12 @@ inline const std::map<std::string, OpFn>& op_table() {
     t["conv2d_1x1"] = conv(opts(1, 1, 0, 0, 1, 1));
     t["conv2d_asym"] = conv(opts(2, 1, 1, 0, 1, 1));
     t["conv2d_5x5_odd"] = conv(opts(3, 3, 2, 2, 1, 1));
+    t["conv2d_1x1_batch3"] = conv(opts(1, 1, 0, 0, 1, 1));
+    t["conv2d_3x3_pad1_batch2"] = conv(opts(1, 1, 1, 1, 1, 1));
+    t["conv2d_dw3x3_s1"] = conv(opts(1, 1, 1, 1, 1, 16));
+    t["conv2d_dw3x3_s2"] = conv(opts(2, 2, 1, 1, 1, 16));
+    t["conv2d_dw5x5_s1"] = conv(opts(1, 1, 2, 2, 1, 24));
+    t["conv2d_dw5x5_s2"] = conv(opts(2, 2, 2, 2, 1, 24));
     t["avg_pool_k2s2"] = unary([](auto& x) { return x.avg_pool2d(2, 2); });
     t["avg_pool_k3s2p1"] = unary([](auto& x) { return x.avg_pool2d(3, 2, 1); });
     t["avg_pool_k3_default_stride"] = unary([](auto& x) { return x.avg_pool2d(3); });

@@ -12,8 +12,10 @@
 #include <numeric>
 #include <set>
 
+#include "core/codegen/templates.h"
 #include "core/error.h"
 #include "core/profile.h"
+#include "core/realize.h"
 #include "core/runtime/registry.h"
 #include "core/tensor.h"
 #include "golden.h"
@@ -434,6 +436,72 @@ class TestOps : public QObject {
                     " reference " + std::to_string(c.reference(i))).c_str());
       }
     }
+  }
+
+  // A realized left operand (a layer's weights) is packed once, with its
+  // buffer, and read packed by every later product: products with the same
+  // weights, run again and in other shapes, and with other weights of the
+  // same shape must each still give their own values. K = 300 spans two of
+  // the CPU template's K blocks; M = 40 and N = 70 leave ragged tiles.
+  void packed_weights_are_kept_per_buffer_data() { add_device_rows(); }
+  void packed_weights_are_kept_per_buffer() {
+    QFETCH(QString, device);
+    const std::string dev = device.toStdString();
+    const int64_t m = 40, k = 300, n = 70, n2 = 20;
+    Tensor w1 = Tensor::from_data(ramp(m * k, 0.013f, -0.9f), {m, k}, dev);
+    Tensor w2 = Tensor::from_data(ramp(m * k, -0.007f, 0.5f), {m, k}, dev);
+    Tensor x = Tensor::from_data(ramp(k * n, 0.021f, -0.7f), {k, n}, dev);
+    Tensor x2 = Tensor::from_data(ramp(k * n2, 0.05f, -0.3f), {k, n2}, dev);
+    for (Tensor* t : {&w1, &w2, &x, &x2}) t->realize();
+    Tensor w3 = w1 * 2.0;  // computed, then realized: a buffer of its own
+    w3.realize();
+    auto check = [&](const Tensor& y, const Tensor& w, const Tensor& b, int64_t cols, const char* what) {
+      auto yv = y.to_vector(), wv = w.to_vector(), bv = b.to_vector();
+      QCOMPARE(yv.size(), size_t(m * cols));
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < cols; ++j) {
+          double ref = 0;
+          for (int64_t p = 0; p < k; ++p) ref += double(wv[size_t(i * k + p)]) * bv[size_t(p * cols + j)];
+          const float got = yv[size_t(i * cols + j)];
+          QVERIFY2(std::fabs(got - ref) <= 1e-4 * std::max(1.0, std::fabs(ref)),
+                   (std::string(what) + " at (" + std::to_string(i) + ", " + std::to_string(j) +
+                    "): " + std::to_string(got) + " vs " + std::to_string(ref)).c_str());
+        }
+    };
+    for (int round = 0; round < 3; ++round) {
+      Tensor y1 = w1.matmul(x), y2 = w2.matmul(x), y3 = w3.matmul(x), y4 = w1.matmul(x2);
+      if (round == 1) {  // one realize for all four: one plan reads three packed copies
+        tl::realize_nodes({y1.node(), y2.node(), y3.node(), y4.node()});
+      }
+      check(y1, w1, x, n, "w1 @ x");
+      check(y2, w2, x, n, "w2 @ x");
+      check(y3, w3, x, n, "(2 w1) @ x");
+      check(y4, w1, x2, n2, "w1 @ x2");
+    }
+  }
+
+  // The CPU template's threads take strips along the side of C that has the
+  // work: a 16 x 12544 product (an early 1x1 convolution) is cut along its
+  // columns, a 320 x 49 one (a late one) along its rows; only a constant A
+  // with more rows than the thin path reads in place asks for a packed copy.
+  void cpu_gemm_splits_where_the_work_is() {
+    auto shape = [](int64_t m, int64_t n, int64_t k, bool constant) {
+      tl::GemmShape s;
+      s.m = m, s.n = n, s.k = k;
+      s.a_strides[1] = k, s.a_strides[2] = 1, s.b_strides[1] = n, s.b_strides[2] = 1;
+      s.a_constant = constant;
+      return s;
+    };
+    tl::TemplateKernel wide = tl::render_gemm_c(shape(16, 12544, 32, true), "wide");
+    QVERIFY(wide.source.find("#define SPLIT (1)") != std::string::npos);
+    QVERIFY2(wide.global[0] >= 12544 / 32, std::to_string(wide.global[0]).c_str());
+    QVERIFY(wide.packed_bytes >= int64_t(64 + 16 * 32 * sizeof(float)));
+    tl::TemplateKernel tall = tl::render_gemm_c(shape(320, 49, 1152, true), "tall");
+    QVERIFY(tall.source.find("#define SPLIT (0)") != std::string::npos);
+    QVERIFY2(tall.global[0] >= 320 / 16, std::to_string(tall.global[0]).c_str());
+    QVERIFY(tl::render_gemm_c(shape(320, 49, 1152, false), "computed").packed_bytes == 0);
+    QVERIFY(tl::render_gemm_c(shape(3, 49, 1152, true), "thin").packed_bytes == 0);
+    QVERIFY(tall.packed_key != tl::render_gemm_c(shape(320, 49, 1000, true), "other").packed_key);
   }
 
   // A pointwise convolution block (1x1 conv, batch-norm, ReLU6) is one kernel:

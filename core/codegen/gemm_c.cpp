@@ -6,6 +6,7 @@
 // (good balance on any thread count) without costing extra packing. The kernel
 // snaps strip edges to its micro-tile size, which the renderer cannot know
 // because it depends on the instruction set the kernel is compiled for.
+#include <algorithm>
 #include <string>
 
 #include "templates.h"
@@ -16,6 +17,8 @@ namespace {
 
 constexpr int64_t kRowUnit = 16;  // rows of C per unit when splitting rows
 constexpr int64_t kColUnit = 32;  // columns of C per unit when splitting columns
+constexpr int64_t kThinRows = 4;  // the template's THIN_ROWS: up to this many rows, A is read in place
+constexpr int64_t kMaxTileRows = 16;  // the template's MR is at most this
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -52,6 +55,15 @@ TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
 
   auto num = [](int64_t v) { return std::to_string(v); };
   TemplateKernel out;
+  // A constant A shared by every batch (a convolution's weights) is packed
+  // once into a buffer that lives with A's, given after the other buffers.
+  const bool pack = s.a_constant && (s.batch == 1 || s.a_strides[0] == 0) && s.m > kThinRows;
+  const int64_t packed_arg = 1 + std::max<int64_t>(2, int64_t(s.epilogue.buffers.size()));
+  if (pack) {
+    out.packed_bytes = 64 + (s.m + kMaxTileRows - 1) * s.k * int64_t(sizeof(float));
+    out.packed_key = "gemm_cpu.c A panels m=" + num(s.m) + " k=" + num(s.k) + " strides=" + num(s.a_strides[1]) +
+                     "," + num(s.a_strides[2]);
+  }
   out.source = specialise(embedded_kernel("gemm_cpu.c"), {{"NAME", name},
                                                           {"BATCH", num(s.batch)},
                                                           {"M", num(s.m)},
@@ -66,6 +78,7 @@ TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
                                                           {"SPLIT", split_rows ? "0" : "1"},
                                                           {"UNIT", num(unit)},
                                                           {"UNITS_PER_BATCH", num(units_per_batch)},
+                                                          {"PACKED_A", pack ? num(packed_arg) : "-1"},
                                                           {"EPILOGUE", epilogue_text(s.epilogue)}});
   out.global[0] = s.batch * units_per_batch;
   return out;

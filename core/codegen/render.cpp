@@ -552,6 +552,7 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
     GemmShape g;
     g.batch = h.batch, g.m = h.m, g.n = h.n, g.k = h.k;
     for (int i = 0; i < 3; ++i) g.a_strides[i] = h.a_strides[i], g.b_strides[i] = h.b_strides[i];
+    g.a_constant = plan.inputs[0]->realized();
     k.name = "GEMM_" + std::to_string(h.batch) + "_" + std::to_string(h.m) + "_" + std::to_string(h.n) + "_" +
              std::to_string(h.k);
     double epilogue_flops = 0;
@@ -559,6 +560,7 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
     TemplateKernel t;
     if (!render_gemm(device, g, k.name, t)) throw std::logic_error("GEMM planned for a device without a template");
     k.source = t.source;
+    k.packed_bytes = t.packed_bytes, k.packed_key = t.packed_key;
     for (int i = 0; i < 3; ++i) k.global[i] = t.global[i], k.local[i] = t.local[i];
     k.flops = 2.0 * double(h.batch) * double(h.m) * double(h.n) * double(h.k) + epilogue_flops;
     k.ops.front() = "GEMM";

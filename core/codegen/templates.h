@@ -35,12 +35,21 @@ struct GemmShape {
   int64_t a_strides[3] = {0, 0, 0};
   int64_t b_strides[3] = {0, 0, 0};
   GemmEpilogue epilogue;
+  // A is a constant (a weight realized before this graph runs): a template
+  // may then read it from a copy in its own layout, made once (TemplateKernel).
+  bool a_constant = false;
 };
 
 struct TemplateKernel {
   std::string source;
   int64_t global[3] = {1, 1, 1};
   int64_t local[3] = {0, 0, 0};
+  // When packed_bytes > 0 the kernel takes one more buffer after the others:
+  // A's packed copy, which it fills on first use. Realize keeps that buffer
+  // with A's (Buffer::derived under packed_key), so it is packed once per
+  // weight, not per call; packed_key names the layout.
+  int64_t packed_bytes = 0;
+  std::string packed_key;
 };
 
 // Whether the device names a GEMM template (DeviceInfo::gemm_template) that

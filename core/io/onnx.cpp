@@ -336,7 +336,19 @@ struct OnnxModel::Impl {
   // Device copies of the initializers, made on a device's first run.
   mutable std::mutex mutex;
   mutable std::map<std::string, std::unordered_map<std::string, Tensor>> on_device;
+  // Per device, the values of nodes folded on a device's first run: large
+  // constants built from initializers alone (the weights of models stored
+  // as ConstantOfShape), computed once like the initializers' copies, so
+  // later runs neither fill them again nor lose what kernels derive from
+  // their buffers (a GEMM's packed weights).
+  mutable std::map<std::string, std::unordered_map<std::string, Value>> folded;
 };
+
+namespace {
+// Ops whose output is fixed once their inputs are: folded when every input is
+// an initializer or folded itself. Kept to pure value builders on purpose.
+bool foldable_op(const std::string& op) { return op == "ConstantOfShape" || op == "Constant"; }
+}  // namespace
 
 OnnxModel::OnnxModel(const std::string& path) : impl_(std::make_unique<Impl>()) {
   auto& m = *impl_;
@@ -475,7 +487,22 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
   absent.present = false;
   using onnx_detail::run_limits::kMaxLazyDepth;
   DepthMemo depth_memo;
+  // Values that are the same on every run: initializers and folded nodes.
+  std::set<std::string> constant;
+  for (const auto& [name, v] : m.initializers) constant.insert(name);
+  const bool fold = !onnx_detail::ShapesOnly::active();
   for (const auto& n : g.node()) {
+    bool folds = fold && foldable_op(n.op_type()) && n.output_size() == 1 && !n.output(0).empty();
+    for (const auto& name : n.input()) folds = folds && (name.empty() || constant.count(name));
+    if (folds) {
+      std::lock_guard<std::mutex> lock(m.mutex);
+      auto& cache = m.folded[device];
+      if (auto it = cache.find(n.output(0)); it != cache.end()) {
+        env[n.output(0)] = it->second;
+        constant.insert(n.output(0));
+        continue;
+      }
+    }
     std::vector<Value*> ins;
     for (const auto& name : n.input()) {
       if (name.empty()) {
@@ -489,6 +516,16 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
       ins.push_back(&it->second);
     }
     std::vector<Value> outs = onnx_detail::run_node(n, ins, m.opset, device, max_elements);
+    if (folds && outs.size() == 1 && outs[0].present) {
+      // A small float constant stays a host value for shape arithmetic and is
+      // uploaded once too (a layer's weights in a small model).
+      Value& v = outs[0];
+      if (v.host && v.elem == onnx::TensorProto::FLOAT && !v.data.empty()) onnx_detail::device_tensor(v, device);
+      if (v.tensor.defined()) v.tensor = v.tensor.realize();
+      std::lock_guard<std::mutex> lock(m.mutex);
+      m.folded[device][n.output(0)] = outs[0];
+      constant.insert(n.output(0));
+    }
     // A value more than kMaxLazyDepth lazy ops away from anything computed is
     // computed now: long chains (thousands of elementwise nodes) are slow to
     // fuse and deep enough to overflow the stack of a realize.

@@ -16,6 +16,8 @@
 // failing every later call. Caching, scheduling and rendering are shared.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -55,9 +57,22 @@ class Buffer {
   Device* device() const { return device_; }
   size_t bytes() const { return bytes_; }
 
+  // A buffer derived from this one's contents under `key` (a GEMM's copy of
+  // a weight matrix in its micro-kernel's layout), made by `make` on first
+  // use and kept as long as this buffer. Sound because a buffer's contents
+  // never change once it is given to a node: every kernel writes a new one.
+  std::shared_ptr<Buffer> derived(const std::string& key, const std::function<std::shared_ptr<Buffer>()>& make) {
+    std::lock_guard lock(derived_mutex_);
+    auto& slot = derived_[key];
+    if (!slot) slot = make();
+    return slot;
+  }
+
  private:
   Device* device_;
   size_t bytes_;
+  std::mutex derived_mutex_;
+  std::map<std::string, std::shared_ptr<Buffer>> derived_;
 };
 
 struct LaunchArgs {
