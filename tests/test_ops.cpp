@@ -478,6 +478,13 @@ class TestOps : public QObject {
       check(y3, w3, x, n, "(2 w1) @ x");
       check(y4, w1, x2, n2, "w1 @ x2");
     }
+    // A weight dropped and another of its size made: the pool hands the
+    // same buffer out again, and its old packed copy must not be used.
+    for (int round = 0; round < 4; ++round) {
+      Tensor w = Tensor::from_data(ramp(m * k, 0.011f * float(round + 1), 0.3f - 0.2f * float(round)), {m, k}, dev);
+      w.realize();
+      check(w.matmul(x), w, x, n, ("a new weight, round " + std::to_string(round)).c_str());
+    }
   }
 
   // The CPU template's threads take strips along the side of C that has the

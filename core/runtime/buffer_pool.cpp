@@ -36,6 +36,7 @@ std::shared_ptr<Buffer> BufferPool::get(Device& device, size_t bytes) {
     if (auto s = pool.lock()) {
       std::lock_guard lock(s->mutex);
       if (s->held + bytes <= s->capacity && raw->device()->available()) {
+        raw->forget_derived();  // its next owner writes other contents
         s->held += bytes;
         s->free.emplace(bytes, std::move(raw));
         return;

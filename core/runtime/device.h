@@ -60,12 +60,18 @@ class Buffer {
   // A buffer derived from this one's contents under `key` (a GEMM's copy of
   // a weight matrix in its micro-kernel's layout), made by `make` on first
   // use and kept as long as this buffer. Sound because a buffer's contents
-  // never change once it is given to a node: every kernel writes a new one.
+  // never change while a node has it: every kernel writes a new one, and a
+  // buffer released to the pool (buffer_pool.h) forgets what was derived
+  // before it is handed out again.
   std::shared_ptr<Buffer> derived(const std::string& key, const std::function<std::shared_ptr<Buffer>()>& make) {
     std::lock_guard lock(derived_mutex_);
     auto& slot = derived_[key];
     if (!slot) slot = make();
     return slot;
+  }
+  void forget_derived() {
+    std::lock_guard lock(derived_mutex_);
+    derived_.clear();
   }
 
  private:
