@@ -212,8 +212,10 @@ class TestF64 : public QObject {
     };
     const F& f = fs[which];
     const tl::Shape shapes[2] = {{3, 4}, which == 1 ? tl::Shape{4, 4} : tl::Shape{3, 4}};
-    std::vector<std::vector<double>> data = {values(12, 0.5, 2.0, 11 + which), values(size_t(tl::numel(shapes[1])), 0.5, 2.0, 29 + which)};
-    const tl::Shape out_shape = f({Tensor::from_doubles(data[0], shapes[0]), Tensor::from_doubles(data[1], shapes[1])}).shape();
+    std::vector<std::vector<double>> data = {values(12, 0.5, 2.0, 11 + which),
+                                             values(size_t(tl::numel(shapes[1])), 0.5, 2.0, 29 + which)};
+    const tl::Shape out_shape =
+        f({Tensor::from_doubles(data[0], shapes[0]), Tensor::from_doubles(data[1], shapes[1])}).shape();
     const Tensor W = Tensor::from_doubles(values(size_t(tl::numel(out_shape)), -1, 1, 7), out_shape);
     auto loss = [&](const std::vector<std::vector<double>>& d, V* leaves) {
       V x = {Tensor::from_doubles(d[0], shapes[0]), Tensor::from_doubles(d[1], shapes[1])};
@@ -251,7 +253,8 @@ class TestF64 : public QObject {
     for (auto& name : fp64_devices()) {
       tl::Device& dev = tl::Registry::instance().get(name);
       auto source = [&](DType t) {
-        Tensor x = t == DType::f64 ? Tensor::from_doubles({1, 2, 3}, {3}, name) : Tensor::from_data({1, 2, 3}, {3}, name);
+        Tensor x = t == DType::f64 ? Tensor::from_doubles({1, 2, 3}, {3}, name)
+                                   : Tensor::from_data({1, 2, 3}, {3}, name);
         Tensor y = (x.exp() + 0.5).contiguous();
         auto plans = tl::schedule({y.node()}, false);
         std::string s;

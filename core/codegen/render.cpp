@@ -304,7 +304,8 @@ std::string join_dims(const Shape& s) {
 std::string signature(const Dialect& d, const std::string& name, const std::vector<std::pair<std::string, bool>>& bufs,
                       bool fp64, const std::string& attribute = "") {
   // bufs: (element type, is output)
-  std::string out = d.preamble + (fp64 ? d.fp64_preamble : "") + d.kernel_prefix + " " + (attribute.empty() ? "" : attribute + " ") + name + "(";
+  std::string out = d.preamble + (fp64 ? d.fp64_preamble : "") + d.kernel_prefix + " " +
+                    (attribute.empty() ? "" : attribute + " ") + name + "(";
   std::string decls;
   if (d.buffers_in_array) {
     out += "int start, int end, void** args) {\n";
