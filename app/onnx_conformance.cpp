@@ -140,7 +140,7 @@ OnnxCaseResult run_onnx_case(const std::string& case_dir, const std::string& dev
           }
           return r;
         }
-        std::vector<float> got = outs[o].to_vector();
+        std::vector<double> got = outs[o].to_doubles();
         for (size_t i = 0; i < got.size(); ++i) {
           double x = got[i], y = want.values[i];
           double err;

@@ -73,7 +73,7 @@ std::vector<Tensor> backward_rule(const NodeRef& node, const Tensor& g) {
     case Op::Sqrt: return {g / (out.detach() * 2.0)};
     case Op::Recip: { Tensor o = out.detach(); return {-g * o * o}; }
     case Op::Sin: return {g * src(0).cos()};
-    case Op::Cast: return {s[0]->dtype == DType::f32 ? g.cast(DType::f32) : Tensor()};
+    case Op::Cast: return {is_float(s[0]->dtype) ? g.cast(s[0]->dtype) : Tensor()};
     case Op::Add: return {g, g};
     case Op::Mul: return {g * src(1), g * src(0)};
     case Op::Max: {
@@ -152,7 +152,7 @@ void Tensor::backward() const {
   }
   NoGrad ng;
   std::unordered_map<Node*, Tensor> grads;
-  grads[node_.get()] = Tensor::ones(shape(), DType::f32, device());
+  grads[node_.get()] = Tensor::ones(shape(), float_type(dtype()), device());
   std::vector<NodeRef> leaves;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const NodeRef& n = *it;

@@ -30,7 +30,10 @@
 // Launch: global[0] = outputs * L items in all, local[0] = L (in CUDA terms
 // a grid of `outputs` blocks of L threads).
 #pragma once
+#include <array>
 #include <string>
+
+#include "dtype.h"
 
 namespace tl {
 
@@ -46,10 +49,23 @@ struct Dialect {
   std::string parallel_close = "}";
   std::string function_prefix = "static inline";  // a helper function: "static __device__ __forceinline__" in CUDA
   std::string long_type = "long";                 // a 64-bit index: "long" (C LP64, OpenCL), "long long" (CUDA)
-  // Spellings.
-  std::string bool_type = "unsigned char";
-  std::string infinity = "INFINITY", nan = "NAN";
-  std::string exp = "expf", log = "logf", sqrt = "sqrtf", sin = "sinf", pow = "powf";
+  // Spellings. Element type names, indexed by DType (dtype.h): float32,
+  // int32, bool, float64.
+  std::array<std::string, kDTypeCount> type_names = {"float", "int", "unsigned char", "double"};
+  std::string infinity = "INFINITY", nan = "NAN";  // a float; C converts it to double where needed
+  // The math functions of one float type.
+  struct Math {
+    std::string exp, log, sqrt, sin, pow;
+  };
+  Math math_f32 = {"expf", "logf", "sqrtf", "sinf", "powf"};
+  Math math_f64 = {"exp", "log", "sqrt", "sin", "pow"};
+  // Written after the preamble in kernels that compute in float64, which
+  // the renderer is only asked for on a device that reports fp64
+  // (OpenCL C: "#pragma OPENCL EXTENSION cl_khr_fp64 : enable").
+  std::string fp64_preamble;
+
+  const std::string& type(DType t) const { return type_names[size_t(t)]; }
+  const Math& math(DType t) const { return t == DType::f64 ? math_f64 : math_f32; }
   // Work-group vocabulary (OpenCL C; CUDA C). Empty local_qualifier: the
   // dialect has no local memory, and every reduction stays one item per output.
   std::string local_qualifier;       // "__local "; "__shared__ "

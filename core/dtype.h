@@ -1,5 +1,6 @@
 // Element types the core understands. float32 is the working type; int32 and
-// bool exist for indices, labels and comparison results.
+// bool exist for indices, labels and comparison results; float64 is computed
+// on devices that report fp64 (DeviceInfo) and refused elsewhere.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -8,17 +9,33 @@
 
 namespace tl {
 
-enum class DType : uint8_t { f32, i32, boolean };
+// New types go at the end: the value is part of plan and replay keys.
+enum class DType : uint8_t { f32, i32, boolean, f64 };
+constexpr size_t kDTypeCount = 4;
 
-inline size_t dtype_size(DType t) { return t == DType::boolean ? 1 : 4; }
-inline const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::f32: return "float32";
-    case DType::i32: return "int32";
-    case DType::boolean: return "bool";
-  }
-  return "?";
-}
+// One row per type, in the enum's order. `rank` orders the types for
+// promotion: a binary op computes in the higher-ranked of its two types.
+struct DTypeInfo {
+  const char* name;
+  size_t size;
+  bool is_float;
+  int rank;
+};
+inline constexpr DTypeInfo kDTypes[kDTypeCount] = {
+    {"float32", 4, true, 2},
+    {"int32", 4, false, 1},
+    {"bool", 1, false, 0},
+    {"float64", 8, true, 3},
+};
+
+inline const DTypeInfo& dtype_info(DType t) { return kDTypes[size_t(t)]; }
+inline size_t dtype_size(DType t) { return dtype_info(t).size; }
+inline const char* dtype_name(DType t) { return dtype_info(t).name; }
+inline bool is_float(DType t) { return dtype_info(t).is_float; }
+// The type both operands of a binary op are cast to.
+inline DType promote(DType a, DType b) { return dtype_info(a).rank >= dtype_info(b).rank ? a : b; }
+// The float type math on `t` computes in: float64 stays, the rest is float32.
+inline DType float_type(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
 
 using Shape = std::vector<int64_t>;
 

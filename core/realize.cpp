@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "codegen/render.h"
+#include "error.h"
 #include "codegen/templates.h"
 #include "replay.h"
 #include "runtime/registry.h"
@@ -244,11 +245,24 @@ static void compile_all(Device& device, const std::vector<RenderedKernel>& kerne
   if (error) std::rethrow_exception(error);
 }
 
+// A device computes float64 only when it reports fp64 (DeviceInfo); elsewhere
+// the work is refused, never quietly done in float32.
+static void require_dtypes(const KernelPlan& plan, const Device& device) {
+  if (device.info().fp64) return;
+  for (const auto* nodes : {&plan.fused, &plan.inputs})
+    for (const auto& n : *nodes)
+      if (n->dtype == DType::f64)
+        throw DeviceError("device " + device.name() + " has no fp64 support: it cannot compute " +
+                          dtype_name(n->dtype) + " (" + op_name(n->op) + " of shape " + shape_str(n->shape) +
+                          "); cast to float32 first or choose a device that reports fp64");
+}
+
 // Schedules, renders and compiles the kernels of one device's graph into a
 // plan that run_plan can launch, now and (through the plan cache) again.
 static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const GraphKey& graph, Device& device,
                                        double& compile_seconds) {
   auto plans = schedule(group, has_gemm_template(device));
+  for (auto& plan : plans) require_dtypes(plan, device);
   std::vector<RenderedKernel> rendered;
   for (auto& plan : plans) rendered.push_back(render_cached(plan, device));
   double t0 = now_seconds();

@@ -19,7 +19,8 @@ struct Planner {
   std::unordered_map<Node*, std::vector<Node*>> consumers;
   std::unordered_set<Node*> visited, materialised;
 
-  bool is_gemm(Node* n) const { return gemm && n->op == Op::Sum && n->matmul; }
+  // The GEMM templates are float32 only.
+  bool is_gemm(Node* n) const { return gemm && n->op == Op::Sum && n->matmul && n->dtype == DType::f32; }
 
   // The edges the scheduler follows: a GEMM reads its two operands, not the
   // generic multiply-and-sum graph kept for autograd.

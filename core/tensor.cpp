@@ -163,6 +163,11 @@ Tensor Tensor::arange(double start, double stop, double step, DType dtype, const
     for (int64_t i = 0; i < n; ++i) v[i] = int32_t(start + double(i) * step);
     return from_ints(v, {n}, device);
   }
+  if (dtype == DType::f64) {
+    std::vector<double> v(n);
+    for (int64_t i = 0; i < n; ++i) v[i] = start + double(i) * step;
+    return from_doubles(v, {n}, device);
+  }
   std::vector<float> v(n);
   for (int64_t i = 0; i < n; ++i) v[i] = float(start + double(i) * step);
   return from_data(v, {n}, device);
@@ -196,6 +201,12 @@ Tensor Tensor::from_data(const std::vector<float>& data, const Shape& shape, con
   if (int64_t(data.size()) != tl::numel(shape))
     throw ShapeError("from_data: " + std::to_string(data.size()) + " values do not fill shape " + shape_str(shape));
   return Tensor(buffer_node(data.data(), shape, DType::f32, device));
+}
+
+Tensor Tensor::from_doubles(const std::vector<double>& data, const Shape& shape, const std::string& device) {
+  if (int64_t(data.size()) != tl::numel(shape))
+    throw ShapeError("from_doubles: " + std::to_string(data.size()) + " values do not fill shape " + shape_str(shape));
+  return Tensor(buffer_node(data.data(), shape, DType::f64, device));
 }
 
 Tensor Tensor::from_ints(const std::vector<int32_t>& data, const Shape& shape, const std::string& device) {
@@ -245,25 +256,23 @@ static std::vector<T> read_as(const Tensor& t) {
   auto& n = *c.node();
   size_t count = size_t(tl::numel(n.shape));
   Device& dev = *n.buffer->device();
-  std::vector<T> out(count);
-  if (n.dtype == DType::f32) {
-    std::vector<float> raw(count);
-    dev.copy_out(*n.buffer, raw.data(), count * 4);
-    std::copy(raw.begin(), raw.end(), out.begin());
-  } else if (n.dtype == DType::i32) {
-    std::vector<int32_t> raw(count);
-    dev.copy_out(*n.buffer, raw.data(), count * 4);
-    std::copy(raw.begin(), raw.end(), out.begin());
-  } else {
-    std::vector<uint8_t> raw(count);
-    dev.copy_out(*n.buffer, raw.data(), count);
-    std::copy(raw.begin(), raw.end(), out.begin());
+  auto convert = [&](auto element) {
+    std::vector<decltype(element)> raw(count);
+    dev.copy_out(*n.buffer, raw.data(), count * sizeof(element));
+    return std::vector<T>(raw.begin(), raw.end());
+  };
+  switch (n.dtype) {
+    case DType::f32: return convert(float());
+    case DType::i32: return convert(int32_t());
+    case DType::boolean: return convert(uint8_t());
+    case DType::f64: return convert(double());
   }
-  return out;
+  return {};
 }
 
 std::vector<float> Tensor::to_vector() const { return read_as<float>(*this); }
 std::vector<int32_t> Tensor::to_ints() const { return read_as<int32_t>(*this); }
+std::vector<double> Tensor::to_doubles() const { return read_as<double>(*this); }
 
 float Tensor::item() const {
   if (numel() != 1) throw ShapeError("item: tensor of shape " + shape_str(shape()) + " has " + std::to_string(numel()) + " elements, not 1");
@@ -309,8 +318,7 @@ Shape detail::broadcast_shape(const Shape& a, const Shape& b, const char* what) 
 
 static Tensor binary_op(Op op, Tensor a, Tensor b, const char* what) {
   Shape s = broadcast_shape(a.shape(), b.shape(), what);
-  DType t = (a.dtype() == DType::f32 || b.dtype() == DType::f32) ? DType::f32
-            : (a.dtype() == DType::i32 || b.dtype() == DType::i32) ? DType::i32 : DType::boolean;
+  DType t = promote(a.dtype(), b.dtype());
   if (op == Op::Add || op == Op::Mul || op == Op::Pow || op == Op::Max) {
     if (t == DType::boolean) t = DType::i32;
   }
@@ -323,8 +331,8 @@ static Tensor binary_op(Op op, Tensor a, Tensor b, const char* what) {
 static Tensor like(const Tensor& t, double v) { return Tensor(constant_node(v, t.shape(), t.dtype() == DType::boolean ? DType::f32 : t.dtype(), t.device())); }
 
 static Tensor unary_op(Op op, const Tensor& x) {
-  Tensor f = x.dtype() == DType::f32 ? x : x.cast(DType::f32);
-  return Tensor(make(op, {f.node()}, f.shape(), DType::f32));
+  Tensor f = x.cast(float_type(x.dtype()));
+  return Tensor(make(op, {f.node()}, f.shape(), f.dtype()));
 }
 
 Tensor Tensor::neg() const {
@@ -337,7 +345,7 @@ Tensor Tensor::sqrt() const { return unary_op(Op::Sqrt, *this); }
 Tensor Tensor::reciprocal() const { return unary_op(Op::Recip, *this); }
 Tensor Tensor::rsqrt() const { return sqrt().reciprocal(); }
 Tensor Tensor::sin() const { return unary_op(Op::Sin, *this); }
-Tensor Tensor::cos() const { return (cast(DType::f32) + M_PI / 2).sin(); }
+Tensor Tensor::cos() const { return (cast(float_type(dtype())) + M_PI / 2).sin(); }
 Tensor Tensor::relu() const { return maximum(0.0); }
 Tensor Tensor::relu6() const { return maximum(0.0).minimum(6.0); }
 Tensor Tensor::leaky_relu(double slope) const { return where(gt(like(*this, 0)), *this, *this * slope); }
@@ -351,7 +359,8 @@ Tensor Tensor::silu() const { return *this * sigmoid(); }
 Tensor Tensor::abs() const { return where(lt(like(*this, 0)), -*this, *this); }
 Tensor Tensor::sign() const {
   Tensor z = like(*this, 0);
-  return gt(z).cast(DType::f32) - lt(z).cast(DType::f32);
+  const DType f = float_type(dtype());
+  return gt(z).cast(f) - lt(z).cast(f);
 }
 Tensor Tensor::clip(double low, double high) const { return maximum(low).minimum(high); }
 
@@ -359,9 +368,13 @@ Tensor Tensor::add(const Tensor& o) const { return binary_op(Op::Add, *this, o, 
 Tensor Tensor::sub(const Tensor& o) const { return binary_op(Op::Add, *this, o.neg(), "sub"); }
 Tensor Tensor::mul(const Tensor& o) const { return binary_op(Op::Mul, *this, o, "mul"); }
 Tensor Tensor::div(const Tensor& o) const {
-  return binary_op(Op::Mul, cast(DType::f32), o.cast(DType::f32).reciprocal(), "div");
+  const DType f = float_type(promote(dtype(), o.dtype()));
+  return binary_op(Op::Mul, cast(f), o.cast(f).reciprocal(), "div");
 }
-Tensor Tensor::pow(const Tensor& o) const { return binary_op(Op::Pow, cast(DType::f32), o.cast(DType::f32), "pow"); }
+Tensor Tensor::pow(const Tensor& o) const {
+  const DType f = float_type(promote(dtype(), o.dtype()));
+  return binary_op(Op::Pow, cast(f), o.cast(f), "pow");
+}
 Tensor Tensor::maximum(const Tensor& o) const { return binary_op(Op::Max, *this, o, "maximum"); }
 Tensor Tensor::minimum(const Tensor& o) const { return binary_op(Op::Max, -*this, -o, "minimum").neg(); }
 Tensor Tensor::eq(const Tensor& o) const { return binary_op(Op::CmpEq, *this, o, "eq"); }
@@ -372,19 +385,23 @@ Tensor Tensor::le(const Tensor& o) const { return o.lt(*this).ne(Tensor::full({}
 Tensor Tensor::ge(const Tensor& o) const { return lt(o).ne(Tensor::full({}, 1, DType::boolean, device())); }
 
 static Tensor scalar_like(const Tensor& t, double v) {
-  return Tensor(constant_node(v, {}, t.dtype() == DType::f32 || v != std::floor(v) ? DType::f32 : t.dtype(), t.device()));
+  DType type = is_float(t.dtype()) || v == std::floor(v) ? t.dtype() : DType::f32;
+  return Tensor(constant_node(v, {}, type, t.device()));
 }
 Tensor Tensor::add(double v) const { return add(scalar_like(*this, v)); }
 Tensor Tensor::sub(double v) const { return add(scalar_like(*this, -v)); }
 Tensor Tensor::mul(double v) const { return mul(scalar_like(*this, v)); }
-Tensor Tensor::div(double v) const { return cast(DType::f32).mul(Tensor::scalar(1.0 / v, DType::f32, device())); }
-Tensor Tensor::pow(double v) const { return pow(Tensor::scalar(v, DType::f32, device())); }
+Tensor Tensor::div(double v) const {
+  const DType f = float_type(dtype());
+  return cast(f).mul(Tensor::scalar(1.0 / v, f, device()));
+}
+Tensor Tensor::pow(double v) const { return pow(Tensor::scalar(v, float_type(dtype()), device())); }
 Tensor Tensor::maximum(double v) const { return maximum(scalar_like(*this, v)); }
 Tensor Tensor::minimum(double v) const { return minimum(scalar_like(*this, v)); }
 
 Tensor Tensor::where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Shape s = broadcast_shape(broadcast_shape(cond.shape(), a.shape(), "where"), b.shape(), "where");
-  DType t = (a.dtype() == DType::f32 || b.dtype() == DType::f32) ? DType::f32 : a.dtype();
+  DType t = is_float(a.dtype()) || is_float(b.dtype()) ? promote(a.dtype(), b.dtype()) : a.dtype();
   Tensor c = cond.cast(DType::boolean).expand(s), x = a.cast(t).expand(s), y = b.cast(t).expand(s);
   return Tensor(make(Op::Where, {c.node(), x.node(), y.node()}, s, t));
 }
@@ -428,13 +445,13 @@ Tensor Tensor::mean(const std::vector<int>& axes, bool keepdim) const {
   auto ax = norm_axes(axes, shape(), "mean");
   int64_t n = 1;
   for (int a : ax) n *= shape()[a];
-  return cast(DType::f32).sum(axes, keepdim) * (n ? 1.0 / double(n) : NAN);
+  return cast(float_type(dtype())).sum(axes, keepdim) * (n ? 1.0 / double(n) : NAN);
 }
 Tensor Tensor::var(const std::vector<int>& axes, bool keepdim, int correction) const {
   auto ax = norm_axes(axes, shape(), "var");
   int64_t n = 1;
   for (int a : ax) n *= shape()[a];
-  Tensor x = cast(DType::f32);
+  Tensor x = cast(float_type(dtype()));
   Tensor d = x - x.mean(axes, true);
   return (d * d).sum(axes, keepdim) / double(std::max<int64_t>(n - correction, 0));
 }
@@ -444,7 +461,7 @@ Tensor Tensor::std(const std::vector<int>& axes, bool keepdim, int correction) c
 Tensor Tensor::argmax(int axis, bool keepdim) const {
   int a = norm_axis(axis, ndim(), shape(), "argmax");
   int64_t n = shape()[a];
-  Tensor x = cast(DType::f32).detach();
+  Tensor x = cast(float_type(dtype())).detach();
   Tensor m = x.max({a}, true);
   Shape s(ndim(), 1);
   s[a] = n;

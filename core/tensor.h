@@ -47,12 +47,14 @@ class Tensor {
   static Tensor randn(const Shape& shape, Generator& gen, const std::string& device = "");  // N(0, 1)
   static Tensor uniform(const Shape& shape, double low, double high, Generator& gen, const std::string& device = "");
   static Tensor from_data(const std::vector<float>& data, const Shape& shape, const std::string& device = "");
+  static Tensor from_doubles(const std::vector<double>& data, const Shape& shape, const std::string& device = "");
   static Tensor from_ints(const std::vector<int32_t>& data, const Shape& shape, const std::string& device = "");
   static Tensor scalar(double value, DType dtype = DType::f32, const std::string& device = "");
 
   // ---- reading back (realizes) ----
   std::vector<float> to_vector() const;     // any dtype, converted to float
   std::vector<int32_t> to_ints() const;     // any dtype, converted to int32
+  std::vector<double> to_doubles() const;   // any dtype, converted to double
   float item() const;                       // exactly one element
 
   // ---- facts ----

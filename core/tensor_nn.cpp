@@ -84,8 +84,9 @@ Tensor Tensor::matmul(const Tensor& o) const {
   if (k != k2)
     throw ShapeError("matmul: shapes " + shape_str(shape()) + " and " + shape_str(o.shape()) + " are incompatible (" +
                      std::to_string(k) + " != " + std::to_string(k2) + ")");
-  a = a.cast(DType::f32);
-  b = b.cast(DType::f32);
+  const DType f = float_type(promote(a.dtype(), b.dtype()));
+  a = a.cast(f);
+  b = b.cast(f);
   Shape ab(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
   Shape batch = broadcast_shape(ab, bb, "matmul");
   Shape ea = batch, eb = batch;

@@ -180,6 +180,45 @@ class TestOnnx : public QObject {
     fs::remove_all(dir);
   }
 
+  // DOUBLE tensors (an input, an initializer, a Constant, Cast to DOUBLE)
+  // are computed in float64 where float32 would overflow: x * 1e200 * 1e100 / z.
+  void float64Values() {
+    fs::path dir = temp_dir("f64");
+    Builder b(13);
+    b.input("x", {"3"}, TP::FLOAT);
+    b.input("z", {"3"}, TP::DOUBLE);
+    b.output("y", {"3"}, TP::DOUBLE);
+    b.init("big", {1}, TP::DOUBLE)->add_double_data(1e200);
+    auto* k = b.node("Constant", {}, {"k"})->add_attribute();
+    k->set_name("value");
+    k->set_type(onnx::AttributeProto::TENSOR);
+    k->mutable_t()->set_data_type(TP::DOUBLE);
+    k->mutable_t()->add_double_data(1e100);
+    auto* to = b.node("Cast", {"x"}, {"xd"})->add_attribute();
+    to->set_name("to");
+    to->set_type(onnx::AttributeProto::INT);
+    to->set_i(TP::DOUBLE);
+    b.node("Mul", {"xd", "big"}, {"a"});
+    b.node("Mul", {"a", "k"}, {"c"});
+    b.node("Div", {"c", "z"}, {"y"});
+    OnnxModel m(b.save(dir / "f64.onnx"));
+    int ran = 0;
+    for (const auto& device : tltest::available_devices()) {
+      if (!tl::Registry::instance().get(device).info().fp64) continue;
+      ++ran;
+      auto out = m.run({Tensor::from_data({1.5f, -2.f, 3.f}, {3}, device),
+                        Tensor::from_doubles({1e250, 2e250, 4e250}, {3}, device)});
+      QCOMPARE(out.at(0).dtype(), tl::DType::f64);
+      const auto got = out[0].to_doubles();
+      const double want[] = {1.5e50, -1e50, 0.75e50};
+      for (int i = 0; i < 3; ++i)
+        QVERIFY2(std::fabs(got[i] - want[i]) <= 1e-13 * std::fabs(want[i]),
+                 (device + ": " + std::to_string(got[i]) + " vs " + std::to_string(want[i])).c_str());
+    }
+    QVERIFY(ran > 0);  // the CPU device reports fp64
+    fs::remove_all(dir);
+  }
+
   // Sequences on the host: SplitToSequence -> SequenceAt / ConcatFromSequence,
   // and SequenceEmpty -> SequenceInsert -> SequenceLength / ConcatFromSequence.
   void sequenceOps() {

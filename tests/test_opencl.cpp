@@ -157,7 +157,7 @@ GemmRun run_gemm(Device& dev, const GemmShape& s, const std::string& name, bool 
   for (auto& x : r.b) x = random ? u(rng) : 0.25f;
   const size_t count = s.batch * s.m * s.n, guard = 64;
   std::vector<float> c(count + guard, 777.0f);
-  TemplateKernel tk = render_gemm_opencl(s, name, dev.info());
+  TemplateKernel tk = render_gemm_opencl(s, name, dev.info(), dev.dialect());
   auto program = dev.compile(name, tk.source);
   auto bc = dev.allocate(c.size() * sizeof(float)), ba = dev.allocate(r.a.size() * sizeof(float)),
        bb = dev.allocate(r.b.size() * sizeof(float));

@@ -198,14 +198,17 @@ struct Lowerer {
 
 // ---- source text ----
 
-std::string float_literal(double v) {
+// A float32 literal carries the f suffix; a float64 one has all 17 digits.
+std::string float_literal(double v, DType t) {
   if (std::isnan(v)) return "NAN";
   if (std::isinf(v)) return v > 0 ? "INFINITY" : "(-INFINITY)";
+  const bool f64 = t == DType::f64;
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9g", float(v));
+  std::snprintf(buf, sizeof buf, f64 ? "%.17g" : "%.9g", f64 ? v : double(float(v)));
   std::string s = buf;
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return (v < 0 ? "(" + s + "f)" : s + "f");
+  if (!f64) s += "f";
+  return v < 0 ? "(" + s + ")" : s;
 }
 
 struct Printer {
@@ -216,9 +219,7 @@ struct Printer {
   int counter = 0;
   double flops_per_item = 0;
 
-  std::string type(DType t) const {
-    return t == DType::f32 ? "float" : t == DType::i32 ? "int" : d.bool_type;
-  }
+  std::string type(DType t) const { return d.type(t); }
 
   std::string spell(const std::string& name) {
     if (name == "INFINITY") return d.infinity;
@@ -233,14 +234,14 @@ struct Printer {
     if (auto it = names.find(e.get()); it != names.end()) return it->second;
     std::string text = expression(e);
     bool leaf = e->op == ExprOp::Const || e->op == ExprOp::Var;
-    bool named = !leaf && (e->op == ExprOp::Load || e->dtype == DType::f32 || text.size() > 48);
+    bool named = !leaf && (e->op == ExprOp::Load || is_float(e->dtype) || text.size() > 48);
     if (!named) {
       names[e.get()] = text;  // short index arithmetic reads best inline
       return text;
     }
     std::string v = "v" + std::to_string(counter++);
     lines += indent + type(e->dtype) + " " + v + " = " + text + ";\n";
-    if (e->dtype == DType::f32 && e->op != ExprOp::Load) flops_per_item += 1;
+    if (is_float(e->dtype) && e->op != ExprOp::Load) flops_per_item += 1;
     names[e.get()] = v;
     return v;
   }
@@ -249,16 +250,16 @@ struct Printer {
     auto a = [&](int i) { return (*this)(e->src[i]); };
     switch (e->op) {
       case ExprOp::Const:
-        if (e->dtype == DType::f32) return spell(float_literal(e->value));
+        if (is_float(e->dtype)) return spell(float_literal(e->value, e->dtype));
         return std::to_string(int64_t(e->value));
       case ExprOp::Var: return e->name;
       case ExprOp::Load: return "b" + std::to_string(e->buffer) + "[" + strip(a(0)) + "]";
       case ExprOp::Neg: return "(-" + a(0) + ")";
-      case ExprOp::Exp: return d.exp + "(" + a(0) + ")";
-      case ExprOp::Log: return d.log + "(" + a(0) + ")";
-      case ExprOp::Sqrt: return d.sqrt + "(" + a(0) + ")";
-      case ExprOp::Sin: return d.sin + "(" + a(0) + ")";
-      case ExprOp::Recip: return "(1.0f/" + a(0) + ")";
+      case ExprOp::Exp: return d.math(e->dtype).exp + "(" + a(0) + ")";
+      case ExprOp::Log: return d.math(e->dtype).log + "(" + a(0) + ")";
+      case ExprOp::Sqrt: return d.math(e->dtype).sqrt + "(" + a(0) + ")";
+      case ExprOp::Sin: return d.math(e->dtype).sin + "(" + a(0) + ")";
+      case ExprOp::Recip: return "(" + float_literal(1, e->dtype) + "/" + a(0) + ")";
       case ExprOp::Cast:
         if (e->dtype == DType::boolean) return "(" + type(e->dtype) + ")(" + a(0) + "!=0)";
         return "(" + type(e->dtype) + ")(" + a(0) + ")";
@@ -268,10 +269,10 @@ struct Printer {
       case ExprOp::Mod: return "(" + a(0) + "%" + a(1) + ")";
       case ExprOp::Max: {
         std::string x = a(0), y = a(1);
-        if (e->dtype == DType::f32) return "((" + x + ">" + y + "||" + x + "!=" + x + ")?" + x + ":" + y + ")";
+        if (is_float(e->dtype)) return "((" + x + ">" + y + "||" + x + "!=" + x + ")?" + x + ":" + y + ")";
         return "(" + x + ">" + y + "?" + x + ":" + y + ")";
       }
-      case ExprOp::Pow: return d.pow + "(" + a(0) + "," + a(1) + ")";
+      case ExprOp::Pow: return d.math(e->dtype).pow + "(" + a(0) + "," + a(1) + ")";
       case ExprOp::CmpLt: return "(" + a(0) + "<" + a(1) + ")";
       case ExprOp::CmpEq: return "(" + a(0) + "==" + a(1) + ")";
       case ExprOp::And: return "(" + a(0) + "&&" + a(1) + ")";
@@ -301,9 +302,10 @@ std::string join_dims(const Shape& s) {
 }
 
 std::string signature(const Dialect& d, const std::string& name, const std::vector<std::pair<std::string, bool>>& bufs,
-                      const std::string& attribute = "") {
+                      bool fp64, const std::string& attribute = "") {
   // bufs: (element type, is output)
-  std::string out = d.preamble + d.kernel_prefix + " " + (attribute.empty() ? "" : attribute + " ") + name + "(";
+  std::string out = d.preamble + (fp64 ? d.fp64_preamble : "") + d.kernel_prefix + " " +
+                    (attribute.empty() ? "" : attribute + " ") + name + "(";
   std::string decls;
   if (d.buffers_in_array) {
     out += "int start, int end, void** args) {\n";
@@ -432,8 +434,8 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
   std::string val = pr(v);
   std::string acc_type = pr.type(out.dtype);
   bool is_sum = out.op == Op::Sum;
-  std::string init = is_sum ? (out.dtype == DType::f32 ? "0.0f" : "0") : "(-" + d.infinity + ")";
-  if (!is_sum && out.dtype != DType::f32) init = "(-2147483647-1)";
+  std::string init = is_sum ? (is_float(out.dtype) ? float_literal(0, out.dtype) : "0") : "(-" + d.infinity + ")";
+  if (!is_sum && !is_float(out.dtype)) init = "(-2147483647-1)";
   k.name = "R" + join_dims(out.shape) + "_" + std::to_string(r_count);
   k.flops = (pr.flops_per_item + 1) * double(n_out) * double(r_count);
   k.global[0] = n_out;
@@ -640,11 +642,15 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
   }
   std::string comment = "// " + k.name + ": " + shape_str(out.shape) + " " + dtype_name(out.dtype) + ", fused:";
   for (auto& o : k.ops) comment += " " + o;
+  bool fp64 = false;
+  for (auto& n : plan.fused) fp64 = fp64 || n->dtype == DType::f64;
+  for (auto& n : plan.inputs) fp64 = fp64 || n->dtype == DType::f64;
   if (k.local[0] > 0) {  // the grouped form of a reduction is the whole function body
-    k.source = comment + "\n" + signature(d, k.name, bufs, replace_n(d.group_size_attribute, k.local[0])) + body + "}\n";
+    k.source = comment + "\n" + signature(d, k.name, bufs, fp64, replace_n(d.group_size_attribute, k.local[0])) +
+               body + "}\n";
     return k;
   }
-  k.source = comment + "\n" + signature(d, k.name, bufs) + "  " + replace_n(d.parallel_open, parallel_items) + "\n" +
+  k.source = comment + "\n" + signature(d, k.name, bufs, fp64) + "  " + replace_n(d.parallel_open, parallel_items) + "\n" +
              body + "  " + d.parallel_close + "\n}\n";
   k.global[0] = parallel_items;
   return k;

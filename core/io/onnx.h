@@ -87,7 +87,8 @@ class OnnxModel {
 
   // One tensor per graph input, in inputs() order (trailing optional inputs
   // may be left out); returns one tensor per graph output, on the device of
-  // the first input. int64 values become int32 tensors, doubles float32.
+  // the first input. int64 values become int32 tensors; doubles stay float64
+  // (refused by a device without fp64).
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
   // run() that also records the shape of every value it computes.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, std::map<std::string, Shape>* shapes) const;

@@ -55,7 +55,7 @@ StateDict Module::state_dict() {
   auto put = [&](const std::string& name, Tensor* t) {
     HostTensor h;
     h.shape = t->shape();
-    h.dtype = t->dtype() == DType::f32 ? "F32" : "I32";
+    h.dtype = is_float(t->dtype()) ? "F32" : "I32";  // HostTensor holds floats
     h.data = t->to_vector();
     out[name] = std::move(h);
   };

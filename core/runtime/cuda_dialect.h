@@ -19,14 +19,9 @@ inline const Dialect& cuda_dialect() {
     x.parallel_close = "}";
     x.function_prefix = "static __device__ __forceinline__";
     x.long_type = "long long";
-    x.bool_type = "unsigned char";
     x.infinity = "__int_as_float(0x7f800000)";
     x.nan = "__int_as_float(0x7fc00000)";
-    x.exp = "expf";
-    x.log = "logf";
-    x.sqrt = "sqrtf";
-    x.sin = "sinf";
-    x.pow = "powf";
+    // The defaults: expf... for float, exp... for double (native in CUDA).
     x.local_qualifier = "__shared__ ";
     x.barrier = "__syncthreads();";
     x.local_id = "threadIdx.x";

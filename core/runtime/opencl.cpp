@@ -104,15 +104,12 @@ const Dialect& opencl_dialect() {
     x.restrict_kw = "restrict";
     x.parallel_open = "int gid = get_global_id(0); if (gid < {n}) {";
     x.parallel_close = "}";
-    x.bool_type = "uchar";
+    x.type_names[size_t(DType::boolean)] = "uchar";
     x.infinity = "INFINITY";
     x.nan = "NAN";
-    // OpenCL C overloads these for float, so no f suffix (and no double).
-    x.exp = "exp";
-    x.log = "log";
-    x.sqrt = "sqrt";
-    x.sin = "sin";
-    x.pow = "pow";
+    // OpenCL C overloads these for float and double, so no f suffix.
+    x.math_f32 = x.math_f64;
+    x.fp64_preamble = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
     x.local_qualifier = "__local ";
     x.barrier = "barrier(CLK_LOCAL_MEM_FENCE);";
     x.local_id = "get_local_id(0)";

@@ -206,16 +206,18 @@ Tensor erf(const Tensor& x) {
 
 Tensor floor_t(const Tensor& x) {
   // Truncation through int32 is exact for |x| < 2^31; larger floats are already integers.
-  Tensor tr = x.cast(DType::i32).cast(DType::f32);
-  Tensor fl = tr - x.lt(tr).cast(DType::f32);
-  return Tensor::where(x.abs().lt(Tensor::scalar(2147483520.0, DType::f32, x.device())), fl, x);
+  const DType f = float_type(x.dtype());
+  Tensor tr = x.cast(DType::i32).cast(f);
+  Tensor fl = tr - x.lt(tr).cast(f);
+  return Tensor::where(x.abs().lt(Tensor::scalar(2147483520.0, f, x.device())), fl, x);
 }
 
 // a / b to within float rounding: the core divides by multiplying with the
 // reciprocal; one residual step recovers the correctly rounded quotient in
 // nearly every case (Quantize's round-half-even is sensitive to the last bit).
 Tensor divide(const Tensor& a, const Tensor& b) {
-  Tensor af = a.cast(DType::f32), bf = b.cast(DType::f32), r = bf.reciprocal();
+  const DType f = float_type(promote(a.dtype(), b.dtype()));
+  Tensor af = a.cast(f), bf = b.cast(f), r = bf.reciprocal();
   Tensor q = af * r;
   Tensor refined = q + (af - q * bf) * r;
   // Keep the plain quotient where the residual step is meaningless (inf, nan, 0 divisors).
@@ -237,7 +239,7 @@ Tensor round_even(const Tensor& x) {
   Tensor f = floor_t(x + 0.5);
   Tensor half = (x + 0.5).eq(f);
   Tensor odd = (f - floor_t(f * 0.5) * 2.0).eq(Tensor::scalar(1, DType::f32, x.device()));
-  return f - (half.cast(DType::f32) * odd.cast(DType::f32));
+  return f - (half.cast(f.dtype()) * odd.cast(f.dtype()));
 }
 
 Tensor reshape_to(const Tensor& x, const Shape& s) { return x.shape() == s ? x : x.reshape(s); }
@@ -285,6 +287,7 @@ const char* elem_name(int32_t e) {
 }
 
 DType tl_dtype(int32_t e, const std::string& op) {
+  if (e == TP::DOUBLE) return DType::f64;
   if (is_float_elem(e)) return DType::f32;
   if (e == TP::BOOL) return DType::boolean;
   switch (e) {
@@ -304,7 +307,9 @@ Tensor& device_tensor(Value& v, const std::string& device) {
     return v.tensor;
   }
   DType d = tl_dtype(v.elem, "input");
-  if (d == DType::f32) {
+  if (d == DType::f64) {
+    v.tensor = Tensor::from_doubles(v.data, v.shape, device);
+  } else if (d == DType::f32) {
     v.tensor = Tensor::from_data(std::vector<float>(v.data.begin(), v.data.end()), v.shape, device);
   } else {
     std::vector<int32_t> ints(v.data.size());

@@ -62,12 +62,7 @@ struct Ctx {
   std::vector<double> h(size_t i) const {
     Value& x = v(i);
     if (x.host) return x.data;
-    auto f = x.tensor.dtype() == DType::f32 ? x.tensor.to_vector() : std::vector<float>();
-    if (x.tensor.dtype() != DType::f32) {
-      auto ints = x.tensor.to_ints();
-      return std::vector<double>(ints.begin(), ints.end());
-    }
-    return std::vector<double>(f.begin(), f.end());
+    return x.tensor.to_doubles();
   }
   Ints ints(size_t i) const {
     auto d = h(i);

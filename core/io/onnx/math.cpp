@@ -119,12 +119,14 @@ Value binary(const Ctx& c, const std::string& op) {
     if (f) return host_binary(c, f, out_elem);
   }
   Tensor a = c.t(0), b = c.t(1);
-  if (cmp && (a.dtype() != DType::f32 || b.dtype() != DType::f32)) {
+  if (cmp && (!is_float(a.dtype()) || !is_float(b.dtype()))) {
     // Compare integers as float32 (exact below 2^24): the core's int32 CmpLt
     // currently gets negative operands wrong (-1 < 0 is false).
-    a = a.cast(DType::f32);
-    b = b.cast(DType::f32);
+    const DType f = float_type(promote(a.dtype(), b.dtype()));
+    a = a.cast(f);
+    b = b.cast(f);
   }
+  const DType fl = float_type(promote(a.dtype(), b.dtype()));  // Mod's working type
   Tensor y;
   if (op == "Add") y = a + b;
   else if (op == "Sub") y = a - b;
@@ -149,11 +151,11 @@ Value binary(const Ctx& c, const std::string& op) {
   else if (op == "Xor") y = a.cast(DType::f32).ne(b.cast(DType::f32));
   else if (op == "Mod") {
     if (attr_i(c.node, "fmod", 0)) {
-      Tensor q = (a.cast(DType::f32) / b.cast(DType::f32));
-      Tensor tq = Tensor::where(q.lt(Tensor::scalar(0, DType::f32, a.device())), -floor_t(-q), floor_t(q));
-      y = a.cast(DType::f32) - tq * b.cast(DType::f32);
+      Tensor q = (a.cast(fl) / b.cast(fl));
+      Tensor tq = Tensor::where(q.lt(Tensor::scalar(0, fl, a.device())), -floor_t(-q), floor_t(q));
+      y = a.cast(fl) - tq * b.cast(fl);
     } else {
-      Tensor af = a.cast(DType::f32), bf = b.cast(DType::f32);
+      Tensor af = a.cast(fl), bf = b.cast(fl);
       y = af - floor_t(af / bf) * bf;
     }
     if (ints) y = (y + y.sign() * 1e-3).cast(DType::i32);
@@ -275,6 +277,7 @@ Value reduce(const Ctx& c, const std::string& op) {
   if (noop) return from_tensor(x, c.v(0).elem);
   bool keep = attr_i(c.node, "keepdims", 1) != 0;
   int32_t elem = c.v(0).elem;
+  const DType f = float_type(x.dtype());  // what the float forms compute in
   Tensor y;
   if (op == "ReduceSum") y = x.sum(axes, keep);
   else if (op == "ReduceMean") y = x.mean(axes, keep);
@@ -282,10 +285,10 @@ Value reduce(const Ctx& c, const std::string& op) {
   else if (op == "ReduceMin") y = x.min(axes, keep);
   else if (op == "ReduceSumSquare") y = (x * x).sum(axes, keep);
   else if (op == "ReduceL1") y = x.abs().sum(axes, keep);
-  else if (op == "ReduceL2") y = (x.cast(DType::f32) * x.cast(DType::f32)).sum(axes, keep).sqrt();
-  else if (op == "ReduceLogSum") y = x.cast(DType::f32).sum(axes, keep).log();
+  else if (op == "ReduceL2") y = (x.cast(f) * x.cast(f)).sum(axes, keep).sqrt();
+  else if (op == "ReduceLogSum") y = x.cast(f).sum(axes, keep).log();
   else if (op == "ReduceLogSumExp") {
-    Tensor xf = x.cast(DType::f32);
+    Tensor xf = x.cast(f);
     Tensor m = xf.max(axes, true);
     y = (xf - m).exp().sum(axes, true).log() + m;
     if (!keep) {
@@ -295,14 +298,14 @@ Value reduce(const Ctx& c, const std::string& op) {
     }
   } else if (op == "ReduceProd") {
     // Sign and magnitude separately: exp(sum(log|x|)) times the parity of negatives.
-    Tensor xf = x.cast(DType::f32);
+    Tensor xf = x.cast(f);
     Tensor mag = xf.abs().log().sum(axes, keep).exp();
     Tensor negs = xf.lt(Tensor::scalar(0, DType::f32, x.device())).cast(DType::f32).sum(axes, keep);
     Tensor odd = (negs - (negs * 0.5).cast(DType::i32).cast(DType::f32) * 2.0);
     Tensor zero = xf.eq(Tensor::scalar(0, DType::f32, x.device())).cast(DType::f32).max(axes, keep);
     y = mag * (1.0 - odd * 2.0) * (1.0 - zero);
   } else unsupported(c.node, c.opset, "");
-  if (is_int_elem(elem) && y.dtype() == DType::f32 && op != "ReduceMean") y = y.cast(DType::i32);
+  if (is_int_elem(elem) && is_float(y.dtype()) && op != "ReduceMean") y = y.cast(DType::i32);
   return from_tensor(is_int_elem(elem) && op == "ReduceMean" ? y.cast(DType::i32) : y, elem);
 }
 
@@ -311,7 +314,7 @@ Value reduce_op(const Ctx& c) { return reduce(c, c.node.op_type()); }
 Value op_arg_max(const Ctx& c) {
   const auto& n = c.node;
   const std::string& op = c.node.op_type();
-  Tensor x = c.t(0).cast(DType::f32);
+  Tensor x = c.t(0).cast(float_type(c.t(0).dtype()));
   if (op == "ArgMin") x = -x;
   int axis = int(norm_axis(attr_i(n, "axis", 0), x.ndim(), n));
   bool keep = attr_i(n, "keepdims", 1) != 0;
@@ -339,7 +342,7 @@ Value cumsum(const Ctx& c) {
       tri[size_t(i * D + j)] = on ? 1.f : 0.f;
     }
   Tensor T = Tensor::from_data(tri, {D, D}, x.device());
-  Tensor y = x.cast(DType::f32).transpose(axis, int(r - 1)).matmul(T).transpose(axis, int(r - 1));
+  Tensor y = x.cast(float_type(x.dtype())).transpose(axis, int(r - 1)).matmul(T).transpose(axis, int(r - 1));
   int32_t elem = c.v(0).elem;
   return from_tensor(is_int_elem(elem) ? (y + y.sign() * 0.25).cast(DType::i32) : y, elem);
 }

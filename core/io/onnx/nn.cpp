@@ -600,12 +600,12 @@ std::vector<Value> op_layer_normalization(const Ctx& c) {
 
 Value op_negative_log_likelihood_loss(const Ctx& c) {
   auto same = [&](Tensor t) { return from_tensor(std::move(t), c.v(0).elem); };
-  return same(nll(c, c.t(0).cast(DType::f32), c.t(1), c.has(2) ? c.t(2) : Tensor()));
+  return same(nll(c, c.t(0).cast(float_type(c.t(0).dtype())), c.t(1), c.has(2) ? c.t(2) : Tensor()));
 }
 
 // The loss, and the log-probabilities when asked for.
 std::vector<Value> op_softmax_cross_entropy_loss(const Ctx& c) {
-  Tensor logp = c.t(0).cast(DType::f32).log_softmax(1);
+  Tensor logp = c.t(0).cast(float_type(c.t(0).dtype())).log_softmax(1);
   std::vector<Value> out = {from_tensor(nll(c, logp, c.t(1), c.has(2) ? c.t(2) : Tensor()), c.v(0).elem)};
   if (c.node.output_size() > 1) out.push_back(from_tensor(logp, c.v(0).elem));
   return out;

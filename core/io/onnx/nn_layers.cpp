@@ -150,7 +150,7 @@ Value resize(const Ctx& c) {
   const double extrap = attr_f(n, "extrapolation_value", 0.0);
   const bool exclude = attr_i(n, "exclude_outside", 0) != 0;
   const bool antialias = op == "Resize" && c.opset >= 18 && attr_i(n, "antialias", 0) != 0;
-  Tensor y = x.cast(DType::f32);
+  Tensor y = x.cast(float_type(x.dtype()));
   Tensor valid;  // tf_crop_and_resize: 1 where every coordinate fell inside
   for (int64_t a = 0; a < r; ++a) {
     int64_t I = x.dim(int(a)), O = out[size_t(a)];
@@ -258,7 +258,7 @@ std::vector<Value> recurrent(const Ctx& c) {
   const auto& n = c.node;
   const std::string& op = n.op_type();
   const int gates = op == "LSTM" ? 4 : op == "GRU" ? 3 : 1;
-  Tensor X = c.t(0).cast(DType::f32), W = c.t(1), R = c.t(2);
+  Tensor X = c.t(0).cast(float_type(c.t(0).dtype())), W = c.t(1), R = c.t(2);
   const int64_t layout = attr_i(n, "layout", 0);
   if (layout) X = X.transpose(0, 1);  // work in (seq, batch, input)
   c.ranked(0, 3, 3);
@@ -370,8 +370,9 @@ std::vector<Value> recurrent(const Ctx& c) {
     Yh = Yh.transpose(0, 1);
     Yc = Yc.transpose(0, 1);
   }
-  std::vector<Value> out = {from_tensor(Y, TP::FLOAT), from_tensor(Yh, TP::FLOAT)};
-  if (op == "LSTM") out.push_back(from_tensor(Yc, TP::FLOAT));
+  const int32_t elem = c.v(0).elem;  // float or double
+  std::vector<Value> out = {from_tensor(Y, elem), from_tensor(Yh, elem)};
+  if (op == "LSTM") out.push_back(from_tensor(Yc, elem));
   return out;
 }
 

@@ -109,8 +109,15 @@ std::vector<Value> run_node(const onnx::NodeProto& node, std::vector<Value*>& in
     if (!node.output(i).empty()) unsupported(node, opset, "output " + std::to_string(i) + " (" + node.output(i) + ")");
     out.emplace_back();
   }
-  for (size_t i = 0; i < out.size(); ++i)
-    if (out[i].present) check_value(node, out[i], max_elements, "output " + std::to_string(i));
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!out[i].present) continue;
+    check_value(node, out[i], max_elements, "output " + std::to_string(i));
+    // A float output's tensor holds the type its element type names: float64
+    // for DOUBLE, float32 otherwise, whatever precision the handler worked in.
+    Tensor& t = out[i].tensor;
+    if (!out[i].host && t.defined() && is_float_elem(out[i].elem) && is_float(t.dtype()))
+      t = t.cast(tl_dtype(out[i].elem, node.op_type()));
+  }
   return out;
 }
 

@@ -191,11 +191,11 @@ Tensor take(const Tensor& x, int axis, const Ints& idx, int64_t max_elements) {
   for (int i = 0; i < r; ++i)
     if (i != axis) perm.push_back(i);
   perm.push_back(axis);
-  Tensor moved = x.cast(DType::f32).permute(perm).matmul(oh);  // axis last, now of size K
+  Tensor moved = x.cast(float_type(x.dtype())).permute(perm).matmul(oh);  // axis last, now of size K
   std::vector<int> back(static_cast<size_t>(r));
   for (int i = 0, j = 0; i < r; ++i) back[size_t(i)] = i == axis ? int(r - 1) : j++;
   Tensor y = moved.permute(back);
-  return x.dtype() != DType::f32 ? (y + y.sign() * 0.25).cast(x.dtype()) : y;
+  return is_float(x.dtype()) ? y : (y + y.sign() * 0.25).cast(x.dtype());
 }
 
 Value gather(const Ctx& c) {
@@ -504,7 +504,7 @@ Value gather_elements(const Ctx& c) {
     if (a != axis) perm.push_back(a);
   perm.push_back(axis);
   for (int a = 0, j = 0; a < r; ++a) back[size_t(a)] = a == axis ? int(r - 1) : j++;
-  Tensor dp = data.cast(DType::f32).permute(perm).unsqueeze(int(r) - 1);       // (..., 1, D)
+  Tensor dp = data.cast(float_type(data.dtype())).permute(perm).unsqueeze(int(r) - 1);  // (..., 1, D)
   Tensor ip = idx.permute(perm).unsqueeze(int(r));                            // (..., K, 1)
   Tensor ar = Tensor::arange(0, double(D), 1, DType::f32, data.device());     // (D)
   Tensor y = (dp * ip.eq(ar).cast(DType::f32)).sum({int(r)}).permute(back);
@@ -622,7 +622,7 @@ Value center_crop_pad(const Ctx& c) {
 // TopK by k rounds of (max, argmax, mask the winner): fine for the small k of
 // detection heads and tests.
 std::vector<Value> top_k(const Ctx& c) {
-  Tensor x = c.t(0).cast(DType::f32);
+  Tensor x = c.t(0).cast(float_type(c.t(0).dtype()));
   int64_t k = c.opset < 10 ? attr_i(c.node, "k", 1) : c.first_int(1);
   int axis = int(norm_axis(attr_i(c.node, "axis", -1), x.ndim(), c.node));
   if (k < 1 || k > x.dim(axis))
