@@ -6,6 +6,8 @@
 #include <map>
 #include <mutex>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <set>
 #include <unordered_map>
 #include <thread>
@@ -14,6 +16,7 @@
 #include "codegen/templates.h"
 #include "replay.h"
 #include "runtime/registry.h"
+#include "runtime/together.h"
 #include "schedule.h"
 
 namespace tl {
@@ -180,23 +183,28 @@ static RenderedKernel render_cached(const KernelPlan& plan, const Device& device
   return r;
 }
 
-// Compiles the kernels that are new to this process side by side, one
-// compiler per core: a cold model run is dominated by compilation. The
-// realizing thread only waits and reports progress, so CompileProgress is
-// told on the thread that installed it.
-static void compile_all(Device& device, const std::vector<RenderedKernel>& kernels) {
-  std::vector<const RenderedKernel*> fresh;
-  {
-    std::lock_guard lock(memo_mutex);
-    std::set<std::string> seen;
-    for (auto& k : kernels)
-      if (!memo().count({device.name(), k.source}) && seen.insert(k.source).second) fresh.push_back(&k);
+static void remember(Device& device, const std::string& source, std::shared_ptr<Program> program) {
+  std::lock_guard lock(memo_mutex);
+  memo()[{device.name(), source}] = std::move(program);
+}
+
+// Tells CompileProgress one kernel at a time, even when several finished
+// at once, so a listener sees 0, 1, ..., total.
+struct ProgressCount {
+  size_t done = 0, total = 0;
+  void advance(size_t n) {
+    for (size_t i = 0; i < n; ++i) CompileProgress::notify(++done, total);
   }
-  if (fresh.empty()) return;
-  CompileProgress::notify(0, fresh.size());
-  if (fresh.size() == 1) {  // no thread for a single kernel
-    compile_kernel(device, fresh[0]->name, fresh[0]->source);
-    CompileProgress::notify(1, 1);
+};
+
+// Compiles `kernels` one by one, side by side, one compiler per core. The
+// realizing thread only waits and reports progress, so CompileProgress is
+// told on the thread that installed it. The first error is rethrown.
+static void compile_in_parallel(Device& device, const std::vector<const KernelSource*>& kernels,
+                                ProgressCount& progress) {
+  if (kernels.size() == 1) {  // no thread for a single kernel
+    compile_kernel(device, kernels[0]->name, kernels[0]->source);
+    progress.advance(1);
     return;
   }
   std::atomic<size_t> next{0};
@@ -207,11 +215,11 @@ static void compile_all(Device& device, const std::vector<RenderedKernel>& kerne
   std::exception_ptr error;
   const std::atomic<bool>* cancel = cancel_flag;  // thread_local: read it on this thread
   auto worker = [&] {
-    for (size_t i; (i = next++) < fresh.size();) {
+    for (size_t i; (i = next++) < kernels.size();) {
       if (cancel && cancel->load()) break;
       std::exception_ptr failed;
       try {
-        compile_kernel(device, fresh[i]->name, fresh[i]->source);
+        compile_kernel(device, kernels[i]->name, kernels[i]->source);
       } catch (...) {
         failed = std::current_exception();
       }
@@ -224,7 +232,7 @@ static void compile_all(Device& device, const std::vector<RenderedKernel>& kerne
     --running;
     changed.notify_one();
   };
-  unsigned n = std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()), unsigned(fresh.size()));
+  unsigned n = std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()), unsigned(kernels.size()));
   std::vector<std::jthread> threads;  // joined on every way out of this scope
   {
     std::unique_lock lock(mutex);
@@ -232,15 +240,63 @@ static void compile_all(Device& device, const std::vector<RenderedKernel>& kerne
     for (unsigned t = 0; t < n; ++t) threads.emplace_back(worker);
     for (size_t reported = 0; running > 0 || reported < compiled;) {
       changed.wait(lock, [&] { return running == 0 || compiled > reported; });
-      while (reported < compiled) {  // one call per kernel, even when several finished at once
-        ++reported;
-        lock.unlock();
-        CompileProgress::notify(reported, fresh.size());
-        lock.lock();
-      }
+      size_t now = compiled - reported;
+      reported = compiled;
+      lock.unlock();
+      progress.advance(now);
+      lock.lock();
     }
   }
   if (error) std::rethrow_exception(error);
+}
+
+// compile_new_kernels (realize.h): a cold model run is dominated by
+// compilation, and a compiler's fixed cost per run by far outweighs most
+// kernels' own code.
+bool batching_enabled() {
+  const char* off = std::getenv("TINYLENS_NOBATCH");
+  return !(off && *off && std::strcmp(off, "0") != 0);
+}
+
+void forget_compiled_kernels() {
+  std::lock_guard lock(memo_mutex);
+  memo().clear();
+}
+
+void compile_new_kernels(Device& device, const std::vector<KernelSource>& kernels) {
+  std::vector<const KernelSource*> fresh;
+  {
+    std::lock_guard lock(memo_mutex);
+    std::set<std::string> seen;
+    for (auto& k : kernels)
+      if (!memo().count({device.name(), k.source}) && seen.insert(k.source).second) fresh.push_back(&k);
+  }
+  if (fresh.empty()) return;
+  ProgressCount progress{0, fresh.size()};
+  CompileProgress::notify(0, fresh.size());
+  std::vector<const KernelSource*> missing;
+  for (auto* k : fresh) {
+    if (auto program = device.find_cached(k->name, k->source)) {
+      remember(device, k->source, std::move(program));
+      progress.advance(1);
+    } else {
+      missing.push_back(k);
+    }
+  }
+  if (missing.empty() || cancel_requested()) return;
+  if (missing.size() > 1 && device.builds_together() && batching_enabled()) {
+    std::vector<KernelSource> batch;
+    for (auto* k : missing) batch.push_back(*k);
+    try {
+      auto programs = device.compile_together(with_unique_names(batch));
+      for (size_t i = 0; i < missing.size(); ++i) remember(device, missing[i]->source, programs[i]);
+      progress.advance(missing.size());
+      return;
+    } catch (const CompileError&) {
+      // built alone below: the error then names the kernel and carries its log
+    }
+  }
+  compile_in_parallel(device, missing, progress);
 }
 
 // Schedules, renders and compiles the kernels of one device's graph into a
@@ -249,9 +305,13 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
                                        double& compile_seconds) {
   auto plans = schedule(group, has_gemm_template(device));
   std::vector<RenderedKernel> rendered;
-  for (auto& plan : plans) rendered.push_back(render_cached(plan, device));
+  std::vector<KernelSource> sources;
+  for (auto& plan : plans) {
+    rendered.push_back(render_cached(plan, device));
+    sources.push_back({rendered.back().name, rendered.back().source});
+  }
   double t0 = now_seconds();
-  compile_all(device, rendered);
+  compile_new_kernels(device, sources);
   compile_seconds = now_seconds() - t0;
   auto result = std::make_shared<Plan>();
   std::unordered_map<const Node*, int> kernel_of;  // node -> the kernel that computes it
