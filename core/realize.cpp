@@ -197,42 +197,68 @@ struct ProgressCount {
   }
 };
 
-// Compiles `kernels` one by one, side by side, one compiler per core. The
-// realizing thread only waits and reports progress, so CompileProgress is
-// told on the thread that installed it. The first error is rethrown.
-static void compile_in_parallel(Device& device, const std::vector<const KernelSource*>& kernels,
+// One compiler job: a kernel alone, or several built together (one
+// program). A batch that does not compile is built again kernel by kernel,
+// so that the error names the broken kernel and carries its own log.
+static void compile_job(Device& device, const std::vector<const KernelSource*>& job) {
+  if (job.size() > 1) {
+    std::vector<KernelSource> batch;
+    for (auto* k : job) batch.push_back(*k);
+    try {
+      auto programs = device.compile_together(with_unique_names(batch));
+      for (size_t i = 0; i < job.size(); ++i) remember(device, job[i]->source, programs[i]);
+      return;
+    } catch (const CompileError&) {
+      // built alone below
+    }
+  }
+  std::exception_ptr first;
+  for (auto* k : job) {
+    try {
+      compile_kernel(device, k->name, k->source);
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+// Runs the jobs side by side, one compiler per core. The realizing thread
+// only waits and reports progress, so CompileProgress is told on the thread
+// that installed it. The first error is rethrown.
+static void compile_in_parallel(Device& device, const std::vector<std::vector<const KernelSource*>>& jobs,
                                 ProgressCount& progress) {
-  if (kernels.size() == 1) {  // no thread for a single kernel
-    compile_kernel(device, kernels[0]->name, kernels[0]->source);
-    progress.advance(1);
+  if (jobs.size() == 1) {  // no thread for a single job
+    compile_job(device, jobs[0]);
+    progress.advance(jobs[0].size());
     return;
   }
   std::atomic<size_t> next{0};
-  std::mutex mutex;  // guards the three below
+  std::mutex mutex;  // guards the four below
   std::condition_variable changed;
-  size_t compiled = 0;
+  size_t compiled = 0;  // kernels, not jobs
   unsigned running = 0;
   std::exception_ptr error;
   const std::atomic<bool>* cancel = cancel_flag;  // thread_local: read it on this thread
   auto worker = [&] {
-    for (size_t i; (i = next++) < kernels.size();) {
+    for (size_t i; (i = next++) < jobs.size();) {
       if (cancel && cancel->load()) break;
       std::exception_ptr failed;
       try {
-        compile_kernel(device, kernels[i]->name, kernels[i]->source);
+        compile_job(device, jobs[i]);
       } catch (...) {
         failed = std::current_exception();
       }
       std::lock_guard lock(mutex);
       if (failed && !error) error = failed;
-      ++compiled;
+      compiled += jobs[i].size();
       changed.notify_one();
     }
     std::lock_guard lock(mutex);
     --running;
     changed.notify_one();
   };
-  unsigned n = std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()), unsigned(kernels.size()));
+  unsigned n = std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()), unsigned(jobs.size()));
   std::vector<std::jthread> threads;  // joined on every way out of this scope
   {
     std::unique_lock lock(mutex);
@@ -250,9 +276,6 @@ static void compile_in_parallel(Device& device, const std::vector<const KernelSo
   if (error) std::rethrow_exception(error);
 }
 
-// compile_new_kernels (realize.h): a cold model run is dominated by
-// compilation, and a compiler's fixed cost per run by far outweighs most
-// kernels' own code.
 bool batching_enabled() {
   const char* off = std::getenv("TINYLENS_NOBATCH");
   return !(off && *off && std::strcmp(off, "0") != 0);
@@ -263,6 +286,7 @@ void forget_compiled_kernels() {
   memo().clear();
 }
 
+// A cold model run is dominated by compilation (realize.h says how).
 void compile_new_kernels(Device& device, const std::vector<KernelSource>& kernels) {
   std::vector<const KernelSource*> fresh;
   {
@@ -284,19 +308,17 @@ void compile_new_kernels(Device& device, const std::vector<KernelSource>& kernel
     }
   }
   if (missing.empty() || cancel_requested()) return;
-  if (missing.size() > 1 && device.builds_together() && batching_enabled()) {
-    std::vector<KernelSource> batch;
-    for (auto* k : missing) batch.push_back(*k);
-    try {
-      auto programs = device.compile_together(with_unique_names(batch));
-      for (size_t i = 0; i < missing.size(); ++i) remember(device, missing[i]->source, programs[i]);
-      progress.advance(missing.size());
-      return;
-    } catch (const CompileError&) {
-      // built alone below: the error then names the kernel and carries its log
-    }
+  // One job per kernel, or, when the device builds kernels together, one
+  // batch per core: fewer compiler runs, and every core still busy.
+  std::vector<std::vector<const KernelSource*>> jobs;
+  if (device.builds_together() && batching_enabled()) {
+    size_t parts = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), missing.size());
+    for (size_t p = 0; p < parts; ++p)
+      jobs.emplace_back(missing.begin() + missing.size() * p / parts, missing.begin() + missing.size() * (p + 1) / parts);
+  } else {
+    for (auto* k : missing) jobs.push_back({k});
   }
-  compile_in_parallel(device, missing, progress);
+  compile_in_parallel(device, jobs, progress);
 }
 
 // Schedules, renders and compiles the kernels of one device's graph into a

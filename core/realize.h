@@ -93,11 +93,11 @@ class CompileProgress {
 
 // How a realize compiles: the kernels among `kernels` that this process has
 // not compiled yet are loaded from the disk cache when each was built alone
-// before, and the rest are built together in one compiler run when the
-// device can (Device::builds_together) and TINYLENS_NOBATCH is not set to a
-// value other than 0, else one by one, one compiler per core. A batch that
-// fails is built again kernel by kernel, so the CompileError names the
-// broken kernel and carries its own source and log.
+// before; the rest are built in one batch per core (one program each) when
+// the device can (Device::builds_together) and TINYLENS_NOBATCH is not set to
+// a value other than 0, else kernel by kernel; either way one compiler per
+// core. A batch that fails is built again kernel by kernel, so the
+// CompileError names the broken kernel and carries its own source and log.
 void compile_new_kernels(Device& device, const std::vector<KernelSource>& kernels);
 bool batching_enabled();  // false when TINYLENS_NOBATCH=1
 
