@@ -6,6 +6,8 @@
 #include <map>
 #include <mutex>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <set>
 #include <unordered_map>
 #include <thread>
@@ -15,6 +17,7 @@
 #include "codegen/templates.h"
 #include "replay.h"
 #include "runtime/registry.h"
+#include "runtime/together.h"
 #include "schedule.h"
 
 namespace tl {
@@ -182,51 +185,82 @@ static RenderedKernel render_cached(const KernelPlan& plan, const Device& device
   return r;
 }
 
-// Compiles the kernels that are new to this process side by side, one
-// compiler per core: a cold model run is dominated by compilation. The
-// realizing thread only waits and reports progress, so CompileProgress is
-// told on the thread that installed it.
-static void compile_all(Device& device, const std::vector<RenderedKernel>& kernels) {
-  std::vector<const RenderedKernel*> fresh;
-  {
-    std::lock_guard lock(memo_mutex);
-    std::set<std::string> seen;
-    for (auto& k : kernels)
-      if (!memo().count({device.name(), k.source}) && seen.insert(k.source).second) fresh.push_back(&k);
+static void remember(Device& device, const std::string& source, std::shared_ptr<Program> program) {
+  std::lock_guard lock(memo_mutex);
+  memo()[{device.name(), source}] = std::move(program);
+}
+
+// Tells CompileProgress one kernel at a time, even when several finished
+// at once, so a listener sees 0, 1, ..., total.
+struct ProgressCount {
+  size_t done = 0, total = 0;
+  void advance(size_t n) {
+    for (size_t i = 0; i < n; ++i) CompileProgress::notify(++done, total);
   }
-  if (fresh.empty()) return;
-  CompileProgress::notify(0, fresh.size());
-  if (fresh.size() == 1) {  // no thread for a single kernel
-    compile_kernel(device, fresh[0]->name, fresh[0]->source);
-    CompileProgress::notify(1, 1);
+};
+
+// One compiler job: a kernel alone, or several built together (one
+// program). A batch that does not compile is built again kernel by kernel,
+// so that the error names the broken kernel and carries its own log.
+static void compile_job(Device& device, const std::vector<const KernelSource*>& job) {
+  if (job.size() > 1) {
+    std::vector<KernelSource> batch;
+    for (auto* k : job) batch.push_back(*k);
+    try {
+      auto programs = device.compile_together(with_unique_names(batch));
+      for (size_t i = 0; i < job.size(); ++i) remember(device, job[i]->source, programs[i]);
+      return;
+    } catch (const CompileError&) {
+      // built alone below
+    }
+  }
+  std::exception_ptr first;
+  for (auto* k : job) {
+    try {
+      compile_kernel(device, k->name, k->source);
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+// Runs the jobs side by side, one compiler per core. The realizing thread
+// only waits and reports progress, so CompileProgress is told on the thread
+// that installed it. The first error is rethrown.
+static void compile_in_parallel(Device& device, const std::vector<std::vector<const KernelSource*>>& jobs,
+                                ProgressCount& progress) {
+  if (jobs.size() == 1) {  // no thread for a single job
+    compile_job(device, jobs[0]);
+    progress.advance(jobs[0].size());
     return;
   }
   std::atomic<size_t> next{0};
-  std::mutex mutex;  // guards the three below
+  std::mutex mutex;  // guards the four below
   std::condition_variable changed;
-  size_t compiled = 0;
+  size_t compiled = 0;  // kernels, not jobs
   unsigned running = 0;
   std::exception_ptr error;
   const std::atomic<bool>* cancel = cancel_flag;  // thread_local: read it on this thread
   auto worker = [&] {
-    for (size_t i; (i = next++) < fresh.size();) {
+    for (size_t i; (i = next++) < jobs.size();) {
       if (cancel && cancel->load()) break;
       std::exception_ptr failed;
       try {
-        compile_kernel(device, fresh[i]->name, fresh[i]->source);
+        compile_job(device, jobs[i]);
       } catch (...) {
         failed = std::current_exception();
       }
       std::lock_guard lock(mutex);
       if (failed && !error) error = failed;
-      ++compiled;
+      compiled += jobs[i].size();
       changed.notify_one();
     }
     std::lock_guard lock(mutex);
     --running;
     changed.notify_one();
   };
-  unsigned n = std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()), unsigned(fresh.size()));
+  unsigned n = std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()), unsigned(jobs.size()));
   std::vector<std::jthread> threads;  // joined on every way out of this scope
   {
     std::unique_lock lock(mutex);
@@ -234,12 +268,11 @@ static void compile_all(Device& device, const std::vector<RenderedKernel>& kerne
     for (unsigned t = 0; t < n; ++t) threads.emplace_back(worker);
     for (size_t reported = 0; running > 0 || reported < compiled;) {
       changed.wait(lock, [&] { return running == 0 || compiled > reported; });
-      while (reported < compiled) {  // one call per kernel, even when several finished at once
-        ++reported;
-        lock.unlock();
-        CompileProgress::notify(reported, fresh.size());
-        lock.lock();
-      }
+      size_t now = compiled - reported;
+      reported = compiled;
+      lock.unlock();
+      progress.advance(now);
+      lock.lock();
     }
   }
   if (error) std::rethrow_exception(error);
@@ -257,6 +290,51 @@ static void require_dtypes(const KernelPlan& plan, const Device& device) {
                           "); cast to float32 first or choose a device that reports fp64");
 }
 
+bool batching_enabled() {
+  const char* off = std::getenv("TINYLENS_NOBATCH");
+  return !(off && *off && std::strcmp(off, "0") != 0);
+}
+
+void forget_compiled_kernels() {
+  std::lock_guard lock(memo_mutex);
+  memo().clear();
+}
+
+// A cold model run is dominated by compilation (realize.h says how).
+void compile_new_kernels(Device& device, const std::vector<KernelSource>& kernels) {
+  std::vector<const KernelSource*> fresh;
+  {
+    std::lock_guard lock(memo_mutex);
+    std::set<std::string> seen;
+    for (auto& k : kernels)
+      if (!memo().count({device.name(), k.source}) && seen.insert(k.source).second) fresh.push_back(&k);
+  }
+  if (fresh.empty()) return;
+  ProgressCount progress{0, fresh.size()};
+  CompileProgress::notify(0, fresh.size());
+  std::vector<const KernelSource*> missing;
+  for (auto* k : fresh) {
+    if (auto program = device.find_cached(k->name, k->source)) {
+      remember(device, k->source, std::move(program));
+      progress.advance(1);
+    } else {
+      missing.push_back(k);
+    }
+  }
+  if (missing.empty() || cancel_requested()) return;
+  // One job per kernel, or, when the device builds kernels together, one
+  // batch per core: fewer compiler runs, and every core still busy.
+  std::vector<std::vector<const KernelSource*>> jobs;
+  if (device.builds_together() && batching_enabled()) {
+    size_t parts = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), missing.size());
+    for (size_t p = 0; p < parts; ++p)
+      jobs.emplace_back(missing.begin() + missing.size() * p / parts, missing.begin() + missing.size() * (p + 1) / parts);
+  } else {
+    for (auto* k : missing) jobs.push_back({k});
+  }
+  compile_in_parallel(device, jobs, progress);
+}
+
 // Schedules, renders and compiles the kernels of one device's graph into a
 // plan that run_plan can launch, now and (through the plan cache) again.
 static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const GraphKey& graph, Device& device,
@@ -264,9 +342,13 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
   auto plans = schedule(group, has_gemm_template(device));
   for (auto& plan : plans) require_dtypes(plan, device);
   std::vector<RenderedKernel> rendered;
-  for (auto& plan : plans) rendered.push_back(render_cached(plan, device));
+  std::vector<KernelSource> sources;
+  for (auto& plan : plans) {
+    rendered.push_back(render_cached(plan, device));
+    sources.push_back({rendered.back().name, rendered.back().source});
+  }
   double t0 = now_seconds();
-  compile_all(device, rendered);
+  compile_new_kernels(device, sources);
   compile_seconds = now_seconds() - t0;
   auto result = std::make_shared<Plan>();
   std::unordered_map<const Node*, int> kernel_of;  // node -> the kernel that computes it

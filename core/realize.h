@@ -71,8 +71,9 @@ class RealizeObserver {
 
 // While alive, every realize on this thread that compiles kernels new to this
 // process reports its progress to `report(compiled, total)`: once with
-// compiled = 0 before the first compile starts, then after each kernel (a
-// disk-cache hit counts as compiled). `total` is the number of new kernels of
+// compiled = 0 before the first compile starts, then once per kernel (a
+// disk-cache hit counts as compiled; kernels built together in one compiler
+// run are counted when that run ends, one call each). `total` is the number of new kernels of
 // that batch. Always called on the realizing thread, even while workers
 // compile in parallel; it must not throw. A realize with nothing new to
 // compile reports nothing. Nestable like RealizeObserver: only the innermost
@@ -89,5 +90,19 @@ class CompileProgress {
   std::function<void(size_t, size_t)> report_;
   CompileProgress* parent_;
 };
+
+// How a realize compiles: the kernels among `kernels` that this process has
+// not compiled yet are loaded from the disk cache when each was built alone
+// before; the rest are built in one batch per core (one program each) when
+// the device can (Device::builds_together) and TINYLENS_NOBATCH is not set to
+// a value other than 0, else kernel by kernel; either way one compiler per
+// core. A batch that fails is built again kernel by kernel, so the
+// CompileError names the broken kernel and carries its own source and log.
+void compile_new_kernels(Device& device, const std::vector<KernelSource>& kernels);
+bool batching_enabled();  // false when TINYLENS_NOBATCH=1
+
+// Forgets every program this process compiled (not the disk cache): the next
+// realize compiles or loads as a new process would. For tests.
+void forget_compiled_kernels();
 
 }  // namespace tl

@@ -29,9 +29,12 @@
 #define EVEN_M {{EVEN_M}}
 #define EVEN_N {{EVEN_N}}
 #define EVEN_K {{EVEN_K}}
-typedef {{IDX}} idx_t;
+// Macros, and helpers named after the kernel: several kernels may share one
+// program (core/runtime/together.h), which #undefs each one's macros after it.
+#define idx_t {{IDX}}
 // The elementwise ops fused after the product (bias, batch-norm, activation,
 // residual add): every element of C is stored as epilogue(sum, ...).
+#define epilogue {{NAME}}_epilogue
 {{EPILOGUE}}
 
 #define TX (TN / WN)

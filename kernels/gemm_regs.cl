@@ -30,9 +30,12 @@
 #define NV {{NV}}
 #define KC {{KC}}
 #define LAYOUT_{{LAYOUT}} 1
-typedef {{IDX}} idx_t;
+// Macros, and helpers named after the kernel: several kernels may share one
+// program (core/runtime/together.h), which #undefs each one's macros after it.
+#define idx_t {{IDX}}
 // The elementwise ops fused after the product (bias, batch-norm, activation,
 // residual add): every element of C is stored as epilogue(sum, ...).
+#define epilogue {{NAME}}_epilogue
 {{EPILOGUE}}
 
 #define NR (16 * NV)

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 
 #include "../io/limits.h"
 #include "device.h"
@@ -105,29 +106,91 @@ bool unpack_entry(const std::string& data, std::string& binary, std::string& log
   return true;
 }
 
-std::shared_ptr<Program> Device::compile(const std::string& kernel_name, const std::string& source) {
+namespace {
+std::atomic<size_t> compiler_run_count{0};
+
+std::string entry_path(const Device& device, const std::string& text, const char* extension) {
+  const DeviceInfo& i = device.info();
+  return cache_path(cache_key(text, device.build_options(), i.platform + " | " + i.description, i.driver_version),
+                    extension);
+}
+}  // namespace
+
+size_t compiler_runs() { return compiler_run_count.load(); }
+
+std::string batch_text(const std::vector<KernelSource>& kernels) {
+  std::string text;
+  for (auto& k : kernels) text += k.name + '\0' + k.source + '\0';
+  return text;
+}
+
+std::shared_ptr<Program> Device::find_cached(const std::string& kernel_name, const std::string& source) {
   if (!available()) throw DeviceError(name() + ": " + info().unavailable_reason);
-  const DeviceInfo& i = info();
-  const std::string path = cache_path(
-      cache_key(source, build_options(), i.platform + " | " + i.description, i.driver_version), ".bin");
   std::string binary, log;
-  if (auto data = cache_read(path); data && unpack_entry(*data, binary, log)) {
-    try {
-      auto program = load(kernel_name, binary);
-      program->build_log = log;  // the log of the original build, warnings included
-      program->cache_hit = true;
-      return program;
-    } catch (const DeviceError&) {
-      if (!available()) throw;  // the device died; not the entry's fault
-      // a damaged or foreign entry: build again and overwrite it
-    }
+  auto data = cache_read(entry_path(*this, source, ".bin"));
+  if (!data || !unpack_entry(*data, binary, log)) return nullptr;
+  try {
+    auto program = load(kernel_name, binary);
+    program->build_log = log;  // the log of the original build, warnings included
+    program->cache_hit = true;
+    return program;
+  } catch (const DeviceError&) {
+    if (!available()) throw;  // the device died; not the entry's fault
+    return nullptr;           // a damaged or foreign entry: built again and overwritten
   }
+}
+
+std::shared_ptr<Program> Device::compile(const std::string& kernel_name, const std::string& source) {
+  if (auto program = find_cached(kernel_name, source)) return program;
+  ++compiler_run_count;
   Built built = build(kernel_name, source);
   auto program = built.program ? built.program : load(kernel_name, built.binary);
   program->build_log = built.log;
   program->cache_hit = false;
-  if (!built.binary.empty()) cache_write(path, pack_entry(built.binary, built.log));  // best effort
+  if (!built.binary.empty())
+    cache_write(entry_path(*this, source, ".bin"), pack_entry(built.binary, built.log));  // best effort
   return program;
+}
+
+BuiltTogether Device::build_together(const std::vector<KernelSource>&) {
+  throw std::logic_error(name() + ": build_together called on a device that builds kernel by kernel");
+}
+
+std::vector<std::shared_ptr<Program>> Device::load_together(const std::vector<KernelSource>&, const std::string&) {
+  throw std::logic_error(name() + ": load_together called on a device that builds kernel by kernel");
+}
+
+// A batch's entry has its own extension, so that it can never be mistaken
+// for a single kernel's.
+std::vector<std::shared_ptr<Program>> Device::compile_together(const std::vector<KernelSource>& kernels) {
+  if (!available()) throw DeviceError(name() + ": " + info().unavailable_reason);
+  const std::string path = entry_path(*this, batch_text(kernels), ".batch");
+  std::string binary, log;
+  std::vector<std::shared_ptr<Program>> programs;
+  bool hit = false;
+  if (auto data = cache_read(path); data && unpack_entry(*data, binary, log)) {
+    try {
+      programs = load_together(kernels, binary);
+      hit = true;
+    } catch (const DeviceError&) {
+      if (!available()) throw;
+    }
+  }
+  if (!hit) {
+    ++compiler_run_count;
+    BuiltTogether built = build_together(kernels);
+    programs = built.programs.empty() ? load_together(kernels, built.binary) : std::move(built.programs);
+    log = built.log;
+    if (!built.binary.empty()) cache_write(path, pack_entry(built.binary, built.log));  // best effort
+  }
+  if (programs.size() != kernels.size())
+    throw DeviceError(name() + ": a batch of " + std::to_string(kernels.size()) + " kernels loaded as " +
+                      std::to_string(programs.size()) + " programs");
+  for (auto& p : programs) {
+    p->build_log = log;
+    p->cache_hit = hit;
+  }
+  return programs;
 }
 
 }  // namespace tl

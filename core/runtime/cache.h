@@ -6,8 +6,11 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tl {
+
+struct KernelSource;
 
 std::string cache_directory();  // $XDG_CACHE_HOME/tinylens or ~/.cache/tinylens
 std::string cache_key(const std::string& source, const std::string& options, const std::string& device,
@@ -20,5 +23,14 @@ bool cache_write(const std::string& path, const std::string& data);  // atomic
 // returns false for anything that is not a whole entry.
 std::string pack_entry(const std::string& binary, const std::string& log);
 bool unpack_entry(const std::string& data, std::string& binary, std::string& log);
+
+// How many times a device's compiler ran in this process (build() and
+// build_together() calls through Device::compile*): tests check that a warm
+// disk cache compiles nothing, by count rather than by time.
+size_t compiler_runs();
+
+// The text whose hash keys a batch's cache entry: every kernel's name and
+// source, in order.
+std::string batch_text(const std::vector<KernelSource>& kernels);
 
 }  // namespace tl

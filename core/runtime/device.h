@@ -11,6 +11,8 @@
 //   build()             source -> binary + build log; CompileError on bad source.
 //   load()              binary -> Program; DeviceError when the binary is unusable.
 //   build_options()     whatever else changes the binary (flags, target arch).
+//   build_together()    optional: several kernels -> one binary, one compiler
+//   load_together()     run (builds_together() says the device has them).
 // Program::launch runs one kernel and returns its device time. Errors after
 // which the device cannot be trusted retire it (available = false) instead of
 // failing every later call. Caching, scheduling and rendering are shared.
@@ -112,6 +114,18 @@ struct Built {
   std::shared_ptr<Program> program;  // optional: the program already loaded, saves a load()
 };
 
+// One kernel of a batch: its name (unique in the batch) and its source.
+struct KernelSource {
+  std::string name, source;
+};
+
+// What a device's compiler produced for several kernels built together.
+struct BuiltTogether {
+  std::string binary;                                 // one cache entry for them all
+  std::string log;                                    // the one build's output
+  std::vector<std::shared_ptr<Program>> programs;     // optional: loaded, in the kernels' order
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -143,10 +157,27 @@ class Device {
   // version that changes the binary (compiler flags): part of the cache key.
   virtual std::string build_options() const { return ""; }
 
+  // Optional slot: many kernels -> one binary in one compiler run (one
+  // OpenCL program, one shared library). A first run compiles dozens of
+  // kernels, and a compiler's fixed cost per run dominates small ones.
+  // Names are unique in `kernels`. build_together throws CompileError like
+  // build() (the caller then builds each kernel alone to name the broken
+  // one); load_together returns one Program per kernel, in order. A device
+  // that leaves builds_together() false is compiled kernel by kernel.
+  virtual bool builds_together() const { return false; }
+  virtual BuiltTogether build_together(const std::vector<KernelSource>& kernels);
+  virtual std::vector<std::shared_ptr<Program>> load_together(const std::vector<KernelSource>& kernels,
+                                                              const std::string& binary);
+
   // Shared by every device (runtime/cache.cpp): looks the kernel up in the
   // disk cache by hash(source, build_options, device, driver, format
   // version), else build()s it and stores the binary; then load()s it.
   std::shared_ptr<Program> compile(const std::string& kernel_name, const std::string& source);
+  // The disk-cache half of compile(): the cached program, or nullptr.
+  std::shared_ptr<Program> find_cached(const std::string& kernel_name, const std::string& source);
+  // compile() for a batch, through build_together/load_together: one cache
+  // entry keyed by all the sources together. Returns one Program per kernel.
+  std::vector<std::shared_ptr<Program>> compile_together(const std::vector<KernelSource>& kernels);
 
   // Waits for every kernel this thread enqueued (Program::enqueue) and fills
   // their times; throws DeviceError if one failed (after waiting for all).

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "registry.h"
+#include "together.h"
 
 namespace tl {
 
@@ -523,21 +524,42 @@ class OpenCLDevice : public Device {
     return built;
   }
 
-  std::shared_ptr<Program> load(const std::string& kernel_name, const std::string& binary) override {
+  // All new kernels of a realize in one program: PoCL runs one LLVM build
+  // per clBuildProgram, which cost more than the code in most kernels.
+  bool builds_together() const override { return true; }
+
+  BuiltTogether build_together(const std::vector<KernelSource>& kernels) override {
     State& s = *state_;
     s.ensure_available();
-    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(binary.data());
-    size_t length = binary.size();
-    cl_int status = CL_SUCCESS, err = CL_SUCCESS;
-    cl_program program = clCreateProgramWithBinary(s.context, 1, &s.device, &length, &bytes, &status, &err);
-    if (err == CL_SUCCESS && status == CL_SUCCESS && program)
-      err = clBuildProgram(program, 1, &s.device, s.build_options.c_str(), nullptr, nullptr);
-    if (err != CL_SUCCESS || status != CL_SUCCESS || !program) {
-      if (program) clReleaseProgram(program);
-      throw DeviceError(s.label() + ": the binary of kernel '" + kernel_name + "' does not load: " +
-                        cl_error_name(err != CL_SUCCESS ? err : status));
+    const std::string source = one_translation_unit(kernels);
+    const std::string what = "(" + std::to_string(kernels.size()) + " kernels in one program)";
+    cl_int err = CL_SUCCESS;
+    const char* text = source.c_str();
+    size_t length = source.size();
+    cl_program program = clCreateProgramWithSource(s.context, 1, &text, &length, &err);
+    s.check(err, "clCreateProgramWithSource", what);
+    err = clBuildProgram(program, 1, &s.device, s.build_options.c_str(), nullptr, nullptr);
+    BuiltTogether built;
+    built.log = program_build_log(program, s.device);
+    if (err != CL_SUCCESS) {
+      clReleaseProgram(program);
+      if (is_fatal(err)) s.fail("clBuildProgram", err, what);
+      throw CompileError("OpenCL build of " + std::to_string(kernels.size()) + " kernels in one program failed on " +
+                             s.label() + ": " + cl_error_name(err) + (built.log.empty() ? "" : "\n" + built.log),
+                         source, built.log);
     }
-    return make_program(kernel_name, program);
+    built.binary = program_binary(program);
+    built.programs = kernels_of(program, kernels);
+    return built;
+  }
+
+  std::vector<std::shared_ptr<Program>> load_together(const std::vector<KernelSource>& kernels,
+                                                      const std::string& binary) override {
+    return kernels_of(program_from_binary(binary, std::to_string(kernels.size()) + " kernels"), kernels);
+  }
+
+  std::shared_ptr<Program> load(const std::string& kernel_name, const std::string& binary) override {
+    return make_program(kernel_name, program_from_binary(binary, "kernel '" + kernel_name + "'"));
   }
 
  private:
@@ -562,6 +584,41 @@ class OpenCLDevice : public Device {
                         cl_error_name(err));
     }
     return std::make_shared<OpenCLProgram>(state_, kernel_name, program, kernel);
+  }
+
+  // A built program from a binary; `what` names its kernels in errors.
+  cl_program program_from_binary(const std::string& binary, const std::string& what) {
+    State& s = *state_;
+    s.ensure_available();
+    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(binary.data());
+    size_t length = binary.size();
+    cl_int status = CL_SUCCESS, err = CL_SUCCESS;
+    cl_program program = clCreateProgramWithBinary(s.context, 1, &s.device, &length, &bytes, &status, &err);
+    if (err == CL_SUCCESS && status == CL_SUCCESS && program)
+      err = clBuildProgram(program, 1, &s.device, s.build_options.c_str(), nullptr, nullptr);
+    if (err != CL_SUCCESS || status != CL_SUCCESS || !program) {
+      if (program) clReleaseProgram(program);
+      throw DeviceError(s.label() + ": the binary of " + what + " does not load: " +
+                        cl_error_name(err != CL_SUCCESS ? err : status));
+    }
+    return program;
+  }
+
+  // One Program per kernel of a shared cl_program; each holds its own
+  // reference, and this function gives back the caller's.
+  std::vector<std::shared_ptr<Program>> kernels_of(cl_program program, const std::vector<KernelSource>& kernels) {
+    std::vector<std::shared_ptr<Program>> out;
+    try {
+      for (auto& k : kernels) {
+        clRetainProgram(program);
+        out.push_back(make_program(k.name, program));  // releases its reference when it throws
+      }
+    } catch (...) {
+      clReleaseProgram(program);
+      throw;
+    }
+    clReleaseProgram(program);
+    return out;
   }
 
   static std::string program_binary(cl_program program) {

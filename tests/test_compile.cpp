@@ -1,0 +1,241 @@
+// First runs (issue 13, item 3): the new kernels of a realize build in one
+// compiler run where the device can (one OpenCL program), else one by one,
+// one compiler per core (the CPU device). On the CPU device and every
+// OpenCL device: results equal kernel-by-kernel builds bit for bit; a warm
+// disk cache runs no compiler (counted by compiler_runs(), not timed); the
+// progress callback counts 0..N of N; a broken kernel in a batch is named
+// with its own source and log.
+#include <QtTest/QtTest>
+
+#include <cstring>
+#include <algorithm>
+#include <map>
+#include <thread>
+
+#include "testing.h"
+
+#include "core/profile.h"
+#include "core/realize.h"
+#include "core/runtime/cache.h"
+#include "core/runtime/registry.h"
+#include "core/runtime/together.h"
+#include "core/tensor.h"
+
+using namespace tl;
+
+namespace {
+
+// Six kernels: two elementwise kernels of one output shape (one name, two
+// sources), two GEMMs of one shape with different epilogues (one name, two
+// sources, each with its epilogue helper), two reductions.
+std::vector<Tensor> six_kernels(const std::string& device) {
+  std::vector<float> x(8 * 16), w(16 * 12), v(16 * 12);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 37 % 23) - 11) * 0.125f;
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i * 53 % 19) - 9) * 0.0625f;
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(int(i * 29 % 17) - 8) * 0.09375f;
+  Tensor tx = Tensor::from_data(x, {8, 16}, device).realize();
+  Tensor tw = Tensor::from_data(w, {16, 12}, device).realize();
+  Tensor tv = Tensor::from_data(v, {16, 12}, device).realize();
+  return {(tx * 1.625 + 0.375).exp(),      (tx - 0.8125).abs().sqrt(), tx.matmul(tw).relu(),
+          (tx.matmul(tv) + 0.5).sigmoid(), tx.sum({1}),                tx.max({0})};
+}
+
+struct Run {
+  std::vector<std::vector<float>> values;
+  std::map<std::string, std::string> sources;       // distinct kernel sources launched -> their names
+  std::vector<std::pair<size_t, size_t>> progress;  // (compiled, total) calls
+  size_t compiler_runs = 0;
+};
+
+// One realize of the six kernels as a new process would do it: nothing
+// compiled in memory, the disk cache in `cache_home`.
+Run run_six(const std::string& device, const QString& cache_home) {
+  qputenv("XDG_CACHE_HOME", cache_home.toUtf8());
+  forget_compiled_kernels();
+  Run run;
+  auto outputs = six_kernels(device);
+  const size_t before = compiler_runs();
+  ProfileCapture capture;
+  {
+    CompileProgress watch([&](size_t compiled, size_t total) { run.progress.emplace_back(compiled, total); });
+    std::vector<NodeRef> roots;
+    for (auto& t : outputs) roots.push_back(t.node());
+    realize_nodes(roots);
+  }
+  run.compiler_runs = compiler_runs() - before;
+  for (auto& r : capture.records()) run.sources[r.kernel->source] = r.kernel->name;
+  for (auto& t : outputs) run.values.push_back(t.to_vector());
+  return run;
+}
+
+bool bit_equal(const Run& a, const Run& b, QString* why) {
+  if (a.values.size() != b.values.size()) return *why = "different output counts", false;
+  for (size_t i = 0; i < a.values.size(); ++i)
+    if (a.values[i].size() != b.values[i].size() ||
+        std::memcmp(a.values[i].data(), b.values[i].data(), a.values[i].size() * sizeof(float)) != 0)
+      return *why = QString("output %1 differs").arg(i), false;
+  return true;
+}
+
+// 0, 1, ..., n, each of n.
+bool counts_up(const std::vector<std::pair<size_t, size_t>>& calls, size_t n, QString* why) {
+  if (calls.size() != n + 1) return *why = QString("%1 progress calls for %2 kernels").arg(calls.size()).arg(n), false;
+  for (size_t i = 0; i < calls.size(); ++i)
+    if (calls[i].first != i || calls[i].second != n)
+      return *why = QString("call %1 said %2/%3").arg(i).arg(calls[i].first).arg(calls[i].second), false;
+  return true;
+}
+
+}  // namespace
+
+class TestCompile : public QObject {
+  Q_OBJECT
+  std::vector<std::string> devices_;
+  QTemporaryDir scratch_;
+
+ private slots:
+  void initTestCase() {
+    qputenv("TINYLENS_NOREPLAY", "1");  // every realize below compiles or loads; none replays
+    qunsetenv("TINYLENS_NOBATCH");
+    QVERIFY(scratch_.isValid());
+    for (auto& d : Registry::instance().devices())
+      if (d->available() && (d->name() == "cpu" || d->name().rfind("opencl:", 0) == 0)) devices_.push_back(d->name());
+    TL_REQUIRE(devices_.size() >= 2, "the CPU device and an OpenCL device (PoCL)");
+    bool batches = false;
+    for (auto& name : devices_) batches |= Registry::instance().get_available(name).builds_together();
+    QVERIFY2(batches, "no device here builds kernels together: the batched path would go untested");
+  }
+
+  void renameKeepsOtherKernelsAndRenamesHelpers() {
+    const std::string src = "void E1_4(int a) { E1_4_epilogue(a); E1_45(a); xE1_4(a); }";
+    QCOMPARE(rename_kernel(src, "E1_4", "E1_4_b2"),
+             std::string("void E1_4_b2(int a) { E1_4_b2_epilogue(a); E1_45(a); xE1_4(a); }"));
+    auto unique = with_unique_names({{"E1_4", "void E1_4() {}"}, {"R2", "void R2() {}"}, {"E1_4", "void E1_4() { }"}});
+    QCOMPARE(unique[0].name, std::string("E1_4"));
+    QCOMPARE(unique[1].name, std::string("R2"));
+    QCOMPARE(unique[2].name, std::string("E1_4_b2"));
+    QCOMPARE(unique[2].source, std::string("void E1_4_b2() { }"));
+  }
+
+  void oneUnitUndefinesEachKernelsMacros() {
+    const std::string text = one_translation_unit({{"A", "#define M 4\n  #  define IN(i) ((i) < M)\nvoid A() {}"},
+                                                   {"B", "#define M 8\nvoid B() {}\n"}});
+    const auto a = text.find("void A()"), b = text.find("void B()");
+    const auto undef_m = text.find("#undef M\n"), undef_in = text.find("#undef IN\n");
+    QVERIFY(a != std::string::npos && b != std::string::npos);
+    QVERIFY2(undef_m > a && undef_m < b, text.c_str());
+    QVERIFY2(undef_in > a && undef_in < b, text.c_str());
+    QVERIFY2(text.find("#undef M\n", b) != std::string::npos, text.c_str());
+  }
+
+  // Batched (where the device batches) against kernel by kernel, cold and
+  // warm, with compiler runs counted.
+  void batchedEqualsKernelByKernelAndWarmCacheCompilesNothing() {
+    for (auto& name : devices_) {
+      const bool batches = Registry::instance().get_available(name).builds_together();
+      qInfo("%s: %s", name.c_str(), batches ? "builds a realize's new kernels together" : "kernel by kernel");
+      QTemporaryDir a(scratch_.path() + "/a-XXXXXX"), b(scratch_.path() + "/b-XXXXXX");
+      QVERIFY(a.isValid() && b.isValid());
+      QString why;
+
+      Run cold = run_six(name, a.path());
+      const size_t n = cold.sources.size();
+      QVERIFY2(n >= 6, qPrintable(QString("%1 distinct kernels").arg(n)));
+      QVERIFY2(counts_up(cold.progress, n, &why), qPrintable(why));
+      // A batching device builds one program per core.
+      const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+      QCOMPARE(cold.compiler_runs, batches ? std::min(cores, n) : n);
+
+      Run warm = run_six(name, a.path());  // a second process: the disk cache answers
+      QCOMPARE(warm.compiler_runs, size_t(0));
+      QVERIFY2(counts_up(warm.progress, n, &why), qPrintable(why));
+      QVERIFY2(bit_equal(cold, warm, &why), qPrintable(why));
+
+      qputenv("TINYLENS_NOBATCH", "1");
+      Run alone = run_six(name, b.path());
+      qunsetenv("TINYLENS_NOBATCH");
+      QCOMPARE(alone.compiler_runs, n);
+      QVERIFY2(counts_up(alone.progress, n, &why), qPrintable(why));
+      QVERIFY2(bit_equal(cold, alone, &why), qPrintable(why));
+
+      // Kernels built alone before are taken from their own cache entries.
+      Run again = run_six(name, b.path());
+      QCOMPARE(again.compiler_runs, size_t(0));
+      QVERIFY2(bit_equal(cold, again, &why), qPrintable(why));
+    }
+  }
+
+  // Two GEMMs of one shape (one name, two epilogues, each template full of
+  // macros) in one program: what one_translation_unit and the templates'
+  // macro-only file scope are for.
+  void twoGemmsShareOneProgram() {
+    for (auto& name : devices_) {
+      Device& device = Registry::instance().get_available(name);
+      if (!device.builds_together()) continue;
+      QTemporaryDir home(scratch_.path() + "/gemm-XXXXXX");
+      QVERIFY(home.isValid());
+      Run run = run_six(name, home.path());
+      std::vector<KernelSource> gemms;
+      for (auto& [source, kernel] : run.sources)
+        if (kernel.rfind("GEMM", 0) == 0) gemms.push_back({kernel, source});
+      QCOMPARE(gemms.size(), size_t(2));
+      QCOMPARE(gemms[0].name, gemms[1].name);
+      auto unique = with_unique_names(gemms);
+      QVERIFY(unique[0].name != unique[1].name);
+      const size_t before = compiler_runs();
+      auto programs = device.compile_together(unique);  // throws CompileError if they clash
+      QCOMPARE(programs.size(), size_t(2));
+      QCOMPARE(compiler_runs() - before, size_t(1));
+      QVERIFY(!programs[0]->cache_hit);
+    }
+  }
+
+  void brokenKernelInABatchIsNamedWithItsLog() {
+    for (auto& name : devices_) {
+      Device& device = Registry::instance().get_available(name);
+      QTemporaryDir home(scratch_.path() + "/broken-XXXXXX");
+      QVERIFY(home.isValid());
+      Run run = run_six(name, home.path());  // real kernels of this device's dialect
+      std::vector<KernelSource> batch;
+      for (auto& [source, old_name] : run.sources) {
+        if (old_name.rfind("E", 0) != 0) continue;  // the elementwise ones
+        const std::string new_name = "batch_member_" + std::to_string(batch.size());
+        batch.push_back({new_name, rename_kernel(source, old_name, new_name)});
+      }
+      QVERIFY2(batch.size() >= 2, "two elementwise kernels to build with the broken one");
+      KernelSource broken = batch[0];
+      broken.name = "the_broken_kernel";
+      broken.source = rename_kernel(broken.source, batch[0].name, broken.name);
+      broken.source.insert(broken.source.find('{') + 1, "\n  int broken_here = ;\n");
+      batch.insert(batch.begin() + 1, broken);
+
+      forget_compiled_kernels();
+      const size_t before = compiler_runs();
+      bool thrown = false;
+      try {
+        compile_new_kernels(device, batch);
+      } catch (const CompileError& e) {
+        thrown = true;
+        const std::string what = e.what();
+        QVERIFY2(what.find("the_broken_kernel") != std::string::npos, e.what());
+        QVERIFY2(what.find("batch_member") == std::string::npos, e.what());  // only the broken one is named
+        // gcc: "expected expression before ';' token"; clang (PoCL): "expected expression"
+        QVERIFY2(e.log.find("expected expression") != std::string::npos, e.log.c_str());
+        QCOMPARE(e.source, broken.source);  // its own source, not the batch's
+      }
+      QVERIFY2(thrown, "a broken kernel compiled");
+      // The broken kernel's batch (if any) ran, then each of its kernels alone.
+      const size_t runs = compiler_runs() - before;
+      QVERIFY2(runs >= (device.builds_together() ? 3u : batch.size()), qPrintable(QString("%1 compiler runs").arg(runs)));
+      QVERIFY(device.available());
+    }
+  }
+
+  void cleanupTestCase() {
+    qunsetenv("TINYLENS_NOREPLAY");
+    forget_compiled_kernels();
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCompile)
+#include "test_compile.moc"
