@@ -25,19 +25,32 @@ struct GoldenCase {
   std::vector<GoldenTensor> inputs, outputs;
 };
 
+// A golden file read whole and taken from the front; the 8-byte magic is
+// checked on opening. Throws naming the file when it is missing or short.
+class GoldenBlob {
+ public:
+  GoldenBlob(const std::string& path, const char (&magic)[9], const std::string& hint = "") : path_(path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw std::runtime_error("cannot open golden file " + path + hint);
+    blob_.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    char got[8];
+    take(got, 8);
+    if (std::memcmp(got, magic, 8) != 0) throw std::runtime_error("bad magic in " + path);
+  }
+  void take(void* dst, size_t n) {
+    if (pos_ + n > blob_.size()) throw std::runtime_error("golden file " + path_ + " is truncated");
+    std::memcpy(dst, blob_.data() + pos_, n);
+    pos_ += n;
+  }
+
+ private:
+  std::string path_, blob_;
+  size_t pos_ = 0;
+};
+
 inline std::vector<GoldenCase> read_golden(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error("cannot open golden file " + path);
-  std::string blob((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  size_t pos = 0;
-  auto take = [&](void* dst, size_t n) {
-    if (pos + n > blob.size()) throw std::runtime_error("golden file " + path + " is truncated");
-    std::memcpy(dst, blob.data() + pos, n);
-    pos += n;
-  };
-  char magic[8];
-  take(magic, 8);
-  if (std::memcmp(magic, "TLGOLD1\0", 8) != 0) throw std::runtime_error("bad magic in " + path);
+  GoldenBlob in(path, "TLGOLD1\0");
+  auto take = [&](void* dst, size_t n) { in.take(dst, n); };
   uint32_t count = 0;
   take(&count, 4);
   auto read_tensor = [&]() {

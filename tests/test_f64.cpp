@@ -18,6 +18,7 @@
 #include "core/runtime/registry.h"
 #include "core/schedule.h"
 #include "core/tensor.h"
+#include "golden.h"
 #include "testing.h"
 
 using tl::DType;
@@ -33,18 +34,8 @@ struct Golden64 {
 };
 
 std::vector<Golden64> read_golden64(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error("cannot open golden file " + path + " (scripts/make_golden_f64.py writes it)");
-  std::string blob((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  size_t pos = 0;
-  auto take = [&](void* dst, size_t n) {
-    if (pos + n > blob.size()) throw std::runtime_error("golden file " + path + " is truncated");
-    std::memcpy(dst, blob.data() + pos, n);
-    pos += n;
-  };
-  char magic[8];
-  take(magic, 8);
-  if (std::memcmp(magic, "TLGOLD64", 8) != 0) throw std::runtime_error("bad magic in " + path);
+  tltest::GoldenBlob in(path, "TLGOLD64", " (scripts/make_golden_f64.py writes it)");
+  auto take = [&](void* dst, size_t n) { in.take(dst, n); };
   uint32_t count = 0;
   take(&count, 4);
   auto tensor = [&] {

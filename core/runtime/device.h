@@ -187,8 +187,8 @@ class Device {
 
   // Shared by every device: a buffer for a realize's inputs and results,
   // reused from the ones released earlier when one of that size is free
-  // (buffer_pool.h), else allocate()d. Up to an eighth of the device's
-  // memory, at most 1 GiB, is kept.
+  // (buffer_pool.h), else allocate()d. A GPU keeps up to a quarter of its
+  // memory; a device in host memory an eighth, at most 1 GiB.
   std::shared_ptr<Buffer> acquire(size_t bytes);
 
  private:
