@@ -29,7 +29,7 @@
 #include "core/io/onnx.h"
 #include "app/onnx_conformance.h"
 #endif
-#include "train_command.h"
+#include "app/train_command.h"
 
 using namespace tl;
 

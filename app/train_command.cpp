@@ -1,4 +1,4 @@
-#include "train_command.h"
+#include "app/train_command.h"
 
 #include <algorithm>
 #include <stdexcept>

@@ -1,12 +1,12 @@
 // Reverse-mode autograd: the gradient switches of a tensor, the backward rule
 // of each primitive, and backward() over the graph in topological order.
-#include "tensor.h"
+#include "core/tensor.h"
 
 #include <unordered_map>
 
-#include "error.h"
-#include "realize.h"
-#include "tensor_internal.h"
+#include "core/error.h"
+#include "core/realize.h"
+#include "core/tensor_internal.h"
 
 namespace tl {
 

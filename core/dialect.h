@@ -33,7 +33,7 @@
 #include <array>
 #include <string>
 
-#include "dtype.h"
+#include "core/dtype.h"
 
 namespace tl {
 

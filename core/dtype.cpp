@@ -1,6 +1,6 @@
-#include "dtype.h"
+#include "core/dtype.h"
 
-#include "error.h"
+#include "core/error.h"
 
 namespace tl {
 

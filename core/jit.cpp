@@ -1,9 +1,9 @@
-#include "jit.h"
+#include "core/jit.h"
 
 #include <chrono>
 
-#include "replay.h"
-#include "runtime/registry.h"
+#include "core/replay.h"
+#include "core/runtime/registry.h"
 
 namespace tl {
 

@@ -15,7 +15,7 @@
 #include <functional>
 #include <memory>
 
-#include "tensor.h"
+#include "core/tensor.h"
 
 namespace tl {
 

@@ -1,4 +1,4 @@
-#include "ops.h"
+#include "core/ops.h"
 
 namespace tl {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "dtype.h"
+#include "core/dtype.h"
 
 namespace tl {
 

@@ -1,4 +1,4 @@
-#include "profile.h"
+#include "core/profile.h"
 
 #include <cstdio>
 

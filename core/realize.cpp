@@ -1,4 +1,4 @@
-#include "realize.h"
+#include "core/realize.h"
 
 #include <atomic>
 #include <chrono>
@@ -12,13 +12,13 @@
 #include <unordered_map>
 #include <thread>
 
-#include "codegen/render.h"
-#include "error.h"
-#include "codegen/templates.h"
-#include "replay.h"
-#include "runtime/registry.h"
-#include "runtime/together.h"
-#include "schedule.h"
+#include "core/codegen/render.h"
+#include "core/error.h"
+#include "core/codegen/templates.h"
+#include "core/replay.h"
+#include "core/runtime/registry.h"
+#include "core/runtime/together.h"
+#include "core/schedule.h"
 
 namespace tl {
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "ops.h"
-#include "profile.h"
-#include "runtime/device.h"
+#include "core/ops.h"
+#include "core/profile.h"
+#include "core/runtime/device.h"
 
 namespace tl {
 

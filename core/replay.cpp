@@ -1,4 +1,4 @@
-#include "replay.h"
+#include "core/replay.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,7 +7,7 @@
 #include <list>
 #include <mutex>
 
-#include "realize.h"
+#include "core/realize.h"
 
 namespace tl {
 

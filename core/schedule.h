@@ -7,7 +7,7 @@
 #pragma once
 #include <vector>
 
-#include "ops.h"
+#include "core/ops.h"
 
 namespace tl {
 

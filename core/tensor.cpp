@@ -2,16 +2,16 @@
 // facts, evaluation, elementwise arithmetic and reductions. Movement is in
 // tensor_movement.cpp, the composite ops in tensor_nn.cpp, backward() in
 // autograd.cpp.
-#include "tensor.h"
+#include "core/tensor.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
-#include "error.h"
-#include "realize.h"
-#include "runtime/registry.h"
-#include "tensor_internal.h"
+#include "core/error.h"
+#include "core/realize.h"
+#include "core/runtime/registry.h"
+#include "core/tensor_internal.h"
 
 namespace tl {
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "ops.h"
+#include "core/ops.h"
 
 namespace tl {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor.h"
+#include "core/tensor.h"
 
 namespace tl::detail {
 

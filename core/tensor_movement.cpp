@@ -1,12 +1,12 @@
 // Tensor movement: views and copies that rearrange elements (reshape,
 // permute, expand, pad, slice, flip, cat, stack, squeeze, flatten).
-#include "tensor.h"
+#include "core/tensor.h"
 
 #include <algorithm>
 #include <numeric>
 
-#include "error.h"
-#include "tensor_internal.h"
+#include "core/error.h"
+#include "core/tensor_internal.h"
 
 namespace tl {
 

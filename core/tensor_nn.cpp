@@ -1,14 +1,14 @@
 // The composite ops of neural networks, lowered to primitives: matmul and
 // linear, conv2d, pooling, batch norm, softmax, cross-entropy, dropout.
-#include "tensor.h"
+#include "core/tensor.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
-#include "error.h"
-#include "realize.h"
-#include "tensor_internal.h"
+#include "core/error.h"
+#include "core/realize.h"
+#include "core/tensor_internal.h"
 
 namespace tl {
 

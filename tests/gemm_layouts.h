@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "compare.h"
+#include "tests/compare.h"
 #include "core/tensor.h"
 
 namespace tlops {

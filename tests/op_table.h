@@ -12,7 +12,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
-#include "golden.h"
+#include "tests/golden.h"
 
 namespace tlops {
 

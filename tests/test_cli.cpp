@@ -10,7 +10,7 @@
 #include "core/profile.h"
 #include "core/realize.h"
 #include "core/tensor.h"
-#include "testing.h"
+#include "tests/testing.h"
 
 using tl::Tensor;
 

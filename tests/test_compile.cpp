@@ -12,7 +12,7 @@
 #include <map>
 #include <thread>
 
-#include "testing.h"
+#include "tests/testing.h"
 
 #include "core/profile.h"
 #include "core/realize.h"

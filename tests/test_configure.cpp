@@ -7,7 +7,7 @@
 #include <QProcess>
 #include <QTemporaryDir>
 
-#include "testing.h"
+#include "tests/testing.h"
 
 class TestConfigure : public QObject {
   Q_OBJECT

@@ -12,10 +12,10 @@
 #include "core/realize.h"
 #include "core/runtime/registry.h"
 #include "core/schedule.h"
-#include "gemm_layouts.h"
-#include "golden.h"
-#include "op_table.h"
-#include "testing.h"
+#include "tests/gemm_layouts.h"
+#include "tests/golden.h"
+#include "tests/op_table.h"
+#include "tests/testing.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "core/runtime/registry.h"
 #include "core/tensor.h"
-#include "testing.h"
+#include "tests/testing.h"
 
 using tl::Tensor;
 

@@ -18,8 +18,8 @@
 #include "core/runtime/registry.h"
 #include "core/schedule.h"
 #include "core/tensor.h"
-#include "golden.h"
-#include "testing.h"
+#include "tests/golden.h"
+#include "tests/testing.h"
 
 using tl::DType;
 using tl::Tensor;

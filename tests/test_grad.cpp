@@ -12,8 +12,8 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
-#include "golden.h"
-#include "testing.h"
+#include "tests/golden.h"
+#include "tests/testing.h"
 
 using tl::Tensor;
 using V = std::vector<Tensor>;

@@ -2,7 +2,7 @@
 // values torch / PIL read from the same files are in tests/data/io/expected.json.
 #include <QtTest/QtTest>
 
-#include "testing.h"
+#include "tests/testing.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>

@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "core/models/classifier.h"
 #include "core/models/efficientnet.h"
-#include "testing.h"
+#include "tests/testing.h"
 #ifdef TL_HAVE_PTH
 #include "core/io/pth.h"
 #endif

@@ -15,7 +15,7 @@
 #include "core/nn/layers.h"
 #include "core/nn/optim.h"
 #include "core/train/models.h"
-#include "testing.h"
+#include "tests/testing.h"
 
 using tl::Tensor;
 namespace nn = tl::nn;

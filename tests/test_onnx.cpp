@@ -11,8 +11,8 @@
 #include "app/onnx_conformance.h"
 #include "core/io/onnx.h"
 #include "core/models/classifier.h"
-#include "onnx_builder.h"
-#include "testing.h"
+#include "tests/onnx_builder.h"
+#include "tests/testing.h"
 
 namespace fs = std::filesystem;
 using namespace tl;

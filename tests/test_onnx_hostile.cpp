@@ -17,8 +17,8 @@
 #include "core/models/classifier.h"
 #include "core/models/inspect.h"
 #include "core/realize.h"
-#include "onnx_builder.h"
-#include "testing.h"
+#include "tests/onnx_builder.h"
+#include "tests/testing.h"
 
 namespace fs = std::filesystem;
 using namespace tl;

@@ -5,10 +5,10 @@
 // OpenCL device exists.
 #include <QtTest/QtTest>
 
-#include "testing.h"
-#include "compare.h"
-#include "golden.h"
-#include "op_table.h"
+#include "tests/testing.h"
+#include "tests/compare.h"
+#include "tests/golden.h"
+#include "tests/op_table.h"
 
 #include <chrono>
 #include <cmath>

@@ -18,9 +18,9 @@
 #include "core/realize.h"
 #include "core/runtime/registry.h"
 #include "core/tensor.h"
-#include "golden.h"
-#include "op_table.h"
-#include "testing.h"
+#include "tests/golden.h"
+#include "tests/op_table.h"
+#include "tests/testing.h"
 
 using tl::Tensor;
 using namespace tlops;

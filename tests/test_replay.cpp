@@ -21,8 +21,8 @@
 #include "core/tensor.h"
 #include "core/train/models.h"
 #include "core/train/trainer.h"
-#include "compare.h"
-#include "testing.h"
+#include "tests/compare.h"
+#include "tests/testing.h"
 
 using tl::Tensor;
 namespace data = tl::data;

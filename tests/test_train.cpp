@@ -18,7 +18,7 @@
 #include "core/io/image.h"
 #include "core/train/models.h"
 #include "core/train/trainer.h"
-#include "testing.h"
+#include "tests/testing.h"
 
 using tl::Tensor;
 namespace data = tl::data;

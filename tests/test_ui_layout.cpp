@@ -22,7 +22,7 @@
 #include <filesystem>
 
 #include "core/models/classifier.h"
-#include "testing.h"
+#include "tests/testing.h"
 #include "ui/main_window.h"
 
 using namespace tlui;

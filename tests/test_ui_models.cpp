@@ -5,7 +5,7 @@
 #include <QSortFilterProxyModel>
 #include <QTemporaryDir>
 
-#include "testing.h"
+#include "tests/testing.h"
 #include "ui/graph_data.h"
 #include "ui/models/compare_model.h"
 #include "ui/models/device_model.h"

@@ -16,8 +16,8 @@
 
 #include "core/io/onnx.h"
 #include "core/models/classifier.h"
-#include "onnx_builder.h"
-#include "testing.h"
+#include "tests/onnx_builder.h"
+#include "tests/testing.h"
 #include "ui/main_window.h"
 
 using namespace tlui;

@@ -27,7 +27,7 @@
 #include "core/io/onnx.h"
 #include "core/io/onnx_flops.h"
 #include "core/models/classifier.h"
-#include "testing.h"
+#include "tests/testing.h"
 #include "ui/main_window.h"
 
 using namespace tlui;

@@ -18,7 +18,7 @@
 #include "core/data/dataset.h"
 #include "core/train/models.h"
 #include "core/train/trainer.h"
-#include "testing.h"
+#include "tests/testing.h"
 #include "ui/main_window.h"
 
 using namespace tlui;

@@ -11,7 +11,7 @@
 #include "core/models/classifier.h"
 #include "core/runtime/registry.h"
 #include "core/tensor.h"
-#include "compare.h"
+#include "tests/compare.h"
 
 namespace tltest {
 

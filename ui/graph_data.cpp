@@ -1,4 +1,4 @@
-#include "graph_data.h"
+#include "ui/graph_data.h"
 
 #include <graphviz/gvc.h>
 

@@ -4,14 +4,14 @@
 #pragma once
 #include <QMainWindow>
 
-#include "panes/compare_pane.h"
-#include "panes/graph_pane.h"
-#include "panes/image_pane.h"
-#include "panes/kernel_pane.h"
-#include "panes/side_panes.h"
-#include "panes/source_pane.h"
-#include "panes/training_pane.h"
-#include "session.h"
+#include "ui/panes/compare_pane.h"
+#include "ui/panes/graph_pane.h"
+#include "ui/panes/image_pane.h"
+#include "ui/panes/kernel_pane.h"
+#include "ui/panes/side_panes.h"
+#include "ui/panes/source_pane.h"
+#include "ui/panes/training_pane.h"
+#include "ui/session.h"
 
 class QLabel;
 class QMenu;

@@ -1,4 +1,4 @@
-#include "onnx_graph.h"
+#include "ui/onnx_graph.h"
 
 #include <QColor>
 #include <QStringList>

@@ -1,4 +1,4 @@
-#include "session.h"
+#include "ui/session.h"
 
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -18,7 +18,7 @@
 #include "core/runtime/device.h"
 #include "core/runtime/registry.h"
 #include "core/tensor.h"
-#include "train_worker.h"
+#include "ui/train_worker.h"
 
 namespace tlui {
 

@@ -10,8 +10,8 @@
 #include <functional>
 #include <memory>
 
-#include "run_data.h"
-#include "train_data.h"
+#include "ui/run_data.h"
+#include "ui/train_data.h"
 
 namespace tlui {
 

@@ -3,8 +3,8 @@
 // jobs, each posting the next, so a pause (or a classify request) gets in
 // between two steps and never waits for a whole run.
 #include "core/realize.h"
-#include "session.h"
-#include "train_worker.h"
+#include "ui/session.h"
+#include "ui/train_worker.h"
 
 namespace tlui {
 

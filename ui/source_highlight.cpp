@@ -1,4 +1,4 @@
-#include "source_highlight.h"
+#include "ui/source_highlight.h"
 
 #include <QStringList>
 

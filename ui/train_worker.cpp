@@ -1,4 +1,4 @@
-#include "train_worker.h"
+#include "ui/train_worker.h"
 
 #include <algorithm>
 #include <cmath>

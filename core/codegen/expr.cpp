@@ -1,4 +1,4 @@
-#include "expr.h"
+#include "core/codegen/expr.h"
 
 #include <algorithm>
 #include <climits>

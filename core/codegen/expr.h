@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "../dtype.h"
+#include "core/dtype.h"
 
 namespace tl {
 

@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <string>
 
-#include "templates.h"
+#include "core/codegen/templates.h"
 
 namespace tl {
 

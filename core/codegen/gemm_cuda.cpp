@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "templates.h"
+#include "core/codegen/templates.h"
 
 namespace tl {
 

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "templates.h"
+#include "core/codegen/templates.h"
 
 namespace tl {
 

@@ -1,4 +1,4 @@
-#include "render.h"
+#include "core/codegen/render.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,8 +7,8 @@
 #include <map>
 #include <unordered_map>
 
-#include "expr.h"
-#include "templates.h"
+#include "core/codegen/expr.h"
+#include "core/codegen/templates.h"
 
 namespace tl {
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "../runtime/device.h"
-#include "../schedule.h"
+#include "core/runtime/device.h"
+#include "core/schedule.h"
 
 namespace tl {
 

@@ -1,9 +1,9 @@
-#include "templates.h"
+#include "core/codegen/templates.h"
 
 #include <algorithm>
 #include <cstdlib>
 
-#include "../error.h"
+#include "core/error.h"
 
 namespace tl {
 

@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "../io/image.h"
-#include "../jit.h"
-#include "../profile.h"
-#include "../tensor.h"
+#include "core/io/image.h"
+#include "core/jit.h"
+#include "core/profile.h"
+#include "core/tensor.h"
 
 namespace tl {
 

@@ -1,7 +1,7 @@
 // The Apple Neural Engine. It has no public programming interface and exists
 // only on Apple silicon, so this device is listed but honestly unavailable.
-#include "device.h"
-#include "registry.h"
+#include "core/runtime/device.h"
+#include "core/runtime/registry.h"
 
 namespace tl {
 

@@ -1,9 +1,9 @@
-#include "buffer_pool.h"
+#include "core/runtime/buffer_pool.h"
 
 #include <algorithm>
 #include <cstdlib>
 
-#include "device.h"
+#include "core/runtime/device.h"
 
 namespace tl {
 

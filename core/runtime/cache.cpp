@@ -1,4 +1,4 @@
-#include "cache.h"
+#include "core/runtime/cache.h"
 
 #include <unistd.h>
 
@@ -10,8 +10,8 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "../io/limits.h"
-#include "device.h"
+#include "core/io/limits.h"
+#include "core/runtime/device.h"
 
 namespace tl {
 

@@ -16,9 +16,9 @@
 #include <mutex>
 #include <thread>
 
-#include "device.h"
-#include "registry.h"
-#include "thread_pool.h"
+#include "core/runtime/device.h"
+#include "core/runtime/registry.h"
+#include "core/runtime/thread_pool.h"
 
 namespace tl {
 

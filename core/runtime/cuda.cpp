@@ -11,8 +11,8 @@
 #include <mutex>
 #include <thread>
 
-#include "cuda_dialect.h"
-#include "registry.h"
+#include "core/runtime/cuda_dialect.h"
+#include "core/runtime/registry.h"
 
 namespace tl {
 

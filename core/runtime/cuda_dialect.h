@@ -2,7 +2,7 @@
 // item, indexed like OpenCL's get_global_id(0). NVRTC has no <math.h>, so
 // infinity and NaN are spelled as bit patterns.
 #pragma once
-#include "../dialect.h"
+#include "core/dialect.h"
 
 namespace tl {
 

@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "../dialect.h"
-#include "../error.h"
-#include "buffer_pool.h"
+#include "core/dialect.h"
+#include "core/error.h"
+#include "core/runtime/buffer_pool.h"
 
 namespace tl {
 

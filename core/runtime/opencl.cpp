@@ -1,7 +1,7 @@
 // The OpenCL device. One Device per (platform, device) pair of the ICD loader.
 // The CL handles live in a shared State so that buffers and programs handed
 // out stay valid even when the Device object that made them is gone.
-#include "opencl.h"
+#include "core/runtime/opencl.h"
 
 #include <CL/cl.h>
 
@@ -12,8 +12,8 @@
 #include <sstream>
 #include <thread>
 
-#include "registry.h"
-#include "together.h"
+#include "core/runtime/registry.h"
+#include "core/runtime/together.h"
 
 namespace tl {
 

@@ -1,4 +1,4 @@
-#include "registry.h"
+#include "core/runtime/registry.h"
 
 #include <algorithm>
 #include <mutex>

@@ -1,4 +1,4 @@
-#include "thread_pool.h"
+#include "core/runtime/thread_pool.h"
 
 #include <sched.h>
 

@@ -1,4 +1,4 @@
-#include "together.h"
+#include "core/runtime/together.h"
 
 #include <cctype>
 #include <set>

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "device.h"
+#include "core/runtime/device.h"
 
 namespace tl {
 

@@ -18,7 +18,7 @@
 #include "core/error.h"
 #include "core/io/onnx.h"
 #include "core/tensor.h"
-#include "fuzz_common.h"
+#include "tests/fuzz/fuzz_common.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "core/io/safetensors.h"
-#include "fuzz_common.h"
+#include "tests/fuzz/fuzz_common.h"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   tlfuzz::init_limits();

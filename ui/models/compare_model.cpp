@@ -1,4 +1,4 @@
-#include "compare_model.h"
+#include "ui/models/compare_model.h"
 
 #include <algorithm>
 #include <cmath>

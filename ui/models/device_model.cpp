@@ -1,4 +1,4 @@
-#include "device_model.h"
+#include "ui/models/device_model.h"
 
 #include <QBrush>
 #include <QColor>

@@ -1,4 +1,4 @@
-#include "kernel_table_model.h"
+#include "ui/models/kernel_table_model.h"
 
 #include <QStringList>
 

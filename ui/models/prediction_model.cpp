@@ -1,4 +1,4 @@
-#include "prediction_model.h"
+#include "ui/models/prediction_model.h"
 
 namespace tlui {
 

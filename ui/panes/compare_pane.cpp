@@ -1,4 +1,4 @@
-#include "compare_pane.h"
+#include "ui/panes/compare_pane.h"
 
 #include <QBarCategoryAxis>
 #include <QBarSet>

@@ -1,4 +1,4 @@
-#include "graph_pane.h"
+#include "ui/panes/graph_pane.h"
 
 #include <QApplication>
 #include <QComboBox>

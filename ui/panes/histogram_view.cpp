@@ -1,4 +1,4 @@
-#include "histogram_view.h"
+#include "ui/panes/histogram_view.h"
 
 #include <QPainter>
 #include <algorithm>

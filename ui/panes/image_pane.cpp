@@ -1,4 +1,4 @@
-#include "image_pane.h"
+#include "ui/panes/image_pane.h"
 
 #include <QDragEnterEvent>
 #include <QDropEvent>

@@ -1,4 +1,4 @@
-#include "kernel_pane.h"
+#include "ui/panes/kernel_pane.h"
 
 #include <QBarCategoryAxis>
 #include <QBarSet>

@@ -1,4 +1,4 @@
-#include "side_panes.h"
+#include "ui/panes/side_panes.h"
 
 #include <QComboBox>
 #include <QFileInfo>

@@ -1,4 +1,4 @@
-#include "source_pane.h"
+#include "ui/panes/source_pane.h"
 
 #include <QApplication>
 #include <QClipboard>

@@ -1,4 +1,4 @@
-#include "training_charts.h"
+#include "ui/panes/training_charts.h"
 
 #include <QChart>
 #include <QChartView>

@@ -1,4 +1,4 @@
-#include "training_pane.h"
+#include "ui/panes/training_pane.h"
 
 #include <QComboBox>
 #include <QFileDialog>

@@ -1,4 +1,4 @@
-#include "training_settings.h"
+#include "ui/panes/training_settings.h"
 
 #include <QComboBox>
 #include <QDoubleSpinBox>
