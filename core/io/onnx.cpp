@@ -415,6 +415,36 @@ int64_t OnnxModel::nodes() const { return impl_->model.graph().node_size(); }
 
 std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs) const { return run(inputs, nullptr); }
 
+// The caller's tensors as the graph's inputs in `env`, moved to `device` and
+// cast to the element types the graph declares; initializers listed as
+// inputs keep their values unless given.
+static void bind_inputs(const onnx::GraphProto& g, const std::vector<OnnxValueInfo>& declared,
+                        const std::unordered_map<std::string, Value>& initializers, const std::string& path,
+                        const std::vector<Tensor>& inputs, const std::string& device,
+                        std::unordered_map<std::string, Value>& env) {
+  size_t k = 0;
+  for (const auto& gi : g.input()) {
+    if (initializers.count(gi.name())) continue;  // a default the caller may override, or a weight
+    if (k >= inputs.size()) break;
+    const Tensor& t = inputs[k];
+    const auto& info = declared[k++];
+    if (!t.defined()) continue;
+    // Declared shapes are hints (ONNX's own cases contradict theirs); only
+    // a fixed size at a matching rank is checked.
+    for (size_t d = 0; info.shape.size() == t.shape().size() && d < info.shape.size(); ++d)
+      if (info.shape[d] >= 0 && info.shape[d] != t.shape()[d])
+        throw ShapeError("input '" + info.name + "' of " + path + " expects dimension " + std::to_string(d) +
+                         " = " + std::to_string(info.shape[d]) + ", got " + shape_str(t.shape()));
+    Value v;
+    const auto elem = gi.type().tensor_type().elem_type();
+    v.elem = elem ? elem : TP::FLOAT;
+    v.shape = t.shape();
+    v.tensor = t.device() == device ? t : t.to(device);
+    if (v.tensor.dtype() != onnx_detail::tl_dtype(v.elem, "input")) v.tensor = v.tensor.cast(onnx_detail::tl_dtype(v.elem, "input"));
+    env[gi.name()] = std::move(v);
+  }
+}
+
 std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<std::string, Shape>* shapes) const {
   auto& m = *impl_;
   if (inputs.size() > m.inputs.size())
@@ -458,31 +488,7 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
     }
   }
   const auto& g = m.model.graph();
-  size_t k = 0;
-  for (const auto& gi : g.input()) {
-    if (m.initializers.count(gi.name()) && !env.count(gi.name())) continue;
-    if (m.initializers.count(gi.name())) {
-      // An initializer listed as an input: a default the caller may override.
-      continue;
-    }
-    if (k >= inputs.size()) break;
-    const Tensor& t = inputs[k];
-    const auto& info = m.inputs[k++];
-    if (!t.defined()) continue;
-    // Declared shapes are hints (ONNX's own cases contradict theirs); only
-    // a fixed size at a matching rank is checked.
-    for (size_t d = 0; info.shape.size() == t.shape().size() && d < info.shape.size(); ++d)
-      if (info.shape[d] >= 0 && info.shape[d] != t.shape()[d])
-        throw ShapeError("input '" + info.name + "' of " + m.path + " expects dimension " + std::to_string(d) +
-                         " = " + std::to_string(info.shape[d]) + ", got " + shape_str(t.shape()));
-    Value v;
-    const auto elem = gi.type().tensor_type().elem_type();
-    v.elem = elem ? elem : TP::FLOAT;
-    v.shape = t.shape();
-    v.tensor = t.device() == device ? t : t.to(device);
-    if (v.tensor.dtype() != onnx_detail::tl_dtype(v.elem, "input")) v.tensor = v.tensor.cast(onnx_detail::tl_dtype(v.elem, "input"));
-    env[gi.name()] = std::move(v);
-  }
+  bind_inputs(g, m.inputs, m.initializers, m.path, inputs, device, env);
   Value absent;
   absent.present = false;
   using onnx_detail::run_limits::kMaxLazyDepth;

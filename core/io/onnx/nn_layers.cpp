@@ -261,9 +261,7 @@ std::vector<Value> recurrent(const Ctx& c) {
   Tensor X = c.t(0).cast(float_type(c.t(0).dtype())), W = c.t(1), R = c.t(2);
   const int64_t layout = attr_i(n, "layout", 0);
   if (layout) X = X.transpose(0, 1);  // work in (seq, batch, input)
-  c.ranked(0, 3, 3);
-  c.ranked(1, 3, 3);
-  c.ranked(2, 3, 3);
+  for (int i = 0; i < 3; ++i) c.ranked(i, 3, 3);
   const int64_t S = X.dim(0), B = X.dim(1), H = attr_i(n, "hidden_size", R.dim(-1));
   if (S > 16 * kMaxUnrolledTaps) unsupported(n, c.opset, "a sequence of " + std::to_string(S) + " steps (more than " + std::to_string(16 * kMaxUnrolledTaps) + ")");
   const std::string direction = attr_s(n, "direction", "forward");
