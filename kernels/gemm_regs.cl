@@ -3,12 +3,14 @@
 //   C[b, m, n] = sum_k A[b*SA0 + m*SA1 + k*SA2] * B[b*SB0 + k*SB1 + n*SB2]
 // A CPU runs a work-group as a loop over its work-items, so the tiling that
 // pays on a GPU (many items cooperating on one tile, double buffering) only
-// adds copies. Here each work-item keeps an MR x (16*NV) block of C in vector
-// registers: per k it takes one row segment of the B panel as NV float16s and
-// broadcasts MR values of A, the shape of a register-blocked CPU micro-kernel
-// (16 lanes map onto AVX-512; LLVM splits them on narrower units). The items
-// of a work-group are row blocks of one column block and share its panel,
-// copied KC rows at a time into local memory: contiguous, whatever the
+// adds copies. Here each work-item keeps an MR x (VW*NV) block of C in vector
+// registers: per k it takes one row segment of the B panel as NV vectors of
+// VW floats and broadcasts MR values of A, the shape of a register-blocked CPU
+// micro-kernel. VW is the device's vector width (16 on AVX-512, 8 on AVX2):
+// wider vectors are split by LLVM into several registers each, and MR x NV
+// accumulators that no longer fit the register file spill on every k step.
+// The items of a work-group are row blocks of one column block and share its
+// panel, copied KC rows at a time into local memory: contiguous, whatever the
 // operand's strides, and free of the cache-set conflicts of a large row pitch.
 //
 // Three layouts, chosen on the host from the unit strides:
@@ -29,6 +31,7 @@
 #define MR {{MR}}
 #define NV {{NV}}
 #define KC {{KC}}
+#define VW {{VW}}
 #define LAYOUT_{{LAYOUT}} 1
 // Macros, and helpers named after the kernel: several kernels may share one
 // program (core/runtime/together.h), which #undefs each one's macros after it.
@@ -38,7 +41,10 @@
 #define epilogue {{NAME}}_epilogue
 {{EPILOGUE}}
 
-#define NR (16 * NV)
+#define NR (VW * NV)
+#define floatv float{{VW}}
+#define vloadv vload{{VW}}
+#define vstorev vstore{{VW}}
 
 #if defined(LAYOUT_VEC_N) || defined(LAYOUT_VEC_M)
 #if defined(LAYOUT_VEC_N)
@@ -82,15 +88,20 @@ __kernel void {{NAME}}(__global float* restrict C, __global const float* restric
   const int lid = get_local_id(1), lsize = get_local_size(1);
   __global const float* V = C_BASE + batch * (idx_t)C_BATCH + c0 * (idx_t)C_STRIDE;
   // Items past the last row still help to copy; they compute nothing.
-  const int rows = clamp(ROWS - r0, 0, MR);
   const int cols = min(NR, COLS - c0);
-  __global const float* R = R_BASE + batch * (idx_t)R_BATCH + min(r0, ROWS - 1) * (idx_t)R_STRIDE;
+  // The last block of rows ends at the last row (it overlaps the block
+  // before, whose rows it does not store again), and with fewer than MR rows
+  // in all the last one repeats: every row it reads is valid and every row
+  // offset below is a constant.
+  const int first = max(0, min(r0, ROWS - MR));
+  const int skip = r0 - first;  // rows of the block that an earlier one stores
+  __global const float* R = R_BASE + batch * (idx_t)R_BATCH + first * (idx_t)R_STRIDE;
 
-  float16 acc[MR][NV];
+  floatv acc[MR][NV];
 #pragma unroll
   for (int i = 0; i < MR; ++i)
 #pragma unroll
-    for (int j = 0; j < NV; ++j) acc[i][j] = (float16)(0.0f);
+    for (int j = 0; j < NV; ++j) acc[i][j] = (floatv)(0.0f);
 
   for (int k0 = 0; k0 < K; k0 += KC) {
     const int kc = min(KC, K - k0);
@@ -101,21 +112,21 @@ __kernel void {{NAME}}(__global float* restrict C, __global const float* restric
       __global const float* src = V + (k0 + kk) * (idx_t)CK_STRIDE;
       if (C_STRIDE == 1 && cols == NR && kk < kc) {
 #pragma unroll
-        for (int j = 0; j < NV; ++j) vstore16(vload16(j, src), j, panel + kk * NR);
+        for (int j = 0; j < NV; ++j) vstorev(vloadv(j, src), j, panel + kk * NR);
       } else {
         for (int c = 0; c < NR; ++c) panel[kk * NR + c] = (kk < kc && c < cols) ? src[c * (idx_t)C_STRIDE] : 0.0f;
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (rows > 0) {
-      for (int kk = 0; kk < kc; ++kk) {
-        float16 v[NV];
+    if (r0 < ROWS) {
+      __global const float* a = R + k0 * (idx_t)RK_STRIDE;
+      for (int kk = 0; kk < kc; ++kk, a += RK_STRIDE) {
+        floatv v[NV];
 #pragma unroll
-        for (int j = 0; j < NV; ++j) v[j] = vload16(0, panel + kk * NR + 16 * j);
-        // Rows past the edge repeat the last valid one and are not stored.
+        for (int j = 0; j < NV; ++j) v[j] = vloadv(j, panel + kk * NR);
 #pragma unroll
         for (int i = 0; i < MR; ++i) {
-          const float16 r = (float16)(R[min(i, rows - 1) * (idx_t)R_STRIDE + (k0 + kk) * (idx_t)RK_STRIDE]);
+          const floatv r = (floatv)(a[min(i, ROWS - 1) * R_STRIDE]);
 #pragma unroll
           for (int j = 0; j < NV; ++j) acc[i][j] = fma(r, v[j], acc[i][j]);
         }
@@ -131,16 +142,17 @@ __kernel void {{NAME}}(__global float* restrict C, __global const float* restric
   for (int i = 0; i < MR; ++i) {
 #pragma unroll
     for (int j = 0; j < NV; ++j) {
-      if (i >= rows) continue;
-      float lanes[16];
-      vstore16(acc[i][j], 0, lanes);
-      for (int l = 0; l < 16 && 16 * j + l < cols; ++l) {
+      const int r = first + i;
+      if (i < skip || r >= ROWS) continue;
+      float lanes[VW];
+      vstorev(acc[i][j], 0, lanes);
+      for (int l = 0; l < VW && VW * j + l < cols; ++l) {
 #if defined(LAYOUT_VEC_N)
-        const int col = c0 + 16 * j + l;
-        out[(r0 + i) * (idx_t)N + col] = epilogue(lanes[l], batch, r0 + i, col, A, B EPILOGUE_ARGS);
+        const int col = c0 + VW * j + l;
+        out[r * (idx_t)N + col] = epilogue(lanes[l], batch, r, col, A, B EPILOGUE_ARGS);
 #else
-        const int row = c0 + 16 * j + l;
-        out[row * (idx_t)N + r0 + i] = epilogue(lanes[l], batch, row, r0 + i, A, B EPILOGUE_ARGS);
+        const int row = c0 + VW * j + l;
+        out[row * (idx_t)N + r] = epilogue(lanes[l], batch, row, r, A, B EPILOGUE_ARGS);
 #endif
       }
     }
@@ -150,56 +162,50 @@ __kernel void {{NAME}}(__global float* restrict C, __global const float* restric
 
 #if defined(LAYOUT_DOT)
 // SA2 == 1 and SB1 == 1: each work-item computes MR x NV results (NV is the
-// column count here), each as a float16 of partial sums over K.
+// column count here), each as a floatv of partial sums over K.
 __kernel void {{NAME}}(__global float* restrict C, __global const float* restrict A,
                        __global const float* restrict B EPILOGUE_PARAMS) {
   const int m0 = get_global_id(0) * MR;
   const int n0 = get_global_id(1) * NV;
   const idx_t batch = get_global_id(2);
   if (m0 >= M || n0 >= N) return;
-  const int rows = min(MR, M - m0);
-  const int cols = min(NV, N - n0);
-  __global const float* Ab = A + batch * (idx_t)SA0;
-  __global const float* Bb = B + batch * (idx_t)SB0;
-  // Rows and columns past the edge repeat the last valid one: the loop stays
-  // uniform and their sums are simply not stored.
-  __global const float* a[MR];
-  __global const float* b[NV];
-#pragma unroll
-  for (int i = 0; i < MR; ++i) a[i] = Ab + (m0 + min(i, rows - 1)) * (idx_t)SA1;
-#pragma unroll
-  for (int j = 0; j < NV; ++j) b[j] = Bb + (n0 + min(j, cols - 1)) * (idx_t)SB2;
+  // As in the other layouts, the last block along each axis ends at the
+  // edge (or repeats its last row when the axis is shorter than the block):
+  // every row offset is a constant and every read is valid.
+  const int m_first = max(0, min(m0, M - MR)), n_first = max(0, min(n0, N - NV));
+  __global const float* a = A + batch * (idx_t)SA0 + m_first * (idx_t)SA1;
+  __global const float* b = B + batch * (idx_t)SB0 + n_first * (idx_t)SB2;
 
-  float16 acc[MR][NV];
+  floatv acc[MR][NV];
 #pragma unroll
   for (int i = 0; i < MR; ++i)
 #pragma unroll
-    for (int j = 0; j < NV; ++j) acc[i][j] = (float16)(0.0f);
+    for (int j = 0; j < NV; ++j) acc[i][j] = (floatv)(0.0f);
   int k = 0;
-  for (; k + 16 <= K; k += 16) {
-    float16 bv[NV];
+  for (; k + VW <= K; k += VW) {
+    floatv bv[NV];
 #pragma unroll
-    for (int j = 0; j < NV; ++j) bv[j] = vload16(0, b[j] + k);
+    for (int j = 0; j < NV; ++j) bv[j] = vloadv(0, b + min(j, N - 1) * SB2 + k);
 #pragma unroll
     for (int i = 0; i < MR; ++i) {
-      const float16 av = vload16(0, a[i] + k);
+      const floatv av = vloadv(0, a + min(i, M - 1) * SA1 + k);
 #pragma unroll
       for (int j = 0; j < NV; ++j) acc[i][j] = fma(av, bv[j], acc[i][j]);
     }
   }
-  const int tail = K - k;
   __global float* out = C + batch * ((idx_t)M * N);
 #pragma unroll
   for (int i = 0; i < MR; ++i) {
 #pragma unroll
     for (int j = 0; j < NV; ++j) {
-      if (i >= rows || j >= cols) continue;
-      float lanes[16];
-      vstore16(acc[i][j], 0, lanes);
+      const int row = m_first + i, col = n_first + j;
+      if (row < m0 || row >= M || col < n0 || col >= N) continue;
+      float lanes[VW];
+      vstorev(acc[i][j], 0, lanes);
       float s = 0.0f;
-      for (int l = 0; l < 16; ++l) s += lanes[l];
-      for (int t = 0; t < tail; ++t) s = fma(a[i][k + t], b[j][k + t], s);
-      out[(m0 + i) * (idx_t)N + n0 + j] = epilogue(s, batch, m0 + i, n0 + j, A, B EPILOGUE_ARGS);
+      for (int l = 0; l < VW; ++l) s += lanes[l];
+      for (int t = k; t < K; ++t) s = fma(a[min(i, M - 1) * SA1 + t], b[min(j, N - 1) * SB2 + t], s);
+      out[row * (idx_t)N + col] = epilogue(s, batch, row, col, A, B EPILOGUE_ARGS);
     }
   }
 }

@@ -39,31 +39,49 @@ GemmTiles pick_tiles(const GemmShape& s, const DeviceInfo& info) {
   return *(end - 1);
 }
 
+// The vector width of kernels/gemm_regs.cl. PoCL reports its SIMD width as
+// the preferred one (4 floats on SSE and NEON, 8 on AVX2, 16 on AVX-512); a
+// device that reports 1 or 2 vectorises across work-items itself, so it gets
+// 16 lanes for its compiler to split.
+int register_vector_width(const DeviceInfo& info) {
+  const int preferred = info.preferred_vector_width;
+  return preferred >= 16 || preferred < 4 ? 16 : preferred >= 8 ? 8 : 4;
+}
+
 // A CPU device (PoCL) gets kernels/gemm_regs.cl: registers instead of local
 // memory, vectors along whichever operand axis has unit stride.
 TemplateKernel render_gemm_registers(const GemmShape& s, const std::string& name, const DeviceInfo& info,
                                      const Dialect& d, bool wide) {
+  const int vw = register_vector_width(info);
   const char* layout = "VEC_N";
   if (s.b_strides[2] != 1 && s.a_strides[1] == 1) layout = "VEC_M";
-  if (s.b_strides[2] != 1 && s.a_strides[1] != 1 && s.a_strides[2] == 1 && s.b_strides[1] == 1 && s.k >= 16)
+  if (s.b_strides[2] != 1 && s.a_strides[1] != 1 && s.a_strides[2] == 1 && s.b_strides[1] == 1 && s.k >= vw)
     layout = "DOT";
   const bool dot = std::string(layout) == "DOT";
-  // 6 rows x 64 columns: 24 of AVX-512's 32 vector registers hold C, and a
-  // k step is 4 vector loads and 6 broadcasts for 24 fma.
-  const int mr = dot ? 4 : 6, nv = dot ? 4 : 4;
-  // KC rows of the panel in local memory (64 KiB at 256), fewer when the
-  // device offers less.
-  const int64_t row_bytes = 16 * nv * int64_t(sizeof(float));
+  // The MR x NV accumulators, the NV vectors of B and (DOT) one of A must fit
+  // the vector registers, or every k step spills them. 16 floats means
+  // AVX-512 and its 32 registers: 6 x 4 = 24 hold C, and a k step is 4 vector
+  // loads and 6 broadcasts for 24 fma. Narrower vectors mean 16 registers
+  // (AVX2, SSE; NEON has 32 but is served well enough): 6 x 2 = 12, the tile
+  // of kernels/gemm_cpu.c, and 4 x 3 for DOT.
+  const int mr = dot ? 4 : 6, nv = vw == 16 ? 4 : dot ? 3 : 2;
+  // KC rows of the panel in local memory (64 KiB at 256 with 64 columns),
+  // fewer when the device offers less.
+  const int64_t row_bytes = vw * nv * int64_t(sizeof(float));
   const int64_t local = info.local_memory ? int64_t(info.local_memory) : 32 * 1024;
   const int64_t kc = std::clamp<int64_t>(std::min<int64_t>(s.k, local / row_bytes), 1, 256);
   auto values = gemm_values(s, name, wide, d);
-  values.insert({{"MR", std::to_string(mr)}, {"NV", std::to_string(nv)}, {"KC", std::to_string(kc)}, {"LAYOUT", layout}});
+  values.insert({{"MR", std::to_string(mr)},
+                 {"NV", std::to_string(nv)},
+                 {"KC", std::to_string(kc)},
+                 {"VW", std::to_string(vw)},
+                 {"LAYOUT", layout}});
   TemplateKernel out;
   out.source = specialise(embedded_kernel("gemm_regs.cl"), values);
   const bool vec_m = std::string(layout) == "VEC_M";
   const int64_t rows = vec_m ? s.n : s.m, cols = vec_m ? s.m : s.n;
   const int64_t row_blocks = std::max<int64_t>(1, (rows + mr - 1) / mr);
-  const int64_t col_blocks = std::max<int64_t>(1, (cols + (dot ? nv : 16 * nv) - 1) / (dot ? nv : 16 * nv));
+  const int64_t col_blocks = std::max<int64_t>(1, (cols + (dot ? nv : vw * nv) - 1) / (dot ? nv : vw * nv));
   if (dot) {
     out.global[0] = row_blocks;
     out.global[1] = col_blocks;
