@@ -7,6 +7,7 @@
 
 #include "tests/testing.h"
 #include "tests/compare.h"
+#include "tests/gemm_layouts.h"
 #include "tests/golden.h"
 #include "tests/op_table.h"
 
@@ -147,7 +148,10 @@ struct GemmRun {
   bool guard_intact = true;
 };
 
-GemmRun run_gemm(Device& dev, const GemmShape& s, const std::string& name, bool random = true) {
+// vector_width > 0 renders as if the device reported that preferred float
+// width: a CPU device then runs the register tile of another instruction set
+// (4: SSE/NEON, 8: AVX2, 16: AVX-512), which must be as correct here.
+GemmRun run_gemm(Device& dev, const GemmShape& s, const std::string& name, bool random = true, int vector_width = 0) {
   GemmRun r;
   r.a.resize(extent(s.batch, s.m, s.k, s.a_strides));
   r.b.resize(extent(s.batch, s.k, s.n, s.b_strides));
@@ -157,7 +161,9 @@ GemmRun run_gemm(Device& dev, const GemmShape& s, const std::string& name, bool 
   for (auto& x : r.b) x = random ? u(rng) : 0.25f;
   const size_t count = s.batch * s.m * s.n, guard = 64;
   std::vector<float> c(count + guard, 777.0f);
-  TemplateKernel tk = render_gemm_opencl(s, name, dev.info(), dev.dialect());
+  DeviceInfo info = dev.info();
+  if (vector_width > 0) info.preferred_vector_width = vector_width;
+  TemplateKernel tk = render_gemm_opencl(s, name, info, dev.dialect());
   auto program = dev.compile(name, tk.source);
   auto bc = dev.allocate(c.size() * sizeof(float)), ba = dev.allocate(r.a.size() * sizeof(float)),
        bb = dev.allocate(r.b.size() * sizeof(float));
@@ -407,14 +413,18 @@ class TestOpenCL : public QObject {
   void gemmTemplateMatchesCpu_data() {
     QTest::addColumn<int>("which");
     QTest::addColumn<bool>("tiled");
-    // On a CPU device (PoCL) the default is the register-blocked template;
-    // "tiled" forces the local-memory one that GPUs get.
+    QTest::addColumn<int>("width");
+    // On a CPU device (PoCL) the default is the register-blocked template, at
+    // the device's vector width (0) or at another ISA's; "tiled" forces the
+    // local-memory one that GPUs get.
     const char* names[] = {"1x1x1", "17x33x5", "64x64x64", "129x65x257", "batch3 stride-0 B", "transposed A",
                            "transposed B batch 2", "k=0", "both transposed batch 2", "gathered B k=300",
-                           "transposed B k=531"};
-    for (bool tiled : {false, true})
-      for (int i = 0; i < 11; ++i)
-        QTest::newRow(qPrintable(QString("%1 %2").arg(names[i], tiled ? "tiled" : "default"))) << i << tiled;
+                           "transposed B k=531", "transposed B 3x2x40"};
+    for (int i = 0; i < 12; ++i) {
+      for (int width : {0, 4, 8, 16})
+        QTest::newRow(qPrintable(QString("%1 default width %2").arg(names[i]).arg(width))) << i << false << width;
+      QTest::newRow(qPrintable(QString("%1 tiled").arg(names[i]))) << i << true << 0;
+    }
   }
 
   void gemmTemplateMatchesCpu() {
@@ -452,17 +462,23 @@ class TestOpenCL : public QObject {
         s.b_strides[1] = 42;  // every other column of a wider B
         s.b_strides[2] = 2;
         break;
-      default:
+      case 10:
         s = contiguous(1, 9, 7, 531);
         s.b_strides[1] = 1;
         s.b_strides[2] = 531;
         break;
+      default:  // DOT with fewer rows and columns than one register tile
+        s = contiguous(1, 3, 2, 40);
+        s.b_strides[1] = 1;
+        s.b_strides[2] = 40;
+        break;
     }
     QFETCH(bool, tiled);
+    QFETCH(int, width);
     if (tiled) qputenv("TINYLENS_GEMM", "tiled");
     auto restore = qScopeGuard([] { qunsetenv("TINYLENS_GEMM"); });
     for (auto& d : devices_) {
-      GemmRun r = run_gemm(*d, s, "gemm_case_" + std::to_string(which) + (tiled ? "_tiled" : ""));
+      GemmRun r = run_gemm(*d, s, "gemm_case_" + std::to_string(which) + (tiled ? "_tiled" : ""), true, width);
       std::vector<float> ref = reference_gemm(s, r.a, r.b);
       QVERIFY2(r.guard_intact, "GEMM wrote past the end of C");
       double scale = 0;
@@ -473,6 +489,50 @@ class TestOpenCL : public QObject {
                  qPrintable(QString("%1 at %2: %3 vs %4").arg(d->name().c_str()).arg(i).arg(r.c[i]).arg(ref[i])));
       }
     }
+  }
+
+  // The register tile of a CPU device's GEMM (kernels/gemm_regs.cl) follows
+  // the vector width it reports, so that its accumulators fit the register
+  // file: AVX2's 16 registers spill a tile sized for AVX-512's 32.
+  void registerTileFollowsVectorWidth() {
+    DeviceInfo cpu;
+    cpu.kind = "CPU";
+    cpu.local_memory = 512 * 1024;
+    cpu.max_work_group = 4096;
+    auto render = [&](int width, const GemmShape& s) {
+      cpu.preferred_vector_width = width;
+      return render_gemm_opencl(s, "tile", cpu, opencl_dialect());
+    };
+    auto has = [](const TemplateKernel& k, const char* line) { return k.source.find(line) != std::string::npos; };
+    GemmShape forward = contiguous(1, 1024, 1000, 256), dot = forward;
+    dot.b_strides[1] = 1;  // B stored n x k: A times B transposed
+    dot.b_strides[2] = 256;
+    struct Expect {
+      int width, vw, nv, dot_nv;
+    };
+    // 1 or 2: a device that vectorises across items itself gets 16 lanes.
+    for (Expect e : {Expect{16, 16, 4, 4}, Expect{8, 8, 2, 3}, Expect{4, 4, 2, 3}, Expect{1, 16, 4, 4}}) {
+      const std::string vw = "#define VW " + std::to_string(e.vw) + "\n";
+      const TemplateKernel f = render(e.width, forward), d = render(e.width, dot);
+      QVERIFY2(has(f, vw.c_str()) && has(f, "#define MR 6\n") && has(f, "#define LAYOUT_VEC_N 1"), f.source.c_str());
+      QVERIFY2(has(f, ("#define NV " + std::to_string(e.nv) + "\n").c_str()), f.source.c_str());
+      QCOMPARE(f.global[0], (1000 + e.vw * e.nv - 1) / (e.vw * e.nv));  // column blocks of VW * NV
+      QCOMPARE(f.global[1], int64_t(171));                              // 1024 rows in blocks of 6
+      QVERIFY2(has(d, vw.c_str()) && has(d, "#define MR 4\n") && has(d, "#define LAYOUT_DOT 1"), d.source.c_str());
+      QVERIFY2(has(d, ("#define NV " + std::to_string(e.dot_nv) + "\n").c_str()), d.source.c_str());
+      QCOMPARE(d.global[1], (1000 + e.dot_nv - 1) / e.dot_nv);
+    }
+  }
+
+  // The matmul layouts that take every path of a GEMM template
+  // (tests/gemm_layouts.h, with a fused bias + ReLU), on each OpenCL device
+  // through the whole pipeline, against the CPU device.
+  void gemmLayoutsMatchCpu() {
+    for (auto& d : devices_)
+      for (auto& c : tlops::gemm_layouts()) {
+        const std::string why = tlops::check_gemm_layout(c, d->name());
+        QVERIFY2(why.empty(), (d->name() + " " + why).c_str());
+      }
   }
 
   // When a reduction gets the grouped form: a pure rule over the device's
