@@ -1,36 +1,29 @@
-// GEMM template for the C device: C[b] = A[b] @ B[b], fp32.
-//
-// Placeholders (filled in by core/codegen/gemm_c.cpp):
-//   {{NAME}}                        exported symbol
-//   {{BATCH}} {{M}} {{N}} {{K}}     sizes
-//   {{SA0}} {{SA1}} {{SA2}}         A strides (batch, m, k) in elements
-//   {{SB0}} {{SB1}} {{SB2}}         B strides (batch, k, n) in elements
-//   {{SPLIT}}                       0: a unit is {{UNIT}} rows of C of one
-//                                   batch; 1: a unit is {{UNIT}} columns
-//   {{UNIT}} {{UNITS_PER_BATCH}}    global[0] = BATCH * UNITS_PER_BATCH
-//   {{PACKED_A}}                    -1, or the argument that holds A packed
-//                                   (A is a weight, the same for every batch):
-//                                   a 64-byte header, then all of A in the
-//                                   panels pack_a writes, one KC block after
-//                                   another. The first call fills it.
-//   EPILOGUE (in double braces)     the elementwise ops fused after the
-//                                   product (bias, batch-norm, activation,
-//                                   residual): HAS_EPILOGUE and
-//                                   epilogue(acc, batch, row, col, args)
+// GEMM library of the C device: C[b] = A[b] @ B[b], fp32, any sizes and
+// strides (kernels/gemm_cpu.h). core/runtime/cpu.cpp compiles it once per
+// machine with the kernels' flags (-march=native) and keeps it in the kernel
+// cache; every GEMM kernel (kernels/gemm_cpu_call.c) is a few lines that hold
+// the sizes and the fused epilogue and call tinylens_gemm_f32.
 //
 // Each thread gets a contiguous range of units, merges the units that share a
 // batch into one sub-matrix of C and computes it in the usual blocked way:
 // panels of B (KC x NC) and of A (MC x KC) are copied into aligned buffers in
 // the order the micro-kernel reads them, so its inner loop only streams two
-// contiguous arrays and keeps an MR x NR tile of C in registers.
+// contiguous arrays and keeps an MR x NR tile of C in registers. A weight A
+// (the same for every batch) is packed once, into the buffer the kernel
+// passes as argument packed_a: a 64-byte header, then all of A in pack_a's
+// panels, one KC block after another; the first call fills it.
 //
 // The micro-kernel uses GCC vector extensions rather than intrinsics so the
 // same text builds on any x86-64 or ARM compiler; only the tile shape depends
-// on the instruction set (it must fit the register file).
+// on the instruction set (it must fit the register file). Sizes are run-time
+// values: only the packing loops see them, and they are a small part of the
+// work next to the micro-kernel, whose loops do not depend on them.
 #include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+{{API}}
 
 // The device compiles kernels without fp contraction (see cpu.cpp); the
 // micro-kernel's c += a * b must still become fused multiply-adds.
@@ -40,20 +33,19 @@
 #pragma GCC optimize("fp-contract=fast")
 #endif
 
-#define G_BATCH ((ptrdiff_t)({{BATCH}}))
-#define G_M ((ptrdiff_t)({{M}}))
-#define G_N ((ptrdiff_t)({{N}}))
-#define G_K ((ptrdiff_t)({{K}}))
-#define SA0 ((ptrdiff_t)({{SA0}}))
-#define SA1 ((ptrdiff_t)({{SA1}}))
-#define SA2 ((ptrdiff_t)({{SA2}}))
-#define SB0 ((ptrdiff_t)({{SB0}}))
-#define SB1 ((ptrdiff_t)({{SB1}}))
-#define SB2 ((ptrdiff_t)({{SB2}}))
-#define SPLIT ({{SPLIT}})
-#define UNIT ((ptrdiff_t)({{UNIT}}))
-#define UNITS_PER_BATCH ((ptrdiff_t)({{UNITS_PER_BATCH}}))
-#define PACKED_A ({{PACKED_A}})
+// The shape being computed: every function below that needs it takes it as
+// its first parameter, `g`, and reads it through these names.
+#define G_M (g->m)
+#define G_N (g->n)
+#define G_K (g->k)
+#define SA0 (g->sa[0])
+#define SA1 (g->sa[1])
+#define SA2 (g->sa[2])
+#define SB0 (g->sb[0])
+#define SB1 (g->sb[1])
+#define SB2 (g->sb[2])
+#define UNIT (g->unit)
+#define UNITS_PER_BATCH (g->units_per_batch)
 
 // Tile shape: MR rows x NV vectors of VW floats. The MR*NV accumulators plus
 // NV vectors of B must fit the vector register file, or the tile spills.
@@ -124,15 +116,11 @@ typedef float vfu __attribute__((vector_size(VW * 4), aligned(4)));
 #define ROUND_UP(x, r) (((x) + (r)-1) / (r) * (r))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 
-{{EPILOGUE}}
-
-// Applies the epilogue to C[m0:m1, n0:n1] of one batch once its sums are
-// complete: called per micro-tile while the tile is still in L1.
-static void finish_block(float* restrict c, ptrdiff_t batch, ptrdiff_t m0, ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1,
-                         void** args) {
-  if (!HAS_EPILOGUE) return;
-  for (ptrdiff_t i = m0; i < m1; ++i)
-    for (ptrdiff_t j = n0; j < n1; ++j) c[i * G_N + j] = epilogue(c[i * G_N + j], batch, i, j, args);
+// Applies the fused epilogue to C[m0:m1, n0:n1] of one batch once its sums
+// are complete: called per micro-tile while the tile is still in L1.
+static void finish_block(const struct tl_gemm* g, float* restrict c, ptrdiff_t batch, ptrdiff_t m0, ptrdiff_t m1,
+                         ptrdiff_t n0, ptrdiff_t n1, void** args) {
+  if (g->finish) g->finish(c, batch, m0, m1, n0, n1, args);
 }
 
 // acc[i][j] += a[i] * b[j] over kc steps, then writes (or adds, when
@@ -190,7 +178,7 @@ static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptr
 
 // Rows [m0, m0+mc) x k [k0, k0+kc) of A into MR-row panels, k-major inside a
 // panel, zero rows past mc.
-static void pack_a(const float* restrict a, ptrdiff_t m0, ptrdiff_t mc, ptrdiff_t k0, ptrdiff_t kc,
+static void pack_a(const struct tl_gemm* g, const float* restrict a, ptrdiff_t m0, ptrdiff_t mc, ptrdiff_t k0, ptrdiff_t kc,
                    float* restrict dst) {
   for (ptrdiff_t i0 = 0; i0 < mc; i0 += MR) {
     const ptrdiff_t rows = MIN(MR, mc - i0);
@@ -209,7 +197,7 @@ static void pack_a(const float* restrict a, ptrdiff_t m0, ptrdiff_t mc, ptrdiff_
 
 // k [k0, k0+kc) x columns [n0, n0+nc) of B into NR-column panels, k-major
 // inside a panel, zero columns past nc.
-static void pack_b(const float* restrict b, ptrdiff_t k0, ptrdiff_t kc, ptrdiff_t n0, ptrdiff_t nc,
+static void pack_b(const struct tl_gemm* g, const float* restrict b, ptrdiff_t k0, ptrdiff_t kc, ptrdiff_t n0, ptrdiff_t nc,
                    float* restrict dst) {
   for (ptrdiff_t j0 = 0; j0 < nc; j0 += NR) {
     const ptrdiff_t cols = MIN(NR, nc - j0);
@@ -230,7 +218,7 @@ static void pack_b(const float* restrict b, ptrdiff_t k0, ptrdiff_t kc, ptrdiff_
 }
 
 // Without packing buffers there is still a (slow) answer.
-static void naive_block(float* restrict c, const float* restrict a, const float* restrict b, ptrdiff_t m0,
+static void naive_block(const struct tl_gemm* g, float* restrict c, const float* restrict a, const float* restrict b, ptrdiff_t m0,
                         ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1) {
   for (ptrdiff_t i = m0; i < m1; ++i)
     for (ptrdiff_t j = n0; j < n1; ++j) {
@@ -243,7 +231,7 @@ static void naive_block(float* restrict c, const float* restrict a, const float*
 // A few rows of C (a classifier's single image, squeeze-excite layers):
 // packing would copy all of B to use it once or twice, so B is read in place.
 // Returns 0 when B's layout has no contiguous direction to stream along.
-static int thin_block(float* restrict c, const float* restrict a, const float* restrict b, ptrdiff_t m0,
+static int thin_block(const struct tl_gemm* g, float* restrict c, const float* restrict a, const float* restrict b, ptrdiff_t m0,
                       ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1) {
   // Callers stay inside C already; the clamp lets the compiler see it too.
   if (n0 < 0) n0 = 0;
@@ -322,10 +310,10 @@ static int thin_block(float* restrict c, const float* restrict a, const float* r
 
 // C[m0:m1, n0:n1] of batch `batch`; c, a, b already point at that batch.
 // `packed` is all of A in pack_a's panels (see packed_a), or NULL.
-static void gemm_block(float* restrict c, const float* restrict a, const float* restrict b, ptrdiff_t m0,
+static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* restrict a, const float* restrict b, ptrdiff_t m0,
                        ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1, ptrdiff_t batch, const float* packed, void** args) {
-  if (m1 - m0 <= THIN_ROWS && thin_block(c, a, b, m0, m1, n0, n1)) {
-    finish_block(c, batch, m0, m1, n0, n1, args);
+  if (m1 - m0 <= THIN_ROWS && thin_block(g, c, a, b, m0, m1, n0, n1)) {
+    finish_block(g, c, batch, m0, m1, n0, n1, args);
     return;
   }
   const ptrdiff_t kcap = MIN(KC, G_K);
@@ -338,21 +326,21 @@ static void gemm_block(float* restrict c, const float* restrict a, const float* 
   if ((!packed && !abuf) || !bbuf) {
     free(abuf);
     free(bbuf);
-    naive_block(c, a, b, m0, m1, n0, n1);
-    finish_block(c, batch, m0, m1, n0, n1, args);
+    naive_block(g, c, a, b, m0, m1, n0, n1);
+    finish_block(g, c, batch, m0, m1, n0, n1, args);
     return;
   }
   for (ptrdiff_t jc = n0; jc < n1; jc += NC) {
     const ptrdiff_t nc = MIN(NC, n1 - jc);
     for (ptrdiff_t pc = 0; pc < G_K; pc += KC) {
       const ptrdiff_t kc = MIN(KC, G_K - pc);
-      pack_b(b, pc, kc, jc, nc, bbuf);
+      pack_b(g, b, pc, kc, jc, nc, bbuf);
       for (ptrdiff_t ic = m0; ic < m1; ic += MC) {
         const ptrdiff_t mc = MIN(MC, m1 - ic);
         // ic is a multiple of MR, so the packed panels of these rows start
         // at row ic of block pc.
         const float* apanels = packed ? packed + ROUND_UP(G_M, MR) * pc + ic * kc : abuf;
-        if (!packed) pack_a(a, ic, mc, pc, kc, abuf);
+        if (!packed) pack_a(g, a, ic, mc, pc, kc, abuf);
         for (ptrdiff_t jr = 0; jr < nc; jr += NR) {
           const int cols = (int)MIN(NR, nc - jr);
           const float* bp = bbuf + jr * kc;
@@ -369,7 +357,7 @@ static void gemm_block(float* restrict c, const float* restrict a, const float* 
               micro_tile(MR / 2, NV, kc, ap, bp, ct, G_N, pc > 0, rows, cols);
             else
               micro_tile(MR, NV, kc, ap, bp, ct, G_N, pc > 0, rows, cols);
-            if (pc + kc == G_K) finish_block(c, batch, ic + ir, ic + ir + rows, jc + jr, jc + jr + cols, args);
+            if (pc + kc == G_K) finish_block(g, c, batch, ic + ir, ic + ir + rows, jc + jr, jc + jr + cols, args);
           }
         }
       }
@@ -382,7 +370,7 @@ static void gemm_block(float* restrict c, const float* restrict a, const float* 
 // Start of strip `u` in rows (or columns) of C. Edges snap down to the tile
 // size so only the last strip of a batch has a ragged tile; every thread
 // computes the same edges, so the strips still cover C exactly once.
-static ptrdiff_t strip_edge(ptrdiff_t u, ptrdiff_t extent, ptrdiff_t tile) {
+static ptrdiff_t strip_edge(const struct tl_gemm* g, ptrdiff_t u, ptrdiff_t extent, ptrdiff_t tile) {
   if (u >= UNITS_PER_BATCH) return extent;
   return MIN(extent, u * UNIT / tile * tile);
 }
@@ -391,13 +379,13 @@ static ptrdiff_t strip_edge(ptrdiff_t u, ptrdiff_t extent, ptrdiff_t tile) {
 // call that gets here (the others wait for it) and read by every later call;
 // NULL when the kernel takes no packed copy. Header: state (0 empty, 1 being
 // filled, 2 filled) and the MR it was packed for.
-static const float* packed_a(const float* a, void** args) {
-  if (PACKED_A < 0) return NULL;
-  int* header = (int*)args[PACKED_A];
+static const float* packed_a(const struct tl_gemm* g, const float* a, void** args) {
+  if (g->packed_a < 0) return NULL;
+  int* header = (int*)args[g->packed_a];
   float* panels = (float*)((char*)header + 64);
   int state = __atomic_load_n(&header[0], __ATOMIC_ACQUIRE);
   if (state == 0 && __atomic_compare_exchange_n(&header[0], &state, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-    for (ptrdiff_t pc = 0; pc < G_K; pc += KC) pack_a(a, 0, G_M, pc, MIN(KC, G_K - pc), panels + ROUND_UP(G_M, MR) * pc);
+    for (ptrdiff_t pc = 0; pc < G_K; pc += KC) pack_a(g, a, 0, G_M, pc, MIN(KC, G_K - pc), panels + ROUND_UP(G_M, MR) * pc);
     header[1] = MR;
     __atomic_store_n(&header[0], 2, __ATOMIC_RELEASE);
     return panels;
@@ -407,11 +395,11 @@ static const float* packed_a(const float* a, void** args) {
   return header[1] == MR ? panels : NULL;
 }
 
-void {{NAME}}(int start, int end, void** args) {
+void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args) {
   float* c = (float*)args[0];
   const float* a = (const float*)args[1];
   const float* b = (const float*)args[2];
-  const float* packed = packed_a(a, args);
+  const float* packed = packed_a(g, a, args);
   ptrdiff_t u = start;
   while (u < end) {
     const ptrdiff_t batch = u / UNITS_PER_BATCH;
@@ -420,12 +408,12 @@ void {{NAME}}(int start, int end, void** args) {
     float* cb = c + batch * G_M * G_N;
     const float* ab = a + batch * SA0;
     const float* bb = b + batch * SB0;
-    if (SPLIT == 0) {
-      const ptrdiff_t m0 = strip_edge(first, G_M, MR), m1 = strip_edge(last, G_M, MR);
-      if (m0 < m1) gemm_block(cb, ab, bb, m0, m1, 0, G_N, batch, packed, args);
+    if (g->split == 0) {
+      const ptrdiff_t m0 = strip_edge(g, first, G_M, MR), m1 = strip_edge(g, last, G_M, MR);
+      if (m0 < m1) gemm_block(g, cb, ab, bb, m0, m1, 0, G_N, batch, packed, args);
     } else {
-      const ptrdiff_t n0 = strip_edge(first, G_N, NR), n1 = strip_edge(last, G_N, NR);
-      if (n0 < n1) gemm_block(cb, ab, bb, 0, G_M, n0, n1, batch, packed, args);
+      const ptrdiff_t n0 = strip_edge(g, first, G_N, NR), n1 = strip_edge(g, last, G_N, NR);
+      if (n0 < n1) gemm_block(g, cb, ab, bb, 0, G_M, n0, n1, batch, packed, args);
     }
     u += last - first;
   }

@@ -1,4 +1,6 @@
-// Specialises kernels/gemm_cpu.c for one GEMM shape.
+// A GEMM kernel of the C device: kernels/gemm_cpu_call.c specialised for one
+// shape, calling the GEMM library (kernels/gemm_cpu.c) that the device
+// compiles once.
 //
 // One unit of global[0] is a strip of C of one batch: UNIT rows (SPLIT=0) or
 // UNIT columns (SPLIT=1). The C device hands each thread a contiguous range of
@@ -22,13 +24,17 @@ constexpr int64_t kMaxTileRows = 16;  // the template's MR is at most this
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The {{EPILOGUE}} hook: HAS_EPILOGUE and the function the store applies.
-// It reads the buffers it needs from the kernel's argument array.
-std::string epilogue_text(const GemmEpilogue& e) {
-  const bool any = !e.statements.empty() || e.value != "acc";
-  std::string out = std::string("#define HAS_EPILOGUE ") + (any ? "1" : "0") +
-                    "\nstatic inline float epilogue(float acc, ptrdiff_t batch, ptrdiff_t row, ptrdiff_t col, "
-                    "void** args) {\n  (void)batch, (void)row, (void)col, (void)args;\n";
+// The FINISH hook: the epilogue as a function over a block of C (see
+// tl_gemm_finish in kernels/gemm_cpu.h). Its inner loop walks a row, so
+// values that depend on the row alone are computed once per row and the
+// loop over columns vectorises. It reads the buffers it needs from the
+// kernel's argument array.
+std::string finish_text(const GemmEpilogue& e, int64_t n, const std::string& name) {
+  if (e.statements.empty() && e.value == "acc") return "";
+  std::string out =
+      "static void " + name +
+      "_finish(float* restrict c, ptrdiff_t batch, ptrdiff_t m0, ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1, "
+      "void** args) {\n  (void)batch, (void)args;\n";
   const std::string used = e.statements + " " + e.value;
   for (size_t i = 0; i < e.buffers.size(); ++i) {
     const std::string b = "b" + std::to_string(i + 1);
@@ -36,7 +42,15 @@ std::string epilogue_text(const GemmEpilogue& e) {
     out += "  const " + e.buffers[i] + "* restrict " + b + " = (const " + e.buffers[i] + "*)args[" +
            std::to_string(i + 1) + "];\n";
   }
-  return out + e.statements + "  return " + e.value + ";\n}";
+  std::string body;  // the statements, indented into the loop
+  for (size_t pos = 0, end; pos < e.statements.size(); pos = end + 1) {
+    end = e.statements.find('\n', pos);
+    if (end == std::string::npos) end = e.statements.size();
+    body += "    " + e.statements.substr(pos, end - pos) + "\n";
+  }
+  const std::string at = "c[row * " + std::to_string(n) + " + col]";
+  return out + "  for (ptrdiff_t row = m0; row < m1; ++row)\n    for (ptrdiff_t col = n0; col < n1; ++col) {\n" +
+         "      const float acc = " + at + ";\n" + body + "      " + at + " = " + e.value + ";\n    }\n}";
 }
 
 }  // namespace
@@ -64,24 +78,32 @@ TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
     out.packed_key = "gemm_cpu.c A panels m=" + num(s.m) + " k=" + num(s.k) + " strides=" + num(s.a_strides[1]) +
                      "," + num(s.a_strides[2]);
   }
-  out.source = specialise(embedded_kernel("gemm_cpu.c"), {{"NAME", name},
-                                                          {"BATCH", num(s.batch)},
-                                                          {"M", num(s.m)},
-                                                          {"N", num(s.n)},
-                                                          {"K", num(s.k)},
-                                                          {"SA0", num(s.a_strides[0])},
-                                                          {"SA1", num(s.a_strides[1])},
-                                                          {"SA2", num(s.a_strides[2])},
-                                                          {"SB0", num(s.b_strides[0])},
-                                                          {"SB1", num(s.b_strides[1])},
-                                                          {"SB2", num(s.b_strides[2])},
-                                                          {"SPLIT", split_rows ? "0" : "1"},
-                                                          {"UNIT", num(unit)},
-                                                          {"UNITS_PER_BATCH", num(units_per_batch)},
-                                                          {"PACKED_A", pack ? num(packed_arg) : "-1"},
-                                                          {"EPILOGUE", epilogue_text(s.epilogue)}});
+  const std::string finish = finish_text(s.epilogue, s.n, name);
+  out.source = specialise(embedded_kernel("gemm_cpu_call.c"),
+                          {{"NAME", name},
+                           {"API", embedded_kernel("gemm_cpu.h")},
+                           {"BATCH", num(s.batch)},
+                           {"M", num(s.m)},
+                           {"N", num(s.n)},
+                           {"K", num(s.k)},
+                           {"SA0", num(s.a_strides[0])},
+                           {"SA1", num(s.a_strides[1])},
+                           {"SA2", num(s.a_strides[2])},
+                           {"SB0", num(s.b_strides[0])},
+                           {"SB1", num(s.b_strides[1])},
+                           {"SB2", num(s.b_strides[2])},
+                           {"SPLIT", split_rows ? "0" : "1"},
+                           {"UNIT", num(unit)},
+                           {"UNITS_PER_BATCH", num(units_per_batch)},
+                           {"PACKED_A", pack ? num(packed_arg) : "-1"},
+                           {"FINISH", finish},
+                           {"FINISH_FN", finish.empty() ? "NULL" : name + "_finish"}});
   out.global[0] = s.batch * units_per_batch;
   return out;
+}
+
+std::string gemm_c_library_source() {
+  return specialise(embedded_kernel("gemm_cpu.c"), {{"API", embedded_kernel("gemm_cpu.h")}});
 }
 
 }  // namespace tl

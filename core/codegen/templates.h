@@ -73,6 +73,10 @@ std::map<std::string, std::string> gemm_values(const GemmShape& s, const std::st
                                                const Dialect& d);
 
 TemplateKernel render_gemm_c(const GemmShape& shape, const std::string& name);  // gemm_c.cpp
+// The C device's GEMM library (kernels/gemm_cpu.c with its API), which every
+// kernel render_gemm_c makes calls through kGemmCLibraryEntry (gemm_c.cpp).
+std::string gemm_c_library_source();
+inline constexpr const char* kGemmCLibraryEntry = "tinylens_gemm_f32";
 TemplateKernel render_gemm_opencl(const GemmShape& shape, const std::string& name, const DeviceInfo& info,
                                   const Dialect& d);  // gemm_opencl.cpp
 TemplateKernel render_gemm_cuda(const GemmShape& shape, const std::string& name, const DeviceInfo& info,

@@ -16,9 +16,11 @@
 #include <mutex>
 #include <thread>
 
+#include "core/codegen/templates.h"
 #include "core/runtime/device.h"
 #include "core/runtime/registry.h"
 #include "core/runtime/thread_pool.h"
+#include "core/runtime/together.h"
 
 namespace tl {
 
@@ -163,46 +165,43 @@ class CpuDevice : public Device {
   }
 
   // source -> a shared library's bytes, compiled in a private temp folder.
-  // One compiler run per kernel, several side by side (realize.cpp), and no
-  // build_together: the fixed cost of a gcc run is small next to -O3 on the
-  // GEMM template. Measured on EfficientNet-Lite0's 70 kernels (gcc 12, a
-  // 2-core EPYC at load 7-10, CPU seconds): 70 runs 19.9 s, one run over the
-  // 70 .c files into one .so 20.5 s, so one run only loses the second core.
-  // The 34 GEMM kernels take 14.4 s of it. One translation unit would halve
-  // the 36 generic kernels (1.9 s instead of 4.5 s) but cannot hold the GEMM
-  // template, whose static helpers and fp-contract pragma would be shared.
+  // A realize's new kernels are built together (one compiler run per core,
+  // realize.cpp): a gcc run costs more in start-up and in reading math.h
+  // than most kernels cost to compile. GEMM kernels are small since they
+  // call the GEMM library, which is compiled once (load_gemm_library).
   Built build(const std::string& name, const std::string& source) override {
-    namespace fs = std::filesystem;
     TempFiles tmp(name);
-    {
-      std::ofstream out(tmp.stem + ".c");
-      out << source;
-      if (!out) throw DeviceError("cpu: cannot write the kernel source to " + tmp.stem + ".c");
-    }
     Built built;
-    std::string cmd = compiler_ + " " + build_options() + " -o '" + tmp.stem + ".so' '" + tmp.stem + ".c'";
-    int status = run_capture(cmd, built.log);
-    if (status != 0)
-      throw CompileError("cpu: kernel " + name + " failed to compile (" + compiler_ + " exit " +
-                             std::to_string(status) + "):\n" + built.log,
-                         source, built.log);
-    std::ifstream so(tmp.stem + ".so", std::ios::binary);
-    built.binary.assign(std::istreambuf_iterator<char>(so), {});
-    if (built.binary.empty()) throw DeviceError("cpu: the compiler wrote no library for kernel " + name);
-    built.program = open(name, tmp.stem + ".so");
+    built.binary = compile_library(tmp, source, "kernel " + name, built.log);
+    built.program = open(name, tmp.stem + ".so", calls_gemm_library(name, source));
     return built;
+  }
+
+  bool builds_together() const override { return true; }
+
+  // Several kernels as one translation unit, into one library.
+  BuiltTogether build_together(const std::vector<KernelSource>& kernels) override {
+    const std::string source = one_translation_unit(kernels);
+    TempFiles tmp("batch");
+    BuiltTogether built;
+    built.binary = compile_library(tmp, source, std::to_string(kernels.size()) + " kernels built together", built.log);
+    built.programs = open_all(kernels, tmp.stem + ".so", calls_gemm_library("", source));
+    return built;
+  }
+
+  std::vector<std::shared_ptr<Program>> load_together(const std::vector<KernelSource>& kernels,
+                                                      const std::string& binary) override {
+    TempFiles tmp("batch");
+    write_library(tmp, binary);
+    return open_all(kernels, tmp.stem + ".so", calls_gemm_library("", binary));
   }
 
   // A library's bytes -> a program: written to a temp file for dlopen, which
   // keeps its mapping after the file is removed.
   std::shared_ptr<Program> load(const std::string& name, const std::string& binary) override {
     TempFiles tmp(name);
-    {
-      std::ofstream out(tmp.stem + ".so", std::ios::binary);
-      out.write(binary.data(), std::streamsize(binary.size()));
-      if (!out) throw DeviceError("cpu: cannot write kernel " + name + " to " + tmp.stem + ".so");
-    }
-    return open(name, tmp.stem + ".so");
+    write_library(tmp, binary);
+    return open(name, tmp.stem + ".so", calls_gemm_library(name, binary));
   }
 
  private:
@@ -223,8 +222,57 @@ class CpuDevice : public Device {
     }
   };
 
-  std::shared_ptr<Program> open(const std::string& name, const std::string& path) {
-    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // Compiles `source` into tmp's library and returns its bytes; `what`
+  // names the kernels in a CompileError.
+  std::string compile_library(const TempFiles& tmp, const std::string& source, const std::string& what,
+                              std::string& log) {
+    {
+      std::ofstream out(tmp.stem + ".c");
+      out << source;
+      if (!out) throw DeviceError("cpu: cannot write the source of " + what + " to " + tmp.stem + ".c");
+    }
+    const std::string cmd = compiler_ + " " + build_options() + " -o '" + tmp.stem + ".so' '" + tmp.stem + ".c'";
+    const int status = run_capture(cmd, log);
+    if (status != 0)
+      throw CompileError("cpu: " + what + " failed to compile (" + compiler_ + " exit " + std::to_string(status) +
+                             "):\n" + log,
+                         source, log);
+    std::ifstream so(tmp.stem + ".so", std::ios::binary);
+    std::string binary(std::istreambuf_iterator<char>(so), {});
+    if (binary.empty()) throw DeviceError("cpu: the compiler wrote no library for " + what);
+    return binary;
+  }
+
+  static void write_library(const TempFiles& tmp, const std::string& binary) {
+    std::ofstream out(tmp.stem + ".so", std::ios::binary);
+    out.write(binary.data(), std::streamsize(binary.size()));
+    if (!out) throw DeviceError("cpu: cannot write a kernel library to " + tmp.stem + ".so");
+  }
+
+  // GEMM kernels call the GEMM library (kernels/gemm_cpu.c): it is compiled
+  // once per machine like any kernel (and so kept in the kernel cache) and
+  // loaded into the global symbol scope before the first kernel that names
+  // its entry point, in its source or in its library's symbol table.
+  bool calls_gemm_library(const std::string& name, const std::string& text) const {
+    return name != kGemmCLibraryEntry && text.find(kGemmCLibraryEntry) != std::string::npos;
+  }
+  void load_gemm_library() {
+    std::lock_guard<std::mutex> lock(gemm_library_mutex_);
+    if (!gemm_library_) gemm_library_ = compile(kGemmCLibraryEntry, gemm_c_library_source());
+  }
+
+  // Every kernel of a batch from its one library (dlopen counts the handles).
+  std::vector<std::shared_ptr<Program>> open_all(const std::vector<KernelSource>& kernels, const std::string& path,
+                                                 bool calls_gemm) {
+    std::vector<std::shared_ptr<Program>> programs;
+    for (auto& k : kernels) programs.push_back(open(k.name, path, calls_gemm));
+    return programs;
+  }
+
+  std::shared_ptr<Program> open(const std::string& name, const std::string& path, bool calls_gemm) {
+    if (calls_gemm) load_gemm_library();
+    const bool library = name == kGemmCLibraryEntry;
+    void* handle = dlopen(path.c_str(), RTLD_NOW | (library ? RTLD_GLOBAL : RTLD_LOCAL));
     if (!handle) {
       const char* why = dlerror();
       throw DeviceError("cpu: cannot load kernel " + name + ": " + (why ? why : "dlopen failed"));
@@ -259,6 +307,8 @@ class CpuDevice : public Device {
   ThreadPool pool_;
   std::shared_ptr<BlockPool> blocks_ = std::make_shared<BlockPool>();
   std::string compiler_, compiler_version_;
+  std::mutex gemm_library_mutex_;
+  std::shared_ptr<Program> gemm_library_;
 };
 
 }  // namespace

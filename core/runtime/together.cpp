@@ -77,8 +77,10 @@ std::string one_translation_unit(const std::vector<KernelSource>& kernels) {
     text += "// ---- kernel " + k.name + "\n" + k.source;
     if (!text.empty() && text.back() != '\n') text += '\n';
     std::set<std::string> undone;
-    for (auto& m : defined_macros(k.source))
-      if (undone.insert(m).second) text += "#undef " + m + "\n";
+    for (auto& m : defined_macros(k.source)) {
+      const bool include_guard = k.source.find("#ifndef " + m + "\n#define " + m + "\n") != std::string::npos;
+      if (!include_guard && undone.insert(m).second) text += "#undef " + m + "\n";
+    }
   }
   return text;
 }

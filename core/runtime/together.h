@@ -21,7 +21,9 @@ std::string rename_kernel(const std::string& source, const std::string& from, co
 std::vector<KernelSource> with_unique_names(const std::vector<KernelSource>& kernels);
 
 // One translation unit holding every kernel of a batch. After each kernel,
-// every macro it #defined is #undef'd, so the next one starts clean.
+// every macro it #defined is #undef'd, so the next one starts clean; an
+// include guard (written "#ifndef X" then "#define X") stays, so a header
+// that several kernels paste in (kernels/gemm_cpu.h) is read once.
 // Kernels must not define file-scope names other than macros and names
 // that start with their own name (the renderer and kernels/ keep to this).
 std::string one_translation_unit(const std::vector<KernelSource>& kernels);

@@ -1,0 +1,29 @@
+// The C device's GEMM library (kernels/gemm_cpu.c) as its kernels see it.
+// The library is compiled once per machine and kept in the kernel cache; a
+// GEMM kernel (kernels/gemm_cpu_call.c) only names its sizes and its fused
+// epilogue and calls tinylens_gemm_f32, so a first run compiles the blocked
+// GEMM once instead of once per shape.
+#ifndef TINYLENS_GEMM_CPU_H
+#define TINYLENS_GEMM_CPU_H
+#include <stddef.h>
+
+// Applied to C[m0:m1, n0:n1] of one batch (c points at that batch) once its
+// sums are complete, while the block is still in cache.
+typedef void (*tl_gemm_finish)(float* c, ptrdiff_t batch, ptrdiff_t m0, ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1,
+                               void** args);
+
+// C[b] = A[b] @ B[b]: C is contiguous (batch x m x n); A and B are read
+// through their strides in elements. One unit of the launch's range is
+// `unit` rows (split 0) or `unit` columns (split 1) of C of one batch.
+struct tl_gemm {
+  ptrdiff_t batch, m, n, k;
+  ptrdiff_t sa[3];  // A: batch, m, k
+  ptrdiff_t sb[3];  // B: batch, k, n
+  int split;
+  ptrdiff_t unit, units_per_batch;
+  int packed_a;           // -1, or the argument that holds A packed (A is a weight)
+  tl_gemm_finish finish;  // NULL: C is the plain product
+};
+
+void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args);
+#endif
