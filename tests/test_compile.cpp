@@ -127,6 +127,10 @@ class TestCompile : public QObject {
     QVERIFY2(undef_m > a && undef_m < b, text.c_str());
     QVERIFY2(undef_in > a && undef_in < b, text.c_str());
     QVERIFY2(text.find("#undef M\n", b) != std::string::npos, text.c_str());
+    // An include guard stays defined, so a header two kernels paste in is read once.
+    const std::string header = "#ifndef API_H\n#define API_H\nstruct api { int x; };\n#endif\n";
+    const std::string two = one_translation_unit({{"A", header + "void A() {}"}, {"B", header + "void B() {}"}});
+    QVERIFY2(two.find("#undef API_H") == std::string::npos, two.c_str());
   }
 
   // Batched (where the device batches) against kernel by kernel, cold and
