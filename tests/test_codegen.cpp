@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <unordered_map>
 
 #include "core/codegen/expr.h"
 
@@ -354,6 +355,49 @@ class TestCodegen : public QObject {
                    [](const Vars& x) { return (x.at("k") * 12 + 36 + x.at("j")) / 12; }, K, J);
   }
 
+  // A coefficient larger than the divisor keeps only its remainder: the
+  // window of a padded axis, (x + k*59) % 58 with x < 56 and k < 3, is x + k.
+  void largeCoefficientsReduce() {
+    const VarSpec X{"x", 0, 55}, Kw{"kw", 0, 2};
+    E sum = v(X) + v(Kw) * idx(59);
+    EXPECT_REWRITE(sum % idx(58), "(x + kw)", [](const Vars& x) { return (x.at("x") + x.at("kw") * 59) % 58; }, X,
+                   Kw);
+    EXPECT_REWRITE(sum / idx(58), "kw", [](const Vars& x) { return (x.at("x") + x.at("kw") * 59) / 58; }, X, Kw);
+    // the window one step wider reaches 58: the modulo stays, on the smaller sum
+    const VarSpec Kw4{"kw", 0, 3};
+    EXPECT_REWRITE((v(X) + v(Kw4) * idx(59)) % idx(58), "((x + kw) % 58)",
+                   [](const Vars& x) { return (x.at("x") + x.at("kw") * 59) % 58; }, X, Kw4);
+    // a constant larger than the divisor, beside a variable
+    EXPECT_REWRITE((v(X) + idx(130)) / idx(58), "(((x + 14) / 58) + 2)",
+                   [](const Vars& x) { return (x.at("x") + 130) / 58; }, X);
+    // a rest that can be negative leaves the division whole
+    EXPECT_REWRITE((v(K) + v(Kw) * idx(59)) % idx(58), "((k + (kw * 59)) % 58)",
+                   [](const Vars& x) { return (x.at("k") + x.at("kw") * 59) % 58; }, K, Kw);
+  }
+
+  void rule_compare_scaled() {
+    auto lt = [](E a, E b) { return binary(ExprOp::CmpLt, a, b); };
+    const VarSpec X{"x", -9, 9};
+    EXPECT_REWRITE(lt(v(X) * idx(2), idx(5)), "(x < 3)", [](const Vars& x) { return int64_t(x.at("x") * 2 < 5); }, X);
+    EXPECT_REWRITE(lt(v(X) * idx(3), idx(-4)), "(x < -1)",
+                   [](const Vars& x) { return int64_t(x.at("x") * 3 < -4); }, X);
+    EXPECT_REWRITE(lt(idx(-1), v(X) * idx(2)), "(-1 < x)",
+                   [](const Vars& x) { return int64_t(-1 < x.at("x") * 2); }, X);
+    EXPECT_REWRITE(lt(idx(4), v(X) * idx(3)), "(1 < x)", [](const Vars& x) { return int64_t(4 < x.at("x") * 3); }, X);
+    // a negative factor is left alone
+    EXPECT_REWRITE(lt(v(X) * idx(-2), idx(5)), "((x * -2) < 5)",
+                   [](const Vars& x) { return int64_t(x.at("x") * -2 < 5); }, X);
+  }
+
+  void rule_max_by_range() {
+    auto max = [](E a, E b) { return binary(ExprOp::Max, a, b); };
+    EXPECT_REWRITE(max(v(J), idx(-1)), "j", [](const Vars& x) { return x.at("j"); }, J);
+    EXPECT_REWRITE(max(idx(0), v(J)), "j", [](const Vars& x) { return x.at("j"); }, J);
+    EXPECT_REWRITE(max(v(J) + idx(11), v(I)), "(j + 11)", [](const Vars& x) { return x.at("j") + 11; }, I, J);
+    EXPECT_REWRITE(max(v(J), v(K)), "max(j, k)", [](const Vars& x) { return std::max(x.at("j"), x.at("k")); }, J,
+                   K);
+  }
+
   void rule_divide_common_factor() {
     const VarSpec G{"g", 0, 40}, X{"x", 0, 6};
     E sum = v(G) * idx(7) + v(X);
@@ -377,6 +421,11 @@ class TestCodegen : public QObject {
 
   void rule_compare_by_range() {
     auto lt = [](E a, E b) { return binary(ExprOp::CmpLt, a, b); };
+    // two variables: decided when their ranges do not overlap
+    EXPECT_REWRITE(lt(v(J), v(I) + idx(6)), "true", [](const Vars&) { return 1; }, I, J);
+    EXPECT_REWRITE(lt(v(I) + idx(5), v(J)), "false", [](const Vars&) { return 0; }, I, J);
+    EXPECT_REWRITE(lt(v(J), v(I) + idx(5)), "(j < (i + 5))",
+                   [](const Vars& x) { return int64_t(x.at("j") < x.at("i") + 5); }, I, J);
     EXPECT_REWRITE(lt(v(J), idx(6)), "true", [](const Vars&) { return 1; }, J);
     EXPECT_REWRITE(lt(v(J), idx(0)), "false", [](const Vars&) { return 0; }, J);
     EXPECT_REWRITE(lt(idx(-1), v(J)), "true", [](const Vars&) { return 1; }, J);
@@ -388,11 +437,82 @@ class TestCodegen : public QObject {
   void unaryCastAndWhereRewrites() {
     QCOMPARE(unary(ExprOp::Exp, f32(1))->value, double(std::exp(1.0f)));
     EXPECT_REWRITE(unary(ExprOp::Neg, unary(ExprOp::Neg, v(K))), "k", [](const Vars& x) { return x.at("k"); }, K);
+    // an integer negation goes through sums and constant factors
+    EXPECT_REWRITE(unary(ExprOp::Neg, v(K) * idx(3) + idx(2)), "((k * -3) + -2)",
+                   [](const Vars& x) { return -(x.at("k") * 3 + 2); }, K);
     EXPECT_REWRITE(cast(v(K), DType::i32), "k", [](const Vars& x) { return x.at("k"); }, K);
     QCOMPARE(str(cast(f32(-2.7), DType::i32)), std::string("-2"));
     QCOMPARE(str(cast(idx(5), DType::boolean)), std::string("true"));
     EXPECT_REWRITE(where(boolean(true), v(I), v(J)), "i", [](const Vars& x) { return x.at("i"); }, I, J);
     EXPECT_REWRITE(where(boolean(false), v(I), v(J)), "j", [](const Vars& x) { return x.at("j"); }, I, J);
+  }
+
+  // substitute() rebuilds through the builders: a decided mask picks its side.
+  void substituteRebuilds() {
+    E inside = binary(ExprOp::CmpLt, v(K), idx(2));
+    E e = where(inside, v(K) * idx(3), idx(-1)) + v(J);
+    EXPECT_REWRITE(substitute(e, {{inside.get(), boolean(true)}}), "((k * 3) + j)",
+                   [](const Vars& x) { return x.at("k") * 3 + x.at("j"); }, K, J);
+    EXPECT_REWRITE(substitute(e, {{inside.get(), boolean(false)}}), "(j + -1)",
+                   [](const Vars& x) { return x.at("j") - 1; }, K, J);
+    // nothing replaced: the very same expression
+    QVERIFY(substitute(e, {}) == e);
+  }
+
+  // loop_bounds on masks of windows read along x: with x's coefficient 1
+  // (stride 1), 2 (stride 2) and -1 (a flip). For every value of the other
+  // variables, x satisfies every bound exactly where every masked comparison
+  // is true, and the value with the comparisons replaced by true equals the
+  // original there.
+  void loopBoundsOfWindows_data() {
+    QTest::addColumn<int>("coef");
+    QTest::addColumn<int>("width");  // x in [0, width)
+    QTest::addColumn<int>("size");   // the source axis: 0 <= coef*x + k - 1 (+ flip) < size
+    QTest::newRow("stride 1, pad 1") << 1 << 8 << 8;
+    QTest::newRow("stride 2, pad 1") << 2 << 4 << 8;
+    QTest::newRow("stride 3, pad 1") << 3 << 3 << 8;
+    QTest::newRow("flipped") << -1 << 8 << 8;
+    QTest::newRow("window wider than the map") << 1 << 3 << 2;
+  }
+  void loopBoundsOfWindows() {
+    QFETCH(int, coef);
+    QFETCH(int, width);
+    QFETCH(int, size);
+    const VarSpec X{"x", 0, width - 1}, Kw{"kw", 0, 4}, Row{"row", 0, 3};
+    E x = v(X);
+    E pos = x * idx(coef) + v(Kw) + idx(coef < 0 ? width - 2 : -1);  // the source position
+    E mask = binary(ExprOp::And, binary(ExprOp::CmpLt, idx(-1), pos), binary(ExprOp::CmpLt, pos, idx(size)));
+    E value = where(mask, assume_range(pos, 0, size - 1) + v(Row) * idx(size), idx(-7));
+    const LoopBounds b = loop_bounds(value, x);
+    QCOMPARE(int(b.bounds.size()), 2);
+    QVERIFY(!b.lower.empty() && !b.upper.empty());
+    std::unordered_map<const Expr*, E> holds;
+    for (auto& c : b.bounds) holds[c.get()] = boolean(true);
+    E inside = substitute(value, holds);
+    QVERIFY(!has_op(inside, ExprOp::Where));
+    for (int64_t kw = Kw.lo; kw <= Kw.hi; ++kw)
+      for (int64_t row = Row.lo; row <= Row.hi; ++row)
+        for (int64_t xi = 0; xi < width; ++xi) {
+          Vars at{{"x", xi}, {"kw", kw}, {"row", row}};
+          bool within = true;
+          for (auto& l : b.lower) within = within && xi >= eval(l, at, true);
+          for (auto& u : b.upper) within = within && xi < eval(u, at, true);
+          QCOMPARE(within, eval(mask, at) != 0);
+          if (within) QCOMPARE(eval(inside, at, true), eval(value, at));
+        }
+  }
+
+  // A comparison that is not linear in x is no bound.
+  void loopBoundsLeaveOthers() {
+    E x = var("x", 0, 7);
+    E square = binary(ExprOp::CmpLt, x * x, idx(20));
+    QCOMPARE(int(loop_bounds(where(square, x, idx(0)), x).bounds.size()), 0);
+    E modulo = binary(ExprOp::CmpLt, (x + v(J)) % idx(5), idx(3));
+    QCOMPARE(int(loop_bounds(where(modulo, x, idx(0)), x).bounds.size()), 0);
+    // x*2 < b0[0]: a bound would need the floor of a quotient of a value
+    // whose range is unknown
+    E unknown = binary(ExprOp::CmpLt, x * idx(2), load(0, DType::i32, idx(0)));
+    QCOMPARE(int(loop_bounds(where(unknown, x, idx(0)), x).bounds.size()), 0);
   }
 
   // The range pass on its own.
