@@ -15,6 +15,8 @@
 #include <unordered_map>
 
 #include "core/codegen/expr.h"
+#include "core/profile.h"
+#include "core/tensor.h"
 
 using namespace tl;
 
@@ -256,6 +258,27 @@ E boolean(bool x) { return constant(x, DType::boolean); }
     const std::string problem_ = differs(got_, reference, {__VA_ARGS__});       \
     QVERIFY2(problem_.empty(), problem_.c_str());                               \
   } while (0)
+
+// A depthwise convolution as a sum of its taps, each a view of the padded
+// input: for stride s the padded rows are viewed as (P, s), and tap k reads
+// row k / s of phase k % s (the rows of EfficientNet-Lite0's taps()).
+Tensor tap_depthwise(const Tensor& x, const Tensor& w, int64_t k, int64_t s, int64_t pad, int64_t out) {
+  const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), P = out + (k - 1) / s;
+  const std::pair<int64_t, int64_t> p{pad, s * P - H - pad};
+  Tensor phases = x.pad({{0, 0}, {0, 0}, p, p}).reshape({N, C, P, s, P, s});
+  Tensor acc;
+  for (int64_t kh = 0; kh < k; ++kh)
+    for (int64_t kw = 0; kw < k; ++kw) {
+      Tensor tap = phases.slice(2, kh / s, kh / s + out)
+                       .slice(3, kh % s, kh % s + 1)
+                       .slice(4, kw / s, kw / s + out)
+                       .slice(5, kw % s, kw % s + 1)
+                       .reshape({N, C, out, out});
+      Tensor term = tap * w.reshape({C, k * k}).slice(1, kh * k + kw, kh * k + kw + 1).reshape({1, C, 1, 1});
+      acc = kh + kw == 0 ? term : acc + term;
+    }
+  return acc;
+}
 
 class TestCodegen : public QObject {
   Q_OBJECT
@@ -513,6 +536,89 @@ class TestCodegen : public QObject {
     // whose range is unknown
     E unknown = binary(ExprOp::CmpLt, x * idx(2), load(0, DType::i32, idx(0)));
     QCOMPARE(int(loop_bounds(where(unknown, x, idx(0)), x).bounds.size()), 0);
+  }
+
+  // Padded windows on the cpu device, end to end: convolutions (through
+  // im2col), depthwise convolutions and pooling, at strides 1 and 2, on rows
+  // wide enough to be walked by a loop and on 7x7 maps walked as (y, x). The
+  // rows of their window kernels split at the pad (x_lo, x_hi), the middle
+  // loop reads without a guard, and every output equals a direct computation
+  // in double precision.
+  void paddedWindowsSplitTheirRows_data() {
+    QTest::addColumn<int>("channels");
+    QTest::addColumn<int>("size");
+    QTest::addColumn<int>("kernel");
+    QTest::addColumn<int>("stride");
+    QTest::addColumn<int>("groups");  // 0: max pooling
+    QTest::newRow("conv 3x3 s1") << 3 << 12 << 3 << 1 << 1;
+    QTest::newRow("conv 3x3 s2") << 3 << 17 << 3 << 2 << 1;
+    QTest::newRow("conv 7x7 s2") << 2 << 20 << 7 << 2 << 1;
+    // depthwise as EfficientNet-Lite0 writes it: a sum of K*K taps, each a
+    // view of the input through the pad
+    QTest::newRow("depthwise 3x3 s1") << 4 << 12 << 3 << 1 << 4;
+    QTest::newRow("depthwise 5x5 s2") << 4 << 16 << 5 << 2 << 4;
+    QTest::newRow("depthwise 5x5 s1, 7x7 map") << 4 << 7 << 5 << 1 << 4;
+    QTest::newRow("depthwise 3x3 s2, 7x7 map") << 4 << 7 << 3 << 2 << 4;
+    QTest::newRow("max pool 3x3 s2") << 3 << 18 << 3 << 2 << 0;
+  }
+  void paddedWindowsSplitTheirRows() {
+    QFETCH(int, channels);
+    QFETCH(int, size);
+    QFETCH(int, kernel);
+    QFETCH(int, stride);
+    QFETCH(int, groups);
+    const int pad = kernel / 2, out = (size + 2 * pad - kernel) / stride + 1;
+    const int out_channels = groups ? channels : channels, in_per_group = groups ? channels / groups : 1;
+    Generator gen(7);
+    Tensor x = Tensor::randn({1, channels, size, size}, gen, "cpu");
+    Tensor w = Tensor::randn({out_channels, in_per_group, kernel, kernel}, gen, "cpu");
+    x.realize();
+    w.realize();
+    std::vector<float> got;
+    std::string sources;
+    {
+      ProfileCapture capture;
+      Conv2dOptions o;
+      o.stride_h = o.stride_w = stride, o.pad_h = o.pad_w = pad, o.groups = std::max(groups, 1);
+      Tensor y = groups == 1 ? x.conv2d(w, Tensor(), o) : groups ? tap_depthwise(x, w, kernel, stride, pad, out)
+                                                                  : x.max_pool2d(kernel, stride, pad);
+      got = y.to_vector();
+      for (auto& r : capture.records()) sources += r.kernel->source;
+    }
+    const std::vector<float> xv = x.to_vector(), wv = w.to_vector();
+    QCOMPARE(int(got.size()), out_channels * out * out);
+    for (int co = 0; co < out_channels; ++co)
+      for (int oy = 0; oy < out; ++oy)
+        for (int ox = 0; ox < out; ++ox) {
+          const int g = groups ? co / (out_channels / groups) : co;
+          double want = groups ? 0 : -INFINITY;
+          for (int ci = 0; ci < in_per_group; ++ci)
+            for (int ky = 0; ky < kernel; ++ky)
+              for (int kx = 0; kx < kernel; ++kx) {
+                const int iy = oy * stride + ky - pad, ix = ox * stride + kx - pad;
+                if (iy < 0 || iy >= size || ix < 0 || ix >= size) continue;
+                const double in = xv[((g * in_per_group + ci) * size + iy) * size + ix];
+                if (groups)
+                  want += in * wv[((co * in_per_group + ci) * kernel + ky) * kernel + kx];
+                else
+                  want = std::max(want, in);
+              }
+          const float have = got[(co * out + oy) * out + ox];
+          QVERIFY2(std::abs(have - want) <= 1e-4 * (1 + std::abs(want)),
+                   (std::to_string(have) + " != " + std::to_string(want) + " at " + std::to_string(co) + "," +
+                    std::to_string(oy) + "," + std::to_string(ox))
+                       .c_str());
+        }
+    // The split: bounds per row, and a middle loop whose loads carry no
+    // guard. (Tensor::max_pool2d is a reduction over the window, whose
+    // kernel has no row loop to split.)
+    if (!groups) return;
+    const size_t middle = sources.find("for (int x = x_lo; x < x_hi; ++x) {");
+    QVERIFY2(middle != std::string::npos, sources.c_str());
+    const size_t line = sources.rfind('\n', middle) + 1;
+    const std::string end = "\n" + sources.substr(line, middle - line) + "}";
+    const std::string body = sources.substr(middle, sources.find(end, middle) - middle);
+    QVERIFY2(body.find('?') == std::string::npos, body.c_str());
   }
 
   // The range pass on its own.
