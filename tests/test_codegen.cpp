@@ -460,6 +460,7 @@ class TestCodegen : public QObject {
   void unaryCastAndWhereRewrites() {
     QCOMPARE(unary(ExprOp::Exp, f32(1))->value, double(std::exp(1.0f)));
     EXPECT_REWRITE(unary(ExprOp::Neg, unary(ExprOp::Neg, v(K))), "k", [](const Vars& x) { return x.at("k"); }, K);
+    QCOMPARE(str(unary(ExprOp::Neg, idx(3))), std::string("-3"));
     // an integer negation goes through sums and constant factors
     EXPECT_REWRITE(unary(ExprOp::Neg, v(K) * idx(3) + idx(2)), "((k * -3) + -2)",
                    [](const Vars& x) { return -(x.at("k") * 3 + 2); }, K);

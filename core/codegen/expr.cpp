@@ -412,6 +412,7 @@ E unary(ExprOp op, E a) {
   // A float constant: compute it now, in its own precision as the kernel would.
   if (a->op == ExprOp::Const && a->dtype == DType::f32) return constant(float(fold_unary(op, a->value)), a->dtype);
   if (a->op == ExprOp::Const && a->dtype == DType::f64) return constant(fold_unary(op, a->value), a->dtype);
+  if (a->op == ExprOp::Const && op == ExprOp::Neg && is_integer(a->dtype)) return constant(-a->value, a->dtype);
   // -(-x) -> x, exact for every type.
   if (op == ExprOp::Neg && a->op == ExprOp::Neg) return a->src[0];
   // Integers: -(x + y) -> (-x) + (-y) and -(x * c) -> x * -c, so the bounds
