@@ -534,7 +534,9 @@ E floor_divide(const E& v, int64_t m) {
   if (v->lo <= kUnknownLo) return nullptr;
   if (v->lo >= 0) return v / idx(m);
   const int64_t k = (-v->lo + m - 1) / m;
-  return (v + idx(k * m)) / idx(m) + idx(-k);
+  const E shifted = v + idx(k * m);
+  if (shifted->hi >= kUnknownHi) return nullptr;  // the kernel's int would overflow
+  return shifted / idx(m) + idx(-k);
 }
 
 }  // namespace
