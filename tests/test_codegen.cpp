@@ -526,6 +526,26 @@ class TestCodegen : public QObject {
         }
   }
 
+  // A test free of x is invariant when it is and-ed with a bound on x (the
+  // pad's mask on an outer axis of a window), not when it stands alone (the
+  // parts of a concatenation along an outer axis).
+  void loopBoundsInvariantTests() {
+    E x = var("x", 0, 7);
+    E row = binary(ExprOp::CmpLt, v(J), idx(4)), col = binary(ExprOp::CmpLt, x + v(J), idx(9));
+    const LoopBounds masked = loop_bounds(where(binary(ExprOp::And, row, col), x, idx(0)), x);
+    QCOMPARE(int(masked.bounds.size()), 1);
+    QCOMPARE(int(masked.invariant.size()), 1);
+    QVERIFY(masked.invariant[0] == row);
+    // the same row test built again, alone, in another term: invariant too
+    E row_again = binary(ExprOp::CmpLt, v(J), idx(4));
+    const LoopBounds taps =
+        loop_bounds(where(binary(ExprOp::And, row, col), x, idx(0)) + where(row_again, x, idx(1)), x);
+    QCOMPARE(int(taps.invariant.size()), 2);
+    const LoopBounds parts = loop_bounds(where(row, x, x + idx(8)), x);
+    QCOMPARE(int(parts.bounds.size()), 0);
+    QCOMPARE(int(parts.invariant.size()), 0);
+  }
+
   // A comparison that is not linear in x is no bound.
   void loopBoundsLeaveOthers() {
     E x = var("x", 0, 7);

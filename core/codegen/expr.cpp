@@ -527,6 +527,17 @@ struct LinearForms {
   }
 };
 
+// a and b compute the same value the same way.
+bool same(const E& a, const E& b) {
+  if (a == b) return true;
+  if (a->op != b->op || a->dtype != b->dtype || a->value != b->value || a->name != b->name ||
+      a->buffer != b->buffer || a->src.size() != b->src.size())
+    return false;
+  for (size_t i = 0; i < a->src.size(); ++i)
+    if (!same(a->src[i], b->src[i])) return false;
+  return true;
+}
+
 // floor(v / m) for m > 0 in C's truncating division: v is shifted to be
 // non-negative by its range. Null when v's range is unknown.
 E floor_divide(const E& v, int64_t m) {
@@ -544,16 +555,27 @@ E floor_divide(const E& v, int64_t m) {
 LoopBounds loop_bounds(const E& e, const E& x) {
   LoopBounds out;
   LinearForms forms{x.get(), {}};
-  std::unordered_map<const Expr*, bool> seen;
+  std::unordered_map<const Expr*, bool> seen, invariant;
+  // The integer comparisons of a conjunction.
+  std::function<void(const E&)> collect_tests = [&](const E& n) {
+    if (n->op == ExprOp::And) {
+      for (auto& side : n->src) collect_tests(side);
+    } else if (n->op == ExprOp::CmpLt && is_integer(n->src[0]->dtype) && !invariant[n.get()]) {
+      invariant[n.get()] = true;
+      out.invariant.push_back(n);
+    }
+  };
+  std::vector<E> free_tests;  // every other test free of x
   std::function<void(const E&)> walk = [&](const E& n) {
     if (seen[n.get()]) return;
     seen[n.get()] = true;
     for (auto& s : n->src) walk(s);
-    if (n->op != ExprOp::CmpLt || !is_integer(n->src[0]->dtype)) return;
-    if (!forms.reads(n)) {
-      out.invariant.push_back(n);
-      return;
-    }
+    if (n->op == ExprOp::CmpLt && is_integer(n->src[0]->dtype) && !forms.reads(n)) free_tests.push_back(n);
+    // a && b with b free of x: b's tests hold for the whole row or for none
+    if (n->op == ExprOp::And && forms.reads(n))
+      for (auto& side : n->src)
+        if (!forms.reads(side)) collect_tests(side);
+    if (n->op != ExprOp::CmpLt || !is_integer(n->src[0]->dtype) || !forms.reads(n)) return;
     Linear a = forms.of(n->src[0]), b = forms.of(n->src[1]);
     if (!a.ok || !b.ok || a.coef == b.coef) return;
     // a < b  <=>  c*x + r < 0
@@ -572,6 +594,17 @@ LoopBounds loop_bounds(const E& e, const E& x) {
     out.bounds.push_back(n);
   };
   walk(e);
+  // The same test built again elsewhere (a tap of a window whose column
+  // needs no mask tests only its row) is invariant too.
+  const size_t anded = out.invariant.size();
+  for (auto& t : free_tests)
+    if (!invariant[t.get()])
+      for (size_t i = 0; i < anded; ++i)
+        if (same(t, out.invariant[i])) {
+          invariant[t.get()] = true;
+          out.invariant.push_back(t);
+          break;
+        }
   return out;
 }
 

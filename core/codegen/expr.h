@@ -67,8 +67,10 @@ E substitute(const E& e, const std::unordered_map<const Expr*, E>& with);
 // x), as bounds: every comparison in `bounds` holds for x >= each of `lower`
 // and x < each of `upper`. Bounds already met by every x of x's range are
 // left out; so are comparisons that are not linear in x. The comparisons
-// that do not read x at all (a pad's mask on an outer axis) are `invariant`:
-// the same for every x of the loop.
+// that do not read x but are and-ed with a test that does (a pad's mask on an
+// outer axis), and their copies elsewhere in `e`, are `invariant`: the same
+// for every x of the loop. (Tests free of x that stand alone, such as the
+// parts of a concatenation, are not: the row of one part would never split.)
 struct LoopBounds {
   std::vector<E> lower, upper;
   std::vector<E> bounds, invariant;

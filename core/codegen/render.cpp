@@ -514,9 +514,9 @@ std::string padded_rows(Lowerer& low, Printer& pr, const Node& pad, const std::v
 // window, lo <= x + k < hi), the loop splits where the bounds change: between
 // them every test is true and drops out, so the loads are affine in x without
 // a guard and vectorise; the few x before and after keep the tested form.
-// The bounds are computed once per row; so are the tests that do not read x
-// (the pad's mask on outer axes): where one fails, the middle loop is empty
-// and the row is computed by the tested form alone.
+// The bounds are computed once per row; so are the tests and-ed with them
+// that do not read x (the pad's mask on outer axes): where one fails, the
+// middle loop is empty and the row is computed by the tested form alone.
 static std::string row_loops(Printer& pr, const E& value, const E& x, const std::string& store, const std::string& indent) {
   const std::string n = std::to_string(x->hi + 1);
   const LoopBounds split = loop_bounds(value, x);
@@ -535,7 +535,7 @@ static std::string row_loops(Printer& pr, const E& value, const E& x, const std:
     return indent + "for (int x = " + from + "; x < " + to + "; ++x) {\n" + pr.lines + indent + "  " + store + " = " +
            result + ";\n" + indent + "}\n";
   };
-  if (split.bounds.empty() && split.invariant.empty()) {
+  if (split.bounds.empty()) {
     std::string out = loop(value, "0", n);
     pr.flops_per_item += body_flops;
     return out;
