@@ -12,8 +12,11 @@
 #include <random>
 #include <set>
 #include <string>
+#include <unordered_map>
 
 #include "core/codegen/expr.h"
+#include "core/profile.h"
+#include "core/tensor.h"
 
 using namespace tl;
 
@@ -256,6 +259,27 @@ E boolean(bool x) { return constant(x, DType::boolean); }
     QVERIFY2(problem_.empty(), problem_.c_str());                               \
   } while (0)
 
+// A depthwise convolution as a sum of its taps, each a view of the padded
+// input: for stride s the padded rows are viewed as (P, s), and tap k reads
+// row k / s of phase k % s (the rows of EfficientNet-Lite0's taps()).
+Tensor tap_depthwise(const Tensor& x, const Tensor& w, int64_t k, int64_t s, int64_t pad, int64_t out) {
+  const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), P = out + (k - 1) / s;
+  const std::pair<int64_t, int64_t> p{pad, s * P - H - pad};
+  Tensor phases = x.pad({{0, 0}, {0, 0}, p, p}).reshape({N, C, P, s, P, s});
+  Tensor acc;
+  for (int64_t kh = 0; kh < k; ++kh)
+    for (int64_t kw = 0; kw < k; ++kw) {
+      Tensor tap = phases.slice(2, kh / s, kh / s + out)
+                       .slice(3, kh % s, kh % s + 1)
+                       .slice(4, kw / s, kw / s + out)
+                       .slice(5, kw % s, kw % s + 1)
+                       .reshape({N, C, out, out});
+      Tensor term = tap * w.reshape({C, k * k}).slice(1, kh * k + kw, kh * k + kw + 1).reshape({1, C, 1, 1});
+      acc = kh + kw == 0 ? term : acc + term;
+    }
+  return acc;
+}
+
 class TestCodegen : public QObject {
   Q_OBJECT
  private slots:
@@ -354,6 +378,49 @@ class TestCodegen : public QObject {
                    [](const Vars& x) { return (x.at("k") * 12 + 36 + x.at("j")) / 12; }, K, J);
   }
 
+  // A coefficient larger than the divisor keeps only its remainder: the
+  // window of a padded axis, (x + k*59) % 58 with x < 56 and k < 3, is x + k.
+  void largeCoefficientsReduce() {
+    const VarSpec X{"x", 0, 55}, Kw{"kw", 0, 2};
+    E sum = v(X) + v(Kw) * idx(59);
+    EXPECT_REWRITE(sum % idx(58), "(x + kw)", [](const Vars& x) { return (x.at("x") + x.at("kw") * 59) % 58; }, X,
+                   Kw);
+    EXPECT_REWRITE(sum / idx(58), "kw", [](const Vars& x) { return (x.at("x") + x.at("kw") * 59) / 58; }, X, Kw);
+    // the window one step wider reaches 58: the modulo stays, on the smaller sum
+    const VarSpec Kw4{"kw", 0, 3};
+    EXPECT_REWRITE((v(X) + v(Kw4) * idx(59)) % idx(58), "((x + kw) % 58)",
+                   [](const Vars& x) { return (x.at("x") + x.at("kw") * 59) % 58; }, X, Kw4);
+    // a constant larger than the divisor, beside a variable
+    EXPECT_REWRITE((v(X) + idx(130)) / idx(58), "(((x + 14) / 58) + 2)",
+                   [](const Vars& x) { return (x.at("x") + 130) / 58; }, X);
+    // a rest that can be negative leaves the division whole
+    EXPECT_REWRITE((v(K) + v(Kw) * idx(59)) % idx(58), "((k + (kw * 59)) % 58)",
+                   [](const Vars& x) { return (x.at("k") + x.at("kw") * 59) % 58; }, K, Kw);
+  }
+
+  void rule_compare_scaled() {
+    auto lt = [](E a, E b) { return binary(ExprOp::CmpLt, a, b); };
+    const VarSpec X{"x", -9, 9};
+    EXPECT_REWRITE(lt(v(X) * idx(2), idx(5)), "(x < 3)", [](const Vars& x) { return int64_t(x.at("x") * 2 < 5); }, X);
+    EXPECT_REWRITE(lt(v(X) * idx(3), idx(-4)), "(x < -1)",
+                   [](const Vars& x) { return int64_t(x.at("x") * 3 < -4); }, X);
+    EXPECT_REWRITE(lt(idx(-1), v(X) * idx(2)), "(-1 < x)",
+                   [](const Vars& x) { return int64_t(-1 < x.at("x") * 2); }, X);
+    EXPECT_REWRITE(lt(idx(4), v(X) * idx(3)), "(1 < x)", [](const Vars& x) { return int64_t(4 < x.at("x") * 3); }, X);
+    // a negative factor is left alone
+    EXPECT_REWRITE(lt(v(X) * idx(-2), idx(5)), "((x * -2) < 5)",
+                   [](const Vars& x) { return int64_t(x.at("x") * -2 < 5); }, X);
+  }
+
+  void rule_max_by_range() {
+    auto max = [](E a, E b) { return binary(ExprOp::Max, a, b); };
+    EXPECT_REWRITE(max(v(J), idx(-1)), "j", [](const Vars& x) { return x.at("j"); }, J);
+    EXPECT_REWRITE(max(idx(0), v(J)), "j", [](const Vars& x) { return x.at("j"); }, J);
+    EXPECT_REWRITE(max(v(J) + idx(11), v(I)), "(j + 11)", [](const Vars& x) { return x.at("j") + 11; }, I, J);
+    EXPECT_REWRITE(max(v(J), v(K)), "max(j, k)", [](const Vars& x) { return std::max(x.at("j"), x.at("k")); }, J,
+                   K);
+  }
+
   void rule_divide_common_factor() {
     const VarSpec G{"g", 0, 40}, X{"x", 0, 6};
     E sum = v(G) * idx(7) + v(X);
@@ -377,6 +444,11 @@ class TestCodegen : public QObject {
 
   void rule_compare_by_range() {
     auto lt = [](E a, E b) { return binary(ExprOp::CmpLt, a, b); };
+    // two variables: decided when their ranges do not overlap
+    EXPECT_REWRITE(lt(v(J), v(I) + idx(6)), "true", [](const Vars&) { return 1; }, I, J);
+    EXPECT_REWRITE(lt(v(I) + idx(5), v(J)), "false", [](const Vars&) { return 0; }, I, J);
+    EXPECT_REWRITE(lt(v(J), v(I) + idx(5)), "(j < (i + 5))",
+                   [](const Vars& x) { return int64_t(x.at("j") < x.at("i") + 5); }, I, J);
     EXPECT_REWRITE(lt(v(J), idx(6)), "true", [](const Vars&) { return 1; }, J);
     EXPECT_REWRITE(lt(v(J), idx(0)), "false", [](const Vars&) { return 0; }, J);
     EXPECT_REWRITE(lt(idx(-1), v(J)), "true", [](const Vars&) { return 1; }, J);
@@ -388,11 +460,186 @@ class TestCodegen : public QObject {
   void unaryCastAndWhereRewrites() {
     QCOMPARE(unary(ExprOp::Exp, f32(1))->value, double(std::exp(1.0f)));
     EXPECT_REWRITE(unary(ExprOp::Neg, unary(ExprOp::Neg, v(K))), "k", [](const Vars& x) { return x.at("k"); }, K);
+    QCOMPARE(str(unary(ExprOp::Neg, idx(3))), std::string("-3"));
+    // an integer negation goes through sums and constant factors
+    EXPECT_REWRITE(unary(ExprOp::Neg, v(K) * idx(3) + idx(2)), "((k * -3) + -2)",
+                   [](const Vars& x) { return -(x.at("k") * 3 + 2); }, K);
     EXPECT_REWRITE(cast(v(K), DType::i32), "k", [](const Vars& x) { return x.at("k"); }, K);
     QCOMPARE(str(cast(f32(-2.7), DType::i32)), std::string("-2"));
     QCOMPARE(str(cast(idx(5), DType::boolean)), std::string("true"));
     EXPECT_REWRITE(where(boolean(true), v(I), v(J)), "i", [](const Vars& x) { return x.at("i"); }, I, J);
     EXPECT_REWRITE(where(boolean(false), v(I), v(J)), "j", [](const Vars& x) { return x.at("j"); }, I, J);
+  }
+
+  // substitute() rebuilds through the builders: a decided mask picks its side.
+  void substituteRebuilds() {
+    E inside = binary(ExprOp::CmpLt, v(K), idx(2));
+    E e = where(inside, v(K) * idx(3), idx(-1)) + v(J);
+    EXPECT_REWRITE(substitute(e, {{inside.get(), boolean(true)}}), "((k * 3) + j)",
+                   [](const Vars& x) { return x.at("k") * 3 + x.at("j"); }, K, J);
+    EXPECT_REWRITE(substitute(e, {{inside.get(), boolean(false)}}), "(j + -1)",
+                   [](const Vars& x) { return x.at("j") - 1; }, K, J);
+    // nothing replaced: the very same expression
+    QVERIFY(substitute(e, {}) == e);
+  }
+
+  // loop_bounds on masks of windows read along x: with x's coefficient 1
+  // (stride 1), 2 (stride 2) and -1 (a flip). For every value of the other
+  // variables, x satisfies every bound exactly where every masked comparison
+  // is true, and the value with the comparisons replaced by true equals the
+  // original there.
+  void loopBoundsOfWindows_data() {
+    QTest::addColumn<int>("coef");
+    QTest::addColumn<int>("width");  // x in [0, width)
+    QTest::addColumn<int>("size");   // the source axis: 0 <= coef*x + k - 1 (+ flip) < size
+    QTest::newRow("stride 1, pad 1") << 1 << 8 << 8;
+    QTest::newRow("stride 2, pad 1") << 2 << 4 << 8;
+    QTest::newRow("stride 3, pad 1") << 3 << 3 << 8;
+    QTest::newRow("flipped") << -1 << 8 << 8;
+    QTest::newRow("window wider than the map") << 1 << 3 << 2;
+  }
+  void loopBoundsOfWindows() {
+    QFETCH(int, coef);
+    QFETCH(int, width);
+    QFETCH(int, size);
+    const VarSpec X{"x", 0, width - 1}, Kw{"kw", 0, 4}, Row{"row", 0, 3};
+    E x = v(X);
+    E pos = x * idx(coef) + v(Kw) + idx(coef < 0 ? width - 2 : -1);  // the source position
+    E mask = binary(ExprOp::And, binary(ExprOp::CmpLt, idx(-1), pos), binary(ExprOp::CmpLt, pos, idx(size)));
+    E value = where(mask, assume_range(pos, 0, size - 1) + v(Row) * idx(size), idx(-7));
+    const LoopBounds b = loop_bounds(value, x);
+    QCOMPARE(int(b.bounds.size()), 2);
+    QVERIFY(!b.lower.empty() && !b.upper.empty());
+    std::unordered_map<const Expr*, E> holds;
+    for (auto& c : b.bounds) holds[c.get()] = boolean(true);
+    E inside = substitute(value, holds);
+    QVERIFY(!has_op(inside, ExprOp::Where));
+    for (int64_t kw = Kw.lo; kw <= Kw.hi; ++kw)
+      for (int64_t row = Row.lo; row <= Row.hi; ++row)
+        for (int64_t xi = 0; xi < width; ++xi) {
+          Vars at{{"x", xi}, {"kw", kw}, {"row", row}};
+          bool within = true;
+          for (auto& l : b.lower) within = within && xi >= eval(l, at, true);
+          for (auto& u : b.upper) within = within && xi < eval(u, at, true);
+          QCOMPARE(within, eval(mask, at) != 0);
+          if (within) QCOMPARE(eval(inside, at, true), eval(value, at));
+        }
+  }
+
+  // A test free of x is invariant when it is and-ed with a bound on x (the
+  // pad's mask on an outer axis of a window), not when it stands alone (the
+  // parts of a concatenation along an outer axis).
+  void loopBoundsInvariantTests() {
+    E x = var("x", 0, 7);
+    E row = binary(ExprOp::CmpLt, v(J), idx(4)), col = binary(ExprOp::CmpLt, x + v(J), idx(9));
+    const LoopBounds masked = loop_bounds(where(binary(ExprOp::And, row, col), x, idx(0)), x);
+    QCOMPARE(int(masked.bounds.size()), 1);
+    QCOMPARE(int(masked.invariant.size()), 1);
+    QVERIFY(masked.invariant[0] == row);
+    // the same row test built again, alone, in another term: invariant too
+    E row_again = binary(ExprOp::CmpLt, v(J), idx(4));
+    const LoopBounds taps =
+        loop_bounds(where(binary(ExprOp::And, row, col), x, idx(0)) + where(row_again, x, idx(1)), x);
+    QCOMPARE(int(taps.invariant.size()), 2);
+    const LoopBounds parts = loop_bounds(where(row, x, x + idx(8)), x);
+    QCOMPARE(int(parts.bounds.size()), 0);
+    QCOMPARE(int(parts.invariant.size()), 0);
+  }
+
+  // A comparison that is not linear in x is no bound.
+  void loopBoundsLeaveOthers() {
+    E x = var("x", 0, 7);
+    E square = binary(ExprOp::CmpLt, x * x, idx(20));
+    QCOMPARE(int(loop_bounds(where(square, x, idx(0)), x).bounds.size()), 0);
+    E modulo = binary(ExprOp::CmpLt, (x + v(J)) % idx(5), idx(3));
+    QCOMPARE(int(loop_bounds(where(modulo, x, idx(0)), x).bounds.size()), 0);
+    // x*2 < b0[0]: a bound would need the floor of a quotient of a value
+    // whose range is unknown
+    E unknown = binary(ExprOp::CmpLt, x * idx(2), load(0, DType::i32, idx(0)));
+    QCOMPARE(int(loop_bounds(where(unknown, x, idx(0)), x).bounds.size()), 0);
+  }
+
+  // Padded windows on the cpu device, end to end: convolutions (through
+  // im2col), depthwise convolutions and pooling, at strides 1 and 2, on rows
+  // wide enough to be walked by a loop and on 7x7 maps walked as (y, x). The
+  // rows of their window kernels split at the pad (x_lo, x_hi), the middle
+  // loop reads without a guard, and every output equals a direct computation
+  // in double precision.
+  void paddedWindowsSplitTheirRows_data() {
+    QTest::addColumn<int>("channels");
+    QTest::addColumn<int>("size");
+    QTest::addColumn<int>("kernel");
+    QTest::addColumn<int>("stride");
+    QTest::addColumn<int>("groups");  // 0: max pooling
+    QTest::newRow("conv 3x3 s1") << 3 << 12 << 3 << 1 << 1;
+    QTest::newRow("conv 3x3 s2") << 3 << 17 << 3 << 2 << 1;
+    QTest::newRow("conv 7x7 s2") << 2 << 20 << 7 << 2 << 1;
+    // depthwise as EfficientNet-Lite0 writes it: a sum of K*K taps, each a
+    // view of the input through the pad
+    QTest::newRow("depthwise 3x3 s1") << 4 << 12 << 3 << 1 << 4;
+    QTest::newRow("depthwise 5x5 s2") << 4 << 16 << 5 << 2 << 4;
+    QTest::newRow("depthwise 5x5 s1, 7x7 map") << 4 << 7 << 5 << 1 << 4;
+    QTest::newRow("depthwise 3x3 s2, 7x7 map") << 4 << 7 << 3 << 2 << 4;
+    QTest::newRow("max pool 3x3 s2") << 3 << 18 << 3 << 2 << 0;
+  }
+  void paddedWindowsSplitTheirRows() {
+    QFETCH(int, channels);
+    QFETCH(int, size);
+    QFETCH(int, kernel);
+    QFETCH(int, stride);
+    QFETCH(int, groups);
+    const int pad = kernel / 2, out = (size + 2 * pad - kernel) / stride + 1;
+    const int out_channels = groups ? channels : channels, in_per_group = groups ? channels / groups : 1;
+    Generator gen(7);
+    Tensor x = Tensor::randn({1, channels, size, size}, gen, "cpu");
+    Tensor w = Tensor::randn({out_channels, in_per_group, kernel, kernel}, gen, "cpu");
+    x.realize();
+    w.realize();
+    std::vector<float> got;
+    std::string sources;
+    {
+      ProfileCapture capture;
+      Conv2dOptions o;
+      o.stride_h = o.stride_w = stride, o.pad_h = o.pad_w = pad, o.groups = std::max(groups, 1);
+      Tensor y = groups == 1 ? x.conv2d(w, Tensor(), o) : groups ? tap_depthwise(x, w, kernel, stride, pad, out)
+                                                                  : x.max_pool2d(kernel, stride, pad);
+      got = y.to_vector();
+      for (auto& r : capture.records()) sources += r.kernel->source;
+    }
+    const std::vector<float> xv = x.to_vector(), wv = w.to_vector();
+    QCOMPARE(int(got.size()), out_channels * out * out);
+    for (int co = 0; co < out_channels; ++co)
+      for (int oy = 0; oy < out; ++oy)
+        for (int ox = 0; ox < out; ++ox) {
+          const int g = groups ? co / (out_channels / groups) : co;
+          double want = groups ? 0 : -INFINITY;
+          for (int ci = 0; ci < in_per_group; ++ci)
+            for (int ky = 0; ky < kernel; ++ky)
+              for (int kx = 0; kx < kernel; ++kx) {
+                const int iy = oy * stride + ky - pad, ix = ox * stride + kx - pad;
+                if (iy < 0 || iy >= size || ix < 0 || ix >= size) continue;
+                const double in = xv[((g * in_per_group + ci) * size + iy) * size + ix];
+                if (groups)
+                  want += in * wv[((co * in_per_group + ci) * kernel + ky) * kernel + kx];
+                else
+                  want = std::max(want, in);
+              }
+          const float have = got[(co * out + oy) * out + ox];
+          QVERIFY2(std::abs(have - want) <= 1e-4 * (1 + std::abs(want)),
+                   (std::to_string(have) + " != " + std::to_string(want) + " at " + std::to_string(co) + "," +
+                    std::to_string(oy) + "," + std::to_string(ox))
+                       .c_str());
+        }
+    // The split: bounds per row, and a middle loop whose loads carry no
+    // guard. (Tensor::max_pool2d is a reduction over the window, whose
+    // kernel has no row loop to split.)
+    if (!groups) return;
+    const size_t middle = sources.find("for (int x = x_lo; x < x_hi; ++x) {");
+    QVERIFY2(middle != std::string::npos, sources.c_str());
+    const size_t line = sources.rfind('\n', middle) + 1;
+    const std::string end = "\n" + sources.substr(line, middle - line) + "}";
+    const std::string body = sources.substr(middle, sources.find(end, middle) - middle);
+    QVERIFY2(body.find('?') == std::string::npos, body.c_str());
   }
 
   // The range pass on its own.

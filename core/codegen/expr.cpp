@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 // Two passes over each new node, in this order:
@@ -177,15 +178,15 @@ E divide_exact_multiple(ExprOp op, const E& a, const E& b) {
   return op == ExprOp::Div ? a->src[0] : idx(0);
 }
 
-// The terms of a nested sum, in any order.
+// The terms of a nested sum, in the order they are written.
 std::vector<E> terms_of(const E& sum) {
   std::vector<E> terms, stack{sum};
   while (!stack.empty()) {
     E t = stack.back();
     stack.pop_back();
     if (t->op == ExprOp::Add) {
-      stack.push_back(t->src[0]);
       stack.push_back(t->src[1]);
+      stack.push_back(t->src[0]);
     } else {
       terms.push_back(t);
     }
@@ -200,6 +201,10 @@ std::vector<E> terms_of(const E& sum) {
 // whole + q >= 0 and C's truncation is the floor.) It takes the outer
 // coordinates out of a flat index: (n*C*H*W + c*H*W + y*W + x) / W keeps
 // only (x / W) as a division.
+// A positive coefficient k > d that is no multiple splits the same way, into
+// x * (k / d) * d + x * (k % d), when the rest stays non-negative: the window
+// of a padded axis, (x + k*59) % 58, is (x + k) % 58, which the ranges may
+// then prove smaller than 58.
 E divide_whole_terms(ExprOp op, const E& a, const E& b) {
   const int64_t d = positive_divisor(op, a, b);
   if (d == 0 || a->op != ExprOp::Add) return nullptr;
@@ -207,14 +212,21 @@ E divide_whole_terms(ExprOp op, const E& a, const E& b) {
   E whole = idx(0), rest = idx(0);
   bool any_whole = false;
   for (auto& t : terms) {
-    if (t->op == ExprOp::Mul && t->src[1]->op == ExprOp::Const && int64_t(t->src[1]->value) % d == 0) {
-      whole = whole + t->src[0] * idx(int64_t(t->src[1]->value) / d);
-      any_whole = true;
-    } else if (t->op == ExprOp::Const && int64_t(t->value) % d == 0 && t->value != 0) {
-      whole = whole + idx(int64_t(t->value) / d);
-      any_whole = true;
-    } else {
+    const bool scaled = t->op == ExprOp::Mul && t->src[1]->op == ExprOp::Const;
+    const int64_t k = scaled ? int64_t(t->src[1]->value) : t->op == ExprOp::Const ? int64_t(t->value) : 0;
+    const int64_t q = k % d == 0 || k > d ? k / d : 0;  // whole multiples of d in k
+    if (q == 0) {
       rest = rest + t;
+      continue;
+    }
+    any_whole = true;
+    const int64_t r = k - q * d;
+    if (scaled) {
+      whole = whole + t->src[0] * idx(q);
+      rest = rest + t->src[0] * idx(r);
+    } else {
+      whole = whole + idx(q);
+      rest = rest + idx(r);
     }
   }
   if (!any_whole || rest->lo < 0) return nullptr;
@@ -277,18 +289,39 @@ E and_with_constant(ExprOp op, const E& a, const E& b) {
   return nullptr;
 }
 
-// x < c and c < x decided by the range of x: a padding mask on an axis the
+// a < b decided by the ranges of a and b: a padding mask on an axis the
 // window never leaves becomes a constant (and then disappears).
 E compare_by_range(ExprOp op, const E& a, const E& b) {
   if (op != ExprOp::CmpLt || !is_integer(a->dtype)) return nullptr;
-  if (b->op == ExprOp::Const) {
-    if (a->hi < b->value) return constant(1, DType::boolean);
-    if (a->lo >= b->value) return constant(0, DType::boolean);
-  }
-  if (a->op == ExprOp::Const) {
-    if (a->value < b->lo) return constant(1, DType::boolean);
-    if (a->value >= b->hi) return constant(0, DType::boolean);
-  }
+  if (a->hi < b->lo) return constant(1, DType::boolean);
+  if (a->lo >= b->hi) return constant(0, DType::boolean);
+  return nullptr;
+}
+
+// floor(a / b) for b > 0, whatever the sign of a.
+int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); }
+
+// x*k < c -> x < ceil(c/k) and c < x*k -> floor(c/k) < x for k > 0: a
+// window's mask on a strided axis tests the coordinate itself.
+E compare_scaled(ExprOp op, const E& a, const E& b) {
+  if (op != ExprOp::CmpLt || !is_integer(a->dtype)) return nullptr;
+  auto factor = [](const E& e) {
+    return e->op == ExprOp::Mul && e->src[1]->op == ExprOp::Const && e->src[1]->value > 1 ? int64_t(e->src[1]->value)
+                                                                                          : 0;
+  };
+  if (const int64_t k = factor(a); k && b->op == ExprOp::Const)
+    return binary(op, a->src[0], idx(floor_div(int64_t(b->value) + k - 1, k)));
+  if (const int64_t k = factor(b); k && a->op == ExprOp::Const)
+    return binary(op, idx(floor_div(int64_t(a->value), k)), b->src[0]);
+  return nullptr;
+}
+
+// max(a, b) -> a when a is never below b, and the other way round: the
+// clamps of a loop's bounds vanish where the ranges already decide them.
+E max_by_range(ExprOp op, const E& a, const E& b) {
+  if (op != ExprOp::Max || !is_integer(a->dtype)) return nullptr;
+  if (a->lo >= b->hi) return a;
+  if (b->lo >= a->hi) return b;
   return nullptr;
 }
 
@@ -312,6 +345,8 @@ const Rule kBinaryRules[] = {
     {"divide_common_factor", divide_common_factor},
     {"and_with_constant", and_with_constant},
     {"compare_by_range", compare_by_range},
+    {"compare_scaled", compare_scaled},
+    {"max_by_range", max_by_range},
 };
 
 // ---------------------------------------------------------------------------
@@ -377,8 +412,15 @@ E unary(ExprOp op, E a) {
   // A float constant: compute it now, in its own precision as the kernel would.
   if (a->op == ExprOp::Const && a->dtype == DType::f32) return constant(float(fold_unary(op, a->value)), a->dtype);
   if (a->op == ExprOp::Const && a->dtype == DType::f64) return constant(fold_unary(op, a->value), a->dtype);
+  if (a->op == ExprOp::Const && op == ExprOp::Neg && is_integer(a->dtype)) return constant(-a->value, a->dtype);
   // -(-x) -> x, exact for every type.
   if (op == ExprOp::Neg && a->op == ExprOp::Neg) return a->src[0];
+  // Integers: -(x + y) -> (-x) + (-y) and -(x * c) -> x * -c, so the bounds
+  // of loops (loop_bounds) read as sums.
+  if (op == ExprOp::Neg && is_integer(a->dtype) && a->op == ExprOp::Add)
+    return unary(op, a->src[0]) + unary(op, a->src[1]);
+  if (op == ExprOp::Neg && is_integer(a->dtype) && a->op == ExprOp::Mul && a->src[1]->op == ExprOp::Const)
+    return a->src[0] * constant(-a->src[1]->value, a->dtype);
   return make(op, a->dtype, {a});
 }
 
@@ -400,10 +442,170 @@ E binary(ExprOp op, E a, E b) {
   return make(op, result_type(op, a), {a, b});
 }
 
+namespace {
+
+E rebuild_with(const E& e, const std::vector<E>& src) {
+  switch (e->op) {
+    case ExprOp::Const:
+    case ExprOp::Var: return e;
+    case ExprOp::Load: return load(e->buffer, e->dtype, src[0]);
+    case ExprOp::Cast: return cast(src[0], e->dtype);
+    case ExprOp::Where: return where(src[0], src[1], src[2]);
+    default: return src.size() == 1 ? unary(e->op, src[0]) : binary(e->op, src[0], src[1]);
+  }
+}
+
+}  // namespace
+
 E where(E cond, E a, E b) {
   // A decided condition picks its side.
   if (cond->op == ExprOp::Const) return cond->value != 0 ? a : b;
   return make(ExprOp::Where, a->dtype, {cond, a, b});
+}
+
+// ---------------------------------------------------------------------------
+// Substitution and the bounds of a loop
+
+E substitute(const E& e, const std::unordered_map<const Expr*, E>& with) {
+  std::unordered_map<const Expr*, E> done;
+  std::function<E(const E&)> walk = [&](const E& n) -> E {
+    if (auto it = with.find(n.get()); it != with.end()) return it->second;
+    if (auto it = done.find(n.get()); it != done.end()) return it->second;
+    std::vector<E> src;
+    bool changed = false;
+    for (auto& s : n->src) {
+      src.push_back(walk(s));
+      changed = changed || src.back() != s;
+    }
+    // A node that keeps its sources keeps its range too (assume_range's);
+    // a rebuilt one still takes no other values where the original is used.
+    E r = changed ? rebuild_with(n, src) : n;
+    if (changed && is_integer(n->dtype)) r = assume_range(r, n->lo, n->hi);
+    done[n.get()] = r;
+    return r;
+  };
+  return walk(e);
+}
+
+namespace {
+
+// c*x + rest, with rest free of x; ok is false when `e` is not of that form.
+struct Linear {
+  bool ok = false;
+  int64_t coef = 0;
+  E rest;
+};
+
+struct LinearForms {
+  const Expr* x;
+  std::unordered_map<const Expr*, bool> reads_memo;
+
+  bool reads(const E& e) {
+    if (e.get() == x) return true;
+    if (auto it = reads_memo.find(e.get()); it != reads_memo.end()) return it->second;
+    bool r = false;
+    for (auto& s : e->src) r = r || reads(s);
+    reads_memo[e.get()] = r;
+    return r;
+  }
+
+  Linear of(const E& e) {
+    if (!reads(e)) return {true, 0, e};
+    if (e.get() == x) return {true, 1, idx(0)};
+    if (e->op == ExprOp::Add) {
+      Linear a = of(e->src[0]), b = of(e->src[1]);
+      if (a.ok && b.ok) return {true, a.coef + b.coef, a.rest + b.rest};
+    } else if (e->op == ExprOp::Mul && e->src[1]->op == ExprOp::Const) {
+      const int64_t k = int64_t(e->src[1]->value);
+      Linear a = of(e->src[0]);
+      if (a.ok) return {true, a.coef * k, a.rest * idx(k)};
+    } else if (e->op == ExprOp::Neg) {
+      Linear a = of(e->src[0]);
+      if (a.ok) return {true, -a.coef, unary(ExprOp::Neg, a.rest)};
+    }
+    return {};
+  }
+};
+
+// a and b compute the same value the same way.
+bool same(const E& a, const E& b) {
+  if (a == b) return true;
+  if (a->op != b->op || a->dtype != b->dtype || a->value != b->value || a->name != b->name ||
+      a->buffer != b->buffer || a->src.size() != b->src.size())
+    return false;
+  for (size_t i = 0; i < a->src.size(); ++i)
+    if (!same(a->src[i], b->src[i])) return false;
+  return true;
+}
+
+// floor(v / m) for m > 0 in C's truncating division: v is shifted to be
+// non-negative by its range. Null when v's range is unknown.
+E floor_divide(const E& v, int64_t m) {
+  if (m == 1) return v;
+  if (v->lo <= kUnknownLo) return nullptr;
+  if (v->lo >= 0) return v / idx(m);
+  const int64_t k = (-v->lo + m - 1) / m;
+  const E shifted = v + idx(k * m);
+  if (shifted->hi >= kUnknownHi) return nullptr;  // the kernel's int would overflow
+  return shifted / idx(m) + idx(-k);
+}
+
+}  // namespace
+
+LoopBounds loop_bounds(const E& e, const E& x) {
+  LoopBounds out;
+  LinearForms forms{x.get(), {}};
+  std::unordered_map<const Expr*, bool> seen, invariant;
+  // The integer comparisons of a conjunction.
+  std::function<void(const E&)> collect_tests = [&](const E& n) {
+    if (n->op == ExprOp::And) {
+      for (auto& side : n->src) collect_tests(side);
+    } else if (n->op == ExprOp::CmpLt && is_integer(n->src[0]->dtype) && !invariant[n.get()]) {
+      invariant[n.get()] = true;
+      out.invariant.push_back(n);
+    }
+  };
+  std::vector<E> free_tests;  // every other test free of x
+  std::function<void(const E&)> walk = [&](const E& n) {
+    if (seen[n.get()]) return;
+    seen[n.get()] = true;
+    for (auto& s : n->src) walk(s);
+    if (n->op == ExprOp::CmpLt && is_integer(n->src[0]->dtype) && !forms.reads(n)) free_tests.push_back(n);
+    // a && b with b free of x: b's tests hold for the whole row or for none
+    if (n->op == ExprOp::And && forms.reads(n))
+      for (auto& side : n->src)
+        if (!forms.reads(side)) collect_tests(side);
+    if (n->op != ExprOp::CmpLt || !is_integer(n->src[0]->dtype) || !forms.reads(n)) return;
+    Linear a = forms.of(n->src[0]), b = forms.of(n->src[1]);
+    if (!a.ok || !b.ok || a.coef == b.coef) return;
+    // a < b  <=>  c*x + r < 0
+    const int64_t c = a.coef - b.coef;
+    const E r = a.rest + unary(ExprOp::Neg, b.rest);
+    if (c > 0) {  // x < ceil(-r / c)
+      E upper = floor_divide(unary(ExprOp::Neg, r) + idx(c - 1), c);
+      if (!upper) return;
+      if (upper->lo <= x->hi) out.upper.push_back(upper);
+    } else {  // x > floor(r / -c)
+      E lower = floor_divide(r, -c);
+      if (!lower) return;
+      lower = lower + idx(1);
+      if (lower->hi > x->lo) out.lower.push_back(lower);
+    }
+    out.bounds.push_back(n);
+  };
+  walk(e);
+  // The same test built again elsewhere (a tap of a window whose column
+  // needs no mask tests only its row) is invariant too.
+  const size_t anded = out.invariant.size();
+  for (auto& t : free_tests)
+    if (!invariant[t.get()])
+      for (size_t i = 0; i < anded; ++i)
+        if (same(t, out.invariant[i])) {
+          invariant[t.get()] = true;
+          out.invariant.push_back(t);
+          break;
+        }
+  return out;
 }
 
 }  // namespace tl

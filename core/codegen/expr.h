@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/dtype.h"
@@ -56,5 +57,24 @@ std::vector<std::string> binary_rule_names();
 // The same expression, known to lie in [lo, hi] wherever its value matters
 // (e.g. inside a padding mask: outside it the value is never used).
 E assume_range(const E& e, int64_t lo, int64_t hi);
+
+// `e` with each node that `with` names replaced, rebuilt through the
+// builders, so their rules see the replacements (where(true, a, b) is a).
+E substitute(const E& e, const std::unordered_map<const Expr*, E>& with);
+
+// The comparisons in `e` that bound the loop variable `x` linearly
+// (c*x + rest < 0 with `rest` free of x: a pad's mask on a window read along
+// x), as bounds: every comparison in `bounds` holds for x >= each of `lower`
+// and x < each of `upper`. Bounds already met by every x of x's range are
+// left out; so are comparisons that are not linear in x. The comparisons
+// that do not read x but are and-ed with a test that does (a pad's mask on an
+// outer axis), and their copies elsewhere in `e`, are `invariant`: the same
+// for every x of the loop. (Tests free of x that stand alone, such as the
+// parts of a concatenation, are not: the row of one part would never split.)
+struct LoopBounds {
+  std::vector<E> lower, upper;
+  std::vector<E> bounds, invariant;
+};
+LoopBounds loop_bounds(const E& e, const E& x);
 
 }  // namespace tl

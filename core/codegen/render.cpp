@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "core/codegen/expr.h"
@@ -324,6 +325,11 @@ std::string signature(const Dialect& d, const std::string& name, const std::vect
   return out + decls;
 }
 
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+  return s;
+}
+
 std::string replace_n(std::string s, int64_t n) {
   for (size_t p = s.find("{n}"); p != std::string::npos; p = s.find("{n}")) s.replace(p, 3, std::to_string(n));
   return s;
@@ -503,6 +509,65 @@ std::string padded_rows(Lowerer& low, Printer& pr, const Node& pad, const std::v
   return out;
 }
 
+// The loop over x (a row of the output) that stores `value` at `store`.
+// When the value tests linear bounds on x (the mask of a pad read through a
+// window, lo <= x + k < hi), the loop splits where the bounds change: between
+// them every test is true and drops out, so the loads are affine in x without
+// a guard and vectorise; the few x before and after keep the tested form.
+// The bounds are computed once per row; so are the tests and-ed with them
+// that do not read x (the pad's mask on outer axes): where one fails, the
+// middle loop is empty and the row is computed by the tested form alone.
+static std::string row_loops(Printer& pr, const E& value, const E& x, const std::string& store, const std::string& indent) {
+  const std::string n = std::to_string(x->hi + 1);
+  const LoopBounds split = loop_bounds(value, x);
+  // The kernel's flops are those of one computation of the value per x: the
+  // largest of the loops' bodies.
+  const double flops = pr.flops_per_item;
+  double body_flops = 0;
+  auto loop = [&](const E& v, const std::string& from, const std::string& to) {
+    const auto names = pr.names;  // values named inside one loop are not visible in the next
+    pr.lines.clear();
+    pr.indent = indent + "  ";
+    const std::string result = Printer::strip(pr(v));
+    pr.names = names;
+    body_flops = std::max(body_flops, pr.flops_per_item - flops);
+    pr.flops_per_item = flops;
+    return indent + "for (int x = " + from + "; x < " + to + "; ++x) {\n" + pr.lines + indent + "  " + store + " = " +
+           result + ";\n" + indent + "}\n";
+  };
+  if (split.bounds.empty()) {
+    std::string out = loop(value, "0", n);
+    pr.flops_per_item += body_flops;
+    return out;
+  }
+  std::unordered_map<const Expr*, E> holds;
+  for (auto& c : split.bounds) holds[c.get()] = constant(1, DType::boolean);
+  for (auto& c : split.invariant) holds[c.get()] = constant(1, DType::boolean);
+  const E inside = substitute(value, holds);
+  // x_lo = max(0, lower...), x_hi = min(n, upper...), then x_lo <= x_hi <= n.
+  pr.lines.clear();
+  pr.indent = indent;
+  std::string bounds;
+  std::set<std::string> written;  // the same bound may be tested by several masks
+  auto bound = [&](const E& b, const std::string& test) {
+    const std::string t = Printer::strip(pr(b));
+    if (written.insert(test + t).second) bounds += indent + replace_all(test, "{}", t) + ";\n";
+  };
+  for (auto& b : split.lower) bound(b, "if (x_lo < {}) x_lo = {}");
+  for (auto& b : split.upper) bound(b, "if (x_hi > {}) x_hi = {}");
+  if (!split.lower.empty()) bounds += indent + "if (x_lo > " + n + ") x_lo = " + n + ";\n";
+  if (!split.upper.empty() || !split.invariant.empty()) bounds += indent + "if (x_hi < x_lo) x_hi = x_lo;\n";
+  for (auto& c : split.invariant) bound(c, "if (!({})) x_hi = x_lo");
+  bounds = pr.lines + indent + "int x_lo = 0, x_hi = " + n + ";\n" + bounds;
+  const bool tail = !split.upper.empty() || !split.invariant.empty();
+  std::string out = bounds;
+  if (!split.lower.empty()) out += loop(value, "0", "x_lo");
+  out += loop(inside, "x_lo", "x_hi");
+  if (tail) out += loop(value, "x_hi", n);
+  pr.flops_per_item += body_flops;
+  return out;
+}
+
 // The elementwise ops a GEMM plan fused after its product, as a GEMM
 // template's epilogue (templates.h); `flops` gets their count over all of C.
 static GemmEpilogue render_gemm_epilogue(const KernelPlan& plan, const Dialect& d, double& flops) {
@@ -621,19 +686,18 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
     }
     if (rows && height == 1 && value_node->op == Op::Pad) {
       body = padded_rows(low, pr, *value_node, ix->dims, out.dtype, width);
+    } else if (rows) {
+      const E v = cast(low.lower(value_node, ix), out.dtype);
+      const std::string w = std::to_string(width), b = std::to_string(block);
+      if (height > 1)
+        body = "    for (int y = 0; y < " + std::to_string(height) + "; ++y) {\n" +
+               row_loops(pr, v, ix->dims.back(), "b0[gid*" + b + "+y*" + w + "+x]", "      ") + "    }\n";
+      else
+        body = row_loops(pr, v, ix->dims.back(), "b0[gid*" + w + "+x]", "    ");
     } else {
       E v = cast(low.lower(value_node, ix), out.dtype);
       std::string result = pr(v);
-      const std::string w = std::to_string(width), b = std::to_string(block);
-      if (rows && height > 1)
-        body = "    for (int y = 0; y < " + std::to_string(height) + "; ++y) {\n      for (int x = 0; x < " + w +
-               "; ++x) {\n" + pr.lines + "        b0[gid*" + b + "+y*" + w + "+x] = " + Printer::strip(result) +
-               ";\n      }\n    }\n";
-      else if (rows)
-        body = "    for (int x = 0; x < " + w + "; ++x) {\n" + pr.lines + "      b0[gid*" + w + "+x] = " +
-               Printer::strip(result) + ";\n    }\n";
-      else
-        body = pr.lines + "    b0[gid] = " + Printer::strip(result) + ";\n";
+      body = pr.lines + "    b0[gid] = " + Printer::strip(result) + ";\n";
     }
     k.name = "E" + join_dims(out.shape);
     k.flops = pr.flops_per_item * double(n_out);
