@@ -161,10 +161,9 @@ void channel_affine(const BatchNormFold& f, const std::vector<const Value*>& p, 
 
 }  // namespace
 
-std::vector<Value> fold_values(const BatchNormFold& f, const std::function<Value(const std::string&)>& source,
-                               const std::string& device) {
+std::vector<Value> fold_values(const BatchNormFold& f, const Source& source, const std::string& device) {
   std::vector<Value> params;
-  for (int k = 1; k < 5; ++k) params.push_back(source(f.norm.input(k)));
+  for (int k = 1; k < 5; ++k) params.push_back(source(f.norm.input(k), true));
   for (const auto& p : params)
     if (!is_float_elem(p.elem)) bad(f.norm, std::string("a parameter of element type ") + elem_name(p.elem));
   std::vector<const Value*> p = {&params[0], &params[1], &params[2], &params[3]};
@@ -178,7 +177,7 @@ std::vector<Value> fold_values(const BatchNormFold& f, const std::function<Value
     return {from_host(shape, elem, s), from_host(shape, elem, t), from_host(shape, elem, std::vector<double>(channels, 0.0)),
             from_host(shape, elem, std::vector<double>(channels, 1.0))};
   }
-  Value w = source(f.weight);
+  Value w = source(f.weight, false);
   if (!is_float_elem(w.elem)) bad(f.norm, std::string("the convolution before it has weights of element type ") + elem_name(w.elem));
   if (w.shape.size() < 3 || w.shape[0] < 1)
     bad(f.norm, "the convolution before it has a weight of shape " + shape_str(w.shape) +
@@ -186,7 +185,7 @@ std::vector<Value> fold_values(const BatchNormFold& f, const std::function<Value
   const size_t channels = size_t(w.shape[0]);
   Value bias;
   if (!f.bias.empty()) {
-    bias = source(f.bias);
+    bias = source(f.bias, true);
     if (!shapes_only && bias.data.size() != channels)
       bad(f.norm, "the convolution before it has " + std::to_string(bias.data.size()) + " biases for " +
                       std::to_string(channels) + " output channels");
@@ -194,19 +193,21 @@ std::vector<Value> fold_values(const BatchNormFold& f, const std::function<Value
   Value w2, b2 = from_host({int64_t(channels)}, w.elem, std::vector<double>(channels, 0.0));
   w2.elem = w.elem;
   w2.shape = w.shape;
+  const DType dtype = tl_dtype(w.elem, "Conv");
   if (shapes_only) {
-    w2.tensor = stand_in(w.shape, tl_dtype(w.elem, "Conv"), device);
+    w2.tensor = stand_in(w.shape, dtype, device);
     return {w2, b2};
   }
   std::vector<double> s, t;
   channel_affine(f, p, channels, s, t);
-  const size_t per_channel = w.data.size() / channels;
-  w2.host = true;
-  w2.data.resize(w.data.size());
-  for (size_t c = 0; c < channels; ++c) {
-    for (size_t k = 0; k < per_channel; ++k) w2.data[c * per_channel + k] = w.data[c * per_channel + k] * s[c];
-    b2.data[c] = (bias.data.empty() ? 0.0 : bias.data[c]) * s[c] + t[c];
-  }
+  for (size_t c = 0; c < channels; ++c) b2.data[c] = (bias.data.empty() ? 0.0 : bias.data[c]) * s[c] + t[c];
+  // The weights stay where they are (a light model's exist only on the
+  // device): one kernel scales each output channel's filter by s.
+  Shape per_filter(w.shape.size(), 1);
+  per_filter[0] = int64_t(channels);
+  Tensor scale = dtype == DType::f64 ? Tensor::from_doubles(s, per_filter, device)
+                                     : Tensor::from_data(std::vector<float>(s.begin(), s.end()), per_filter, device);
+  w2.tensor = (device_tensor(w, device) * scale).realize();
   return {w2, b2};
 }
 
@@ -219,25 +220,24 @@ void bring_fold(const GraphFolds& folds, size_t index, const std::unordered_map<
     for (const auto& o : f.outputs) env[o] = cache.at(o);
     return;
   }
-  auto source = [&](const std::string& name) {
+  auto source = [&](const std::string& name, bool numbers) {
     // Initializers keep all their numbers on the host; values nodes built
-    // (ConstantOfShape) are read back from the device.
+    // (ConstantOfShape) are read back from the device when numbers are asked for.
     if (auto it = initializers.find(name); it != initializers.end()) return it->second;
     auto it = env.find(name);
     if (it == env.end()) bad(f.norm, "reads '" + name + "', which no earlier node, input or initializer defines");
     Value v = it->second;
-    if (!v.host && !shapes_only) v.data = v.tensor.to_doubles();
-    v.host = !shapes_only;
+    if (numbers && !v.host && !shapes_only) v.data = v.tensor.to_doubles(), v.host = true;
     return v;
   };
   std::vector<Value> values = fold_values(f, source, device);
   for (size_t k = 0; k < values.size(); ++k) {
     Value& v = values[k];
     if (!shapes_only) {
-      // Like an initializer: uploaded once; a small one keeps its numbers for
-      // host arithmetic (op_batch_normalization reads the mean and variance).
+      // Like an initializer: on the device once; a small one keeps its
+      // numbers for host arithmetic (op_batch_normalization reads the mean
+      // and variance).
       v.tensor = device_tensor(v, device).realize();
-      if (v.data.size() > 4096) v.host = false, v.data = {};
       cache[f.outputs[k]] = v;
     }
     env[f.outputs[k]] = std::move(v);
