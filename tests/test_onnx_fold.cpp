@@ -243,6 +243,11 @@ class TestOnnxFold : public QObject {
     model.run({input}, &shapes);
     QCOMPARE(shapes["c"], ys);
     QCOMPARE(model.nodes(), int64_t(relu ? 3 : 2));  // as the file has them
+    OnnxGraphInfo info = inspect_onnx(path);
+    QVERIFY(infer_onnx_shapes(info, path));
+    bool found = false;
+    for (const auto& v : info.values) found = found || (v.name == "c" && v.shape == ys);
+    QVERIFY(found);
     fs::remove_all(dir);
   }
 

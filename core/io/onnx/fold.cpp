@@ -77,7 +77,8 @@ GraphFolds fold_batch_norms(onnx::GraphProto& g, const std::set<std::string>& in
   }
   for (const auto& o : g.output()) uses[o.name()] += 2;  // a graph output is never folded away
   std::set<std::string> taken = all_names(g);
-  std::vector<int> fused_conv(size_t(g.node_size()), -1);  // norm node -> the conv it absorbs
+  // norm node -> (the conv it absorbs, its fold)
+  std::vector<std::pair<int, size_t>> fused_conv(size_t(g.node_size()), {-1, 0});
   std::vector<bool> dropped(size_t(g.node_size()), false);
   for (int i = 0; i < g.node_size(); ++i) {
     onnx::NodeProto& n = *g.mutable_node(i);
@@ -94,7 +95,7 @@ GraphFolds fold_batch_norms(onnx::GraphProto& g, const std::set<std::string>& in
       f.weight = conv->input(1);
       f.bias = conv->input_size() >= 3 ? conv->input(2) : "";
       f.outputs = {fresh_name(y + "::folded_weight", taken), fresh_name(y + "::folded_bias", taken)};
-      fused_conv[size_t(i)] = p->second;
+      fused_conv[size_t(i)] = {p->second, out.folds.size()};
       dropped[size_t(p->second)] = true;
       out.same_shape.push_back({n.input(0), y});
     } else {
@@ -117,16 +118,15 @@ GraphFolds fold_batch_norms(onnx::GraphProto& g, const std::set<std::string>& in
   // The convolution moves to its normalisation's place: everything either
   // reads is defined by then, and nothing else read the convolution.
   google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
-  size_t next_fold = 0;
   for (int i = 0; i < g.node_size(); ++i) {
     if (dropped[size_t(i)]) continue;
-    if (fused_conv[size_t(i)] < 0) {
+    const auto [conv_at, fold_at] = fused_conv[size_t(i)];
+    if (conv_at < 0) {
       *nodes.Add() = g.node(i);
       continue;
     }
-    while (!out.folds[next_fold].into_conv() || out.folds[next_fold].norm.output(0) != g.node(i).output(0)) ++next_fold;
-    const BatchNormFold& f = out.folds[next_fold];
-    onnx::NodeProto conv = g.node(fused_conv[size_t(i)]);
+    const BatchNormFold& f = out.folds[fold_at];
+    onnx::NodeProto conv = g.node(conv_at);
     const std::string& norm_name = g.node(i).name();
     conv.set_name(conv.name().empty() ? norm_name : norm_name.empty() ? conv.name() : conv.name() + "+" + norm_name);
     conv.set_input(1, f.outputs[0]);
