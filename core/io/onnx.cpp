@@ -341,8 +341,8 @@ struct OnnxModel::Impl {
   // constants built from initializers alone (the weights of models stored
   // as ConstantOfShape), computed once like the initializers' copies, so
   // later runs neither fill them again nor lose what kernels derive from
-  // their buffers (a GEMM's packed weights).
-  // (the folds' values too: onnx/fold.h).
+  // their buffers (a GEMM's packed weights). The batch-norm folds' values
+  // (onnx/fold.h) are kept here too.
   mutable std::map<std::string, std::unordered_map<std::string, Value>> folded;
   // The batch norms folded into constants at load, and the initializers the
   // rewritten graph no longer reads (kept on the host for the folds, never
