@@ -131,8 +131,8 @@ typedef float vfu __attribute__((vector_size(VW * 4), aligned(4)));
 // loop is long and reads the epilogue's full-size inputs (a residual) along
 // a row, which the hardware prefetches. Called per micro-tile instead, the
 // tile's short rows each paid the loop's set-up and a cache miss on the
-// residual: a residual epilogue then took 2.4x the GEMM's own time instead
-// of 1.3x (m=256, n=3136, k=64, one thread). C is restrict: an epilogue
+// residual: a residual epilogue then took 1.5-2.4x the GEMM's own time
+// instead of 1.3x (m=256, n=3136, k=64, one thread). C is restrict: an epilogue
 // input never shares its buffer, which ivdep tells the vectoriser.
 static void finish_block(float* restrict c, ptrdiff_t batch, ptrdiff_t m0, ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1,
                          void** args) {
