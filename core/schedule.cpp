@@ -56,12 +56,20 @@ struct Planner {
 
   void decide(const std::vector<NodeRef>& roots) {
     std::unordered_map<Node*, int> effective, cost;
+    // Read through an Expand: each element is read several times (a 3x3
+    // convolution's im2col reads it 9 times).
+    std::unordered_map<Node*, bool> expanded;
+    // The GEMM product that n's fused expression reads, if any.
+    std::unordered_map<Node*, Node*> product;
     for (auto& r : roots)
       if (!r->realized()) effective[r.get()] += 1;
     // consumers come after their sources in `order`, so walk it backwards
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       Node* n = *it;
-      for (Node* c : consumers[n]) effective[n] += is_movement(c->op) ? effective[c] : 1;
+      for (Node* c : consumers[n]) {
+        effective[n] += is_movement(c->op) ? effective[c] : 1;
+        if (c->op == Op::Expand || (is_movement(c->op) && expanded[c])) expanded[n] = true;
+      }
     }
     std::unordered_set<Node*> root_set;
     for (auto& r : roots) root_set.insert(r.get());
@@ -72,10 +80,23 @@ struct Planner {
         materialised.insert(n->matmul->b.get());
       }
       int c = is_elementwise(n->op) ? 1 : 0;
-      for (Node* s : inputs_of(n))
-        if (!s->realized() && !materialised.count(s)) c += cost[s];
+      for (Node* s : inputs_of(n)) {
+        if (is_gemm(s)) product[n] = s;
+        if (s->realized() || materialised.count(s)) continue;
+        c += cost[s];
+        if (product[s]) product[n] = product[s];
+      }
       cost[n] = c;
       if (is_elementwise(n->op) && effective[n] > 1 && c > kRecomputeLimit) m = true;
+      // An expression read through an Expand is computed once, not at each
+      // read, when it is costly, or when it is a GEMM's epilogue however
+      // cheap: the GEMM stores C anyway, and fuse_epilogues has the store
+      // write this value instead (ResNet-50's bias and ReLU before each 3x3
+      // convolution). Several reads of one position in one kernel (SiLU's)
+      // cost nothing: the renderer computes the value once there.
+      const Node* p = product[n];
+      const bool epilogue = p && !p->requires_grad && consumers[product[n]].size() == 1 && n->dtype == DType::f32;
+      if (is_elementwise(n->op) && expanded[n] && (c > kRecomputeLimit || epilogue)) m = true;
       if (m) materialised.insert(n);
     }
     // operands marked after their own visit still need to count

@@ -438,6 +438,41 @@ class TestOps : public QObject {
     }
   }
 
+  // A convolution's bias and ReLU read by a 3x3 convolution (whose im2col
+  // reads each element 9 times through an Expand) are written by the first
+  // GEMM's store, once: the im2col kernel copies finished values. Values as
+  // with the ReLU realized on its own.
+  void expanded_epilogue_is_stored_once_data() { add_device_rows(); }
+  void expanded_epilogue_is_stored_once() {
+    QFETCH(QString, device);
+    const std::string dev = device.toStdString();
+    Tensor x = Tensor::from_data(ramp(2 * 3 * 9 * 9, 1.3f, -0.6f), {2, 3, 9, 9}, dev);
+    Tensor w1 = Tensor::from_data(ramp(5 * 3, 0.9f, -0.4f), {5, 3, 1, 1}, dev);
+    Tensor b1 = Tensor::from_data(ramp(5, 1.0f, -0.5f), {5}, dev);
+    Tensor w2 = Tensor::from_data(ramp(4 * 5 * 9, 0.8f, -0.4f), {4, 5, 3, 3}, dev);
+    for (Tensor* t : {&x, &w1, &b1, &w2}) t->realize();
+    tl::Conv2dOptions same;
+    same.pad_h = same.pad_w = 1;
+    std::vector<float> fused, unfused;
+    auto recs = launches([&] { fused = x.conv2d(w1, b1).relu().conv2d(w2, Tensor(), same).to_vector(); });
+    bool relu_in_gemm = false, relu_elsewhere = false;
+    for (const auto& r : recs) {
+      const auto& ops = r.kernel->ops;
+      const bool relu = std::find(ops.begin(), ops.end(), "MAX") != ops.end();
+      (r.kernel->name.rfind("GEMM", 0) == 0 ? relu_in_gemm : relu_elsewhere) |= relu;
+    }
+    QVERIFY2(relu_in_gemm && !relu_elsewhere, ("kernels: " + kernel_names(recs)).c_str());
+    Tensor h = x.conv2d(w1, b1).relu();
+    h.realize();
+    unfused = h.conv2d(w2, Tensor(), same).to_vector();
+    QCOMPARE(fused.size(), size_t(2 * 4 * 9 * 9));
+    QCOMPARE(fused.size(), unfused.size());
+    for (size_t i = 0; i < fused.size(); ++i)
+      QVERIFY2(std::fabs(fused[i] - unfused[i]) <= 1e-5 * std::max(1.0f, std::fabs(unfused[i])),
+               ("at " + std::to_string(i) + ": fused " + std::to_string(fused[i]) + " unfused " +
+                std::to_string(unfused[i])).c_str());
+  }
+
   // A realized left operand (a layer's weights) is packed once, with its
   // buffer, and read packed by every later product: products with the same
   // weights, run again and in other shapes, and with other weights of the

@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "core/io/limits.h"
+#include "core/io/onnx/fold.h"
 #include "core/io/onnx/registry.h"
 #include "core/io/onnx_shapes_only.h"
 
@@ -340,15 +341,16 @@ struct OnnxModel::Impl {
   // constants built from initializers alone (the weights of models stored
   // as ConstantOfShape), computed once like the initializers' copies, so
   // later runs neither fill them again nor lose what kernels derive from
-  // their buffers (a GEMM's packed weights).
+  // their buffers (a GEMM's packed weights). The batch-norm folds' values
+  // (onnx/fold.h) are kept here too.
   mutable std::map<std::string, std::unordered_map<std::string, Value>> folded;
+  // The batch norms folded into constants at load, and the initializers the
+  // rewritten graph no longer reads (kept on the host for the folds, never
+  // uploaded). `file_nodes` counts the nodes as the file has them.
+  onnx_detail::GraphFolds folds;
+  std::set<std::string> unread;
+  int64_t file_nodes = 0;
 };
-
-namespace {
-// Ops whose output is fixed once their inputs are: folded when every input is
-// an initializer or folded itself. Kept to pure value builders on purpose.
-bool foldable_op(const std::string& op) { return op == "ConstantOfShape" || op == "Constant"; }
-}  // namespace
 
 OnnxModel::OnnxModel(const std::string& path) : impl_(std::make_unique<Impl>()) {
   auto& m = *impl_;
@@ -403,6 +405,15 @@ OnnxModel::OnnxModel(const std::string& path) : impl_(std::make_unique<Impl>()) 
       throw OnnxUnsupported("unsupported ONNX output '" + o.name() + "' of " + path +
                                 ": non-tensor values (OnnxModel::run returns tensors)",
                             "type:" + std::string(o.type().has_sequence_type() ? "sequence" : "non-tensor"));
+  m.file_nodes = g.node_size();
+  if (onnx_detail::folding_disabled()) return;
+  std::set<std::string> names, read;
+  for (const auto& [name, v] : m.initializers) names.insert(name);
+  m.folds = onnx_detail::fold_batch_norms(*m.model.mutable_graph(), names);
+  for (const auto& n : g.node()) read.insert(n.input().begin(), n.input().end());
+  for (const auto& o : g.output()) read.insert(o.name());
+  for (const auto& name : names)
+    if (!read.count(name)) m.unread.insert(name);
 }
 
 OnnxModel::~OnnxModel() = default;
@@ -411,7 +422,7 @@ int64_t OnnxModel::opset() const { return impl_->opset; }
 const std::vector<OnnxValueInfo>& OnnxModel::inputs() const { return impl_->inputs; }
 const std::vector<OnnxValueInfo>& OnnxModel::outputs() const { return impl_->outputs; }
 int64_t OnnxModel::parameters() const { return impl_->parameters; }
-int64_t OnnxModel::nodes() const { return impl_->model.graph().node_size(); }
+int64_t OnnxModel::nodes() const { return impl_->file_nodes; }
 
 std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs) const { return run(inputs, nullptr); }
 
@@ -462,6 +473,7 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
     std::lock_guard<std::mutex> lock(m.mutex);
     auto& cache = m.on_device[device];
     for (auto& [name, v] : m.initializers) {
+      if (m.unread.count(name)) continue;
       Value copy;
       copy.elem = v.elem;
       copy.shape = v.shape;
@@ -498,7 +510,7 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
   for (const auto& [name, v] : m.initializers) constant.insert(name);
   const bool fold = !onnx_detail::ShapesOnly::active();
   for (const auto& n : g.node()) {
-    bool folds = fold && foldable_op(n.op_type()) && n.output_size() == 1 && !n.output(0).empty();
+    bool folds = fold && onnx_detail::foldable_op(n.op_type()) && n.output_size() == 1 && !n.output(0).empty();
     for (const auto& name : n.input()) folds = folds && (name.empty() || constant.count(name));
     if (folds) {
       std::lock_guard<std::mutex> lock(m.mutex);
@@ -516,6 +528,11 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
         continue;
       }
       auto it = env.find(name);
+      if (auto f = m.folds.made_by.find(name); it == env.end() && f != m.folds.made_by.end()) {
+        std::lock_guard<std::mutex> lock(m.mutex);
+        onnx_detail::bring_fold(m.folds, f->second, m.initializers, env, m.folded[device], device);
+        it = env.find(name);
+      }
       if (it == env.end())
         throw ShapeError("ONNX node '" + n.name() + "' (" + n.op_type() + ") reads '" + name +
                          "', which no earlier node, input or initializer defines");
@@ -545,9 +562,12 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
     for (int i = 0; i < n.output_size() && size_t(i) < outs.size(); ++i)
       if (!n.output(i).empty()) env[n.output(i)] = std::move(outs[size_t(i)]);
   }
-  if (shapes)
+  if (shapes) {
     for (const auto& [name, v] : env)
       if (v.present) (*shapes)[name] = v.shape;
+    for (const auto& [gone, kept] : m.folds.same_shape)
+      if (shapes->count(kept)) (*shapes)[gone] = shapes->at(kept);
+  }
   std::vector<Tensor> result;
   for (const auto& o : g.output()) {
     auto it = env.find(o.name());

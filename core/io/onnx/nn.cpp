@@ -480,6 +480,18 @@ Value op_global_average_pool(const Ctx& c) {
   return same(op == "GlobalAveragePool" ? x.mean(axes, true) : x.max(axes, true));
 }
 
+// Whether the mean is all 0 and the variance plus eps all 1, read from host
+// values: then the normalisation is x * scale + B (the form the loader gives
+// a batch norm of constant parameters, core/io/onnx/fold.h).
+bool unit_normalisation(const Ctx& c, double eps) {
+  if (!c.v(3).host || !c.v(4).host) return false;
+  for (double m : c.v(3).data)
+    if (m != 0) return false;
+  for (double v : c.v(4).data)
+    if (v + eps != 1) return false;
+  return true;
+}
+
 // Inference uses the running statistics; training_mode uses the batch's and
 // also returns the running ones blended in with `momentum`.
 std::vector<Value> op_batch_normalization(const Ctx& c) {
@@ -487,6 +499,8 @@ std::vector<Value> op_batch_normalization(const Ctx& c) {
   Tensor x = c.t(0);
   double eps = attr_f(n, "epsilon", 1e-5);
   const Shape& xs = x.shape();
+  if (attr_i(n, "training_mode", 0) == 0 && unit_normalisation(c, eps))
+    return {from_tensor(x * per_channel(n, c.t(1), xs, "scale") + per_channel(n, c.t(2), xs, "bias"), c.v(0).elem)};
   if (attr_i(n, "training_mode", 0) == 0) {
     Tensor inv = (c.t(4) + eps).rsqrt() * c.t(1);
     Tensor y = (x - per_channel(n, c.t(3), xs, "mean")) * per_channel(n, inv, xs, "scale") +

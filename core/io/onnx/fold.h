@@ -1,0 +1,76 @@
+// Batch norms folded away when a model loads. In inference a
+// BatchNormalization whose parameters are constants is the affine map
+// y = x * s + t per channel, s = scale / sqrt(var + eps), t = B - mean * s.
+// After a convolution whose weights are constants it disappears into the
+// convolution: W' = W * s (per output channel), B' = (B - mean) * s + shift.
+// Elsewhere it keeps its node with s and t as its scale and bias, mean 0 and
+// variance 1 (epsilon 0), which op_batch_normalization reads as a plain
+// multiply-add. Either way the square roots and divisions are done once, on
+// the host in double precision, instead of in every kernel that reads the
+// normalised value; W * s is one float multiply on the device (the weights
+// of a light model exist only there: reading them back and computing in
+// double cost ResNet-50 0.8 s and 300 MB of its first run).
+//
+// The graph is rewritten at load (fold_batch_norms); the numbers come later,
+// on a device's first run (fold_values), because the constants may be values
+// that nodes build (ConstantOfShape) rather than initializers.
+// TINYLENS_NOFOLD=1 keeps the graph as the file has it.
+#pragma once
+#include <functional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/io/onnx_ops.h"
+
+namespace tl::onnx_detail {
+
+// Ops whose output is fixed once their inputs are: computed once per device
+// when every input is an initializer or such an op's output. Kept to pure
+// value builders on purpose.
+bool foldable_op(const std::string& op);
+
+// Values the rewritten graph reads that the file does not hold.
+struct BatchNormFold {
+  onnx::NodeProto norm;       // the BatchNormalization as the file has it (errors name it)
+  std::string weight, bias;   // the convolution's W and B ("" for none); both "" when not into a conv
+  std::vector<std::string> outputs;  // into a conv: W', B'; else: s, t, mean 0, variance 1
+  bool into_conv() const { return !weight.empty(); }
+};
+
+struct GraphFolds {
+  std::vector<BatchNormFold> folds;
+  std::unordered_map<std::string, size_t> made_by;  // fold output -> index in folds
+  // (removed value, kept value of the same shape): a convolution's output
+  // that now flows straight into the normalisation's.
+  std::vector<std::pair<std::string, std::string>> same_shape;
+};
+
+// Rewrites `g` in place (node order stays topological) and says what the
+// new inputs are. `initializers` are the names the file gives values.
+GraphFolds fold_batch_norms(onnx::GraphProto& g, const std::set<std::string>& initializers);
+
+// Whether TINYLENS_NOFOLD asks for the graph as the file has it.
+bool folding_disabled();
+
+// Gives the value of a name the folds read: its numbers on the host when
+// `numbers`, else possibly only its device tensor.
+using Source = std::function<Value(const std::string& name, bool numbers)>;
+
+// The values of fold `f`, in the order of f.outputs: s, t and B' computed on
+// the host in double precision from the constants `source` gives, W' = W * s
+// on `device`. Sizes that do not fit together are a ShapeError naming the
+// BatchNormalization. Under ShapesOnly, values of the right shapes only.
+std::vector<Value> fold_values(const BatchNormFold& f, const Source& source, const std::string& device);
+
+// Puts the values of folds.folds[index] into `env`: from `cache` (the
+// device's, filled on its first run), or computed from `env` and
+// `initializers` and uploaded to `device`. The caller holds the lock that
+// guards `cache`.
+void bring_fold(const GraphFolds& folds, size_t index, const std::unordered_map<std::string, Value>& initializers,
+                std::unordered_map<std::string, Value>& env, std::unordered_map<std::string, Value>& cache,
+                const std::string& device);
+
+}  // namespace tl::onnx_detail
