@@ -27,8 +27,9 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // The FINISH hook: the epilogue as a function over a block of C (see
 // tl_gemm_finish in kernels/gemm_cpu.h). Its inner loop walks a row, so
 // values that depend on the row alone are computed once per row and the
-// loop over columns vectorises. It reads the buffers it needs from the
-// kernel's argument array.
+// loop over columns vectorises (C is restrict: an epilogue input never
+// shares its buffer, which ivdep tells the vectoriser). It reads the
+// buffers it needs from the kernel's argument array.
 std::string finish_text(const GemmEpilogue& e, int64_t n, const std::string& name) {
   if (e.statements.empty() && e.value == "acc") return "";
   std::string out =
@@ -49,8 +50,9 @@ std::string finish_text(const GemmEpilogue& e, int64_t n, const std::string& nam
     body += "    " + e.statements.substr(pos, end - pos) + "\n";
   }
   const std::string at = "c[row * " + std::to_string(n) + " + col]";
-  return out + "  for (ptrdiff_t row = m0; row < m1; ++row)\n    for (ptrdiff_t col = n0; col < n1; ++col) {\n" +
-         "      const float acc = " + at + ";\n" + body + "      " + at + " = " + e.value + ";\n    }\n}";
+  return out + "  for (ptrdiff_t row = m0; row < m1; ++row)\n#pragma GCC ivdep\n" +
+         "    for (ptrdiff_t col = n0; col < n1; ++col) {\n      const float acc = " + at + ";\n" + body + "      " +
+         at + " = " + e.value + ";\n    }\n}";
 }
 
 }  // namespace
