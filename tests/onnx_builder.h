@@ -2,6 +2,7 @@
 // tests that need models no file provides (unsupported ops, bad shapes).
 #pragma once
 #include <onnx/onnx_pb.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <filesystem>
@@ -65,5 +66,15 @@ struct Builder {
     return path.string();
   }
 };
+
+// An empty folder of its own for one test's files:
+// <temp>/tinylens-<suite>-<name>-<pid>, emptied if a crashed run left it.
+inline std::filesystem::path fresh_temp_dir(const std::string& suite, const std::string& name) {
+  namespace fs = std::filesystem;
+  fs::path d = fs::temp_directory_path() / ("tinylens-" + suite + "-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
 
 }  // namespace tltest

@@ -23,12 +23,7 @@ namespace {
 
 fs::path node_tests() { return fs::path(tltest::source_dir()) / "resources" / "onnx-node-tests"; }
 
-fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("tinylens-onnx-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path temp_dir(const std::string& name) { return tltest::fresh_temp_dir("onnx", name); }
 
 template <class F>
 std::string error_of(F f) {

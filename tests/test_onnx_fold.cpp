@@ -20,12 +20,7 @@ using tltest::Builder;
 
 namespace {
 
-fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("tinylens-onnx-fold-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path temp_dir(const std::string& name) { return tltest::fresh_temp_dir("onnx-fold", name); }
 
 std::vector<double> random_values(size_t n, std::mt19937& rng, double lo, double hi) {
   std::uniform_real_distribution<double> u(lo, hi);

@@ -27,12 +27,7 @@ using tltest::Builder;
 
 namespace {
 
-fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("tinylens-hostile-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path temp_dir(const std::string& name) { return tltest::fresh_temp_dir("hostile", name); }
 
 // The message of the IOError or ShapeError `f` throws; "" when it throws
 // nothing, and "UNEXPECTED ..." for any other exception.
