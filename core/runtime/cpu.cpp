@@ -173,7 +173,7 @@ class CpuDevice : public Device {
     TempFiles tmp(name);
     Built built;
     built.binary = compile_library(tmp, source, "kernel " + name, built.log);
-    built.program = open(name, tmp.stem + ".so", calls_gemm_library(name, source));
+    built.program = open(name, tmp.stem + ".so", calls_gemm_library(source));
     return built;
   }
 
@@ -185,7 +185,7 @@ class CpuDevice : public Device {
     TempFiles tmp("batch");
     BuiltTogether built;
     built.binary = compile_library(tmp, source, std::to_string(kernels.size()) + " kernels built together", built.log);
-    built.programs = open_all(kernels, tmp.stem + ".so", calls_gemm_library("", source));
+    built.programs = open_all(kernels, tmp.stem + ".so", calls_gemm_library(source));
     return built;
   }
 
@@ -193,7 +193,7 @@ class CpuDevice : public Device {
                                                       const std::string& binary) override {
     TempFiles tmp("batch");
     write_library(tmp, binary);
-    return open_all(kernels, tmp.stem + ".so", calls_gemm_library("", binary));
+    return open_all(kernels, tmp.stem + ".so", calls_gemm_library(binary));
   }
 
   // A library's bytes -> a program: written to a temp file for dlopen, which
@@ -201,7 +201,7 @@ class CpuDevice : public Device {
   std::shared_ptr<Program> load(const std::string& name, const std::string& binary) override {
     TempFiles tmp(name);
     write_library(tmp, binary);
-    return open(name, tmp.stem + ".so", calls_gemm_library(name, binary));
+    return open(name, tmp.stem + ".so", calls_gemm_library(binary));
   }
 
  private:
@@ -253,8 +253,8 @@ class CpuDevice : public Device {
   // once per machine like any kernel (and so kept in the kernel cache) and
   // loaded into the global symbol scope before the first kernel that names
   // its entry point, in its source or in its library's symbol table.
-  bool calls_gemm_library(const std::string& name, const std::string& text) const {
-    return name != kGemmCLibraryEntry && text.find(kGemmCLibraryEntry) != std::string::npos;
+  static bool calls_gemm_library(const std::string& text) {
+    return text.find(kGemmCLibraryEntry) != std::string::npos;
   }
   void load_gemm_library() {
     std::lock_guard<std::mutex> lock(gemm_library_mutex_);
@@ -270,8 +270,8 @@ class CpuDevice : public Device {
   }
 
   std::shared_ptr<Program> open(const std::string& name, const std::string& path, bool calls_gemm) {
-    if (calls_gemm) load_gemm_library();
-    const bool library = name == kGemmCLibraryEntry;
+    const bool library = name == kGemmCLibraryEntry;  // which names itself
+    if (calls_gemm && !library) load_gemm_library();
     void* handle = dlopen(path.c_str(), RTLD_NOW | (library ? RTLD_GLOBAL : RTLD_LOCAL));
     if (!handle) {
       const char* why = dlerror();
