@@ -4,11 +4,13 @@
 // OpenCL device: results equal kernel-by-kernel builds bit for bit; a warm
 // disk cache runs no compiler (counted by compiler_runs(), not timed); the
 // progress callback counts 0..N of N; a broken kernel in a batch is named
-// with its own source and log.
+// with its own source and log. Where the driver keeps its own cache (PoCL),
+// a warm run adds nothing to that cache either.
 #include <QtTest/QtTest>
 
 #include <cstring>
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <thread>
 
@@ -69,6 +71,19 @@ Run run_six(const std::string& device, const QString& cache_home) {
   return run;
 }
 
+// Files in PoCL's kernel cache: its folder is fixed when PoCL starts, from
+// POCL_CACHE_DIR or XDG_CACHE_HOME as this process began.
+size_t driver_cache_files(const std::string& cache_home_at_start) {
+  namespace fs = std::filesystem;
+  const char* dir = std::getenv("POCL_CACHE_DIR");
+  fs::path root = dir && *dir ? fs::path(dir) : fs::path(cache_home_at_start) / "pocl" / "kcache";
+  std::error_code ec;
+  size_t n = 0;
+  for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec))
+    n += it->is_regular_file(ec);
+  return n;
+}
+
 bool bit_equal(const Run& a, const Run& b, QString* why) {
   if (a.values.size() != b.values.size()) return *why = "different output counts", false;
   for (size_t i = 0; i < a.values.size(); ++i)
@@ -93,9 +108,14 @@ class TestCompile : public QObject {
   Q_OBJECT
   std::vector<std::string> devices_;
   QTemporaryDir scratch_;
+  std::string cache_home_at_start_;
 
  private slots:
   void initTestCase() {
+    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+      cache_home_at_start_ = x;
+    else if (const char* h = std::getenv("HOME"); h && *h)
+      cache_home_at_start_ = std::string(h) + "/.cache";
     qputenv("TINYLENS_NOREPLAY", "1");  // every realize below compiles or loads; none replays
     qunsetenv("TINYLENS_NOBATCH");
     QVERIFY(scratch_.isValid());
@@ -154,8 +174,12 @@ class TestCompile : public QObject {
       const size_t cores = std::max(1u, std::thread::hardware_concurrency());
       QCOMPARE(cold.compiler_runs, (batches ? std::min(cores, n) : n) + library);
 
+      const bool driver_keeps = Registry::instance().get_available(name).driver_keeps_binaries();
+      const size_t driver_files = driver_cache_files(cache_home_at_start_);
+      QVERIFY(!driver_keeps || driver_files > 0);  // the cold run filled the driver's cache
       Run warm = run_six(name, a.path());  // a second process: the disk cache answers
       QCOMPARE(warm.compiler_runs, size_t(0));
+      QCOMPARE(driver_cache_files(cache_home_at_start_), driver_files);  // the driver built nothing either
       QVERIFY2(counts_up(warm.progress, n, &why), qPrintable(why));
       QVERIFY2(bit_equal(cold, warm, &why), qPrintable(why));
 

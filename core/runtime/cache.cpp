@@ -109,6 +109,16 @@ bool unpack_entry(const std::string& data, std::string& binary, std::string& log
 namespace {
 std::atomic<size_t> compiler_run_count{0};
 
+// The binary of an entry whose binary the driver keeps in its own cache
+// (Device::driver_keeps_binaries): a warm run builds the source again.
+const std::string kDriverKeepsBinary = "tinylens: built from source; the driver keeps the binary";
+
+// What an entry stores for a build: its binary, the marker above, or
+// nothing (not cached).
+std::string stored_binary(const Device& device, const std::string& binary) {
+  return binary.empty() && device.driver_keeps_binaries() ? kDriverKeepsBinary : binary;
+}
+
 std::string entry_path(const Device& device, const std::string& text, const char* extension) {
   const DeviceInfo& i = device.info();
   return cache_path(cache_key(text, device.build_options(), i.platform + " | " + i.description, i.driver_version),
@@ -130,7 +140,13 @@ std::shared_ptr<Program> Device::find_cached(const std::string& kernel_name, con
   auto data = cache_read(entry_path(*this, source, ".bin"));
   if (!data || !unpack_entry(*data, binary, log)) return nullptr;
   try {
-    auto program = load(kernel_name, binary);
+    std::shared_ptr<Program> program;
+    if (binary == kDriverKeepsBinary && driver_keeps_binaries()) {
+      Built built = build(kernel_name, source);  // answered by the driver's cache
+      program = built.program ? built.program : load(kernel_name, built.binary);
+    } else {
+      program = load(kernel_name, binary);
+    }
     program->build_log = log;  // the log of the original build, warnings included
     program->cache_hit = true;
     return program;
@@ -147,8 +163,8 @@ std::shared_ptr<Program> Device::compile(const std::string& kernel_name, const s
   auto program = built.program ? built.program : load(kernel_name, built.binary);
   program->build_log = built.log;
   program->cache_hit = false;
-  if (!built.binary.empty())
-    cache_write(entry_path(*this, source, ".bin"), pack_entry(built.binary, built.log));  // best effort
+  if (std::string stored = stored_binary(*this, built.binary); !stored.empty())
+    cache_write(entry_path(*this, source, ".bin"), pack_entry(stored, built.log));  // best effort
   return program;
 }
 
@@ -170,7 +186,8 @@ std::vector<std::shared_ptr<Program>> Device::compile_together(const std::vector
   bool hit = false;
   if (auto data = cache_read(path); data && unpack_entry(*data, binary, log)) {
     try {
-      programs = load_together(kernels, binary);
+      programs = binary == kDriverKeepsBinary && driver_keeps_binaries() ? build_together(kernels).programs
+                                                                         : load_together(kernels, binary);
       hit = true;
     } catch (const DeviceError&) {
       if (!available()) throw;
@@ -181,7 +198,8 @@ std::vector<std::shared_ptr<Program>> Device::compile_together(const std::vector
     BuiltTogether built = build_together(kernels);
     programs = built.programs.empty() ? load_together(kernels, built.binary) : std::move(built.programs);
     log = built.log;
-    if (!built.binary.empty()) cache_write(path, pack_entry(built.binary, built.log));  // best effort
+    if (std::string stored = stored_binary(*this, built.binary); !stored.empty())
+      cache_write(path, pack_entry(stored, built.log));  // best effort
   }
   if (programs.size() != kernels.size())
     throw DeviceError(name() + ": a batch of " + std::to_string(kernels.size()) + " kernels loaded as " +

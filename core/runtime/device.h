@@ -156,6 +156,12 @@ class Device {
   // Everything besides the source, the device description and the driver
   // version that changes the binary (compiler flags): part of the cache key.
   virtual std::string build_options() const { return ""; }
+  // Optional slot: the driver keeps its own on-disk cache of what it built
+  // (PoCL does), and build() then returns no binary, because asking for one
+  // makes such a driver compile every kernel a second time. The disk cache
+  // then records only that the source was built, with its log; a warm run
+  // builds from source again, which the driver answers from its own cache.
+  virtual bool driver_keeps_binaries() const { return false; }
 
   // Optional slot: many kernels -> one binary in one compiler run (one
   // OpenCL program, one shared library). A first run compiles dozens of

@@ -6,6 +6,7 @@
 #include <CL/cl.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -148,6 +149,7 @@ struct State {
   cl_command_queue queue = nullptr;
   uint64_t max_alloc = 0;
   std::string build_options;
+  bool driver_keeps_binaries = false;
   DeviceInfo info;
   std::mutex mutex;  // guards info.available / unavailable_reason
 
@@ -346,6 +348,15 @@ std::string device_string(cl_device_id device, cl_device_info param) {
   return s;
 }
 
+// PoCL keeps what it builds in its own disk cache unless POCL_KERNEL_CACHE=0.
+// Asking it for CL_PROGRAM_BINARIES compiles every kernel's work-group
+// function once more, for a launch size that the first launch then compiles
+// again: Lite0's first run on PoCL took twice as long with the binaries read.
+bool keeps_kernel_cache(const std::string& platform) {
+  const char* off = std::getenv("POCL_KERNEL_CACHE");
+  return platform == "Portable Computing Language" && !(off && std::string(off) == "0");
+}
+
 std::string platform_string(cl_platform_id platform, cl_platform_info param) {
   size_t size = 0;
   cl_int err = clGetPlatformInfo(platform, param, 0, nullptr, &size);
@@ -415,6 +426,7 @@ class OpenCLDevice : public Device {
       s.info.gemm_template = "gemm.cl";
       s.info.preferred_vector_width = std::max(1, int(device_value<cl_uint>(device, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT)));
       s.build_options = opencl_build_options(s.info);
+      s.driver_keeps_binaries = keeps_kernel_cache(s.info.platform);
 
       if (!device_value<cl_bool>(device, CL_DEVICE_AVAILABLE)) {
         s.mark_unavailable("the driver reports the device as not available");
@@ -519,10 +531,12 @@ class OpenCLDevice : public Device {
                              cl_error_name(err) + (built.log.empty() ? "" : "\n" + built.log),
                          source, built.log);
     }
-    built.binary = program_binary(program);  // empty when the driver has none: then nothing is cached
+    built.binary = binary_unless_kept(program);  // empty when the driver has none: then nothing is cached
     built.program = make_program(kernel_name, program);
     return built;
   }
+
+  bool driver_keeps_binaries() const override { return state_->driver_keeps_binaries; }
 
   // All new kernels of a realize in one program: PoCL runs one LLVM build
   // per clBuildProgram, which cost more than the code in most kernels.
@@ -548,7 +562,7 @@ class OpenCLDevice : public Device {
                              s.label() + ": " + cl_error_name(err) + (built.log.empty() ? "" : "\n" + built.log),
                          source, built.log);
     }
-    built.binary = program_binary(program);
+    built.binary = binary_unless_kept(program);
     built.programs = kernels_of(program, kernels);
     return built;
   }
@@ -619,6 +633,10 @@ class OpenCLDevice : public Device {
     }
     clReleaseProgram(program);
     return out;
+  }
+
+  std::string binary_unless_kept(cl_program program) const {
+    return state_->driver_keeps_binaries ? std::string() : program_binary(program);
   }
 
   static std::string program_binary(cl_program program) {
