@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/nn/layers.h"
 #include "core/tensor.h"
 #include "tests/golden.h"
 #include "tests/testing.h"
@@ -205,6 +206,19 @@ const std::vector<GradCase>& grad_cases() {
     conv("conv2d_stride2_pad1", {1, 2, 5, 5}, {2, 2, 3, 3}, conv_opts(2, 1, 1, 1));
     conv("conv2d_dilation2", {1, 1, 6, 6}, {2, 1, 3, 3}, conv_opts(1, 1, 2, 1));
     conv("conv2d_groups2", {1, 4, 3, 4}, {4, 2, 2, 2}, conv_opts(1, 0, 1, 2));
+    // nn::Conv2d lowers 3x3 convolutions on its own (batch inside the
+    // columns, one GEMM per pass): its gradients against finite differences.
+    auto module_conv = [&](const std::string& name, tl::Shape xs, tl::Shape ws, int64_t stride, int64_t pad) {
+      c.push_back({name, {{xs}, {ws}, {{ws[0]}}}, [=](const V& in) {
+                     tl::Generator gen(0);
+                     tl::nn::Conv2d m(ws[1], ws[0], ws[2], gen, stride, pad);
+                     m.weight = in[1];
+                     m.bias = in[2];
+                     return m(in[0]);
+                   }});
+    };
+    module_conv("conv2d_module_pad1", {2, 2, 5, 4}, {3, 2, 3, 3}, 1, 1);
+    module_conv("conv2d_module_stride2", {2, 2, 5, 5}, {2, 2, 3, 3}, 2, 1);
     auto pool = [&](const std::string& name, Kind k, std::function<Tensor(const Tensor&)> f) {
       c.push_back({name, {{{1, 2, 5, 5}, k}}, [f](const V& in) { return f(in[0]); }});
     };
@@ -214,6 +228,8 @@ const std::vector<GradCase>& grad_cases() {
     pool("max_pool_k3s2p1", D, [](auto& x) { return x.max_pool2d(3, 2, 1); });
     pool("adaptive_avg_3x2", S, [](auto& x) { return x.adaptive_avg_pool2d(3, 2); });
     c.push_back({"batch_norm_train", {{{4, 3, 2, 2}}, {{3}, P}, {{3}}}, bn_train, 2.0});
+    c.push_back({"batch_norm_train_odd", {{{3, 2, 3, 2}}, {{2}, P}, {{2}}}, bn_train, 2.0});
+    c.push_back({"batch_norm_train_2d", {{{5, 3}}, {{3}, P}, {{3}}}, bn_train, 2.0});
     c.push_back({"batch_norm_infer",
                  {{{2, 3, 2, 2}}, {{3}, P}, {{3}}, {{3}, X}, {{3}, Kind::fixed_positive}},
                  [](const V& in) {
