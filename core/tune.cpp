@@ -22,8 +22,12 @@ TuneClock& installed_clock() {
 }
 
 constexpr const char* kMagic = "tinylens-tune-1";
-constexpr int kRounds = 3;            // timed launches per candidate (the best counts)
-constexpr double kGiveUpRatio = 1.5;  // after the first round, candidates this much slower stop
+constexpr int kRounds = 4;            // timed launches per candidate (the best counts)
+constexpr double kGiveUpRatio = 1.5;  // after two rounds, candidates this much slower stop
+// Another candidate replaces the default only when it is this much faster:
+// on a busy machine smaller differences are mostly noise, and the default
+// is what an untuned run computes.
+constexpr double kMargin = 0.97;
 
 // The cache entry's key: the default source and the candidates' labels, so
 // that a renderer offering other candidates searches again.
@@ -69,7 +73,8 @@ std::shared_ptr<Buffer> scratch(Device& device, size_t bytes) {
 // Times every candidate on scratch buffers of the kernel's sizes: one
 // launch each first (it fills a packed copy, as a first call does), then
 // kRounds rounds over the candidates still in the race, interleaved so that
-// a change in the machine's load falls on all of them alike.
+// a change in the machine's load falls on all of them alike; the best of a
+// candidate's launches counts, the one least disturbed by other work.
 std::vector<double> time_candidates(Device& device, const KernelPlan& plan, const std::vector<TemplateKernel>& all,
                                     const std::vector<std::shared_ptr<Program>>& programs) {
   TuneClock clock;
@@ -97,7 +102,7 @@ std::vector<double> time_candidates(Device& device, const KernelPlan& plan, cons
     const double fastest = *std::min_element(best.begin(), best.end());
     for (size_t i = 0; i < all.size(); ++i) {
       if (cancel_requested()) throw Cancelled();
-      if (round > 0 && best[i] > kGiveUpRatio * fastest) continue;
+      if (round > 1 && best[i] > kGiveUpRatio * fastest) continue;
       const double measured = programs[i]->launch(args[i]);
       best[i] = std::min(best[i], clock ? clock(all[i].label, measured) : measured);
     }
@@ -146,7 +151,7 @@ TuneOutcome tune_kernel(Device& device, const KernelPlan& plan, RenderedKernel& 
     size_t pick = 0;
     for (size_t i = 0; i < all.size(); ++i) {
       t.seconds.emplace_back(all[i].label, best[i]);
-      if (best[i] < best[pick]) pick = i;
+      if (best[i] < best[pick] * (pick == 0 ? kMargin : 1.0)) pick = i;
     }
     t.chosen = all[pick].label;
     write_choice(path, t);
