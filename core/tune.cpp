@@ -22,8 +22,11 @@ TuneClock& installed_clock() {
 }
 
 constexpr const char* kMagic = "tinylens-tune-1";
-constexpr int kRounds = 4;            // timed launches per candidate (the best counts)
-constexpr double kGiveUpRatio = 1.5;  // after two rounds, candidates this much slower stop
+// Timed launches per candidate (the best counts). On a busy machine one
+// launch in a few loses a scheduler slice (milliseconds), so a candidate
+// is dropped as too slow only after three of them.
+constexpr int kRounds = 5;
+constexpr double kGiveUpRatio = 1.5;
 // Another candidate replaces the default only when it is this much faster:
 // on a busy machine smaller differences are mostly noise, and the default
 // is what an untuned run computes.
@@ -102,7 +105,7 @@ std::vector<double> time_candidates(Device& device, const KernelPlan& plan, cons
     const double fastest = *std::min_element(best.begin(), best.end());
     for (size_t i = 0; i < all.size(); ++i) {
       if (cancel_requested()) throw Cancelled();
-      if (round > 1 && best[i] > kGiveUpRatio * fastest) continue;
+      if (round > 2 && best[i] > kGiveUpRatio * fastest) continue;
       const double measured = programs[i]->launch(args[i]);
       best[i] = std::min(best[i], clock ? clock(all[i].label, measured) : measured);
     }

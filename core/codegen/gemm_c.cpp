@@ -92,6 +92,7 @@ std::vector<Knobs> candidate_knobs(const GemmShape& s, const Knobs& base) {
   Knobs k = base;
   k.split_rows = !base.split_rows;
   out.push_back(k);
+  if (s.m <= kThinRows) return out;  // the library reads B in place: no blocks to size
   std::vector<int64_t> kcs;
   for (int64_t kc : {int64_t(128), s.k <= 1152 ? s.k : int64_t(512)})
     if (k_block(s.k, kc) != k_block(s.k, kDefaultKc) &&
