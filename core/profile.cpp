@@ -47,6 +47,23 @@ std::string format_profile_totals(const ProfileTotals& t) {
   return out;
 }
 
+std::string format_tune_line(const KernelInfo& k) {
+  if (k.tuned.empty()) return "";
+  char num[64];
+  double best = 0;
+  std::string others;
+  for (auto& [label, seconds] : k.tune_candidates) {
+    std::snprintf(num, sizeof num, " %.1f", seconds * 1e6);
+    if (label == k.tuned)
+      best = seconds;
+    else
+      others += (others.empty() ? "" : ",") + (" " + label) + num;
+  }
+  std::snprintf(num, sizeof num, " %.1f us (", best * 1e6);
+  return "tuned: " + k.tuned + num + (k.tune_searched ? "searched" : "from the cache") +
+         (others.empty() ? "" : ";" + others) + ")";
+}
+
 std::string format_profile_table(const std::vector<ProfileRecord>& records) {
   std::string out;
   char line[512];
@@ -63,6 +80,7 @@ std::string format_profile_table(const std::vector<ProfileRecord>& records) {
                   k.device.c_str(), launch.c_str(), r.seconds * 1e6, r.gflops(), r.gbps(),
                   r.replayed ? "replayed" : "planned");
     out += line;
+    if (!k.tuned.empty()) out += "      " + format_tune_line(k) + "\n";
   }
   out += format_profile_totals(profile_totals(records)) + "\n";
   return out;

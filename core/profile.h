@@ -3,6 +3,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tl {
@@ -20,7 +21,17 @@ struct KernelInfo {
   double flops = 0, bytes = 0;       // estimates
   std::string source, build_log;
   bool cache_hit = false;
+  // Set when the tuner (core/tune.h) chose this kernel's rendering: the
+  // chosen candidate's label ("split=cols kc=576"), every candidate's label
+  // and best time in seconds (the chosen one among them), and whether this
+  // run searched or read the choice from the kernel cache.
+  std::string tuned;
+  std::vector<std::pair<std::string, double>> tune_candidates;
+  bool tune_searched = false;
 };
+// "tuned: kc=576 412.0 us (searched; default 530.1, split=cols 611.0, kc=128 498.2)",
+// or "" for a kernel the tuner did not choose.
+std::string format_tune_line(const KernelInfo& k);
 
 struct ProfileRecord {
   std::shared_ptr<const KernelInfo> kernel;
@@ -62,8 +73,8 @@ ProfileTotals profile_totals(const std::vector<ProfileRecord>& records);
 // "87 kernels (87 replayed): wall 12.1 ms = kernels 9.8 ms + host overhead 2.3 ms"
 std::string format_profile_totals(const ProfileTotals& t);
 
-// One line per kernel: name, launch size, time, GFLOP/s, GB/s, replayed;
-// then the totals line.
+// One line per kernel: name, launch size, time, GFLOP/s, GB/s, replayed,
+// and under a tuned kernel its format_tune_line; then the totals line.
 std::string format_profile_table(const std::vector<ProfileRecord>& records);
 
 }  // namespace tl

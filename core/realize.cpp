@@ -19,6 +19,7 @@
 #include "core/runtime/registry.h"
 #include "core/runtime/together.h"
 #include "core/schedule.h"
+#include "core/tune.h"
 
 namespace tl {
 
@@ -343,13 +344,21 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
   for (auto& plan : plans) require_dtypes(plan, device);
   std::vector<RenderedKernel> rendered;
   std::vector<KernelSource> sources;
+  const bool tune = tune_enabled();  // tuned: every candidate is compiled too (core/tune.h)
   for (auto& plan : plans) {
     rendered.push_back(render_cached(plan, device));
     sources.push_back({rendered.back().name, rendered.back().source});
+    for (auto& c : tune ? rendered.back().candidates : std::vector<TemplateKernel>{})
+      sources.push_back({rendered.back().name, c.source});
   }
   double t0 = now_seconds();
   compile_new_kernels(device, sources);
-  compile_seconds = now_seconds() - t0;
+  std::vector<TuneOutcome> tuned(plans.size());
+  for (size_t p = 0; tune && p < plans.size(); ++p)
+    tuned[p] = tune_kernel(device, plans[p], rendered[p], [&](const std::string& source) {
+      return compile_kernel(device, rendered[p].name, source);
+    });
+  compile_seconds = now_seconds() - t0;  // a search is a one-time cost too, like a compile
   auto result = std::make_shared<Plan>();
   std::unordered_map<const Node*, int> kernel_of;  // node -> the kernel that computes it
   for (size_t p = 0; p < plans.size(); ++p) {
@@ -361,6 +370,8 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
     k.program = compile_kernel(device, r.name, r.source, &hit);
     info->build_log = k.program->build_log;
     info->cache_hit = hit;
+    info->tuned = tuned[p].chosen, info->tune_candidates = tuned[p].seconds;
+    info->tune_searched = tuned[p].searched;
     k.info = info;
     for (int i = 0; i < 3; ++i) k.global[i] = r.global[i], k.local[i] = r.local[i];
     k.packed_bytes = size_t(r.packed_bytes), k.packed_key = r.packed_key;

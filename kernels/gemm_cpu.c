@@ -104,10 +104,12 @@
 #endif
 // Up to this many rows, B is read in place instead of packed.
 #define THIN_ROWS 4
-// K is cut into equal blocks of at most TL_KC (K=320 -> 2 x 160, not 256 + 64).
-#define KC ((G_K + (G_K + TL_KC - 1) / TL_KC - 1) / ((G_K + TL_KC - 1) / TL_KC))
-#define MC TL_MC
-#define NC TL_NC
+// A kernel may ask for other block sizes (tl_gemm's kc, mc_tiles, nc_tiles).
+#define KC_MAX (g->kc > 0 ? g->kc : TL_KC)
+// K is cut into equal blocks of at most KC_MAX (K=320 -> 2 x 160, not 256 + 64).
+#define KC ((G_K + (G_K + KC_MAX - 1) / KC_MAX - 1) / ((G_K + KC_MAX - 1) / KC_MAX))
+#define MC (g->mc_tiles > 0 ? g->mc_tiles * MR : TL_MC)
+#define NC (g->nc_tiles > 0 ? g->nc_tiles * NR : TL_NC)
 
 typedef float vf __attribute__((vector_size(VW * 4)));
 // Rows of C start anywhere, so C goes through an unaligned view.
@@ -384,7 +386,7 @@ static ptrdiff_t strip_edge(const struct tl_gemm* g, ptrdiff_t u, ptrdiff_t exte
 // All of A in pack_a's panels, KC block after KC block, filled by the first
 // call that gets here (the others wait for it) and read by every later call;
 // NULL when the kernel takes no packed copy. Header: state (0 empty, 1 being
-// filled, 2 filled) and the MR it was packed for.
+// filled, 2 filled), then the MR and the KC it was packed for.
 static const float* packed_a(const struct tl_gemm* g, const float* a, void** args) {
   if (g->packed_a < 0) return NULL;
   int* header = (int*)args[g->packed_a];
@@ -394,12 +396,13 @@ static const float* packed_a(const struct tl_gemm* g, const float* a, void** arg
     for (ptrdiff_t pc = 0; pc < G_K; pc += KC)
       pack_a(g, a, 0, G_M, pc, MIN(KC, G_K - pc), panels + ROUND_UP(G_M, MR) * pc);
     header[1] = MR;
+    header[2] = (int)KC;
     __atomic_store_n(&header[0], 2, __ATOMIC_RELEASE);
     return panels;
   }
   while (__atomic_load_n(&header[0], __ATOMIC_ACQUIRE) != 2) sched_yield();
-  // A copy packed by a kernel built for another tile height is not ours to read.
-  return header[1] == MR ? panels : NULL;
+  // A copy packed for another tile height or K block is not ours to read.
+  return header[1] == MR && header[2] == (int)KC ? panels : NULL;
 }
 
 void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args) {

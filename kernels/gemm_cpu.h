@@ -23,6 +23,11 @@ struct tl_gemm {
   ptrdiff_t unit, units_per_batch;
   int packed_a;           // -1, or the argument that holds A packed (A is a weight)
   tl_gemm_finish finish;  // NULL: C is the plain product
+  // Cache blocks, 0 = the library's default: at most `kc` of K per block
+  // (K is cut into equal blocks), `mc_tiles` micro-tile rows of A and
+  // `nc_tiles` micro-tile columns of B. The tuner (core/tune.h) tries others.
+  ptrdiff_t kc;
+  int mc_tiles, nc_tiles;
 };
 
 void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args);

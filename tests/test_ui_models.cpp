@@ -113,8 +113,24 @@ class TestUiModels : public QObject {
 
     const QStringList csv = model.toCsv().trimmed().split('\n');
     QCOMPARE(csv.size(), 4);
-    QCOMPARE(csv[0], QString("index,kernel,device,global,local,ops,time_ms,gflops,gbps,share_percent,run"));
-    QCOMPARE(csv[3], QString("2,GEMM_64_64_64,cpu,64x32,auto,2,5,1000,1,62.5,planned"));
+    QCOMPARE(csv[0], QString("index,kernel,device,global,local,ops,time_ms,gflops,gbps,share_percent,run,tuned"));
+    QCOMPARE(csv[3], QString("2,GEMM_64_64_64,cpu,64x32,auto,2,5,1000,1,62.5,planned,"));
+    {  // a tuned kernel shows its choice, and every candidate's time in the tooltip and the CSV's label
+      auto tuned = record("GEMM_64_64_64", 5e-3, 5e9, 5e6);
+      auto info = std::make_shared<tl::KernelInfo>(*tuned.kernel);
+      info->tuned = "split=cols kc=128";
+      info->tune_candidates = {{"default", 6e-3}, {"split=cols kc=128", 4.5e-3}};
+      info->tune_searched = true;
+      tuned.kernel = info;
+      KernelTableModel other;
+      other.setRecords({tuned});
+      QCOMPARE(other.index(0, KernelTableModel::Tuned).data().toString(), QString("split=cols kc=128"));
+      QCOMPARE(other.index(0, KernelTableModel::Tuned).data(Qt::ToolTipRole).toString(),
+               QString("tuned: split=cols kc=128 4500.0 us (searched; default 6000.0)"));
+      QCOMPARE(other.toCsv().trimmed().split('\n')[1],
+               QString("0,GEMM_64_64_64,cpu,64x32,auto,2,5,1000,1,100,planned,split=cols kc=128"));
+      QCOMPARE(model.index(0, KernelTableModel::Tuned).data(Qt::ToolTipRole).toString(), QString());
+    }
   }
 
   void devices() {

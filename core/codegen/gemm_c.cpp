@@ -10,6 +10,7 @@
 // because it depends on the instruction set the kernel is compiled for.
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "core/codegen/templates.h"
 
@@ -55,17 +56,58 @@ std::string finish_text(const GemmEpilogue& e, int64_t n, const std::string& nam
          at + " = " + e.value + ";\n    }\n}";
 }
 
-}  // namespace
+// The rendering options of one GEMM kernel: which side of C the threads
+// split and the library's cache blocks (0 = its default; mc and nc count
+// micro-tiles, whose size only the compiled library knows).
+struct Knobs {
+  bool split_rows = true;
+  int64_t kc = 0, mc_tiles = 0, nc_tiles = 0;
+};
 
-TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
-  if (s.batch < 1 || s.m < 1 || s.n < 1 || s.k < 1)
-    throw ShapeError("gemm: every size must be at least 1, got batch=" + std::to_string(s.batch) +
-                     " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k));
+// "split=cols kc=576": what differs from the default rendering.
+std::string knob_label(const Knobs& k, const Knobs& base) {
+  std::string out;
+  auto add = [&](const std::string& s) { out += (out.empty() ? "" : " ") + s; };
+  if (k.split_rows != base.split_rows) add(k.split_rows ? "split=rows" : "split=cols");
+  if (k.kc) add("kc=" + std::to_string(k.kc));
+  if (k.mc_tiles) add("mc=" + std::to_string(k.mc_tiles) + "t");
+  if (k.nc_tiles) add("nc=" + std::to_string(k.nc_tiles) + "t");
+  return out.empty() ? "default" : out;
+}
 
-  // Split the side of C that cuts into more strips: that balances the threads
-  // best (m=192, n=49 splits rows; m=49, n=1280 columns), and every thread
-  // packs all of the other operand, which is then the smaller one.
-  const bool split_rows = ceil_div(s.m, kRowUnit) >= ceil_div(s.n, kColUnit);
+// The library's K block for a cap of `kc` (kernels/gemm_cpu.c's KC).
+int64_t k_block(int64_t k, int64_t kc) {
+  const int64_t blocks = ceil_div(k, kc);
+  return ceil_div(k, blocks);
+}
+
+// A few renderings around the default, one knob at a time, for the tuner
+// (core/tune.h): the other split, K in one block or in smaller ones, and
+// smaller or larger row and column blocks where the shape has room for them:
+// at most 7 besides the default. Candidates whose library blocks would come
+// out the same are left out.
+std::vector<Knobs> candidate_knobs(const GemmShape& s, const Knobs& base) {
+  constexpr int64_t kDefaultKc = 256;  // kernels/gemm_cpu.c's TL_KC
+  std::vector<Knobs> out;
+  Knobs k = base;
+  k.split_rows = !base.split_rows;
+  out.push_back(k);
+  if (s.m <= kThinRows) return out;  // the library reads B in place: no blocks to size
+  std::vector<int64_t> kcs;
+  for (int64_t kc : {int64_t(128), s.k <= 1152 ? s.k : int64_t(512)})
+    if (k_block(s.k, kc) != k_block(s.k, kDefaultKc) &&
+        (kcs.empty() || k_block(s.k, kc) != k_block(s.k, kcs.back())))
+      kcs.push_back(kc);
+  for (int64_t kc : kcs) k = base, k.kc = kc, out.push_back(k);
+  if (s.m > 96)  // the default row block is 12 tiles (at least 48 rows)
+    for (int64_t t : {6, 24}) k = base, k.mc_tiles = t, out.push_back(k);
+  if (s.n > 512)  // the default column block is 32 tiles (256 columns or more)
+    for (int64_t t : {8, 64}) k = base, k.nc_tiles = t, out.push_back(k);
+  return out;
+}
+
+TemplateKernel render_with(const GemmShape& s, const std::string& name, const Knobs& knobs) {
+  const bool split_rows = knobs.split_rows;
   const int64_t unit = split_rows ? kRowUnit : kColUnit;
   const int64_t units_per_batch = ceil_div(split_rows ? s.m : s.n, unit);
 
@@ -73,12 +115,13 @@ TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
   TemplateKernel out;
   // A constant A shared by every batch (a convolution's weights) is packed
   // once into a buffer that lives with A's, given after the other buffers.
+  // Its layout depends on the K block, so the key names that too.
   const bool pack = s.a_constant && (s.batch == 1 || s.a_strides[0] == 0) && s.m > kThinRows;
   const int64_t packed_arg = 1 + std::max<int64_t>(2, int64_t(s.epilogue.buffers.size()));
   if (pack) {
     out.packed_bytes = 64 + (s.m + kMaxTileRows - 1) * s.k * int64_t(sizeof(float));
     out.packed_key = "gemm_cpu.c A panels m=" + num(s.m) + " k=" + num(s.k) + " strides=" + num(s.a_strides[1]) +
-                     "," + num(s.a_strides[2]);
+                     "," + num(s.a_strides[2]) + (knobs.kc ? " kc=" + num(knobs.kc) : "");
   }
   const std::string finish = finish_text(s.epilogue, s.n, name);
   out.source = specialise(embedded_kernel("gemm_cpu_call.c"),
@@ -98,9 +141,32 @@ TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
                            {"UNIT", num(unit)},
                            {"UNITS_PER_BATCH", num(units_per_batch)},
                            {"PACKED_A", pack ? num(packed_arg) : "-1"},
+                           {"KC", num(knobs.kc)},
+                           {"MC_TILES", num(knobs.mc_tiles)},
+                           {"NC_TILES", num(knobs.nc_tiles)},
                            {"FINISH", finish},
                            {"FINISH_FN", finish.empty() ? "NULL" : name + "_finish"}});
   out.global[0] = s.batch * units_per_batch;
+  return out;
+}
+
+}  // namespace
+
+TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
+  if (s.batch < 1 || s.m < 1 || s.n < 1 || s.k < 1)
+    throw ShapeError("gemm: every size must be at least 1, got batch=" + std::to_string(s.batch) +
+                     " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k));
+  // Split the side of C that cuts into more strips: that balances the threads
+  // best (m=192, n=49 splits rows; m=49, n=1280 columns), and every thread
+  // packs all of the other operand, which is then the smaller one.
+  Knobs base;
+  base.split_rows = ceil_div(s.m, kRowUnit) >= ceil_div(s.n, kColUnit);
+  TemplateKernel out = render_with(s, name, base);
+  out.label = "default";
+  for (const Knobs& k : candidate_knobs(s, base)) {
+    out.candidates.push_back(render_with(s, name, k));
+    out.candidates.back().label = knob_label(k, base);
+  }
   return out;
 }
 

@@ -50,8 +50,9 @@ int register_vector_width(const DeviceInfo& info) {
 
 // A CPU device (PoCL) gets kernels/gemm_regs.cl: registers instead of local
 // memory, vectors along whichever operand axis has unit stride.
+// `kc_cap` (0: 256) caps the K rows of a panel.
 TemplateKernel render_gemm_registers(const GemmShape& s, const std::string& name, const DeviceInfo& info,
-                                     const Dialect& d, bool wide) {
+                                     const Dialect& d, bool wide, int64_t kc_cap = 0) {
   const int vw = register_vector_width(info);
   const char* layout = "VEC_N";
   if (s.b_strides[2] != 1 && s.a_strides[1] == 1) layout = "VEC_M";
@@ -69,7 +70,7 @@ TemplateKernel render_gemm_registers(const GemmShape& s, const std::string& name
   // fewer when the device offers less.
   const int64_t row_bytes = vw * nv * int64_t(sizeof(float));
   const int64_t local = info.local_memory ? int64_t(info.local_memory) : 32 * 1024;
-  const int64_t kc = std::clamp<int64_t>(std::min<int64_t>(s.k, local / row_bytes), 1, 256);
+  const int64_t kc = std::clamp<int64_t>(std::min<int64_t>(s.k, local / row_bytes), 1, kc_cap > 0 ? kc_cap : 256);
   auto values = gemm_values(s, name, wide, d);
   values.insert({{"MR", std::to_string(mr)},
                  {"NV", std::to_string(nv)},
@@ -96,6 +97,30 @@ TemplateKernel render_gemm_registers(const GemmShape& s, const std::string& name
   }
   out.global[2] = s.batch;
   out.local[2] = 1;
+  out.label = "default";
+  return out;
+}
+
+// A few renderings for the tuner (core/tune.h): shorter K panels, and (when
+// row blocks share a panel) fewer row blocks per work-group.
+std::vector<TemplateKernel> register_candidates(const GemmShape& s, const std::string& name, const DeviceInfo& info,
+                                                const Dialect& d, bool wide, const TemplateKernel& base) {
+  std::vector<TemplateKernel> out;
+  for (int64_t kc : {64, 128}) {
+    if (kc >= s.k) continue;
+    TemplateKernel t = render_gemm_registers(s, name, info, d, wide, kc);
+    if (t.source == base.source) continue;
+    t.label = "kc=" + std::to_string(kc);
+    out.push_back(std::move(t));
+  }
+  if (base.local[1] > 4)
+    for (int64_t rows : {int64_t(4), int64_t(8)}) {
+      if (rows >= base.local[1]) continue;
+      TemplateKernel t = base;
+      t.local[1] = rows;
+      t.label = "group=" + std::to_string(rows) + " rows";
+      out.push_back(std::move(t));
+    }
   return out;
 }
 
@@ -110,7 +135,11 @@ TemplateKernel render_gemm_opencl(const GemmShape& s, const std::string& name, c
   // TINYLENS_GEMM=tiled forces the local-memory template on a CPU device too,
   // so CI's PoCL run also tests the kernel that GPUs get.
   const char* force = std::getenv("TINYLENS_GEMM");
-  if (info.kind == "CPU" && !(force && std::string(force) == "tiled")) return render_gemm_registers(s, name, info, d, wide);
+  if (info.kind == "CPU" && !(force && std::string(force) == "tiled")) {
+    TemplateKernel out = render_gemm_registers(s, name, info, d, wide);
+    out.candidates = register_candidates(s, name, info, d, wide, out);
+    return out;
+  }
 
   // Walk each operand's tile along its unit-stride (or smaller-stride) axis.
   const bool a_k_fast = std::abs(s.a_strides[2]) <= std::abs(s.a_strides[1]);

@@ -628,6 +628,7 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
     if (!render_gemm(device, g, k.name, t)) throw std::logic_error("GEMM planned for a device without a template");
     k.source = t.source;
     k.packed_bytes = t.packed_bytes, k.packed_key = t.packed_key;
+    k.candidates = std::move(t.candidates);
     for (int i = 0; i < 3; ++i) k.global[i] = t.global[i], k.local[i] = t.local[i];
     k.flops = 2.0 * double(h.batch) * double(h.m) * double(h.n) * double(h.k) + epilogue_flops;
     k.ops.front() = "GEMM";

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/codegen/templates.h"
 #include "core/runtime/device.h"
 #include "core/schedule.h"
 
@@ -18,6 +19,7 @@ struct RenderedKernel {
   double flops = 0, bytes = 0;
   int64_t packed_bytes = 0;  // GEMM only: TemplateKernel::packed_bytes and packed_key
   std::string packed_key;
+  std::vector<TemplateKernel> candidates;  // GEMM only: TemplateKernel::candidates, for core/tune.h
 };
 
 RenderedKernel render_kernel(const KernelPlan& plan, const Device& device);

@@ -50,6 +50,11 @@ struct TemplateKernel {
   // weight, not per call; packed_key names the layout.
   int64_t packed_bytes = 0;
   std::string packed_key;
+  // Other renderings of the same kernel that the tuner may time instead
+  // (core/tune.h): the same arguments, the same result up to float rounding.
+  // `label` names this rendering's options ("default", "split=cols kc=576").
+  std::string label;
+  std::vector<TemplateKernel> candidates;
 };
 
 // Whether the device names a GEMM template (DeviceInfo::gemm_template) that

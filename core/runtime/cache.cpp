@@ -126,6 +126,10 @@ std::string entry_path(const Device& device, const std::string& text, const char
 }
 }  // namespace
 
+std::string device_cache_path(const Device& device, const std::string& text, const char* extension) {
+  return entry_path(device, text, extension);
+}
+
 size_t compiler_runs() { return compiler_run_count.load(); }
 
 std::string batch_text(const std::vector<KernelSource>& kernels) {

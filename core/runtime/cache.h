@@ -11,6 +11,7 @@
 namespace tl {
 
 struct KernelSource;
+class Device;
 
 std::string cache_directory();  // $XDG_CACHE_HOME/tinylens or ~/.cache/tinylens
 std::string cache_key(const std::string& source, const std::string& options, const std::string& device,
@@ -18,6 +19,10 @@ std::string cache_key(const std::string& source, const std::string& options, con
 std::string cache_path(const std::string& key, const std::string& extension);
 std::optional<std::string> cache_read(const std::string& path);  // nullopt when missing or unreadable
 bool cache_write(const std::string& path, const std::string& data);  // atomic
+// Where an entry about `text` on `device` lives: keyed like a compiled
+// kernel (build options, device, driver), so other entries, such as the
+// tuner's choices (core/tune.cpp, extension ".tune"), follow the same rules.
+std::string device_cache_path(const Device& device, const std::string& text, const char* extension);
 
 // One cache entry: magic, binary size, binary, build log. unpack_entry
 // returns false for anything that is not a whole entry.

@@ -45,7 +45,7 @@ QVariant KernelTableModel::data(const QModelIndex& index, int role) const {
   }
   if (role == RecordRole) return index.row();
   if (role == Qt::TextAlignmentRole)
-    return (index.column() >= TimeMs && index.column() != Run) || index.column() == Index || index.column() == Ops
+    return (index.column() >= TimeMs && index.column() != Run && index.column() != Tuned) || index.column() == Index || index.column() == Ops
                ? QVariant(int(Qt::AlignRight | Qt::AlignVCenter))
                : QVariant();
   if (role == Qt::ToolTipRole && index.column() == Ops) return QString::fromStdString([&] {
@@ -53,6 +53,7 @@ QVariant KernelTableModel::data(const QModelIndex& index, int role) const {
       for (auto& o : k.ops) s += (s.empty() ? "" : " ") + o;
       return s;
     }());
+  if (role == Qt::ToolTipRole && index.column() == Tuned) return QString::fromStdString(tl::format_tune_line(k));
   if (role != Qt::DisplayRole) return {};
   switch (index.column()) {
     case Index: return index.row();
@@ -66,13 +67,14 @@ QVariant KernelTableModel::data(const QModelIndex& index, int role) const {
     case GBps: return QString::number(r.gbps(), 'f', 2);
     case Share: return QString::number(share, 'f', 1) + " %";
     case Run: return r.replayed ? QStringLiteral("replayed") : QStringLiteral("planned");
+    case Tuned: return QString::fromStdString(k.tuned);
   }
   return {};
 }
 
 QVariant KernelTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return QAbstractTableModel::headerData(section, orientation, role);
-  static const char* names[] = {"#", "Kernel", "Device", "Global", "Local", "Ops", "Time (ms)", "GFLOP/s", "GB/s", "Share", "Run"};
+  static const char* names[] = {"#", "Kernel", "Device", "Global", "Local", "Ops", "Time (ms)", "GFLOP/s", "GB/s", "Share", "Run", "Tuned"};
   return section >= 0 && section < ColumnCount ? QString(names[section]) : QVariant();
 }
 
@@ -81,7 +83,7 @@ QString KernelTableModel::toCsv() const {
     if (s.contains(',') || s.contains('"') || s.contains('\n')) s = '"' + s.replace('"', "\"\"") + '"';
     return s;
   };
-  QString out = "index,kernel,device,global,local,ops,time_ms,gflops,gbps,share_percent,run\n";
+  QString out = "index,kernel,device,global,local,ops,time_ms,gflops,gbps,share_percent,run,tuned\n";
   for (size_t i = 0; i < records_.size(); ++i) {
     const auto& r = records_[i];
     const auto& k = *r.kernel;
@@ -91,7 +93,7 @@ QString KernelTableModel::toCsv() const {
         << QString::number(k.ops.size()) << QString::number(r.seconds * 1e3, 'g', 9)
         << QString::number(r.gflops(), 'g', 9) << QString::number(r.gbps(), 'g', 9)
         << QString::number(total_ > 0 ? r.seconds / total_ * 100.0 : 0.0, 'g', 9)
-        << (r.replayed ? "replayed" : "planned");
+        << (r.replayed ? "replayed" : "planned") << quote(QString::fromStdString(k.tuned));
     out += row.join(',') + '\n';
   }
   return out;

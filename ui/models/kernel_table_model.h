@@ -11,7 +11,9 @@ class KernelTableModel : public QAbstractTableModel {
   Q_OBJECT
  public:
   // Run: "replayed" when the launch came from a remembered plan, else "planned".
-  enum Column { Index, Name, Device, Global, Local, Ops, TimeMs, GFlops, GBps, Share, Run, ColumnCount };
+  // Tuned: the rendering the tuner chose (core/tune.h), "" when none; its
+  // tooltip lists every candidate's time (format_tune_line).
+  enum Column { Index, Name, Device, Global, Local, Ops, TimeMs, GFlops, GBps, Share, Run, Tuned, ColumnCount };
   // Sort by this role: numbers sort as numbers, not as their text.
   enum Roles { SortRole = Qt::UserRole + 1, RecordRole };
   using QAbstractTableModel::QAbstractTableModel;

@@ -1,0 +1,61 @@
+// The kernel autotuner, in tinygrad's spirit but small: a device's renderer
+// offers a few renderings of a kernel (RenderedKernel::candidates: for the C
+// device's GEMMs, which side the threads split and the library's cache
+// blocks); on the kernel's first use the tuner launches each on the real
+// device, with the kernel's real sizes, and keeps the fastest. The choice is
+// stored in the kernel cache (".tune" entries, runtime/cache.h), so a warm
+// run reads it instead of searching again.
+//
+// Off unless TINYLENS_TUNE is set to something other than "0" (the CLI's
+// --tune sets it; scripts/bench turns it on). Off means no search and no
+// stored choice is read either: every kernel is its default rendering, so an
+// untuned run computes exactly what it always did. Candidates agree up to
+// float rounding (another K block sums in another order).
+//
+// Candidates run on scratch buffers of the kernel's sizes (zeros), never on
+// the realize's own, so which candidate ran can never change a result and
+// in-place or aliased outputs are safe. Every candidate of a tuned kernel is
+// compiled with the plan (the same list cold and warm, so a warm run finds
+// the same batches in the disk cache).
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/codegen/render.h"
+#include "core/schedule.h"
+
+namespace tl {
+
+bool tune_enabled();
+
+struct TuneOutcome {
+  std::string chosen;  // the chosen candidate's label; "" when the kernel has no candidates
+  std::vector<std::pair<std::string, double>> seconds;  // every candidate's label and best time
+  bool searched = false;  // false: read from the kernel cache
+};
+
+// Maps a candidate's measured launch time to the time the tuner compares.
+// Tests install a fake clock so that which candidate wins is deterministic;
+// nullptr (the default) compares the device's own times.
+using TuneClock = std::function<double(const std::string& label, double measured_seconds)>;
+void set_tune_clock(TuneClock clock);
+
+// Searches run in this process (tests check that a stored choice is read,
+// not searched again, by count rather than by time).
+size_t tune_searches();
+
+// Every rendering of `r` the tuner may choose: the default first, then its
+// candidates. What a tuned plan compiles.
+std::vector<TemplateKernel> tune_candidates(const RenderedKernel& r);
+
+// Chooses r's rendering among tune_candidates(r): the stored choice, else the
+// fastest on `device` (and stores it). Rewrites r's source, launch size and
+// packed copy with the chosen candidate's. `program_of` returns the compiled
+// program of a candidate's source.
+TuneOutcome tune_kernel(Device& device, const KernelPlan& plan, RenderedKernel& r,
+                        const std::function<std::shared_ptr<Program>(const std::string& source)>& program_of);
+
+}  // namespace tl
