@@ -146,7 +146,9 @@ struct Lowerer {
         return where(cast(lower(s[0], ix), DType::boolean), lower(s[1], ix), lower(s[2], ix));
       case Op::Contiguous: return lower(s[0], ix);
       case Op::Reshape: {
-        if (!ix->flat && !ix->dims.empty())
+        // A buffer is loaded by its flat index, which a reshape keeps: no
+        // need to split it into the source's axes and join them again.
+        if (!ix->flat && !ix->dims.empty() && !params.count(s[0].get()))
           if (auto c = regroup(*ix, s[0]->shape)) return lower(s[0], child(c));
         auto c = std::make_shared<Index>();
         c->shape = s[0]->shape;
@@ -509,6 +511,58 @@ std::string padded_rows(Lowerer& low, Printer& pr, const Node& pad, const std::v
   return out;
 }
 
+// row_loops when every bound on x is a constant (a pad read through a window
+// of a fixed-size row): the loops get literal bounds, so the compiler knows
+// each trip count, unrolls the one or two guarded columns at either end with
+// their tests folded, and plans the vector loop of the middle without
+// run-time peeling. The tests that do not read x (the pad's mask on outer
+// axes) choose between that split row and one guarded loop over the whole
+// row. Returns "" when some bound is not a constant.
+template <class Loop>
+static std::string fixed_row_loops(Printer& pr, const E& value, const LoopBounds& split, Loop& loop,
+                                   const std::string& indent, const std::string& n) {
+  const int64_t width = std::stoll(n);
+  int64_t lo = 0, hi = width;
+  for (auto& b : split.lower) {
+    if (b->op != ExprOp::Const) return "";
+    lo = std::max(lo, int64_t(b->value));
+  }
+  for (auto& b : split.upper) {
+    if (b->op != ExprOp::Const) return "";
+    hi = std::min(hi, int64_t(b->value));
+  }
+  lo = std::min(lo, width);
+  hi = std::max(hi, lo);
+  std::unordered_map<const Expr*, E> holds;
+  for (auto& c : split.invariant) holds[c.get()] = constant(1, DType::boolean);
+  const E row_inside = substitute(value, holds);  // the x tests stay: the head and tail need them
+  for (auto& c : split.bounds) holds[c.get()] = constant(1, DType::boolean);
+  const E inside = substitute(value, holds);
+  std::string split_row;
+  if (lo > 0) split_row += loop(row_inside, "0", std::to_string(lo));
+  split_row += loop(inside, std::to_string(lo), std::to_string(hi));
+  if (std::to_string(hi) != n) split_row += loop(row_inside, std::to_string(hi), n);
+  if (split.invariant.empty()) return split_row;
+  pr.lines.clear();
+  pr.indent = indent;
+  std::set<std::string> tests;  // several masks may test the same bound
+  for (auto& c : split.invariant) tests.insert(Printer::strip(pr(c)));
+  std::string cond;
+  for (auto& t : tests) cond += (cond.empty() ? "" : " && ") + (tests.size() > 1 ? "(" + t + ")" : t);
+  const std::string header = pr.lines;
+  auto indented = [&](const std::string& text) {  // the split row, one level deeper
+    std::string out;
+    for (size_t p = 0; p < text.size();) {
+      const size_t e = text.find('\n', p);
+      out += "  " + text.substr(p, e - p + 1);
+      p = e + 1;
+    }
+    return out;
+  };
+  return header + indent + "if (" + cond + ") {\n" + indented(split_row) + indent + "} else {\n" +
+         indented(loop(value, "0", n)) + indent + "}\n";
+}
+
 // The loop over x (a row of the output) that stores `value` at `store`.
 // When the value tests linear bounds on x (the mask of a pad read through a
 // window, lo <= x + k < hi), the loop splits where the bounds change: between
@@ -544,9 +598,13 @@ static std::string row_loops(Printer& pr, const E& value, const E& x, const std:
   for (auto& c : split.bounds) holds[c.get()] = constant(1, DType::boolean);
   for (auto& c : split.invariant) holds[c.get()] = constant(1, DType::boolean);
   const E inside = substitute(value, holds);
-  // x_lo = max(0, lower...), x_hi = min(n, upper...), then x_lo <= x_hi <= n.
   pr.lines.clear();
   pr.indent = indent;
+  if (const std::string fixed = fixed_row_loops(pr, value, split, loop, indent, n); !fixed.empty()) {
+    pr.flops_per_item += body_flops;
+    return fixed;
+  }
+  // x_lo = max(0, lower...), x_hi = min(n, upper...), then x_lo <= x_hi <= n.
   std::string bounds;
   std::set<std::string> written;  // the same bound may be tested by several masks
   auto bound = [&](const E& b, const std::string& test) {

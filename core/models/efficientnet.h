@@ -47,6 +47,11 @@ class EfficientNetLite0 {
   int64_t layers() const { return int64_t(convs_.size()); }  // convolutions + fc
   double flops(int64_t height = kCrop, int64_t width = kCrop) const;  // multiply-adds count 2
 
+  // The depthwise convolution of the forward pass, TensorFlow "SAME" padding:
+  // x (N, C, H, W), weight (K*K, C) tap-major, bias (C) -> (N, C, OH, OW).
+  // Public so tests can check each of its renderings against a reference.
+  static Tensor depthwise(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t kernel, int64_t stride);
+
  private:
   // A convolution with its batch norm folded in (or the fc layer). Weights
   // are stored in the layout the forward pass reads them in:

@@ -171,6 +171,31 @@ Tensor tap_sum_conv(const onnx::NodeProto& node, const Tensor& xp, const Tensor&
   return y;
 }
 
+// Narrower maps are convolved depthwise as flat rows (flat_depthwise).
+constexpr int64_t kFlatDepthwiseBelow = 16;
+
+// A stride-1 2-D depthwise convolution of a narrow map (14x14, 7x7: rows too
+// short for a vector loop), as EfficientNet-Lite0's native model does it:
+// each padded image is one flat row, tap (kh, kw) that row shifted by
+// kh * PW + kw (times the dilations), PW the padded width: unguarded loads,
+// affine in one long loop that vectorises. Output (y, x) sits at y * PW + x;
+// the PW - OW positions per row that straddle the border are computed and
+// dropped by the final slice, and the last row stops at OW, so no tap reads
+// past the padded image.
+Tensor flat_depthwise(const Tensor& xp, const Tensor& wt, const PoolGeometry& g) {
+  const int64_t N = xp.dim(0), C = xp.dim(1), PH = xp.dim(2), PW = xp.dim(3), OH = g.out[0], OW = g.out[1];
+  const int64_t length = (OH - 1) * PW + OW;
+  Tensor flat = xp.contiguous().reshape({N, C, PH * PW});
+  TreeReduce taps = sum_tree();
+  for (int64_t kh = 0; kh < g.kernel[0]; ++kh)
+    for (int64_t kw = 0; kw < g.kernel[1]; ++kw) {
+      const int64_t t = kh * g.kernel[1] + kw, shift = kh * g.dilations[0] * PW + kw * g.dilations[1];
+      taps.add(flat.slice(2, shift, shift + length) * wt.slice(1, t, t + 1).reshape({1, C, 1}));
+    }
+  Tensor acc = taps.result().contiguous().pad({{0, 0}, {0, 0}, {0, PW - OW}});
+  return acc.reshape({N, C, OH, PW}).slice(3, 0, OW);
+}
+
 // N-d convolution as a sum over kernel taps of (O, C) x (C, positions)
 // products; 2-D goes to Tensor::conv2d.
 Tensor conv(const Ctx& c) {
@@ -194,8 +219,12 @@ Tensor conv(const Ctx& c) {
     // The padded input is materialised once, as the native EfficientNet does:
     // taps of a lazy pad would each recompute the producer (the previous
     // layer's batch norm and activation) behind a bounds mask.
-    xp = xp.contiguous();
     Tensor wt = w.reshape({groups, numel(g.kernel)});
+    if (x.ndim() == 4 && g.strides == Ints{1, 1} && g.out[1] < kFlatDepthwiseBelow) {
+      Tensor acc = flat_depthwise(xp, wt, g);
+      return bias.defined() ? acc + per_channel(c.node, bias, acc.shape(), "bias") : acc;
+    }
+    xp = xp.contiguous();
     Shape ws(size_t(x.ndim()), 1);
     ws[1] = groups;
     TreeReduce taps = sum_tree();
