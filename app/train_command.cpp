@@ -106,6 +106,7 @@ int run_training(const TrainConfig& c, std::FILE* out) {
                (unsigned long long)c.seed, nn::describe(*model).c_str());
   data::Batches batches(train_set, c.batch, true, c.seed, c.augment > 0, c.augment, c.device);
   Trainer trainer(*model, *opt);
+  trainer.time_kernels(c.profile);  // timing events cost a GPU step host time
   std::fprintf(out, "%5s %10s %10s %10s %10s %9s %9s %9s\n", "epoch", "lr", "train loss", "train acc", "test acc",
                "train s", "eval s", "kernels");
   std::map<std::string, std::pair<double, int64_t>> by_kernel;  // last epoch: name -> (seconds, launches)

@@ -8,7 +8,7 @@ namespace {
 thread_local ProfileCapture* current_capture = nullptr;
 }
 
-ProfileCapture::ProfileCapture() : parent_(current_capture) { current_capture = this; }
+ProfileCapture::ProfileCapture(bool timed) : timed_(timed), parent_(current_capture) { current_capture = this; }
 ProfileCapture::~ProfileCapture() { current_capture = parent_; }
 
 void ProfileCapture::add(const ProfileRecord& r) {
@@ -16,6 +16,12 @@ void ProfileCapture::add(const ProfileRecord& r) {
 }
 
 bool ProfileCapture::active() { return current_capture != nullptr; }
+
+bool ProfileCapture::timed() {
+  for (auto* c = current_capture; c; c = c->parent_)
+    if (c->timed_) return true;
+  return false;
+}
 
 double ProfileCapture::total_seconds() const {
   double t = 0;

@@ -47,9 +47,12 @@ struct ProfileRecord {
 };
 
 // Collects the launches made on this thread while it is alive (nestable).
+// An untimed capture counts the launches but leaves their seconds at 0: the
+// devices then skip their per-launch timing events (a training step that
+// only counts its kernels launches each of them faster on a GPU).
 class ProfileCapture {
  public:
-  ProfileCapture();
+  explicit ProfileCapture(bool timed = true);
   ~ProfileCapture();
   ProfileCapture(const ProfileCapture&) = delete;
   ProfileCapture& operator=(const ProfileCapture&) = delete;
@@ -57,9 +60,11 @@ class ProfileCapture {
   double total_seconds() const;
   static void add(const ProfileRecord& r);  // called by the executor
   static bool active();                     // some capture is alive on this thread
+  static bool timed();                      // ... and one of them wants device times
 
  private:
   std::vector<ProfileRecord> records_;
+  bool timed_;
   ProfileCapture* parent_;
 };
 

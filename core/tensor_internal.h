@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/runtime/device.h"
 #include "core/tensor.h"
 
 namespace tl::detail {
@@ -18,5 +19,10 @@ NodeRef make(Op op, std::vector<NodeRef> src, Shape shape, DType dtype, std::vec
              double value = 0);
 const NodeRef& need(const NodeRef& n);
 Shape broadcast_shape(const Shape& a, const Shape& b, const char* what);
+// Split-K GEMMs (tensor_nn.cpp): how many slices of K a product of one
+// (m, k) x (k, n) pair runs as on a device like `info` (1: not split), and
+// the split product itself.
+int64_t split_k_parts(const DeviceInfo& info, int64_t batch, int64_t m, int64_t n, int64_t k);
+Tensor matmul_split_k(const Tensor& a, const Tensor& b, int64_t parts);
 
 }  // namespace tl::detail

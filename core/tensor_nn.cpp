@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/realize.h"
+#include "core/runtime/registry.h"
 #include "core/tensor_internal.h"
 
 namespace tl {
@@ -75,6 +76,34 @@ static NodeRef strided_base(const Tensor& t, std::vector<int64_t>& strides) {
   return n;
 }
 
+// Split-K. A product with few outputs and a long K (a convolution's weight
+// gradient: 32 x 288 outputs summed over 12800 positions) is a handful of
+// GEMM tiles, so a GPU with a hundred multiprocessors runs it on a few of
+// them, each walking all of K. Summed over `parts` slices of K instead, as a
+// batch of GEMMs whose partial products a reduction adds (fused with what
+// follows), it fills the device. A 32 x 32 tile per compute unit is the
+// measure, and a split needs four times the tiles to fill the units, so a
+// CPU with a few cores keeps its single GEMM.
+int64_t detail::split_k_parts(const DeviceInfo& info, int64_t batch, int64_t m, int64_t n, int64_t k) {
+  constexpr int64_t kTile = 32, kMinK = 4096, kMinSlice = 256;
+  if (batch != 1 || k < kMinK) return 1;
+  const int64_t tiles = ((m + kTile - 1) / kTile) * ((n + kTile - 1) / kTile);
+  const int64_t want = int64_t(std::max(info.compute_units, 1)) / tiles;
+  if (want < 4) return 1;
+  int64_t parts = 1;
+  for (int64_t s = 2; s <= want && k / s >= kMinSlice; ++s)
+    if (k % s == 0) parts = s;
+  return parts;
+}
+
+// (m, k) x (k, n) as `parts` products over slices of K, summed.
+Tensor detail::matmul_split_k(const Tensor& a, const Tensor& b, int64_t parts) {
+  const int64_t m = a.dim(0), k = a.dim(1), n = b.dim(1);
+  Tensor as = a.reshape({m, parts, k / parts}).permute({1, 0, 2});  // (parts, m, k / parts)
+  Tensor bs = b.reshape({parts, k / parts, n});
+  return as.matmul(bs).sum({0});
+}
+
 Tensor Tensor::matmul(const Tensor& o) const {
   if (ndim() == 0 || o.ndim() == 0)
     throw ShapeError("matmul: operands must have at least one axis, got " + shape_str(shape()) + " and " + shape_str(o.shape()));
@@ -94,13 +123,19 @@ Tensor Tensor::matmul(const Tensor& o) const {
   eb.insert(eb.end(), {k, n});
   a = a.expand(ea);
   b = b.expand(eb);
+  const int64_t nb = tl::numel(batch);
+  if (int64_t parts = split_k_parts(Registry::instance().get(device()).info(), nb, m, n, k); parts > 1) {
+    Shape out = batch;
+    if (ndim() > 1) out.push_back(m);
+    if (o.ndim() > 1) out.push_back(n);
+    return matmul_split_k(a.reshape({m, k}), b.reshape({k, n}), parts).reshape(out);
+  }
   // generic form: (..., m, 1, k) * (..., 1, n, k) summed over k
   Tensor prod = a.unsqueeze(-2) * b.transpose(-1, -2).unsqueeze(-3);
   Tensor s = prod.sum({-1}, true);
   // the GEMM description of the same product
   auto hint = std::make_shared<MatmulHint>();
   std::vector<int64_t> sa, sb;
-  int64_t nb = tl::numel(batch);
   Tensor a3 = a.reshape({nb, m, k}), b3 = b.reshape({nb, k, n});
   hint->a_in = a3.node();
   hint->b_in = b3.node();

@@ -104,7 +104,8 @@ struct State {
   void bind() { check(Api::get().cuCtxSetCurrent(context), "cuCtxSetCurrent"); }
 
   // Launches queued on the default stream and not yet waited for, per
-  // enqueuing thread, each between two events; events are reused.
+  // enqueuing thread, each between two events when it is timed (events are
+  // reused); an untimed launch has none.
   struct Pending { CUevent start, stop; double* seconds; std::string kernel; };
   std::mutex queue_mutex;  // guards pending and spare
   std::map<std::thread::id, std::vector<Pending>> pending;
@@ -129,9 +130,19 @@ struct State {
       pending.erase(it);
     }
     const Api& api = Api::get();
-    CUresult failed = api.cuEventSynchronize(mine.back().stop);
     std::string kernel = mine.back().kernel;
+    CUresult failed = CUDA_SUCCESS;
+    if (mine.back().stop) {
+      failed = api.cuEventSynchronize(mine.back().stop);
+    } else {  // the last launch was untimed: an event after it to wait on
+      CUevent after = event();
+      failed = api.cuEventRecord(after, nullptr);
+      if (failed == CUDA_SUCCESS) failed = api.cuEventSynchronize(after);
+      std::lock_guard lock(queue_mutex);
+      spare.push_back(after);
+    }
     for (auto& p : mine) {
+      if (!p.stop) continue;
       float ms = 0;
       CUresult r = api.cuEventElapsedTime(&ms, p.start, p.stop);
       if (r != CUDA_SUCCESS && failed == CUDA_SUCCESS) failed = r, kernel = p.kernel;
@@ -178,7 +189,7 @@ class CudaProgram : public Program {
 
   void enqueue(const LaunchArgs& args, double* seconds) override {
     const Api& api = Api::get();
-    *seconds = 0;
+    if (seconds) *seconds = 0;
     state_->ensure_available();
     state_->bind();
     std::vector<CUdeviceptr> ptrs;
@@ -199,20 +210,21 @@ class CudaProgram : public Program {
       grid[d] = unsigned((args.global[d] + local - 1) / local);
     }
     const std::string what = "(kernel '" + name_ + "')";
-    State::Pending p{state_->event(), state_->event(), seconds, name_};
+    State::Pending p{nullptr, nullptr, seconds, name_};
+    if (seconds) p.start = state_->event(), p.stop = state_->event();
     CUresult r = CUDA_SUCCESS;
     {
       // Queued under the lock, so this thread's launches sit in `pending` in
       // the order the stream runs them.
       std::lock_guard lock(state_->queue_mutex);
-      r = api.cuEventRecord(p.start, nullptr);
+      if (p.start) r = api.cuEventRecord(p.start, nullptr);
       if (r == CUDA_SUCCESS)
         r = api.cuLaunchKernel(fn_, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, nullptr,
                                params.data(), nullptr);
-      if (r == CUDA_SUCCESS) r = api.cuEventRecord(p.stop, nullptr);
+      if (r == CUDA_SUCCESS && p.stop) r = api.cuEventRecord(p.stop, nullptr);
       if (r == CUDA_SUCCESS) {
         state_->pending[std::this_thread::get_id()].push_back(std::move(p));
-      } else {
+      } else if (p.start) {
         state_->spare.push_back(p.start), state_->spare.push_back(p.stop);
       }
     }

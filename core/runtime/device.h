@@ -99,10 +99,14 @@ class Program {
   // Queues the kernel on the device's in-order queue and returns without
   // waiting. By the time Device::finish() returns on this thread, the kernel
   // has run and *seconds holds its device time; `seconds` must stay valid
-  // until then. The buffers in `args` must stay alive until finish() too.
-  // The default runs it now through launch(): a device without a queue
+  // until then. A null `seconds` asks for no time: the device may then skip
+  // its timing events. The buffers in `args` must stay alive until finish()
+  // too. The default runs it now through launch(): a device without a queue
   // needs nothing more.
-  virtual void enqueue(const LaunchArgs& args, double* seconds) { *seconds = launch(args); }
+  virtual void enqueue(const LaunchArgs& args, double* seconds) {
+    const double s = launch(args);
+    if (seconds) *seconds = s;
+  }
   std::string build_log;  // compiler output, kept even on success
   bool cache_hit = false;  // came from the on-disk cache
 };

@@ -251,8 +251,9 @@ class OpenCLProgram : public Program {
     clReleaseProgram(program_);
   }
 
-  // Sets the arguments and enqueues; nullptr when there is nothing to run.
-  cl_event enqueue_event(const LaunchArgs& args) {
+  // Sets the arguments and enqueues, with an event in *event unless it is
+  // null (an untimed launch); false when there is nothing to run.
+  bool enqueue_kernel(const LaunchArgs& args, cl_event* event) {
     // clSetKernelArg on one kernel object is not thread-safe.
     std::lock_guard<std::mutex> lock(mutex_);
     state_->ensure_available();
@@ -273,7 +274,7 @@ class OpenCLProgram : public Program {
     for (int d = 1; d < 3; ++d)
       if (args.global[d] > 1 || args.local[d] > 1) dims = d + 1;
     for (cl_uint d = 0; d < dims; ++d)
-      if (args.global[d] <= 0) return nullptr;  // nothing to compute; CL rejects empty ranges
+      if (args.global[d] <= 0) return false;  // nothing to compute; CL rejects empty ranges
 
     size_t local[3] = {1, 1, 1}, global[3] = {1, 1, 1};
     if (args.local[0] == 0) {
@@ -299,10 +300,9 @@ class OpenCLProgram : public Program {
     }
     for (cl_uint d = 0; d < dims; ++d) global[d] = (static_cast<size_t>(args.global[d]) + local[d] - 1) / local[d] * local[d];
 
-    cl_event event = nullptr;
-    state_->check(clEnqueueNDRangeKernel(state_->queue, kernel_, dims, nullptr, global, local, 0, nullptr, &event),
+    state_->check(clEnqueueNDRangeKernel(state_->queue, kernel_, dims, nullptr, global, local, 0, nullptr, event),
                   "clEnqueueNDRangeKernel", what);
-    return event;
+    return true;
   }
 
   void enqueue(const LaunchArgs& args, double* seconds) override {
@@ -310,19 +310,20 @@ class OpenCLProgram : public Program {
     // about 3x slower with 87 launches in flight than with a wait after
     // each (measured on a busy 2-core machine, issue 13): it keeps waiting.
     if (state_->info.kind == "CPU") {
-      *seconds = launch(args);
+      const double s = launch(args);
+      if (seconds) *seconds = s;
       return;
     }
-    *seconds = 0;
-    cl_event event = enqueue_event(args);
-    if (!event) return;
+    if (seconds) *seconds = 0;
+    cl_event event = nullptr;
+    if (!enqueue_kernel(args, seconds ? &event : nullptr)) return;
     std::lock_guard lock(state_->pending_mutex);
     state_->pending[std::this_thread::get_id()].push_back({event, seconds, name_});
   }
 
   double launch(const LaunchArgs& args) override {
-    cl_event event = enqueue_event(args);
-    return event ? wait_for(*state_, event, name_) : 0.0;
+    cl_event event = nullptr;
+    return enqueue_kernel(args, &event) ? wait_for(*state_, event, name_) : 0.0;
   }
 
  private:
@@ -499,12 +500,25 @@ class OpenCLDevice : public Device {
     }
     // The queue is in order: when this thread's last launch is done, all of
     // them are. A wait on its event blocks; PoCL's clFinish was measured to
-    // slow the kernels down on a busy machine.
+    // slow the kernels down on a busy machine. An untimed last launch has no
+    // event: a marker after it stands in.
+    if (!mine.back().event) {
+      State::Pending marker{nullptr, nullptr, mine.back().kernel};
+      cl_int made = clEnqueueMarkerWithWaitList(state_->queue, 0, nullptr, &marker.event);
+      if (made != CL_SUCCESS) {
+        for (auto& p : mine)
+          if (p.event) clReleaseEvent(p.event);
+        state_->check(made, "clEnqueueMarkerWithWaitList");
+      }
+      mine.push_back(marker);
+    }
     cl_int err = clWaitForEvents(1, &mine.back().event);
     std::exception_ptr failed;
     for (auto& p : mine) {
+      if (!p.event) continue;
       try {
-        *p.seconds = wait_for(*state_, p.event, p.kernel);
+        const double s = wait_for(*state_, p.event, p.kernel);
+        if (p.seconds) *p.seconds = s;
       } catch (...) {
         if (!failed) failed = std::current_exception();
       }

@@ -28,7 +28,7 @@ StepResult Trainer::step(const data::Batch& batch) {
   StepResult r;
   double t0 = now();
   {
-    ProfileCapture capture;
+    ProfileCapture capture(time_kernels_);
     model_.train(true);
     optimizer_.zero_grad();
     // The whole step (forward, backward, optimizer update, batch-norm running

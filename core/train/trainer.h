@@ -49,10 +49,14 @@ class Trainer {
   // given. `on_step` sees every step, e.g. for a progress bar.
   EpochResult train_epoch(data::Batches& batches, int epoch, const data::Dataset* test = nullptr,
                           const std::function<void(const StepResult&)>& on_step = {});
+  // Off: steps still list their kernels but leave their seconds at 0, and a
+  // GPU launches them without timing events (ProfileCapture(false)).
+  void time_kernels(bool on) { time_kernels_ = on; }
 
  private:
   nn::Module& model_;
   nn::Optimizer& optimizer_;
+  bool time_kernels_ = true;
 };
 
 // Fraction of rows whose first maximal logit is the label.
