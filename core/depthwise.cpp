@@ -1,6 +1,7 @@
 #include "core/depthwise.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,19 @@ void check_window(const Tensor& x, const Window2d& g) {
     if (v < 1) throw ShapeError("convolution window: kernel, stride and dilation must be at least 1");
   for (int64_t v : {g.pad_h.first, g.pad_h.second, g.pad_w.first, g.pad_w.second})
     if (v < 0) throw ShapeError("convolution window: negative padding");
+}
+
+// A lazy zero pad of x's spatial axes (an ONNX Pad node before the Conv)
+// joins the window's own padding, and the taps read what it pads: a strided
+// window can then read through the pad instead of a padded copy.
+void absorb_zero_pad(Tensor& x, Window2d& g) {
+  const Node& n = *x.node();
+  if (n.op != Op::Pad || n.realized() || n.value != 0 || std::signbit(n.value) || n.src.size() != 1 ||
+      n.arg.size() != 8 || n.arg[0] || n.arg[1] || n.arg[2] || n.arg[3])
+    return;
+  g.pad_h.first += n.arg[4], g.pad_h.second += n.arg[5];
+  g.pad_w.first += n.arg[6], g.pad_w.second += n.arg[7];
+  x = Tensor(n.src[0]);
 }
 
 // Terms [lo, hi) summed as a balanced tree: the largest power of two of them
@@ -112,8 +126,9 @@ std::vector<Tensor> window_taps(const Tensor& x, const Window2d& g) {
                        out_size(x.dim(3), g.pad_w, g.kernel_w, g.stride_w, g.dilation_w));
 }
 
-Tensor depthwise_conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Window2d& g) {
+Tensor depthwise_conv2d(Tensor x, const Tensor& weight, const Tensor& bias, Window2d g) {
   check_window(x, g);
+  absorb_zero_pad(x, g);
   const int64_t C = x.dim(1);
   if (weight.shape() != Shape{g.kernel_h * g.kernel_w, C})
     throw ShapeError("depthwise convolution: weight " + shape_str(weight.shape()) + " is not (" +

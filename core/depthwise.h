@@ -33,6 +33,7 @@ std::vector<Tensor> window_taps(const Tensor& x, const Window2d& g);
 // x is (N, C, H, W); weight (KH * KW, C), tap-major; bias (C) or undefined.
 // The taps are summed as a balanced tree (first half, then second), the bias
 // added last. Throws ShapeError on inconsistent shapes.
-Tensor depthwise_conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Window2d& g);
+// A lazy zero pad of x's spatial axes is read through like the window's own.
+Tensor depthwise_conv2d(Tensor x, const Tensor& weight, const Tensor& bias, Window2d g);
 
 }  // namespace tl

@@ -239,6 +239,32 @@ class TestDepthwise : public QObject {
     qInfo("largest relative error %.2e", worst);
   }
 
+  // An ONNX Pad node before a strided depthwise Conv: the Conv reads the
+  // GEMM's output through both pads, so no padded copy is written (two
+  // kernels: the GEMM and the convolution), and the multiply-adds still have
+  // an unguarded vector loop.
+  void zeroPadNodeIsReadThrough() {
+    const int C = 8, in = 4, size = 32;
+    Generator gen(5);
+    Tensor x0 = Tensor::randn({in, size * size}, gen, "cpu"), w1 = Tensor::randn({C, in}, gen, "cpu");
+    Tensor w = Tensor::randn({9, C}, gen, "cpu"), b = Tensor::randn({C}, gen, "cpu");
+    for (Tensor* t : {&x0, &w1, &w, &b}) t->realize();
+    Window2d g;
+    g.kernel_h = g.kernel_w = 3, g.stride_h = g.stride_w = 2;
+    std::vector<std::string> names, sources;
+    {
+      ProfileCapture capture;
+      Tensor x = w1.matmul(x0).relu6().reshape({1, C, size, size}).pad({{0, 0}, {0, 0}, {0, 1}, {0, 1}});
+      Tensor y = depthwise_conv2d(x, w, b, g).reshape({1, C, 16 * 16});
+      y.realize();
+      for (auto& r : capture.records()) names.push_back(r.kernel->name), sources.push_back(r.kernel->source);
+    }
+    std::string all;
+    for (auto& n : names) all += n + " ";
+    QVERIFY2(names.size() == 2 && names.front().rfind("GEMM", 0) == 0, all.c_str());
+    QVERIFY2(sources.back().find("for (int x = 0; x < 15; ++x) {") != std::string::npos, sources.back().c_str());
+  }
+
   void badWindowsAreShapeErrors() {
     Tensor x = Tensor::zeros({1, 3, 5, 5}), w = Tensor::zeros({9, 3});
     Window2d g;
