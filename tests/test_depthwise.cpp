@@ -1,19 +1,27 @@
-// EfficientNet-Lite0's depthwise convolution (EfficientNetLite0::depthwise)
-// in each of its renderings, on every device, against a direct computation in
+// Depthwise convolution (core/depthwise.h): first EfficientNet-Lite0's
+// (EfficientNetLite0::depthwise) in each of its renderings, on every device, against a direct computation in
 // double precision: 3x3 and 5x5 kernels at strides 1 and 2 with TensorFlow
 // "SAME" padding, on rows wide enough for the row loops (read through the pad
 // at stride 2, from a padded copy at stride 1) and on narrow maps (a flat row
 // per image at stride 1, a padded copy at stride 2). The input is what the
 // model feeds it: the previous 1x1 convolution (a GEMM) with its bias and
-// ReLU6, and the output gets its own bias and ReLU6 after.
+// ReLU6, and the output gets its own bias and ReLU6 after. Then general
+// windows as ONNX Conv gives them (depthwise_conv2d): odd sizes, asymmetric
+// pads, non-square kernels, strides and dilations per axis, and an input that
+// is a lazy zero pad (an ONNX Pad node before the Conv).
 #include <QtTest>
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <iterator>
 
+#include "core/depthwise.h"
+#include "core/error.h"
 #include "core/models/efficientnet.h"
 #include "core/profile.h"
 #include "core/tensor.h"
+#include "depthwise_reference.h"
 #include "testing.h"
 
 using namespace tl;
@@ -24,6 +32,30 @@ double relu6(double v) { return std::min(std::max(v, 0.0), 6.0); }
 
 struct Case {
   int channels, size, kernel, stride;
+};
+
+// A general window: input H x W, kernel, stride and dilation per axis, the
+// window's pads (top, bottom, left, right) and the pads of a lazy zero pad
+// applied to the input before it (an ONNX Pad node).
+struct Window {
+  const char* name;
+  int H, W, KH, KW, SH, SW, DH, DW;
+  int pad[4], input_pad[4];
+};
+
+const Window kWindows[] = {
+    {"3x3 s1 flat, asymmetric pads", 9, 11, 3, 3, 1, 1, 1, 1, {0, 2, 1, 0}, {0, 0, 0, 0}},
+    {"5x3 s1 flat, dilation 2x1", 13, 7, 5, 3, 1, 1, 2, 1, {3, 1, 0, 2}, {0, 0, 0, 0}},
+    {"3x3 s1 wide rows, dilation 1x3", 6, 23, 3, 3, 1, 1, 1, 3, {1, 1, 3, 3}, {0, 0, 0, 0}},
+    {"3x3 s2 through the pad, odd size", 33, 35, 3, 3, 2, 2, 1, 1, {0, 1, 1, 0}, {0, 0, 0, 0}},
+    {"5x5 s2 through the pad, dilation 2", 37, 31, 5, 5, 2, 2, 2, 2, {2, 3, 4, 1}, {0, 0, 0, 0}},
+    {"3x3 s2 narrow, padded copy", 9, 10, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, {0, 0, 0, 0}},
+    {"3x3 s2x1, rows cut back", 12, 9, 3, 3, 2, 1, 1, 1, {0, 0, 1, 1}, {0, 0, 0, 0}},
+    {"2x2 s2, last input row unread", 13, 21, 2, 2, 2, 2, 1, 1, {0, 0, 0, 0}, {0, 0, 0, 0}},
+    {"3x3 s3, odd size", 20, 29, 3, 3, 3, 3, 1, 1, {1, 0, 0, 2}, {0, 0, 0, 0}},
+    {"3x3 s2 after a Pad node (0, 1, 0, 1)", 28, 28, 3, 3, 2, 2, 1, 1, {0, 0, 0, 0}, {0, 1, 0, 1}},
+    {"5x5 s2 after a Pad node and own pads", 27, 25, 5, 5, 2, 2, 1, 1, {1, 0, 0, 1}, {1, 2, 2, 1}},
+    {"5x5 s1 flat after a Pad node", 7, 7, 5, 5, 1, 1, 1, 1, {0, 0, 0, 0}, {2, 2, 2, 2}},
 };
 
 }  // namespace
@@ -158,6 +190,103 @@ class TestDepthwise : public QObject {
     std::string text;
     for (auto& s : sources) text += s;
     QVERIFY2(found, text.c_str());
+  }
+
+  void generalWindows_data() {
+    QTest::addColumn<QString>("device");
+    QTest::addColumn<int>("index");
+    for (const std::string& d : tltest::available_devices())
+      for (int i = 0; i < int(std::size(kWindows)); ++i)
+        QTest::newRow((d + " " + kWindows[i].name).c_str()) << QString::fromStdString(d) << i;
+  }
+
+  void generalWindows() {
+    QFETCH(QString, device);
+    QFETCH(int, index);
+    const std::string dev = device.toStdString();
+    const Window& c = kWindows[index];
+    const int N = 2, C = 5, in = 3;
+    Generator gen(uint64_t(17 + index));
+    Tensor x0 = Tensor::randn({in, N * c.H * c.W}, gen, dev), w1 = Tensor::randn({C, in}, gen, dev);
+    Tensor w = Tensor::randn({c.KH * c.KW, C}, gen, dev), b = Tensor::randn({C}, gen, dev);
+    for (Tensor* t : {&x0, &w1, &w, &b}) t->realize();
+    // the input is a GEMM's output, then maybe a lazy zero pad
+    Tensor x = w1.matmul(x0).reshape({C, N, c.H, c.W}).permute({1, 0, 2, 3});
+    const int* ip = c.input_pad;
+    if (ip[0] || ip[1] || ip[2] || ip[3]) x = x.pad({{0, 0}, {0, 0}, {ip[0], ip[1]}, {ip[2], ip[3]}});
+    Window2d g;
+    g.kernel_h = c.KH, g.kernel_w = c.KW, g.stride_h = c.SH, g.stride_w = c.SW;
+    g.dilation_h = c.DH, g.dilation_w = c.DW;
+    g.pad_h = {c.pad[0], c.pad[1]}, g.pad_w = {c.pad[2], c.pad[3]};
+    Tensor y = depthwise_conv2d(x, w, b, g);
+    const tltest::DepthwiseWindow ref{c.H,  c.W,  c.KH, c.KW, c.SH, c.SW, c.DH, c.DW, c.pad[0] + ip[0], c.pad[1] + ip[1],
+                                      c.pad[2] + ip[2], c.pad[3] + ip[3]};
+    QCOMPARE(y.shape(), (Shape{N, C, ref.out_h(), ref.out_w()}));
+    // the input in double: the GEMM of float operands
+    const std::vector<float> xv = x0.to_vector(), w1v = w1.to_vector(), wv = w.to_vector(), bv = b.to_vector();
+    std::vector<double> input(size_t(N * C * c.H * c.W));
+    for (int n = 0; n < N; ++n)
+      for (int ch = 0; ch < C; ++ch)
+        for (int p = 0; p < c.H * c.W; ++p)
+          for (int i = 0; i < in; ++i)
+            input[size_t((n * C + ch) * c.H * c.W + p)] += double(w1v[ch * in + i]) * xv[size_t((i * N + n) * c.H * c.W + p)];
+    const std::vector<double> want = tltest::depthwise_reference(
+        input, N, C, ref, [&](int ch, int ky, int kx) { return double(wv[size_t((ky * c.KW + kx) * C + ch)]); },
+        std::vector<double>(bv.begin(), bv.end()));
+    double worst = 0;
+    const std::string bad = tltest::first_mismatch(y.to_vector(), want, 1e-5, worst);
+    QVERIFY2(bad.empty(), bad.c_str());
+    qInfo("largest relative error %.2e", worst);
+  }
+
+  // An ONNX Pad node before a strided depthwise Conv: the Conv reads the
+  // GEMM's output through both pads, so no padded copy is written (two
+  // kernels: the GEMM and the convolution), and the multiply-adds still have
+  // an unguarded vector loop.
+  void zeroPadNodeIsReadThrough() {
+    const int C = 8, in = 4, size = 32;
+    Generator gen(5);
+    Tensor x0 = Tensor::randn({in, size * size}, gen, "cpu"), w1 = Tensor::randn({C, in}, gen, "cpu");
+    Tensor w = Tensor::randn({9, C}, gen, "cpu"), b = Tensor::randn({C}, gen, "cpu");
+    for (Tensor* t : {&x0, &w1, &w, &b}) t->realize();
+    Window2d g;
+    g.kernel_h = g.kernel_w = 3, g.stride_h = g.stride_w = 2;
+    std::vector<std::string> names, sources;
+    {
+      ProfileCapture capture;
+      Tensor x = w1.matmul(x0).relu6().reshape({1, C, size, size}).pad({{0, 0}, {0, 0}, {0, 1}, {0, 1}});
+      Tensor y = depthwise_conv2d(x, w, b, g).reshape({1, C, 16 * 16});
+      y.realize();
+      for (auto& r : capture.records()) names.push_back(r.kernel->name), sources.push_back(r.kernel->source);
+    }
+    std::string all;
+    for (auto& n : names) all += n + " ";
+    QVERIFY2(names.size() == 2 && names.front().rfind("GEMM", 0) == 0, all.c_str());
+    QVERIFY2(sources.back().find("for (int x = 0; x < 15; ++x) {") != std::string::npos, sources.back().c_str());
+  }
+
+  void badWindowsAreShapeErrors() {
+    Tensor x = Tensor::zeros({1, 3, 5, 5}), w = Tensor::zeros({9, 3});
+    Window2d g;
+    g.kernel_h = g.kernel_w = 3;
+    auto fails = [](const std::function<void()>& f, const std::string& says) {
+      try {
+        f();
+      } catch (const ShapeError& e) {
+        return std::string(e.what()).find(says) != std::string::npos;
+      }
+      return false;
+    };
+    QVERIFY(fails([&] { depthwise_conv2d(x, Tensor::zeros({9, 4}), Tensor(), g); }, "is not (9 taps, 3 channels)"));
+    QVERIFY(fails([&] { depthwise_conv2d(x, w, Tensor::zeros({4}), g); }, "4 biases for 3 channels"));
+    QVERIFY(fails([&] { depthwise_conv2d(Tensor::zeros({3, 5, 5}), w, Tensor(), g); }, "is not (N, C, H, W)"));
+    Window2d zero_stride = g, too_big = g, negative = g;
+    zero_stride.stride_w = 0;
+    QVERIFY(fails([&] { depthwise_conv2d(x, w, Tensor(), zero_stride); }, "must be at least 1"));
+    too_big.dilation_h = 3;  // a 7-row window on 5 rows
+    QVERIFY(fails([&] { depthwise_conv2d(x, w, Tensor(), too_big); }, "larger than the padded input of 5"));
+    negative.pad_w = {-1, 0};
+    QVERIFY(fails([&] { depthwise_conv2d(x, w, Tensor(), negative); }, "negative padding"));
   }
 };
 

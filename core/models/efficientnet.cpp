@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/depthwise.h"
 #include "core/error.h"
 
 namespace tl {
@@ -10,9 +11,6 @@ namespace {
 
 const char* kBatchNormParts[] = {"weight", "bias", "running_mean", "running_var"};
 
-// Maps narrower than this are convolved depthwise as flat rows (flat_depthwise).
-constexpr int64_t kFlatBelow = 16;
-
 // TensorFlow "SAME": output = ceil(in / stride); the padding this needs goes
 // half before, and the odd pixel after. PyTorch's symmetric padding would
 // shift every stride-2 layer by one pixel against the trained weights.
@@ -20,31 +18,6 @@ std::pair<int64_t, int64_t> same_padding(int64_t size, int64_t kernel, int64_t s
   int64_t out = (size + stride - 1) / stride;
   int64_t total = std::max<int64_t>((out - 1) * stride + kernel - size, 0);
   return {total / 2, total - total / 2};
-}
-
-// A stride-1 depthwise convolution on a narrow map (14x14 or 7x7: rows too
-// short for a vector loop) walks each padded image as one flat row of
-// OH * PW positions, PW the padded width. Tap (kh, kw) is then the flat
-// padded image shifted by kh * PW + kw: an unguarded load, affine in one long
-// loop that vectorises. The PW - OW positions per row that straddle the
-// border are computed and dropped by the copy that follows (the consumer's
-// GEMM wants a dense operand anyway).
-Tensor flat_depthwise(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t kernel) {
-  const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
-  const auto ph = same_padding(H, kernel, 1), pw = same_padding(W, kernel, 1);
-  const int64_t PH = H + ph.first + ph.second, PW = W + pw.first + pw.second;
-  // One more row of zeros at the bottom: the last tap's view runs kernel - 1
-  // positions past the padded image. The copy is written row by row (it
-  // also applies the previous layer's bias and ReLU6); its flat view is free.
-  const std::pair<int64_t, int64_t> rows{ph.first, ph.second + 1};
-  Tensor flat = x.pad({{0, 0}, {0, 0}, rows, pw}).contiguous().reshape({N, C, (PH + 1) * PW});
-  Tensor acc = bias.reshape({1, C, 1});
-  for (int64_t kh = 0; kh < kernel; ++kh)
-    for (int64_t kw = 0; kw < kernel; ++kw) {
-      const int64_t t = kh * kernel + kw, shift = kh * PW + kw;
-      acc = acc + flat.slice(2, shift, shift + H * PW) * weight.slice(0, t, t + 1).reshape({1, C, 1});
-    }
-  return acc.contiguous().reshape({N, C, H, PW}).slice(3, 0, W);
 }
 
 }  // namespace
@@ -214,63 +187,26 @@ const std::vector<EfficientNetLite0::DeviceLayer>& EfficientNetLite0::on_device(
   return device_weights_.emplace(device, std::move(layers)).first->second;
 }
 
+namespace {
+
+Window2d same_window(const Tensor& x, int64_t kernel, int64_t stride) {
+  Window2d g;
+  g.kernel_h = g.kernel_w = kernel;
+  g.stride_h = g.stride_w = stride;
+  g.pad_h = same_padding(x.dim(2), kernel, stride);
+  g.pad_w = same_padding(x.dim(3), kernel, stride);
+  return g;
+}
+
+}  // namespace
+
 std::vector<Tensor> EfficientNetLite0::taps(const Tensor& x, int64_t kernel, int64_t stride) {
-  // Two ways to read through the pad, chosen by what each costs (measured on
-  // the CPU device, scripts/bench model):
-  // - stride 1, or rows narrower than a vector: the padded input is
-  //   materialised once (that small copy also absorbs the previous layer's
-  //   bias and ReLU6), so every tap is an unguarded offset view and each row
-  //   is one vector loop. The copy is the size of the output, small next to
-  //   the K*K reads of the taps; reading through the pad instead would leave
-  //   guarded columns at both ends of every row (2 of 7 or 14 for a 5x5).
-  // - stride 2 on rows of 8 or more: the input is computed once into its
-  //   own unpadded buffer (the previous GEMM's store applies bias and ReLU6)
-  //   and the taps view it through a lazy pad, which the renderer turns into
-  //   index ranges: a guarded column or two at the ends of each row and an
-  //   unguarded vector loop between. A padded copy would cost a pass over an
-  //   input four times the output's size.
-  const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
-  const int64_t OH = (H + stride - 1) / stride, OW = (W + stride - 1) / stride;
-  auto ph = same_padding(H, kernel, stride), pw = same_padding(W, kernel, stride);
-  std::vector<Tensor> out;
-  const bool through_pad = stride > 1 && OW >= 8;
-  auto padded = [&](std::pair<int64_t, int64_t> rows, std::pair<int64_t, int64_t> cols) {
-    return through_pad ? x.contiguous().pad({{0, 0}, {0, 0}, rows, cols})
-                       : x.pad({{0, 0}, {0, 0}, rows, cols}).contiguous();
-  };
-  if (stride == 1) {
-    Tensor xp = padded(ph, pw);
-    for (int64_t kh = 0; kh < kernel; ++kh)
-      for (int64_t kw = 0; kw < kernel; ++kw) out.push_back(xp.slice(2, kh, kh + OH).slice(3, kw, kw + OW));
-    return out;
-  }
-  // Stride s: input row s*i + kh is row i + kh / s of phase kh % s once the
-  // padded rows are viewed as (P, s); P rows per phase cover every tap.
-  const int64_t P = OH + (kernel - 1) / stride, Q = OW + (kernel - 1) / stride;
-  ph.second += stride * P - (H + ph.first + ph.second);
-  pw.second += stride * Q - (W + pw.first + pw.second);
-  Tensor phases = padded(ph, pw).reshape({N, C, P, stride, Q, stride});
-  for (int64_t kh = 0; kh < kernel; ++kh)
-    for (int64_t kw = 0; kw < kernel; ++kw)
-      out.push_back(phases.slice(2, kh / stride, kh / stride + OH)
-                        .slice(3, kh % stride, kh % stride + 1)
-                        .slice(4, kw / stride, kw / stride + OW)
-                        .slice(5, kw % stride, kw % stride + 1)
-                        .reshape({N, C, OH, OW}));
-  return out;
+  return window_taps(x, same_window(x, kernel, stride));
 }
 
 Tensor EfficientNetLite0::depthwise(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t kernel,
                                     int64_t stride) {
-  if (stride == 1 && x.dim(3) < kFlatBelow) return flat_depthwise(x, weight, bias, kernel);
-  // One elementwise kernel: K*K multiply-adds per output, the taps read the
-  // (padded) input in place.
-  const int64_t C = x.dim(1);
-  auto views = taps(x, kernel, stride);
-  Tensor acc = bias.reshape({1, C, 1, 1});
-  for (size_t t = 0; t < views.size(); ++t)
-    acc = acc + views[t] * weight.slice(0, int64_t(t), int64_t(t) + 1).reshape({1, C, 1, 1});
-  return acc;
+  return depthwise_conv2d(x, weight, bias, same_window(x, kernel, stride));
 }
 
 Tensor EfficientNetLite0::conv(const Tensor& x, size_t index, const std::vector<DeviceLayer>& w) const {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/depthwise.h"
 #include "core/io/onnx/registry.h"
 
 namespace tl::onnx_detail {
@@ -171,31 +172,6 @@ Tensor tap_sum_conv(const onnx::NodeProto& node, const Tensor& xp, const Tensor&
   return y;
 }
 
-// Narrower maps are convolved depthwise as flat rows (flat_depthwise).
-constexpr int64_t kFlatDepthwiseBelow = 16;
-
-// A stride-1 2-D depthwise convolution of a narrow map (14x14, 7x7: rows too
-// short for a vector loop), as EfficientNet-Lite0's native model does it:
-// each padded image is one flat row, tap (kh, kw) that row shifted by
-// kh * PW + kw (times the dilations), PW the padded width: unguarded loads,
-// affine in one long loop that vectorises. Output (y, x) sits at y * PW + x;
-// the PW - OW positions per row that straddle the border are computed and
-// dropped by the final slice, and the last row stops at OW, so no tap reads
-// past the padded image.
-Tensor flat_depthwise(const Tensor& xp, const Tensor& wt, const PoolGeometry& g) {
-  const int64_t N = xp.dim(0), C = xp.dim(1), PH = xp.dim(2), PW = xp.dim(3), OH = g.out[0], OW = g.out[1];
-  const int64_t length = (OH - 1) * PW + OW;
-  Tensor flat = xp.contiguous().reshape({N, C, PH * PW});
-  TreeReduce taps = sum_tree();
-  for (int64_t kh = 0; kh < g.kernel[0]; ++kh)
-    for (int64_t kw = 0; kw < g.kernel[1]; ++kw) {
-      const int64_t t = kh * g.kernel[1] + kw, shift = kh * g.dilations[0] * PW + kw * g.dilations[1];
-      taps.add(flat.slice(2, shift, shift + length) * wt.slice(1, t, t + 1).reshape({1, C, 1}));
-    }
-  Tensor acc = taps.result().contiguous().pad({{0, 0}, {0, 0}, {0, PW - OW}});
-  return acc.reshape({N, C, OH, PW}).slice(3, 0, OW);
-}
-
 // N-d convolution as a sum over kernel taps of (O, C) x (C, positions)
 // products; 2-D goes to Tensor::conv2d.
 Tensor conv(const Ctx& c) {
@@ -214,15 +190,19 @@ Tensor conv(const Ctx& c) {
   if (x.dim(1) != w.dim(1) * groups)
     bad(c.node, "X has " + std::to_string(x.dim(1)) + " channels, W expects " + std::to_string(w.dim(1) * groups));
   if (groups > 1 && groups == x.dim(1) && w.dim(1) == 1 && w.dim(0) == groups) {
-    // Depthwise: a multiply-add per tap over strided views, which fuses into
-    // one elementwise kernel (the grouped conv2d path reduces per channel).
-    // The padded input is materialised once, as the native EfficientNet does:
-    // taps of a lazy pad would each recompute the producer (the previous
-    // layer's batch norm and activation) behind a bounds mask.
-    Tensor wt = w.reshape({groups, numel(g.kernel)});
-    if (x.ndim() == 4 && g.strides == Ints{1, 1} && g.out[1] < kFlatDepthwiseBelow) {
-      Tensor acc = flat_depthwise(xp, wt, g);
-      return bias.defined() ? acc + per_channel(c.node, bias, acc.shape(), "bias") : acc;
+    // Depthwise: one elementwise kernel of multiply-adds over views of the
+    // input (the grouped conv2d path reduces per channel). 2-D is
+    // core/depthwise.h's; other ranks sum strided views of a padded copy.
+    Tensor wt = w.reshape({groups, numel(g.kernel)}).transpose(0, 1);  // tap-major
+    if (bias.defined()) bias = per_channel(c.node, bias, x.shape(), "bias");
+    if (x.ndim() == 4) {
+      Window2d win;
+      win.kernel_h = g.kernel[0], win.kernel_w = g.kernel[1];
+      win.stride_h = g.strides[0], win.stride_w = g.strides[1];
+      win.dilation_h = g.dilations[0], win.dilation_w = g.dilations[1];
+      win.pad_h = {g.pad_begin[0], g.pad_end[0]};
+      win.pad_w = {g.pad_begin[1], g.pad_end[1]};
+      return depthwise_conv2d(x, wt, bias, win);
     }
     xp = xp.contiguous();
     Shape ws(size_t(x.ndim()), 1);
@@ -230,12 +210,10 @@ Tensor conv(const Ctx& c) {
     TreeReduce taps = sum_tree();
     int64_t t = 0;
     for_each_tap(xp, g, [&](const Tensor& v, const Ints&) {
-      taps.add(v * wt.slice(1, t, t + 1).reshape(ws));
+      taps.add(v * wt.slice(0, t, t + 1).reshape(ws));
       ++t;
     });
-    Tensor acc = taps.result();
-    if (bias.defined()) acc = acc + per_channel(c.node, bias, acc.shape(), "bias");
-    return acc;
+    return bias.defined() ? taps.result() + bias : taps.result();
   }
   if (x.ndim() == 4) {
     Conv2dOptions o;
