@@ -93,6 +93,12 @@ std::vector<std::pair<int64_t, int64_t>> spatial_pads(const PoolGeometry& g, boo
   return p;
 }
 
+bool overlapping(const PoolGeometry& g) {
+  for (size_t i = 0; i < g.kernel.size(); ++i)
+    if ((g.kernel[i] - 1) * g.dilations[i] + 1 > g.strides[i]) return true;
+  return false;
+}
+
 Tensor pool(const Ctx& c, bool is_max) {
   Tensor x = c.t(0);
   if (x.ndim() < 3) bad(c.node, "pooling needs (N, C, spatial...) input, got " + shape_str(x.shape()));
@@ -106,6 +112,10 @@ Tensor pool(const Ctx& c, bool is_max) {
   PoolGeometry g = geometry(c, spatial, kernel, ceil_mode);
   if (is_max) {
     if (attr_i(c.node, "storage_order", 0) != 0) unsupported(c.node, c.opset, "storage_order 1");
+    // Overlapping windows read each input several times: an unmaterialised
+    // input (a convolution's bias and ReLU, a Concat) would be recomputed at
+    // every read, and the GEMM before it could not store it in its epilogue.
+    if (overlapping(g)) x = x.contiguous();
     Tensor xp = x.pad(spatial_pads(g, true), kMaxPoolFill);
     TreeReduce acc{[](const Tensor& a, const Tensor& b) { return a.maximum(b); }, {}};
     for_each_tap(xp, g, [&](const Tensor& v, const Ints&) { acc.add(v); });
