@@ -330,8 +330,10 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
   const ptrdiff_t mcap = ROUND_UP(MIN(MC, m1 - m0), MR);
   const ptrdiff_t ncap = ROUND_UP(MIN(NC, n1 - n0), NR);
   const size_t abytes = ROUND_UP((size_t)(mcap * kcap) * sizeof(float), 64);
-  // B read in place needs a buffer only for a ragged last sliver.
-  const int in_place = g->b_in_place && SB2 == 1;
+  // B read in place needs a buffer only for a ragged last sliver. With more
+  // rows than one block of A, a packed B would serve every block: packing
+  // is then cheaper than reading B's scattered rows again.
+  const int in_place = g->b_in_place && SB2 == 1 && m1 - m0 <= MC;
   const size_t bbytes = ROUND_UP((size_t)((in_place ? NR : ncap) * kcap) * sizeof(float), 64);
   float* abuf = packed ? NULL : aligned_alloc(64, abytes);
   float* bbuf = aligned_alloc(64, bbytes);
