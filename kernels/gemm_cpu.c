@@ -185,6 +185,22 @@ static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptr
     for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + tile[i][j] : tile[i][j];
 }
 
+// One tile of C, with the micro-kernel's copy that fits it: the short and
+// narrow copies serve edge tiles of at most MR/2 rows or VW columns.
+static inline __attribute__((always_inline)) void tile(ptrdiff_t kc, const float* restrict ap,
+                                                       const float* restrict bp, ptrdiff_t ldb, float* restrict c,
+                                                       ptrdiff_t ldc, int accumulate, int rows, int cols) {
+  const int narrow = NV > 1 && cols <= VW, short_tile = MR >= 4 && rows <= MR / 2;
+  if (narrow && short_tile)
+    micro_tile(MR / 2, 1, kc, ap, bp, ldb, c, ldc, accumulate, rows, cols);
+  else if (narrow)
+    micro_tile(MR, 1, kc, ap, bp, ldb, c, ldc, accumulate, rows, cols);
+  else if (short_tile)
+    micro_tile(MR / 2, NV, kc, ap, bp, ldb, c, ldc, accumulate, rows, cols);
+  else
+    micro_tile(MR, NV, kc, ap, bp, ldb, c, ldc, accumulate, rows, cols);
+}
+
 // Rows [m0, m0+mc) x k [k0, k0+kc) of A into MR-row panels, k-major inside a
 // panel, zero rows past mc.
 static void pack_a(const struct tl_gemm* g, const float* restrict a, ptrdiff_t m0, ptrdiff_t mc, ptrdiff_t k0,
@@ -370,15 +386,11 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
             const int rows = (int)MIN(MR, mc - ir);
             float* ct = c + (ic + ir) * G_N + jc + jr;
             const float* ap = apanels + ir * kc;
-            const int narrow = NV > 1 && cols <= VW, short_tile = MR >= 4 && rows <= MR / 2;
-            if (narrow && short_tile)
-              micro_tile(MR / 2, 1, kc, ap, bp, ldb, ct, G_N, pc > 0, rows, cols);
-            else if (narrow)
-              micro_tile(MR, 1, kc, ap, bp, ldb, ct, G_N, pc > 0, rows, cols);
-            else if (short_tile)
-              micro_tile(MR / 2, NV, kc, ap, bp, ldb, ct, G_N, pc > 0, rows, cols);
+            // A literal stride for packed panels keeps their addressing constant.
+            if (ldb == NR)
+              tile(kc, ap, bp, NR, ct, G_N, pc > 0, rows, cols);
             else
-              micro_tile(MR, NV, kc, ap, bp, ldb, ct, G_N, pc > 0, rows, cols);
+              tile(kc, ap, bp, ldb, ct, G_N, pc > 0, rows, cols);
           }
         }
         if (pc + kc == G_K) finish_block(g, c, batch, ic, ic + mc, jc, jc + nc, args);
