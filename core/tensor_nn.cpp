@@ -281,7 +281,11 @@ Tensor Tensor::max_pool2d(int64_t kernel, int64_t stride, int64_t padding) const
   Scope scope("max_pool2d");
   pool_check(*this, "max_pool2d");
   if (stride == 0) stride = kernel;
-  Tensor x = padding ? pad({{0, 0}, {0, 0}, {padding, padding}, {padding, padding}}, -INFINITY) : *this;
+  // Overlapping windows read each input several times: an unmaterialised
+  // input (a convolution's bias and ReLU) would be recomputed at every read,
+  // and the GEMM before it could not store it in its epilogue.
+  Tensor in = kernel > stride ? contiguous() : *this;
+  Tensor x = padding ? in.pad({{0, 0}, {0, 0}, {padding, padding}, {padding, padding}}, -INFINITY) : in;
   int64_t oh, ow;
   return windows_2d(x, kernel, kernel, stride, stride, 1, 1, oh, ow, "max_pool2d", shape()).max({4, 5});
 }

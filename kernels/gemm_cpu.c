@@ -130,14 +130,16 @@ static void finish_block(const struct tl_gemm* g, float* restrict c, ptrdiff_t b
   if (g->finish) g->finish(c, batch, m0, m1, n0, n1, args);
 }
 
-// acc[i][j] += a[i] * b[j] over kc steps, then writes (or adds, when
+// acc[i][j] += a[i] * b[j] over kc steps (B's rows `ldb` apart: NR in a
+// packed panel, B's own row stride when read in place), then writes (or adds, when
 // `accumulate`) the tile to c. `mr` and `nv` are literals at every call so each
 // copy is specialised: the short and narrow copies serve edge tiles of at most
 // MR/2 rows or VW columns (m=49, N=16 layers) without the work of a full one.
 // A panels keep their MR stride whatever mr is.
 static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptrdiff_t kc, const float* restrict ap,
-                                                             const float* restrict bp, float* restrict c,
-                                                             ptrdiff_t ldc, int accumulate, int rows, int cols) {
+                                                             const float* restrict bp, ptrdiff_t ldb,
+                                                             float* restrict c, ptrdiff_t ldc, int accumulate,
+                                                             int rows, int cols) {
   vf acc[MR][NV];
 #pragma GCC unroll 64
   for (int i = 0; i < MR; ++i)
@@ -148,7 +150,7 @@ static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptr
   for (ptrdiff_t p = 0; p < kc; ++p) {
     vf b[NV];
 #pragma GCC unroll 8
-    for (int j = 0; j < nv; ++j) b[j] = *(const vf*)(bp + j * VW);
+    for (int j = 0; j < nv; ++j) b[j] = *(const vfu*)(bp + j * VW);
 #pragma GCC unroll 64
     for (int i = 0; i < mr; ++i) {
       const float a = ap[i];
@@ -156,7 +158,7 @@ static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptr
       for (int j = 0; j < nv; ++j) acc[i][j] += b[j] * a;
     }
     ap += MR;
-    bp += NR;
+    bp += ldb;
   }
 
   if (rows == mr && cols == nv * VW) {
@@ -181,6 +183,22 @@ static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptr
     for (int j = 0; j < nv; ++j) *(vf*)&tile[i][j * VW] = acc[i][j];
   for (int i = 0; i < rows; ++i)
     for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + tile[i][j] : tile[i][j];
+}
+
+// One tile of C, with the micro-kernel's copy that fits it: the short and
+// narrow copies serve edge tiles of at most MR/2 rows or VW columns.
+static inline __attribute__((always_inline)) void tile(ptrdiff_t kc, const float* restrict ap,
+                                                       const float* restrict bp, ptrdiff_t ldb, float* restrict c,
+                                                       ptrdiff_t ldc, int accumulate, int rows, int cols) {
+  const int narrow = NV > 1 && cols <= VW, short_tile = MR >= 4 && rows <= MR / 2;
+  if (narrow && short_tile)
+    micro_tile(MR / 2, 1, kc, ap, bp, ldb, c, ldc, accumulate, rows, cols);
+  else if (narrow)
+    micro_tile(MR, 1, kc, ap, bp, ldb, c, ldc, accumulate, rows, cols);
+  else if (short_tile)
+    micro_tile(MR / 2, NV, kc, ap, bp, ldb, c, ldc, accumulate, rows, cols);
+  else
+    micro_tile(MR, NV, kc, ap, bp, ldb, c, ldc, accumulate, rows, cols);
 }
 
 // Rows [m0, m0+mc) x k [k0, k0+kc) of A into MR-row panels, k-major inside a
@@ -328,7 +346,11 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
   const ptrdiff_t mcap = ROUND_UP(MIN(MC, m1 - m0), MR);
   const ptrdiff_t ncap = ROUND_UP(MIN(NC, n1 - n0), NR);
   const size_t abytes = ROUND_UP((size_t)(mcap * kcap) * sizeof(float), 64);
-  const size_t bbytes = ROUND_UP((size_t)(ncap * kcap) * sizeof(float), 64);
+  // B read in place needs a buffer only for a ragged last sliver. With more
+  // rows than one block of A, a packed B would serve every block: packing
+  // is then cheaper than reading B's scattered rows again.
+  const int in_place = g->b_in_place && SB2 == 1 && m1 - m0 <= MC;
+  const size_t bbytes = ROUND_UP((size_t)((in_place ? NR : ncap) * kcap) * sizeof(float), 64);
   float* abuf = packed ? NULL : aligned_alloc(64, abytes);
   float* bbuf = aligned_alloc(64, bbytes);
   if ((!packed && !abuf) || !bbuf) {
@@ -342,7 +364,7 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
     const ptrdiff_t nc = MIN(NC, n1 - jc);
     for (ptrdiff_t pc = 0; pc < G_K; pc += KC) {
       const ptrdiff_t kc = MIN(KC, G_K - pc);
-      pack_b(g, b, pc, kc, jc, nc, bbuf);
+      if (!in_place) pack_b(g, b, pc, kc, jc, nc, bbuf);
       for (ptrdiff_t ic = m0; ic < m1; ic += MC) {
         const ptrdiff_t mc = MIN(MC, m1 - ic);
         // ic is a multiple of MR, so the packed panels of these rows start
@@ -352,19 +374,23 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
         for (ptrdiff_t jr = 0; jr < nc; jr += NR) {
           const int cols = (int)MIN(NR, nc - jr);
           const float* bp = bbuf + jr * kc;
+          ptrdiff_t ldb = NR;
+          if (in_place && cols == NR) {
+            bp = b + pc * SB1 + jc + jr;
+            ldb = SB1;
+          } else if (in_place) {
+            pack_b(g, b, pc, kc, jc + jr, cols, bbuf);
+            bp = bbuf;
+          }
           for (ptrdiff_t ir = 0; ir < mc; ir += MR) {
             const int rows = (int)MIN(MR, mc - ir);
             float* ct = c + (ic + ir) * G_N + jc + jr;
             const float* ap = apanels + ir * kc;
-            const int narrow = NV > 1 && cols <= VW, short_tile = MR >= 4 && rows <= MR / 2;
-            if (narrow && short_tile)
-              micro_tile(MR / 2, 1, kc, ap, bp, ct, G_N, pc > 0, rows, cols);
-            else if (narrow)
-              micro_tile(MR, 1, kc, ap, bp, ct, G_N, pc > 0, rows, cols);
-            else if (short_tile)
-              micro_tile(MR / 2, NV, kc, ap, bp, ct, G_N, pc > 0, rows, cols);
+            // A literal stride for packed panels keeps their addressing constant.
+            if (ldb == NR)
+              tile(kc, ap, bp, NR, ct, G_N, pc > 0, rows, cols);
             else
-              micro_tile(MR, NV, kc, ap, bp, ct, G_N, pc > 0, rows, cols);
+              tile(kc, ap, bp, ldb, ct, G_N, pc > 0, rows, cols);
           }
         }
         if (pc + kc == G_K) finish_block(g, c, batch, ic, ic + mc, jc, jc + nc, args);

@@ -28,6 +28,10 @@ struct tl_gemm {
   // `nc_tiles` micro-tile columns of B. The tuner (core/tune.h) tries others.
   ptrdiff_t kc;
   int mc_tiles, nc_tiles;
+  // Nonzero: B's rows are contiguous and the micro-kernel reads them in
+  // place rather than from packed panels (small K: packing would copy all of
+  // B to read it once).
+  int b_in_place;
 };
 
 void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args);

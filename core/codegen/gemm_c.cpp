@@ -22,6 +22,7 @@ constexpr int64_t kRowUnit = 16;  // rows of C per unit when splitting rows
 constexpr int64_t kColUnit = 32;  // columns of C per unit when splitting columns
 constexpr int64_t kThinRows = 4;  // the template's THIN_ROWS: up to this many rows, A is read in place
 constexpr int64_t kMaxTileRows = 16;  // the template's MR is at most this
+constexpr int64_t kInPlaceK = 64;     // up to this K, B with contiguous rows is read in place
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -62,6 +63,7 @@ std::string finish_text(const GemmEpilogue& e, int64_t n, const std::string& nam
 struct Knobs {
   bool split_rows = true;
   int64_t kc = 0, mc_tiles = 0, nc_tiles = 0;
+  bool b_in_place = false;
 };
 
 // "split=cols kc=576": what differs from the default rendering.
@@ -72,6 +74,7 @@ std::string knob_label(const Knobs& k, const Knobs& base) {
   if (k.kc) add("kc=" + std::to_string(k.kc));
   if (k.mc_tiles) add("mc=" + std::to_string(k.mc_tiles) + "t");
   if (k.nc_tiles) add("nc=" + std::to_string(k.nc_tiles) + "t");
+  if (k.b_in_place != base.b_in_place) add(k.b_in_place ? "b=in-place" : "b=packed");
   return out.empty() ? "default" : out;
 }
 
@@ -83,8 +86,9 @@ int64_t k_block(int64_t k, int64_t kc) {
 
 // A few renderings around the default, one knob at a time, for the tuner
 // (core/tune.h): the other split, K in one block or in smaller ones, and
-// smaller or larger row and column blocks where the shape has room for them:
-// at most 7 besides the default. Candidates whose library blocks would come
+// smaller or larger row and column blocks where the shape has room for them,
+// B packed or read in place where its rows are contiguous:
+// at most 8 besides the default. Candidates whose library blocks would come
 // out the same are left out.
 std::vector<Knobs> candidate_knobs(const GemmShape& s, const Knobs& base) {
   constexpr int64_t kDefaultKc = 256;  // kernels/gemm_cpu.c's TL_KC
@@ -93,6 +97,7 @@ std::vector<Knobs> candidate_knobs(const GemmShape& s, const Knobs& base) {
   k.split_rows = !base.split_rows;
   out.push_back(k);
   if (s.m <= kThinRows) return out;  // the library reads B in place: no blocks to size
+  if (s.b_strides[2] == 1) k = base, k.b_in_place = !base.b_in_place, out.push_back(k);
   std::vector<int64_t> kcs;
   for (int64_t kc : {int64_t(128), s.k <= 1152 ? s.k : int64_t(512)})
     if (k_block(s.k, kc) != k_block(s.k, kDefaultKc) &&
@@ -144,6 +149,7 @@ TemplateKernel render_with(const GemmShape& s, const std::string& name, const Kn
                            {"KC", num(knobs.kc)},
                            {"MC_TILES", num(knobs.mc_tiles)},
                            {"NC_TILES", num(knobs.nc_tiles)},
+                           {"B_IN_PLACE", knobs.b_in_place ? "1" : "0"},
                            {"FINISH", finish},
                            {"FINISH_FN", finish.empty() ? "NULL" : name + "_finish"}});
   out.global[0] = s.batch * units_per_batch;
@@ -161,6 +167,9 @@ TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
   // packs all of the other operand, which is then the smaller one.
   Knobs base;
   base.split_rows = ceil_div(s.m, kRowUnit) >= ceil_div(s.n, kColUnit);
+  // With a short K, packing B costs about as much as the product: each
+  // packed element serves only a few micro-tiles.
+  base.b_in_place = s.b_strides[2] == 1 && s.k <= kInPlaceK;
   TemplateKernel out = render_with(s, name, base);
   out.label = "default";
   for (const Knobs& k : candidate_knobs(s, base)) {

@@ -94,6 +94,12 @@ std::vector<std::pair<int64_t, int64_t>> spatial_pads(const PoolGeometry& g, boo
   return p;
 }
 
+bool overlapping(const PoolGeometry& g) {
+  for (size_t i = 0; i < g.kernel.size(); ++i)
+    if ((g.kernel[i] - 1) * g.dilations[i] + 1 > g.strides[i]) return true;
+  return false;
+}
+
 Tensor pool(const Ctx& c, bool is_max) {
   Tensor x = c.t(0);
   if (x.ndim() < 3) bad(c.node, "pooling needs (N, C, spatial...) input, got " + shape_str(x.shape()));
@@ -107,10 +113,29 @@ Tensor pool(const Ctx& c, bool is_max) {
   PoolGeometry g = geometry(c, spatial, kernel, ceil_mode);
   if (is_max) {
     if (attr_i(c.node, "storage_order", 0) != 0) unsupported(c.node, c.opset, "storage_order 1");
+    // Overlapping windows read each input several times: an unmaterialised
+    // input (a convolution's bias and ReLU, a Concat) would be recomputed at
+    // every read, and the GEMM before it could not store it in its epilogue.
+    if (overlapping(g)) x = x.contiguous();
     Tensor xp = x.pad(spatial_pads(g, true), kMaxPoolFill);
-    TreeReduce acc{[](const Tensor& a, const Tensor& b) { return a.maximum(b); }, {}};
-    for_each_tap(xp, g, [&](const Tensor& v, const Ints&) { acc.add(v); });
-    return acc.result();
+    auto maximum = [](const Tensor& a, const Tensor& b) { return a.maximum(b); };
+    if (!overlapping(g)) {
+      TreeReduce acc{maximum, {}};
+      for_each_tap(xp, g, [&](const Tensor& v, const Ints&) { acc.add(v); });
+      return acc.result();
+    }
+    // Separable: the maximum along one spatial axis at a time, each pass
+    // stored. A 3x3 window then costs 3 + 3 reads instead of 9, and the
+    // first pass (along H) reads whole rows with unit stride.
+    for (size_t i = 0; i < g.kernel.size(); ++i) {
+      TreeReduce acc{maximum, {}};
+      for (int64_t t = 0; t < g.kernel[i]; ++t) {
+        const int64_t start = t * g.dilations[i];
+        acc.add(xp.slice(int(2 + i), start, start + (g.out[i] - 1) * g.strides[i] + 1, g.strides[i]));
+      }
+      xp = i + 1 < g.kernel.size() ? acc.result().contiguous() : acc.result();
+    }
+    return xp;
   }
   bool include_pad = attr_i(c.node, "count_include_pad", 0) != 0;
   Tensor xp = x.pad(spatial_pads(g, true), 0);

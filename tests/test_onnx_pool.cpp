@@ -1,0 +1,204 @@
+// ONNX MaxPool after a convolution (issue 12, SqueezeNet): overlapping
+// windows read the pool's input once it is materialised, so a convolution's
+// bias and ReLU are stored by the GEMM (or by the Concat of two branches, as
+// in a fire module) once, not recomputed at each of the window's taps. The
+// reference is a direct convolution, ReLU, Concat and max pool in double
+// precision, for odd sizes, ceil mode, pads, strides and a batch of two.
+#include <onnx/onnx_pb.h>
+
+#include <filesystem>
+#include <random>
+
+#include "core/io/onnx.h"
+#include "core/profile.h"
+#include "tests/onnx_builder.h"
+#include "tests/testing.h"
+
+namespace fs = std::filesystem;
+using namespace tl;
+using TP = onnx::TensorProto;
+using tltest::Builder;
+
+namespace {
+
+std::vector<double> random_values(size_t n, std::mt19937& rng, double lo, double hi) {
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::vector<double> v(n);
+  for (auto& x : v) x = float(u(rng));  // exactly representable in the float32 file
+  return v;
+}
+
+void float_init(Builder& b, const std::string& name, const Shape& shape, const std::vector<double>& values) {
+  auto* t = b.init(name, std::vector<int64_t>(shape.begin(), shape.end()), TP::FLOAT);
+  for (double v : values) t->add_float_data(float(v));
+}
+
+void ints_attr(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name), a->set_type(onnx::AttributeProto::INTS);
+  for (auto x : v) a->add_ints(x);
+}
+
+// (N, C, S, S) values in row-major order.
+struct Map {
+  int64_t n, c, s;
+  std::vector<double> v;
+  double& at(int64_t i, int64_t ch, int64_t y, int64_t x) { return v[size_t(((i * c + ch) * s + y) * s + x)]; }
+  double at(int64_t i, int64_t ch, int64_t y, int64_t x) const { return v[size_t(((i * c + ch) * s + y) * s + x)]; }
+};
+
+// relu(conv(x, w) + b), square kernel, stride 1, `pad` on every side.
+Map conv_relu(const Map& x, const std::vector<double>& w, const std::vector<double>& b, int64_t outputs,
+              int64_t kernel, int64_t pad) {
+  Map y{x.n, outputs, x.s + 2 * pad - kernel + 1, {}};
+  y.v.assign(size_t(y.n * y.c * y.s * y.s), 0.0);
+  for (int64_t i = 0; i < y.n; ++i)
+    for (int64_t o = 0; o < outputs; ++o)
+      for (int64_t oy = 0; oy < y.s; ++oy)
+        for (int64_t ox = 0; ox < y.s; ++ox) {
+          double s = b[size_t(o)];
+          for (int64_t ci = 0; ci < x.c; ++ci)
+            for (int64_t ky = 0; ky < kernel; ++ky)
+              for (int64_t kx = 0; kx < kernel; ++kx) {
+                const int64_t iy = oy + ky - pad, ix = ox + kx - pad;
+                if (iy >= 0 && iy < x.s && ix >= 0 && ix < x.s)
+                  s += x.at(i, ci, iy, ix) * w[size_t(((o * x.c + ci) * kernel + ky) * kernel + kx)];
+              }
+          y.at(i, o, oy, ox) = std::max(s, 0.0);
+        }
+  return y;
+}
+
+// ONNX MaxPool: a window whose start lies in the end padding is dropped.
+Map max_pool(const Map& x, int64_t kernel, int64_t stride, int64_t pad, bool ceil_mode) {
+  const int64_t span = x.s + 2 * pad - kernel;
+  int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+  if (ceil_mode && (out - 1) * stride >= x.s + pad) --out;
+  Map y{x.n, x.c, out, {}};
+  y.v.assign(size_t(y.n * y.c * out * out), -INFINITY);
+  for (int64_t i = 0; i < x.n; ++i)
+    for (int64_t ch = 0; ch < x.c; ++ch)
+      for (int64_t oy = 0; oy < out; ++oy)
+        for (int64_t ox = 0; ox < out; ++ox)
+          for (int64_t ky = 0; ky < kernel; ++ky)
+            for (int64_t kx = 0; kx < kernel; ++kx) {
+              const int64_t iy = oy * stride + ky - pad, ix = ox * stride + kx - pad;
+              if (iy >= 0 && iy < x.s && ix >= 0 && ix < x.s)
+                y.at(i, ch, oy, ox) = std::max(y.at(i, ch, oy, ox), x.at(i, ch, iy, ix));
+            }
+  return y;
+}
+
+}  // namespace
+
+class TestOnnxPool : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void poolReadsStoredConvolution_data() {
+    QTest::addColumn<int>("size");
+    QTest::addColumn<int>("kernel");
+    QTest::addColumn<int>("stride");
+    QTest::addColumn<int>("pad");
+    QTest::addColumn<bool>("ceil");
+    QTest::addColumn<bool>("fire");
+    QTest::newRow("3x3 s2 ceil, odd map (SqueezeNet)") << 13 << 3 << 2 << 0 << true << false;
+    QTest::newRow("3x3 s2 ceil, a window dropped") << 12 << 3 << 2 << 0 << true << false;
+    QTest::newRow("3x3 s2 pad 1, floor") << 14 << 3 << 2 << 1 << false << false;
+    QTest::newRow("3x3 s1 pad 1") << 9 << 3 << 1 << 1 << false << false;
+    QTest::newRow("2x2 s2 (no overlap)") << 11 << 2 << 2 << 0 << true << false;
+    QTest::newRow("fire module: Concat of 1x1 and 3x3, 3x3 s2 ceil") << 15 << 3 << 2 << 0 << true << true;
+    QTest::newRow("fire module, pad 1") << 10 << 3 << 2 << 1 << true << true;
+  }
+  void poolReadsStoredConvolution() {
+    QFETCH(int, size);
+    QFETCH(int, kernel);
+    QFETCH(int, stride);
+    QFETCH(int, pad);
+    QFETCH(bool, ceil);
+    QFETCH(bool, fire);
+    std::mt19937 rng(uint32_t(size * 100 + kernel * 10 + pad + (fire ? 7 : 0)));
+    const int64_t batch = 2, channels = 5, outputs = 6;
+    Map x{batch, channels, size, random_values(size_t(batch * channels * size * size), rng, -1, 1)};
+    // Branch a: 3x3 pad 1 (or 1x1 in a fire module); branch b (fire only): 3x3 pad 1.
+    const int64_t ka = fire ? 1 : 3, pa = fire ? 0 : 1;
+    const auto wa = random_values(size_t(outputs * channels * ka * ka), rng, -0.5, 0.5);
+    const auto ba = random_values(size_t(outputs), rng, -0.5, 0.5);
+    const auto wb = random_values(size_t(outputs * channels * 9), rng, -0.5, 0.5);
+    const auto bb = random_values(size_t(outputs), rng, -0.5, 0.5);
+    Map pooled_in = conv_relu(x, wa, ba, outputs, ka, pa);
+    if (fire) {
+      const Map b = conv_relu(x, wb, bb, outputs, 3, 1);
+      Map cat{batch, 2 * outputs, size, {}};
+      for (int64_t i = 0; i < batch; ++i) {
+        const auto plane = size_t(outputs * size * size);
+        const auto from = [&](const Map& m) { return m.v.begin() + std::ptrdiff_t(size_t(i) * plane); };
+        cat.v.insert(cat.v.end(), from(pooled_in), from(pooled_in) + std::ptrdiff_t(plane));
+        cat.v.insert(cat.v.end(), from(b), from(b) + std::ptrdiff_t(plane));
+      }
+      pooled_in = cat;
+    }
+    const Map want = max_pool(pooled_in, kernel, stride, pad, ceil);
+
+    const fs::path dir = tltest::fresh_temp_dir("onnx-pool", "fire");
+    Builder m(12);
+    auto dims = [](const Map& t) {
+      return std::vector<std::string>{std::to_string(t.n), std::to_string(t.c), std::to_string(t.s),
+                                      std::to_string(t.s)};
+    };
+    m.input("x", dims(x));
+    m.output("y", dims(want));
+    float_init(m, "Wa", {outputs, channels, ka, ka}, wa);
+    float_init(m, "Ba", {outputs}, ba);
+    ints_attr(m.node("Conv", {"x", "Wa", "Ba"}, {"ca"}), "pads", {pa, pa, pa, pa});
+    m.node("Relu", {"ca"}, {fire ? "ra" : "p"});
+    if (fire) {
+      float_init(m, "Wb", {outputs, channels, 3, 3}, wb);
+      float_init(m, "Bb", {outputs}, bb);
+      ints_attr(m.node("Conv", {"x", "Wb", "Bb"}, {"cb"}), "pads", {1, 1, 1, 1});
+      m.node("Relu", {"cb"}, {"rb"});
+      auto* cat = m.node("Concat", {"ra", "rb"}, {"p"})->add_attribute();
+      cat->set_name("axis"), cat->set_type(onnx::AttributeProto::INT), cat->set_i(1);
+    }
+    auto* pool = m.node("MaxPool", {"p"}, {"y"});
+    ints_attr(pool, "kernel_shape", {kernel, kernel});
+    ints_attr(pool, "strides", {stride, stride});
+    ints_attr(pool, "pads", {pad, pad, pad, pad});
+    auto* c = pool->add_attribute();
+    c->set_name("ceil_mode"), c->set_type(onnx::AttributeProto::INT), c->set_i(ceil ? 1 : 0);
+    const std::string path = m.save(dir / "pool.onnx");
+
+    OnnxModel model(path);
+    const Tensor input = Tensor::from_data(std::vector<float>(x.v.begin(), x.v.end()), {batch, channels, size, size}, "cpu");
+    model.run({input})[0].realize();  // compiles
+    ProfileCapture capture;
+    const Tensor y = model.run({input})[0];
+    const std::vector<float> got = y.to_vector();
+    QCOMPARE(y.shape(), (Shape{batch, pooled_in.c, want.s, want.s}));
+    QCOMPARE(got.size(), want.v.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      QVERIFY2(std::abs(got[i] - want.v[i]) <= 1e-5 * (1 + std::abs(want.v[i])),
+               qPrintable(QString("element %1: %2, reference %3").arg(i).arg(got[i]).arg(want.v[i])));
+
+    // The kernel that writes y reads a stored input when windows overlap: it
+    // adds nothing (no bias, no Concat's sum of padded halves); a single
+    // convolution's bias and ReLU went into its GEMM's store.
+    const KernelInfo* last = nullptr;
+    bool gemm_adds = false;
+    for (const auto& r : capture.records()) {
+      last = r.kernel.get();
+      const auto& ops = r.kernel->ops;
+      if (r.kernel->name.rfind("GEMM", 0) == 0) gemm_adds |= std::find(ops.begin(), ops.end(), "ADD") != ops.end();
+    }
+    QVERIFY(last);
+    const bool pool_adds = std::find(last->ops.begin(), last->ops.end(), "ADD") != last->ops.end();
+    if (kernel > stride) {
+      QVERIFY2(!pool_adds, last->source.c_str());
+      if (!fire) QVERIFY(gemm_adds);
+    }
+    fs::remove_all(dir);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestOnnxPool)
+#include "test_onnx_pool.moc"
