@@ -344,6 +344,56 @@ class TestCodegen : public QObject {
     EXPECT_REWRITE(v(K) % idx(1), "0", [](const Vars&) { return 0; }, K);
   }
 
+  void rule_divide_nested() {
+    const VarSpec R{"r", 0, 500};
+    EXPECT_REWRITE(v(R) / idx(20) / idx(20), "(r / 400)", [](const Vars& x) { return x.at("r") / 20 / 20; }, R);
+    // k can be negative: left as written
+    EXPECT_REWRITE(v(K) / idx(2) / idx(2), "((k / 2) / 2)", [](const Vars& x) { return x.at("k") / 2 / 2; }, K);
+  }
+
+  // (x % a) + ((x / a) % b)*a + (x / (a*b))*(a*b) is x, whatever a and b.
+  void rule_recombine_split_index() {
+    const VarSpec R{"r", 0, 12799}, G{"g", 0, 31};
+    auto split3 = [](int64_t a, int64_t b) {
+      return [a, b](const Vars& x) {
+        const int64_t r = x.at("r");
+        return r % a + (r / a) % b * a + r / (a * b) * (a * b);
+      };
+    };
+    EXPECT_REWRITE(v(R) % idx(20) + (v(R) / idx(20)) % idx(20) * idx(20) + v(R) / idx(400) * idx(400), "r",
+                   split3(20, 20), R);
+    // any order of the terms, other sizes, the outer part written with nested divisions
+    EXPECT_REWRITE(v(R) / idx(7) / idx(5) * idx(35) + (v(R) / idx(7)) % idx(5) * idx(7) + v(R) % idx(7), "r",
+                   split3(7, 5), R);
+    // beside other terms, with a common factor (a flat index of a 4-D tensor)
+    EXPECT_REWRITE(v(G) * idx(12800) + v(R) / idx(400) * idx(1200) + (v(R) / idx(20)) % idx(20) * idx(60) +
+                       v(R) % idx(20) * idx(3),
+                   "((g * 12800) + (r * 3))",
+                   [](const Vars& x) {
+                     const int64_t r = x.at("r");
+                     return x.at("g") * 12800 + r / 400 * 1200 + (r / 20) % 20 * 60 + r % 20 * 3;
+                   },
+                   G, R);
+    // two parts of three: the low parts join into one modulo
+    EXPECT_REWRITE(v(R) % idx(20) + (v(R) / idx(20)) % idx(20) * idx(20), "(r % 400)",
+                   [](const Vars& x) { return x.at("r") % 20 + (x.at("r") / 20) % 20 * 20; }, R);
+    // Must not apply: a different divisor in the high part,
+    EXPECT_REWRITE(v(R) % idx(20) + v(R) / idx(21) * idx(20), "((r % 20) + ((r / 21) * 20))",
+                   [](const Vars& x) { return x.at("r") % 20 + x.at("r") / 21 * 20; }, R);
+    // a scale that does not match the divisor,
+    EXPECT_REWRITE(v(R) % idx(20) + v(R) / idx(20) * idx(21), "((r % 20) + ((r / 20) * 21))",
+                   [](const Vars& x) { return x.at("r") % 20 + x.at("r") / 20 * 21; }, R);
+    // a missing middle term (r % 20 + (r / 400)*400 is not r),
+    EXPECT_REWRITE(v(R) % idx(20) + v(R) / idx(400) * idx(400), "((r % 20) + ((r / 400) * 400))",
+                   [](const Vars& x) { return x.at("r") % 20 + x.at("r") / 400 * 400; }, R);
+    // different variables in the two parts,
+    EXPECT_REWRITE(v(I) % idx(4) + v(J) / idx(4) * idx(4), "((i % 4) + ((j / 4) * 4))",
+                   [](const Vars& x) { return x.at("i") % 4 + x.at("j") / 4 * 4; }, I, J);
+    // and a value that may be negative.
+    EXPECT_REWRITE(v(K) % idx(2) + (v(K) / idx(2)) % idx(2) * idx(2), "((k % 2) + (((k / 2) % 2) * 2))",
+                   [](const Vars& x) { return x.at("k") % 2 + (x.at("k") / 2) % 2 * 2; }, K);
+  }
+
   void rule_divide_smaller_value() {
     EXPECT_REWRITE(v(J) / idx(6), "0", [](const Vars&) { return 0; }, J);
     EXPECT_REWRITE(v(J) % idx(6), "j", [](const Vars& x) { return x.at("j"); }, J);
