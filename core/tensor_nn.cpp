@@ -318,20 +318,27 @@ Tensor Tensor::batch_norm(const Tensor& weight, const Tensor& bias, Tensor& runn
   Shape bshape(ndim(), 1);
   bshape[1] = C;
   Tensor mean_t, var_t, centred;
-  // Training works on the channels as rows, (C, everything else): a
-  // convolution's output is laid out that way already, so each statistic is
-  // a reduction along contiguous memory.
   std::vector<int> channels_first(static_cast<size_t>(ndim()));
   for (int i = 0; i < ndim(); ++i) channels_first[size_t(i)] = i;
   std::swap(channels_first[0], channels_first[1]);
+  // Training works on the channels first, (C, N, pixels): a convolution's
+  // output is laid out that way already, so each statistic is a reduction
+  // along contiguous memory; the images stay an axis of their own, so a
+  // kernel over the rows walks one image's pixels, contiguous in both
+  // layouts, and a statistic loops over images and pixels without dividing a
+  // flat index by the image size.
+  Shape rows_shape = ndim() > 2 ? Shape{C, dim(0), -1} : Shape{C, -1};
+  std::vector<int> stat_axes = ndim() > 2 ? std::vector<int>{1, 2} : std::vector<int>{1};
+  Shape per_channel(rows_shape.size(), 1);
+  per_channel[0] = C;
   if (training) {
     // The centred input is shared by the variance and the output, so the
     // mean is reduced once, and the gradient is summed over the batch three
     // times (for the mean, the scale and the bias) instead of six.
-    Tensor rows = permute(channels_first).reshape({C, -1});
-    mean_t = rows.mean({1}, true);
+    Tensor rows = permute(channels_first).reshape(rows_shape);
+    mean_t = rows.mean(stat_axes, true);
     centred = rows - mean_t;
-    var_t = (centred * centred).mean({1}, true);
+    var_t = (centred * centred).mean(stat_axes, true);
     int64_t n = numel() / C;
     NoGrad ng;
     // Inside a RealizeTogether (a training step) the new statistics realize
@@ -352,9 +359,9 @@ Tensor Tensor::batch_norm(const Tensor& weight, const Tensor& bias, Tensor& runn
   }
   if (training) {
     Tensor scale = (var_t + eps).rsqrt();
-    if (weight.defined()) scale = scale * weight.reshape({C, 1});
+    if (weight.defined()) scale = scale * weight.reshape(per_channel);
     Tensor y = centred * scale;
-    if (bias.defined()) y = y + bias.reshape({C, 1});
+    if (bias.defined()) y = y + bias.reshape(per_channel);
     Shape permuted = shape();
     std::swap(permuted[0], permuted[1]);
     return y.reshape(permuted).permute(channels_first);

@@ -6,9 +6,11 @@
 // and every sub-expression must lie in the range the range pass gave it.
 #include <QtTest/QtTest>
 
+#include <cctype>
 #include <cmath>
 #include <functional>
 #include <map>
+#include <regex>
 #include <random>
 #include <set>
 #include <string>
@@ -342,6 +344,56 @@ class TestCodegen : public QObject {
     // whatever the sign of k
     EXPECT_REWRITE(v(K) / idx(1), "k", [](const Vars& x) { return x.at("k"); }, K);
     EXPECT_REWRITE(v(K) % idx(1), "0", [](const Vars&) { return 0; }, K);
+  }
+
+  void rule_divide_nested() {
+    const VarSpec R{"r", 0, 500};
+    EXPECT_REWRITE(v(R) / idx(20) / idx(20), "(r / 400)", [](const Vars& x) { return x.at("r") / 20 / 20; }, R);
+    // k can be negative: left as written
+    EXPECT_REWRITE(v(K) / idx(2) / idx(2), "((k / 2) / 2)", [](const Vars& x) { return x.at("k") / 2 / 2; }, K);
+  }
+
+  // (x % a) + ((x / a) % b)*a + (x / (a*b))*(a*b) is x, whatever a and b.
+  void rule_recombine_split_index() {
+    const VarSpec R{"r", 0, 12799}, G{"g", 0, 31};
+    auto split3 = [](int64_t a, int64_t b) {
+      return [a, b](const Vars& x) {
+        const int64_t r = x.at("r");
+        return r % a + (r / a) % b * a + r / (a * b) * (a * b);
+      };
+    };
+    EXPECT_REWRITE(v(R) % idx(20) + (v(R) / idx(20)) % idx(20) * idx(20) + v(R) / idx(400) * idx(400), "r",
+                   split3(20, 20), R);
+    // any order of the terms, other sizes, the outer part written with nested divisions
+    EXPECT_REWRITE(v(R) / idx(7) / idx(5) * idx(35) + (v(R) / idx(7)) % idx(5) * idx(7) + v(R) % idx(7), "r",
+                   split3(7, 5), R);
+    // beside other terms, with a common factor (a flat index of a 4-D tensor)
+    EXPECT_REWRITE(v(G) * idx(12800) + v(R) / idx(400) * idx(1200) + (v(R) / idx(20)) % idx(20) * idx(60) +
+                       v(R) % idx(20) * idx(3),
+                   "((g * 12800) + (r * 3))",
+                   [](const Vars& x) {
+                     const int64_t r = x.at("r");
+                     return x.at("g") * 12800 + r / 400 * 1200 + (r / 20) % 20 * 60 + r % 20 * 3;
+                   },
+                   G, R);
+    // two parts of three: the low parts join into one modulo
+    EXPECT_REWRITE(v(R) % idx(20) + (v(R) / idx(20)) % idx(20) * idx(20), "(r % 400)",
+                   [](const Vars& x) { return x.at("r") % 20 + (x.at("r") / 20) % 20 * 20; }, R);
+    // Must not apply: a different divisor in the high part,
+    EXPECT_REWRITE(v(R) % idx(20) + v(R) / idx(21) * idx(20), "((r % 20) + ((r / 21) * 20))",
+                   [](const Vars& x) { return x.at("r") % 20 + x.at("r") / 21 * 20; }, R);
+    // a scale that does not match the divisor,
+    EXPECT_REWRITE(v(R) % idx(20) + v(R) / idx(20) * idx(21), "((r % 20) + ((r / 20) * 21))",
+                   [](const Vars& x) { return x.at("r") % 20 + x.at("r") / 20 * 21; }, R);
+    // a missing middle term (r % 20 + (r / 400)*400 is not r),
+    EXPECT_REWRITE(v(R) % idx(20) + v(R) / idx(400) * idx(400), "((r % 20) + ((r / 400) * 400))",
+                   [](const Vars& x) { return x.at("r") % 20 + x.at("r") / 400 * 400; }, R);
+    // different variables in the two parts,
+    EXPECT_REWRITE(v(I) % idx(4) + v(J) / idx(4) * idx(4), "((i % 4) + ((j / 4) * 4))",
+                   [](const Vars& x) { return x.at("i") % 4 + x.at("j") / 4 * 4; }, I, J);
+    // and a value that may be negative.
+    EXPECT_REWRITE(v(K) % idx(2) + (v(K) / idx(2)) % idx(2) * idx(2), "((k % 2) + (((k / 2) % 2) * 2))",
+                   [](const Vars& x) { return x.at("k") % 2 + (x.at("k") / 2) % 2 * 2; }, K);
   }
 
   void rule_divide_smaller_value() {
@@ -750,6 +802,61 @@ class TestCodegen : public QObject {
   }
 
   // The older rule, terms that are whole multiples of d, still applies.
+  // A sum over several axes loops over each axis, in the flat order: the
+  // same additions in the same order, so the result equals a sum in index
+  // order bit for bit, and no index divides.
+  void reductionsOverSeveralAxesNest() {
+    Generator gen(3);
+    Tensor x = Tensor::randn({3, 4, 5, 6}, gen, "cpu").realize();
+    std::vector<float> got;
+    std::string sources;
+    {
+      ProfileCapture capture;
+      got = x.permute({1, 0, 2, 3}).reshape({4, 3, 30}).sum({1, 2}).to_vector();
+      for (auto& r : capture.records()) sources += r.kernel->source;
+    }
+    const std::vector<float> xv = x.to_vector();
+    QCOMPARE(int(got.size()), 4);
+    for (int c = 0; c < 4; ++c) {
+      float want = 0;
+      for (int n = 0; n < 3; ++n)
+        for (int p = 0; p < 30; ++p) want = want + xv[size_t((n * 4 + c) * 30 + p)];
+      QCOMPARE(got[size_t(c)], want);  // exactly: the same order of additions
+    }
+    QVERIFY2(sources.find("for (int r0 = 0; r0 < 3; ++r0)") != std::string::npos, sources.c_str());
+    const size_t from = sources.find("acc = 0.0f"), to = sources.find("b0[gid] = acc");
+    QVERIFY(from != std::string::npos && to != std::string::npos);
+    const std::string body = sources.substr(from, to - from);
+    QVERIFY2(body.find('/') == std::string::npos && body.find('%') == std::string::npos, sources.c_str());
+  }
+
+  // Batch norm in training divides no index inside its loops: its statistics
+  // nest their loops over images and pixels, and its kernels walk one image's
+  // pixels.
+  void batchNormTrainingDividesNoIndex() {
+    Generator gen(5);
+    Tensor x = Tensor::randn({4, 3, 6, 6}, gen, "cpu").realize();
+    Tensor w = Tensor::randn({3}, gen, "cpu").realize(), b = Tensor::randn({3}, gen, "cpu").realize();
+    Tensor rm = Tensor::zeros({3}, DType::f32, "cpu").realize(), rv = Tensor::ones({3}, DType::f32, "cpu").realize();
+    std::string sources;
+    {
+      ProfileCapture capture;
+      x.batch_norm(w, b, rm, rv, true, 0.1, 1e-5).realize();
+      for (auto& r : capture.records()) sources += r.kernel->source;
+    }
+    int loads = 0;
+    for (size_t at = sources.find("["); at != std::string::npos; at = sources.find("[", at + 1)) {
+      if (at < 2 || sources[at - 2] != 'b' || !std::isdigit(static_cast<unsigned char>(sources[at - 1]))) continue;
+      // the row's own coordinates (gid / ..., gid % ...) are loop-invariant
+      const std::string index =
+          std::regex_replace(sources.substr(at, sources.find(']', at) - at), std::regex("gid[/%][0-9]+"), "");
+      QVERIFY2(index.find('/') == std::string::npos && index.find('%') == std::string::npos,
+               (index + " in\n" + sources).c_str());
+      ++loads;
+    }
+    QVERIFY(loads > 5);
+  }
+
   void wholeMultiplesLeaveTheDivision() {
     E a = var("a", 0, 9), x = var("x", 0, 100);
     E q = (a * idx(12) + x) / idx(12);

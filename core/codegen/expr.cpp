@@ -153,6 +153,22 @@ E divide_by_one(ExprOp op, const E& a, const E& b) {
   return nullptr;
 }
 
+// The terms of a nested sum, in the order they are written.
+std::vector<E> terms_of(const E& sum) {
+  std::vector<E> terms, stack{sum};
+  while (!stack.empty()) {
+    E t = stack.back();
+    stack.pop_back();
+    if (t->op == ExprOp::Add) {
+      stack.push_back(t->src[1]);
+      stack.push_back(t->src[0]);
+    } else {
+      terms.push_back(t);
+    }
+  }
+  return terms;
+}
+
 // The divisor d > 0 of an integer a / d or a % d whose a is never negative;
 // 0 when the expression is not of that form.
 int64_t positive_divisor(ExprOp op, const E& a, const E& b) {
@@ -160,6 +176,76 @@ int64_t positive_divisor(ExprOp op, const E& a, const E& b) {
       b->value <= 0 || a->lo < 0)
     return 0;
   return int64_t(b->value);
+}
+
+// (x / a) / b -> x / (a*b) for x >= 0: a flat index split in two steps reads
+// as one division, which the rules below can then match.
+E divide_nested(ExprOp op, const E& a, const E& b) {
+  const int64_t d = positive_divisor(op, a, b);
+  if (d == 0 || op != ExprOp::Div || a->op != ExprOp::Div || a->src[1]->op != ExprOp::Const ||
+      a->src[1]->value <= 0 || a->src[0]->lo < 0)
+    return nullptr;
+  const int64_t product = int64_t(a->src[1]->value) * d;
+  if (product > kUnknownHi) return nullptr;
+  return a->src[0] / idx(product);
+}
+
+// A term of a sum as core * k, k = 1 when it has no constant factor.
+struct ScaledTerm {
+  E core;
+  int64_t k;
+};
+ScaledTerm scaled_term(const E& t) {
+  if (t->op == ExprOp::Mul && t->src[1]->op == ExprOp::Const) return {t->src[0], int64_t(t->src[1]->value)};
+  return {t, 1};
+}
+
+// a and b compute the same value the same way (defined with loop_bounds below).
+bool same(const E& a, const E& b);
+
+// The pieces of a split index put back together. For x >= 0 and a, b > 0:
+//   (x % a)*k + ((x / a) % b)*(a*k) -> (x % (a*b))*k
+//   (x % a)*k + (x / a)*(a*k)       -> x*k
+// A reshape that splits a flat axis r into (r / 400, (r / 20) % 20, r % 20)
+// and joins them again (a batch-norm row read through its image axes) then
+// indexes with r itself, which neither divides nor stops vectorisation.
+E recombine_split_index(ExprOp op, const E& a, const E& b) {
+  if (op != ExprOp::Add || !is_integer(a->dtype)) return nullptr;
+  auto has_mod = [](const E& t) { return scaled_term(t).core->op == ExprOp::Mod; };
+  std::vector<E> terms = terms_of(a), more = terms_of(b);
+  terms.insert(terms.end(), more.begin(), more.end());
+  if (std::none_of(terms.begin(), terms.end(), has_mod)) return nullptr;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    const ScaledTerm low = scaled_term(terms[i]);
+    if (low.core->op != ExprOp::Mod || low.k == 0) continue;
+    const E& x = low.core->src[0];
+    const E& m = low.core->src[1];
+    if (m->op != ExprOp::Const || m->value <= 0 || x->lo < 0) continue;
+    const int64_t a_div = int64_t(m->value);
+    for (size_t j = 0; j < terms.size(); ++j) {
+      const ScaledTerm high = scaled_term(terms[j]);
+      if (j == i || high.k != low.k * a_div) continue;
+      E whole;
+      const E& c = high.core;
+      if (c->op == ExprOp::Div && is_const(c->src[1], double(a_div)) && same(c->src[0], x)) {
+        whole = x;
+      } else if (c->op == ExprOp::Mod && c->src[1]->op == ExprOp::Const && c->src[1]->value > 0 &&
+                 c->src[0]->op == ExprOp::Div && is_const(c->src[0]->src[1], double(a_div)) &&
+                 same(c->src[0]->src[0], x)) {
+        const int64_t product = a_div * int64_t(c->src[1]->value);
+        if (product > kUnknownHi) continue;
+        whole = x % idx(product);
+      } else {
+        continue;
+      }
+      E sum = idx(0);
+      for (size_t t = 0; t < terms.size(); ++t)
+        if (t == i) sum = sum + whole * idx(low.k);
+        else if (t != j) sum = sum + terms[t];
+      return sum;
+    }
+  }
+  return nullptr;
 }
 
 // 0 <= x < d: x / d -> 0 and x % d -> x. The range pass proves it for loop
@@ -178,21 +264,6 @@ E divide_exact_multiple(ExprOp op, const E& a, const E& b) {
   return op == ExprOp::Div ? a->src[0] : idx(0);
 }
 
-// The terms of a nested sum, in the order they are written.
-std::vector<E> terms_of(const E& sum) {
-  std::vector<E> terms, stack{sum};
-  while (!stack.empty()) {
-    E t = stack.back();
-    stack.pop_back();
-    if (t->op == ExprOp::Add) {
-      stack.push_back(t->src[1]);
-      stack.push_back(t->src[0]);
-    } else {
-      terms.push_back(t);
-    }
-  }
-  return terms;
-}
 
 // A non-negative sum of terms, some of them whole multiples of d (x * k or a
 // constant k with k % d == 0), and a rest that is never negative:
@@ -339,10 +410,12 @@ const Rule kBinaryRules[] = {
     {"multiply_by_one", multiply_by_one},
     {"multiply_by_zero", multiply_by_zero},
     {"divide_by_one", divide_by_one},
+    {"divide_nested", divide_nested},
     {"divide_smaller_value", divide_smaller_value},
     {"divide_exact_multiple", divide_exact_multiple},
     {"divide_whole_terms", divide_whole_terms},
     {"divide_common_factor", divide_common_factor},
+    {"recombine_split_index", recombine_split_index},
     {"and_with_constant", and_with_constant},
     {"compare_by_range", compare_by_range},
     {"compare_scaled", compare_scaled},

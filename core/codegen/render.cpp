@@ -420,25 +420,56 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
   }
   const int64_t r_count = numel(red_shape);
   E gid = var("gid", 0, std::max<int64_t>(n_out - 1, 0));
+  const char* form = std::getenv("TINYLENS_REDUCE");
+  const bool serial_only = form && std::string(form) == "serial";
+  const int64_t group = serial_only ? 0 : reduce_group_size(d, device.info(), n_out, r_count, out.dtype);
+  // The serial form walks several reduced axes (a batch norm's images and
+  // pixels) as nested loops, one per axis of more than one element, in the
+  // flat index's order: the same additions in the same order, with no
+  // division of a flat r into the axes.
+  std::vector<int64_t> loop_sizes;
+  for (auto v : red_shape)
+    if (v != 1) loop_sizes.push_back(v);
+  const bool nested = !group && loop_sizes.size() > 1;
   E r = var("r", 0, std::max<int64_t>(r_count - 1, 0));
-  auto out_ix = std::make_shared<Index>();
-  out_ix->shape = out.shape;
-  out_ix->flat = gid;
   auto red_ix = std::make_shared<Index>();
   red_ix->shape = red_shape;
   red_ix->flat = r;
+  if (nested) {
+    E flat = idx(0);
+    int64_t stride = r_count;
+    for (auto v : red_shape) {
+      stride /= v;
+      const std::string name = "r" + std::to_string(red_ix->dims.size());
+      red_ix->dims.push_back(v == 1 ? idx(0) : var(name, 0, v - 1));
+      flat = flat + red_ix->dims.back() * idx(stride);
+    }
+    red_ix->flat = flat;
+  }
+  auto out_ix = std::make_shared<Index>();
+  out_ix->shape = out.shape;
+  out_ix->flat = gid;
   std::vector<E> dims;
   size_t j = 0;
   for (size_t i = 0; i < out.shape.size(); ++i)
     dims.push_back(reduced[i] ? dims_of(*red_ix)[j++] : dims_of(*out_ix)[i]);
   auto in_ix = with_dims(input.shape, dims, nullptr);
-  if (trailing) in_ix->flat = gid * idx(r_count) + r;
+  if (trailing) in_ix->flat = gid * idx(r_count) + red_ix->flat;
   low.keep_alive.push_back(in_ix);
-  const char* form = std::getenv("TINYLENS_REDUCE");
-  const bool serial_only = form && std::string(form) == "serial";
-  const int64_t group = serial_only ? 0 : reduce_group_size(d, device.info(), n_out, r_count, out.dtype);
   E v = cast(low.lower(out.src[0], in_ix), out.dtype);
+  std::string loops_open = "    for (int r = 0; r < " + std::to_string(r_count) + "; ++r) {\n", loops_close = "    }\n";
   pr.indent = group ? "    " : "      ";
+  if (nested) {
+    loops_open = loops_close = "";
+    for (size_t a = 0, level = 0; a < red_shape.size(); ++a) {
+      if (red_shape[a] == 1) continue;
+      const std::string pad(4 + 2 * level++, ' '), name = "r" + std::to_string(a);
+      loops_open += pad + "for (int " + name + " = 0; " + name + " < " + std::to_string(red_shape[a]) + "; ++" + name +
+                    ") {\n";
+      loops_close = pad + "}\n" + loops_close;
+    }
+    pr.indent = std::string(4 + 2 * loop_sizes.size(), ' ');
+  }
   std::string val = pr(v);
   std::string acc_type = pr.type(out.dtype);
   bool is_sum = out.op == Op::Sum;
@@ -452,8 +483,8 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
     k.local[0] = group;
     return grouped_reduce(d, group, r_count, is_sum, acc_type, init, pr.lines, val);
   }
-  return "    " + acc_type + " acc = " + init + ";\n    for (int r = 0; r < " + std::to_string(r_count) + "; ++r) {\n" +
-         pr.lines + "      acc = " + fold(is_sum, "acc", val) + ";\n    }\n    b0[gid] = acc;\n";
+  return "    " + acc_type + " acc = " + init + ";\n" + loops_open + pr.lines + pr.indent + "acc = " +
+         fold(is_sum, "acc", val) + ";\n" + loops_close + "    b0[gid] = acc;\n";
 }
 
 }  // namespace
