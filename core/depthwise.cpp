@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/tree_reduce.h"
 
 namespace tl {
 
@@ -43,14 +44,13 @@ void absorb_zero_pad(Tensor& x, Window2d& g) {
   x = Tensor(n.src[0]);
 }
 
-// Terms [lo, hi) summed as a balanced tree: the largest power of two of them
-// below their count, then the rest. A chain of K*K adds would be as deep as
-// the kernel is large; the tree is log2(K*K) deep.
-Tensor tree_sum(const std::vector<Tensor>& terms, size_t lo, size_t hi) {
-  if (hi - lo == 1) return terms[lo];
-  size_t half = 1;
-  while (2 * half < hi - lo) half *= 2;
-  return tree_sum(terms, lo, lo + half) + tree_sum(terms, lo + half, hi);
+// The terms summed as a balanced tree (core/tree_reduce.h), in the order
+// the ONNX ops add theirs: a chain of K*K adds would be as deep as the
+// kernel is large; the tree is log2(K*K) deep.
+Tensor tree_sum(const std::vector<Tensor>& terms) {
+  TreeReduce sum{[](const Tensor& a, const Tensor& b) { return a + b; }, {}};
+  for (const Tensor& t : terms) sum.add(t);
+  return sum.result();
 }
 
 // x (N, C, H, W) with `before` zeros ahead of each spatial axis and zeros
@@ -87,7 +87,7 @@ Tensor flat_rows(const Tensor& x, const Tensor& weight, const Window2d& g, int64
       const int64_t t = kh * g.kernel_w + kw, shift = kh * g.dilation_h * PW + kw * g.dilation_w;
       terms.push_back(flat.slice(2, shift, shift + OH * PW) * weight.slice(0, t, t + 1).reshape({1, C, 1}));
     }
-  return tree_sum(terms, 0, terms.size()).contiguous().reshape({N, C, OH, PW}).slice(3, 0, OW);
+  return tree_sum(terms).contiguous().reshape({N, C, OH, PW}).slice(3, 0, OW);
 }
 
 // The taps' views (window_taps) of an output of OH x OW: tap (kh, kw) is the
@@ -145,7 +145,7 @@ Tensor depthwise_conv2d(Tensor x, const Tensor& weight, const Tensor& bias, Wind
     std::vector<Tensor> terms = strided_views(x, g, OH, OW);
     for (size_t t = 0; t < terms.size(); ++t)
       terms[t] = terms[t] * weight.slice(0, int64_t(t), int64_t(t) + 1).reshape({1, C, 1, 1});
-    y = tree_sum(terms, 0, terms.size());
+    y = tree_sum(terms);
   }
   return bias.defined() ? y + bias.reshape({1, C, 1, 1}) : y;
 }

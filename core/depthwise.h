@@ -31,7 +31,7 @@ std::vector<Tensor> window_taps(const Tensor& x, const Window2d& g);
 // y[n, c, i, j] = bias[c] + sum over taps (kh, kw) of weight[kh * KW + kw, c] *
 // x[n, c, i * SH + kh * DH - PT, j * SW + kw * DW - PL], zero outside x.
 // x is (N, C, H, W); weight (KH * KW, C), tap-major; bias (C) or undefined.
-// The taps are summed as a balanced tree (first half, then second), the bias
+// The taps are summed as a balanced tree (core/tree_reduce.h), the bias
 // added last. Throws ShapeError on inconsistent shapes.
 // A lazy zero pad of x's spatial axes is read through like the window's own.
 Tensor depthwise_conv2d(Tensor x, const Tensor& weight, const Tensor& bias, Window2d g);
