@@ -263,7 +263,7 @@ E boolean(bool x) { return constant(x, DType::boolean); }
 
 // A depthwise convolution as a sum of its taps, each a view of the padded
 // input: for stride s the padded rows are viewed as (P, s), and tap k reads
-// row k / s of phase k % s (the rows of EfficientNet-Lite0's taps()).
+// row k / s of phase k % s (the rows of window_taps() in core/depthwise.cpp).
 Tensor tap_depthwise(const Tensor& x, const Tensor& w, int64_t k, int64_t s, int64_t pad, int64_t out) {
   const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), P = out + (k - 1) / s;
   const std::pair<int64_t, int64_t> p{pad, s * P - H - pad};

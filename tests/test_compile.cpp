@@ -71,15 +71,15 @@ Run run_six(const std::string& device, const QString& cache_home) {
   return run;
 }
 
-// Files in PoCL's kernel cache: its folder is fixed when PoCL starts, from
-// POCL_CACHE_DIR or XDG_CACHE_HOME as this process began.
-size_t driver_cache_files(const std::string& cache_home_at_start) {
+// Files in PoCL's kernel cache: the private folder initTestCase points
+// POCL_CACHE_DIR at before PoCL starts.
+size_t driver_cache_files() {
   namespace fs = std::filesystem;
   const char* dir = std::getenv("POCL_CACHE_DIR");
-  fs::path root = dir && *dir ? fs::path(dir) : fs::path(cache_home_at_start) / "pocl" / "kcache";
+  if (!dir || !*dir) return 0;
   std::error_code ec;
   size_t n = 0;
-  for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec))
+  for (fs::recursive_directory_iterator it(fs::path(dir), ec), end; !ec && it != end; it.increment(ec))
     n += it->is_regular_file(ec);
   return n;
 }
@@ -108,17 +108,15 @@ class TestCompile : public QObject {
   Q_OBJECT
   std::vector<std::string> devices_;
   QTemporaryDir scratch_;
-  std::string cache_home_at_start_;
 
  private slots:
   void initTestCase() {
-    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
-      cache_home_at_start_ = x;
-    else if (const char* h = std::getenv("HOME"); h && *h)
-      cache_home_at_start_ = std::string(h) + "/.cache";
+    QVERIFY(scratch_.isValid());
+    // PoCL's own cache is counted below. A private folder, set before PoCL
+    // starts, keeps other processes that use PoCL meanwhile out of the count.
+    qputenv("POCL_CACHE_DIR", (scratch_.path() + "/pocl-kcache").toUtf8());
     qputenv("TINYLENS_NOREPLAY", "1");  // every realize below compiles or loads; none replays
     qunsetenv("TINYLENS_NOBATCH");
-    QVERIFY(scratch_.isValid());
     for (auto& d : Registry::instance().devices())
       if (d->available() && (d->name() == "cpu" || d->name().rfind("opencl:", 0) == 0)) devices_.push_back(d->name());
     TL_REQUIRE(devices_.size() >= 2, "the CPU device and an OpenCL device (PoCL)");
@@ -175,11 +173,11 @@ class TestCompile : public QObject {
       QCOMPARE(cold.compiler_runs, (batches ? std::min(cores, n) : n) + library);
 
       const bool driver_keeps = Registry::instance().get_available(name).driver_keeps_binaries();
-      const size_t driver_files = driver_cache_files(cache_home_at_start_);
+      const size_t driver_files = driver_cache_files();
       QVERIFY(!driver_keeps || driver_files > 0);  // the cold run filled the driver's cache
       Run warm = run_six(name, a.path());  // a second process: the disk cache answers
       QCOMPARE(warm.compiler_runs, size_t(0));
-      QCOMPARE(driver_cache_files(cache_home_at_start_), driver_files);  // the driver built nothing either
+      QCOMPARE(driver_cache_files(), driver_files);  // the driver built nothing either
       QVERIFY2(counts_up(warm.progress, n, &why), qPrintable(why));
       QVERIFY2(bit_equal(cold, warm, &why), qPrintable(why));
 

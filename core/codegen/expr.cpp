@@ -264,7 +264,6 @@ E divide_exact_multiple(ExprOp op, const E& a, const E& b) {
   return op == ExprOp::Div ? a->src[0] : idx(0);
 }
 
-
 // A non-negative sum of terms, some of them whole multiples of d (x * k or a
 // constant k with k % d == 0), and a rest that is never negative:
 //   (whole * d + rest) / d -> whole + rest / d,   ... % d -> rest % d.

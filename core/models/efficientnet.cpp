@@ -200,10 +200,6 @@ Window2d same_window(const Tensor& x, int64_t kernel, int64_t stride) {
 
 }  // namespace
 
-std::vector<Tensor> EfficientNetLite0::taps(const Tensor& x, int64_t kernel, int64_t stride) {
-  return window_taps(x, same_window(x, kernel, stride));
-}
-
 Tensor EfficientNetLite0::depthwise(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t kernel,
                                     int64_t stride) {
   return depthwise_conv2d(x, weight, bias, same_window(x, kernel, stride));
@@ -226,7 +222,7 @@ Tensor EfficientNetLite0::conv(const Tensor& x, size_t index, const std::vector<
     case Kind::Dense: {
       // The stem (3 input channels): gather the K*K taps into (N, K*K*C, OH*OW)
       // columns, then one GEMM; the columns are small (27 x 12544 floats).
-      auto views = taps(x, l.kernel, l.stride);
+      auto views = window_taps(x, same_window(x, l.kernel, l.stride));  // (N, C, OH, OW) each
       const int64_t OH = views[0].dim(2), OW = views[0].dim(3);
       Tensor cols = Tensor::cat(views, 1).reshape({N, l.kernel * l.kernel * l.in, OH * OW});
       return (weight.matmul(cols) + bias.reshape({1, l.out, 1})).reshape({N, l.out, OH, OW});

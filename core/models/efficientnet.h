@@ -72,9 +72,6 @@ class EfficientNetLite0 {
 
   const std::vector<DeviceLayer>& on_device(const std::string& device);
   Tensor conv(const Tensor& x, size_t layer, const std::vector<DeviceLayer>& w) const;
-  // The K*K shifted (and, for stride 2, subsampled) views of x that a k x k
-  // "SAME" convolution multiplies with its taps; each is (N, C, OH, OW).
-  static std::vector<Tensor> taps(const Tensor& x, int64_t kernel, int64_t stride);
 
   std::vector<HostLayer> convs_;  // stem, per block (expand?, depthwise, project), head; then fc last
   int64_t parameters_ = 0;

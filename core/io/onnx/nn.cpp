@@ -116,10 +116,11 @@ Tensor pool(const Ctx& c, bool is_max) {
     // Overlapping windows read each input several times: an unmaterialised
     // input (a convolution's bias and ReLU, a Concat) would be recomputed at
     // every read, and the GEMM before it could not store it in its epilogue.
-    if (overlapping(g)) x = x.contiguous();
+    const bool overlaps = overlapping(g);
+    if (overlaps) x = x.contiguous();
     Tensor xp = x.pad(spatial_pads(g, true), kMaxPoolFill);
     auto maximum = [](const Tensor& a, const Tensor& b) { return a.maximum(b); };
-    if (!overlapping(g)) {
+    if (!overlaps) {
       TreeReduce acc{maximum, {}};
       for_each_tap(xp, g, [&](const Tensor& v, const Ints&) { acc.add(v); });
       return acc.result();
