@@ -172,17 +172,20 @@ static std::string plan_signature(const KernelPlan& plan) {
   return sig;
 }
 
+// Rendered kernels by device and plan signature (forget_compiled_kernels
+// clears them too).
+static std::mutex rendered_mutex;
+static std::map<std::pair<std::string, std::string>, RenderedKernel> rendered_kernels;
+
 static RenderedKernel render_cached(const KernelPlan& plan, const Device& device) {
-  static std::mutex mutex;
-  static std::map<std::pair<std::string, std::string>, RenderedKernel> cache;
   auto key = std::make_pair(device.name(), plan_signature(plan));
   {
-    std::lock_guard lock(mutex);
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
+    std::lock_guard lock(rendered_mutex);
+    if (auto it = rendered_kernels.find(key); it != rendered_kernels.end()) return it->second;
   }
   RenderedKernel r = render_kernel(plan, device);
-  std::lock_guard lock(mutex);
-  cache.emplace(std::move(key), r);
+  std::lock_guard lock(rendered_mutex);
+  rendered_kernels.emplace(std::move(key), r);
   return r;
 }
 
@@ -297,8 +300,12 @@ bool batching_enabled() {
 }
 
 void forget_compiled_kernels() {
-  std::lock_guard lock(memo_mutex);
-  memo().clear();
+  {
+    std::lock_guard lock(memo_mutex);
+    memo().clear();
+  }
+  std::lock_guard lock(rendered_mutex);
+  rendered_kernels.clear();
 }
 
 // A cold model run is dominated by compilation (realize.h says how).

@@ -101,8 +101,9 @@ class CompileProgress {
 void compile_new_kernels(Device& device, const std::vector<KernelSource>& kernels);
 bool batching_enabled();  // false when TINYLENS_NOBATCH=1
 
-// Forgets every program this process compiled (not the disk cache): the next
-// realize compiles or loads as a new process would. For tests.
+// Forgets every kernel this process rendered and compiled (not the disk
+// cache): the next realize renders, then compiles or loads, as a new process
+// would. For tests.
 void forget_compiled_kernels();
 
 }  // namespace tl

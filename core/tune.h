@@ -1,10 +1,11 @@
 // The kernel autotuner, in tinygrad's spirit but small: a device's renderer
 // offers a few renderings of a kernel (RenderedKernel::candidates: for the C
 // device's GEMMs, which side the threads split and the library's cache
-// blocks); on the kernel's first use the tuner launches each on the real
-// device, with the kernel's real sizes, and keeps the fastest. The choice is
-// stored in the kernel cache (".tune" entries, runtime/cache.h), so a warm
-// run reads it instead of searching again.
+// blocks; for the GPU templates, the other tile sizes that fit); on the
+// kernel's first use the tuner launches each on the real device, with the
+// kernel's real sizes, and keeps the fastest. The choice is stored in the
+// kernel cache (".tune" entries, runtime/cache.h), so a warm run reads it
+// instead of searching again.
 //
 // Off unless TINYLENS_TUNE is set to something other than "0" (the CLI's
 // --tune sets it; scripts/bench turns it on). Off means no search and no

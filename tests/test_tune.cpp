@@ -5,6 +5,8 @@
 // clock, so nothing here depends on timing); the choice is stored in the
 // kernel cache and a fresh process reads it without searching (counted); and
 // with TINYLENS_TUNE unset nothing is searched and the default rendering runs.
+// The tiled template that OpenCL GPUs get offers its other tiles (run on PoCL
+// with TINYLENS_GEMM=tiled); CUDA's offers the same kind of list.
 #include <QtTest/QtTest>
 
 #include <cmath>
@@ -151,6 +153,35 @@ class TestTune : public QObject {
     return dir;
   }
 
+  // Each candidate of case c on `device`, made the winner by the clock in a
+  // cache of its own, gives the reference's numbers, and the candidates are
+  // really different code. Returns the candidates' labels (none: the kernel
+  // offered none).
+  std::vector<std::string> check_every_candidate(const Case& c, const std::string& device) {
+    const Data d = make_data(c);
+    set_tune_clock(prefer("default"));
+    Run first = run_case(c, d, fresh_cache(), device);
+    if (!first.gemm) return QTest::qFail(c.name, __FILE__, __LINE__), std::vector<std::string>{};
+    if (first.gemm->tuned.empty()) return {};
+    if (first.gemm->tuned != "default") return QTest::qFail("default did not win", __FILE__, __LINE__), std::vector<std::string>{};
+    std::vector<std::string> labels;
+    for (auto& [label, seconds] : first.gemm->tune_candidates) labels.push_back(label);
+    std::set<std::string> sources;
+    for (const auto& label : labels) {
+      set_tune_clock(prefer(label));
+      Run run = run_case(c, d, fresh_cache(), device);
+      QString why;
+      const QString what = QString("%1 on %2, %3").arg(c.name, device.c_str(), label.c_str());
+      if (run.searches != 1 || run.gemm->tuned != label || !run.gemm->tune_searched)
+        return QTest::qFail(qPrintable(what + ": not searched or not chosen"), __FILE__, __LINE__), labels;
+      if (!matches(c, d, run.values, &why)) return QTest::qFail(qPrintable(what + ": " + why), __FILE__, __LINE__), labels;
+      sources.insert(run.gemm->source + " launch " + std::to_string(run.gemm->local[0]) + "," +
+                     std::to_string(run.gemm->local[1]));
+    }
+    if (sources.size() != labels.size()) QTest::qFail(qPrintable(QString(c.name) + ": candidates share code"), __FILE__, __LINE__);
+    return labels;
+  }
+
  private slots:
   void initTestCase() {
     QVERIFY(scratch_.isValid());
@@ -163,8 +194,6 @@ class TestTune : public QObject {
     qunsetenv("TINYLENS_TUNE");
   }
 
-  // Each candidate, made the winner by the clock in a cache of its own,
-  // gives the reference's numbers; the candidates are really different code.
   // The CPU device, and PoCL's register-blocked GEMM (kernels/gemm_regs.cl)
   // where an OpenCL CPU device is installed.
   void everyCandidateComputesTheProduct() {
@@ -176,31 +205,14 @@ class TestTune : public QObject {
     for (const std::string& device : devices) {
       size_t tuned_cases = 0;
       for (const Case& c : kCases) {
-        const Data d = make_data(c);
-        set_tune_clock(prefer("default"));
-        Run first = run_case(c, d, fresh_cache(), device);
-        QVERIFY2(first.gemm, c.name);
+        const auto labels = check_every_candidate(c, device);
+        if (QTest::currentTestFailed()) return;
         // The CPU device offers candidates for every shape; PoCL's kernel
         // none where K and the rows are too small to cut differently.
-        if (device != "cpu" && first.gemm->tuned.empty()) continue;
+        QVERIFY2(device != "cpu" || !labels.empty(), c.name);
+        if (labels.empty()) continue;
         ++tuned_cases;
-        QCOMPARE(first.gemm->tuned, std::string("default"));
-        std::vector<std::string> labels;
-        for (auto& [label, seconds] : first.gemm->tune_candidates) labels.push_back(label);
         QVERIFY2(labels.size() >= 2 && labels.size() <= 9, c.name);
-        std::set<std::string> sources;
-        for (const auto& label : labels) {
-          set_tune_clock(prefer(label));
-          Run run = run_case(c, d, fresh_cache(), device);
-          QCOMPARE(run.searches, size_t(1));
-          QCOMPARE(run.gemm->tuned, label);
-          QVERIFY(run.gemm->tune_searched);
-          QString why;
-          QVERIFY2(matches(c, d, run.values, &why),
-                   qPrintable(QString("%1 on %2, %3: %4").arg(c.name, device.c_str(), label.c_str(), why)));
-          sources.insert(run.gemm->source + " launch " + std::to_string(run.gemm->local[1]));
-        }
-        QCOMPARE(sources.size(), labels.size());
       }
       QVERIFY2(tuned_cases >= 2, device.c_str());
     }
@@ -211,6 +223,28 @@ class TestTune : public QObject {
     const Run run = run_case(kCases[0], d, fresh_cache());
     for (auto& [label, seconds] : run.gemm->tune_candidates) all += label + ";";
     for (const char* knob : {"split=", "kc=", "mc=", "nc=", "b="}) QVERIFY2(all.find(knob) != std::string::npos, all.c_str());
+  }
+
+  // The tiled template (kernels/gemm.cl, what OpenCL GPUs get; forced onto
+  // PoCL with TINYLENS_GEMM=tiled) offers the other tiles that fit the
+  // device, and each computes the product.
+  void tiledTemplateOffersItsOtherTiles() {
+    qputenv("TINYLENS_TUNE", "1");
+    qputenv("TINYLENS_GEMM", "tiled");
+    auto restore = qScopeGuard([] { qunsetenv("TINYLENS_GEMM"); });
+    std::vector<std::string> devices;
+    for (auto& dev : Registry::instance().devices())
+      if (dev->available() && dev->name().rfind("opencl:", 0) == 0) devices.push_back(dev->name());
+    TL_REQUIRE(!devices.empty(), "an OpenCL device (PoCL)");
+    // A fused epilogue, a skinny product, a batch, and K shorter than a tile.
+    for (const std::string& device : devices)
+      for (const Case& c : {kCases[1], kCases[3], kCases[4], kCases[5]}) {
+        const auto labels = check_every_candidate(c, device);
+        if (QTest::currentTestFailed()) return;
+        QVERIFY2(labels.size() >= 2, qPrintable(QString("%1 on %2").arg(c.name, device.c_str())));
+        QCOMPARE(labels[0], std::string("default"));
+        for (size_t i = 1; i < labels.size(); ++i) QVERIFY2(labels[i].rfind("tile=", 0) == 0, labels[i].c_str());
+      }
   }
 
   // The fastest by the clock wins, its time is what the table shows, the

@@ -17,38 +17,35 @@ struct CudaTiles {
   int threads() const { return (tm / wm) * (tn / wn); }
 };
 
+// 128x128x8 measured 3.22 ms on a 4096 product on an H200 against 3.33
+// for 128x128x16 and 3.48-3.72 for 64x128 and 128x64 (scripts/bench-gpu).
+constexpr CudaTiles kTiles[] = {{128, 128, 8, 8, 8}, {64, 64, 16, 4, 4}, {32, 32, 16, 4, 4}};
+
 // Largest tile first (128x128 with 8x8 sums per thread is what reaches the
 // FMA rate on a big GPU); a smaller one when the large tiles would leave
 // streaming multiprocessors idle. TINYLENS_CUDA_TILE=TMxTNxTKxWMxWN forces
 // one, for benchmarking candidates.
-CudaTiles pick_tiles(const GemmShape& s, const DeviceInfo& info) {
+CudaTiles pick_tiles(const GemmShape& s, const DeviceInfo& info, bool& forced_out) {
+  forced_out = false;
   if (const char* forced = std::getenv("TINYLENS_CUDA_TILE")) {
     CudaTiles t{};
     if (std::sscanf(forced, "%dx%dx%dx%dx%d", &t.tm, &t.tn, &t.tk, &t.wm, &t.wn) == 5 && t.wm % 4 == 0 &&
         t.wn % 4 == 0 && t.tm % t.wm == 0 && t.tn % t.wn == 0 && t.tk % 4 == 0 && t.threads() <= 1024 &&
         (t.tm * t.tk) % (4 * t.threads()) == 0 && (t.tn * t.tk) % (4 * t.threads()) == 0)
-      return t;
+      return forced_out = true, t;
     throw std::invalid_argument(std::string("TINYLENS_CUDA_TILE='") + forced +
                                 "': want TMxTNxTKxWMxWN with WM, WN, TK multiples of 4 and whole float4 loads");
   }
-  // 128x128x8 measured 3.22 ms on a 4096 product on an H200 against 3.33
-  // for 128x128x16 and 3.48-3.72 for 64x128 and 128x64 (scripts/bench-gpu).
-  static const CudaTiles tiles[] = {{128, 128, 8, 8, 8}, {64, 64, 16, 4, 4}, {32, 32, 16, 4, 4}};
   const int64_t units = std::max(1, info.compute_units);
-  for (const CudaTiles& t : tiles) {
+  for (const CudaTiles& t : kTiles) {
     const int64_t blocks = ((s.m + t.tm - 1) / t.tm) * ((s.n + t.tn - 1) / t.tn) * std::max<int64_t>(1, s.batch);
-    if (&t != &tiles[std::size(tiles) - 1] && blocks < units) continue;
+    if (&t != &kTiles[std::size(kTiles) - 1] && blocks < units) continue;
     return t;
   }
-  return tiles[std::size(tiles) - 1];
+  return kTiles[std::size(kTiles) - 1];
 }
 
-}  // namespace
-
-TemplateKernel render_gemm_cuda(const GemmShape& s, const std::string& name, const DeviceInfo& info,
-                                const Dialect& d) {
-  check_gemm_shape(s);
-  const CudaTiles t = pick_tiles(s, info);
+TemplateKernel render_tiles(const GemmShape& s, const std::string& name, const Dialect& d, const CudaTiles& t) {
   const int64_t* a = s.a_strides;
   const int64_t* b = s.b_strides;
   // float4 loads need every float4 aligned (the other strides multiples of
@@ -75,7 +72,24 @@ TemplateKernel render_gemm_cuda(const GemmShape& s, const std::string& name, con
                  {"B_VEC", str(b_vec)},
                  {"A_K_FAST", std::abs(a[2]) <= std::abs(a[1]) ? "true" : "false"},
                  {"B_N_FAST", std::abs(b[2]) <= std::abs(b[1]) ? "true" : "false"}});
-  return tiled_gemm_kernel(specialise(embedded_kernel("gemm.cu"), values), s, t.tm, t.tn, t.wm, t.wn);
+  TemplateKernel out = tiled_gemm_kernel(specialise(embedded_kernel("gemm.cu"), values), s, t.tm, t.tn, t.wm, t.wn);
+  out.label = "tile=" + tile_label(t.tm, t.tn, t.tk, t.wm, t.wn);
+  return out;
+}
+
+}  // namespace
+
+TemplateKernel render_gemm_cuda(const GemmShape& s, const std::string& name, const DeviceInfo& info,
+                                const Dialect& d) {
+  check_gemm_shape(s);
+  bool forced = false;
+  const CudaTiles chosen = pick_tiles(s, info, forced);
+  TemplateKernel out = render_tiles(s, name, d, chosen);
+  // The tuner's candidates: the other tiles of the table (none when forced).
+  if (!forced)
+    for (const CudaTiles& t : kTiles)
+      if (t.tm != chosen.tm || t.tn != chosen.tn || t.tk != chosen.tk) out.candidates.push_back(render_tiles(s, name, d, t));
+  return out;
 }
 
 }  // namespace tl

@@ -1,7 +1,9 @@
 // Specialises kernels/gemm.cl for one GEMM shape and one OpenCL device.
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "core/codegen/templates.h"
 
@@ -19,24 +21,33 @@ struct GemmTiles {
 // Largest tile first: 128x128 with 8x8 per work-item is what a big GPU needs
 // to reach its FMA rate; smaller ones fit small devices and small problems
 // (a 128x128 tile on a 64x64 product would idle three quarters of the work).
-GemmTiles pick_tiles(const GemmShape& s, const DeviceInfo& info) {
+// PoCL-style CPU devices run a work-group as loops over work-items, so a
+// 64x64 tile with 4x4 per item keeps the working set in L1/L2. The tiles
+// that fit the device, in that order.
+std::vector<GemmTiles> fitting_tiles(const DeviceInfo& info) {
   static const GemmTiles gpu[] = {{128, 128, 16, 8, 8}, {64, 64, 16, 4, 4}, {32, 32, 8, 4, 4}, {16, 16, 8, 4, 4}};
-  // PoCL-style CPU devices run a work-group as loops over work-items, so a
-  // 64x64 tile with 4x4 per item keeps the working set in L1/L2.
   static const GemmTiles cpu[] = {{64, 64, 16, 4, 4}, {32, 32, 8, 4, 4}, {16, 16, 8, 4, 4}};
   const bool is_gpu = info.kind == "GPU";
-  const GemmTiles* begin = is_gpu ? std::begin(gpu) : std::begin(cpu);
-  const GemmTiles* end = is_gpu ? std::end(gpu) : std::end(cpu);
   const uint64_t local = info.local_memory ? info.local_memory : 16 * 1024;
   const size_t max_group = std::max<size_t>(1, info.max_work_group);
+  std::vector<GemmTiles> out;
+  for (const GemmTiles& t : is_gpu ? std::vector<GemmTiles>(std::begin(gpu), std::end(gpu))
+                                   : std::vector<GemmTiles>(std::begin(cpu), std::end(cpu)))
+    if (t.local_bytes() <= local && static_cast<size_t>(t.threads()) <= max_group) out.push_back(t);
+  if (out.empty()) out.push_back(is_gpu ? gpu[std::size(gpu) - 1] : cpu[std::size(cpu) - 1]);
+  return out;
+}
+
+// The largest fitting tile, unless a GPU would then have fewer work-groups
+// than compute units (a smaller tile keeps more units busy).
+GemmTiles pick_tiles(const GemmShape& s, const DeviceInfo& info, const std::vector<GemmTiles>& fitting) {
   const int64_t units = std::max(1, info.compute_units);
-  for (const GemmTiles* t = begin; t != end; ++t) {
-    if (t->local_bytes() > local || static_cast<size_t>(t->threads()) > max_group) continue;
-    const int64_t groups = ((s.m + t->tm - 1) / t->tm) * ((s.n + t->tn - 1) / t->tn) * std::max<int64_t>(1, s.batch);
-    if (t + 1 != end && is_gpu && groups < units) continue;  // a smaller tile keeps more units busy
-    return *t;
+  for (size_t i = 0; i + 1 < fitting.size(); ++i) {
+    const GemmTiles& t = fitting[i];
+    const int64_t groups = ((s.m + t.tm - 1) / t.tm) * ((s.n + t.tn - 1) / t.tn) * std::max<int64_t>(1, s.batch);
+    if (info.kind != "GPU" || groups >= units) return t;
   }
-  return *(end - 1);
+  return fitting.back();
 }
 
 // The vector width of kernels/gemm_regs.cl. PoCL reports its SIMD width as
@@ -124,23 +135,10 @@ std::vector<TemplateKernel> register_candidates(const GemmShape& s, const std::s
   return out;
 }
 
-}  // namespace
-
-TemplateKernel render_gemm_opencl(const GemmShape& s, const std::string& name, const DeviceInfo& info,
-                                  const Dialect& d) {
-  check_gemm_shape(s);
-  const GemmTiles t = pick_tiles(s, info);
-
+// kernels/gemm.cl with tiles `t`: work-groups share A and B slices in local
+// memory, each work-item sums a WM x WN block of C.
+TemplateKernel render_gemm_tiled(const GemmShape& s, const std::string& name, const Dialect& d, const GemmTiles& t) {
   const bool wide = gemm_needs_wide_index(s, t.tm, t.tn, t.tk);
-  // TINYLENS_GEMM=tiled forces the local-memory template on a CPU device too,
-  // so CI's PoCL run also tests the kernel that GPUs get.
-  const char* force = std::getenv("TINYLENS_GEMM");
-  if (info.kind == "CPU" && !(force && std::string(force) == "tiled")) {
-    TemplateKernel out = render_gemm_registers(s, name, info, d, wide);
-    out.candidates = register_candidates(s, name, info, d, wide, out);
-    return out;
-  }
-
   // Walk each operand's tile along its unit-stride (or smaller-stride) axis.
   const bool a_k_fast = std::abs(s.a_strides[2]) <= std::abs(s.a_strides[1]);
   const bool b_n_fast = std::abs(s.b_strides[2]) <= std::abs(s.b_strides[1]);
@@ -157,7 +155,34 @@ TemplateKernel render_gemm_opencl(const GemmShape& s, const std::string& name, c
                  {"EVEN_M", s.m % t.tm == 0 ? "1" : "0"},
                  {"EVEN_N", s.n % t.tn == 0 ? "1" : "0"},
                  {"EVEN_K", s.k % t.tk == 0 ? "1" : "0"}});
-  return tiled_gemm_kernel(specialise(embedded_kernel("gemm.cl"), values), s, t.tm, t.tn, t.wm, t.wn);
+  TemplateKernel out = tiled_gemm_kernel(specialise(embedded_kernel("gemm.cl"), values), s, t.tm, t.tn, t.wm, t.wn);
+  out.label = "tile=" + tile_label(t.tm, t.tn, t.tk, t.wm, t.wn);
+  return out;
+}
+
+}  // namespace
+
+TemplateKernel render_gemm_opencl(const GemmShape& s, const std::string& name, const DeviceInfo& info,
+                                  const Dialect& d) {
+  check_gemm_shape(s);
+  // TINYLENS_GEMM=tiled forces the local-memory template on a CPU device too,
+  // so CI's PoCL run also tests the kernel that GPUs get.
+  const char* force = std::getenv("TINYLENS_GEMM");
+  if (info.kind == "CPU" && !(force && std::string(force) == "tiled")) {
+    const GemmTiles t = pick_tiles(s, info, fitting_tiles(info));
+    const bool wide = gemm_needs_wide_index(s, t.tm, t.tn, t.tk);
+    TemplateKernel out = render_gemm_registers(s, name, info, d, wide);
+    out.candidates = register_candidates(s, name, info, d, wide, out);
+    return out;
+  }
+  // The tuner's candidates: every other tile that fits the device.
+  const auto fitting = fitting_tiles(info);
+  const GemmTiles chosen = pick_tiles(s, info, fitting);
+  TemplateKernel out = render_gemm_tiled(s, name, d, chosen);
+  for (const GemmTiles& t : fitting)
+    if (t.tm != chosen.tm || t.tn != chosen.tn || t.tk != chosen.tk || t.wm != chosen.wm || t.wn != chosen.wn)
+      out.candidates.push_back(render_gemm_tiled(s, name, d, t));
+  return out;
 }
 
 }  // namespace tl

@@ -42,6 +42,11 @@ TemplateKernel tiled_gemm_kernel(std::string source, const GemmShape& s, int tm,
   return out;
 }
 
+std::string tile_label(int tm, int tn, int tk, int wm, int wn) {
+  return std::to_string(tm) + "x" + std::to_string(tn) + "x" + std::to_string(tk) + "/" + std::to_string(wm) + "x" +
+         std::to_string(wn);
+}
+
 bool gemm_needs_wide_index(const GemmShape& s, int64_t tm, int64_t tn, int64_t tk) {
   // The furthest element a tile grid (sizes rounded up to whole tiles) can
   // address along each operand; strides may be negative.

@@ -74,6 +74,8 @@ void check_gemm_shape(const GemmShape& s);
 // `source` launched as one work-group of (tn/wn) x (tm/wm) items per tm x tn
 // tile of C, one z slice per batch.
 TemplateKernel tiled_gemm_kernel(std::string source, const GemmShape& s, int tm, int tn, int wm, int wn);
+// "TMxTNxTK/WMxWN": how the tuner's table names a tiled template's tiles.
+std::string tile_label(int tm, int tn, int tk, int wm, int wn);
 std::map<std::string, std::string> gemm_values(const GemmShape& s, const std::string& name, bool wide,
                                                const Dialect& d);
 
