@@ -38,14 +38,16 @@ std::vector<GemmTiles> fitting_tiles(const DeviceInfo& info) {
   return out;
 }
 
-// The largest fitting tile, unless a GPU would then have fewer work-groups
-// than compute units (a smaller tile keeps more units busy).
+// The largest fitting tile, unless a GPU would then have fewer than four
+// work-groups per compute unit: a smaller tile keeps more units busy and
+// gives each other groups to switch to while one waits on memory (the same
+// rule as gemm_cuda.cpp's, measured there).
 GemmTiles pick_tiles(const GemmShape& s, const DeviceInfo& info, const std::vector<GemmTiles>& fitting) {
   const int64_t units = std::max(1, info.compute_units);
   for (size_t i = 0; i + 1 < fitting.size(); ++i) {
     const GemmTiles& t = fitting[i];
     const int64_t groups = ((s.m + t.tm - 1) / t.tm) * ((s.n + t.tn - 1) / t.tn) * std::max<int64_t>(1, s.batch);
-    if (info.kind != "GPU" || groups >= units) return t;
+    if (info.kind != "GPU" || groups >= 4 * units) return t;
   }
   return fitting.back();
 }
