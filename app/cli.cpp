@@ -474,6 +474,9 @@ const Option kProfile = {"profile", "", "print the kernel table: each kernel's t
 const Option kTune = {"tune", "",
                       "time a few renderings of each new kernel and keep the fastest in the kernel cache "
                       "(as TINYLENS_TUNE=1; core/tune.h)"};
+const Option kRetune = {"retune", "",
+                        "like --tune, but search every kernel again and replace the choice stored in the kernel cache "
+                        "(as TINYLENS_TUNE=retune)"};
 
 std::vector<Option> train_options() {
   std::vector<Option> out;
@@ -489,7 +492,10 @@ const std::vector<Command>& commands() {
       {"demo", "", "a small real computation with its kernel table",
        "softmax(gelu(x @ w1.T) @ w2.T) on random data; prints a few values and the kernel table.\n"
        "This is what runs when no command is given.",
-       {device_option(false), {"profile", "", "accepted for symmetry: demo always prints its kernel table"}, kTune},
+       {device_option(false),
+        {"profile", "", "accepted for symmetry: demo always prints its kernel table"},
+        kTune,
+        kRetune},
        cmd_demo},
       {"selftest", "", "the op suite on one device vs golden data and the CPU device",
        "Runs every golden op case on the device and compares it with the PyTorch/NumPy reference\n"
@@ -506,7 +512,8 @@ const std::vector<Command>& commands() {
         {"k", "K", "the inner size (default N)"},
         device_option(true),
         {"repeat", "R", "timed runs after the first (default 5)"},
-        kTune},
+        kTune,
+        kRetune},
        cmd_bench_matmul},
       {"bench model", "", "time a model's cold and warm runs on one device or all",
        "Prints the cold run (compiles) and the median of the warm runs, GFLOP/s and the kernel count.",
@@ -516,7 +523,8 @@ const std::vector<Command>& commands() {
         {"batch", "N", "images per run: the input image repeated (default 1)"},
         {"image", "PATH", "the input image (default the OpenCV squirrel sample; a synthetic one if it is missing)"},
         kProfile,
-        kTune},
+        kTune,
+        kRetune},
        cmd_bench_model},
       {"bench reduce", "", "time large reductions (softmax, global pooling, bias gradient) on one device or all",
        "Prints the best wall time and kernel time of R runs after one that compiles, and whether the reduction\n"
@@ -526,7 +534,7 @@ const std::vector<Command>& commands() {
       {"bench onnx", "MODEL.onnx", "time any ONNX model on one device or all",
        "Random inputs of the declared shapes (dynamic dimensions taken as 1); outputs are read back to the host.\n"
        "Prints the cold run (compiles) and the median of the warm runs; scripts/bench onnx runs ONNX Runtime beside it.",
-       {device_option(true), {"runs", "N", "warm runs (default 10)"}, kProfile, kTune},
+       {device_option(true), {"runs", "N", "warm runs (default 10)"}, kProfile, kTune, kRetune},
        cmd_bench_onnx},
       {"classify", "IMAGE...", "classify images and print the top-5 with timings",
        "For each image: the top-5 classes with their probabilities, and the cold and warm run times.",
@@ -535,12 +543,16 @@ const std::vector<Command>& commands() {
         {"runs", "N", "warm runs per image; their median is printed (default 3)"},
         kProfile,
         kTune,
+        kRetune,
         {"dump-kernels", "DIR", "write each kernel's source and build log into DIR"}},
        cmd_classify},
       {"onnx-test", "DIR...", "run ONNX backend test cases (model.onnx + test_data_set_*)",
        "Each DIR is a case folder or a folder of case folders; prints one line per case, then the counts.\n"
        "Exits 1 when a case fails that is not an expected failure.",
-       {device_option(false), {"expected", "FILE", "expected failures: one case folder name per line, then why"}, kTune},
+       {device_option(false),
+        {"expected", "FILE", "expected failures: one case folder name per line, then why"},
+        kTune,
+        kRetune},
        cmd_onnx_test},
       {"onnx-ops", "", "list the ONNX ops this build runs: name, opsets, device or host, input types",
        "One line per op of the runtime's op table (core/io/onnx/registry.h), sorted by name.", {}, cmd_onnx_ops},
@@ -743,6 +755,7 @@ int main(int argc, char** argv) {
       throw UsageError(command->name + " takes one " + command->arguments + ", got " + std::to_string(a.words.size()));
     if (a.has("device") && a.get("device") != "all") set_default_device(a.get("device"));
     if (a.has("tune")) setenv("TINYLENS_TUNE", "1", 1);  // read by core/tune.cpp before any kernel is planned
+    if (a.has("retune")) setenv("TINYLENS_TUNE", "retune", 1);
     std::optional<CompileBar> bar;  // gone before an error is printed
     if (isatty(STDERR_FILENO)) bar.emplace();
     return command->run(a);

@@ -119,6 +119,11 @@ bool tune_enabled() {
   return v && *v && std::strcmp(v, "0") != 0;
 }
 
+bool retune_requested() {
+  const char* v = std::getenv("TINYLENS_TUNE");
+  return v && std::strcmp(v, "retune") == 0;
+}
+
 void set_tune_clock(TuneClock clock) {
   std::lock_guard lock(clock_mutex);
   installed_clock() = std::move(clock);
@@ -144,7 +149,7 @@ TuneOutcome tune_kernel(Device& device, const KernelPlan& plan, RenderedKernel& 
   const auto all = tune_candidates(r);
   if (all.empty() || numel(plan.output->shape) == 0) return t;
   const std::string path = device_cache_path(device, entry_text(all), ".tune");
-  if (!read_choice(path, all, t)) {
+  if (retune_requested() || !read_choice(path, all, t)) {
     t = TuneOutcome{};
     t.searched = true;
     ++search_count;

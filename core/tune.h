@@ -8,7 +8,10 @@
 // instead of searching again.
 //
 // Off unless TINYLENS_TUNE is set to something other than "0" (the CLI's
-// --tune sets it; scripts/bench turns it on). Off means no search and no
+// --tune sets it; scripts/bench turns it on). TINYLENS_TUNE=retune (the
+// CLI's --retune) searches every kernel again and replaces the stored
+// choice: after a driver update, or when the first search ran on a busy
+// machine. Off means no search and no
 // stored choice is read either: every kernel is its default rendering, so an
 // untuned run computes exactly what it always did. Candidates agree up to
 // float rounding (another K block sums in another order).
@@ -31,6 +34,7 @@
 namespace tl {
 
 bool tune_enabled();
+bool retune_requested();  // TINYLENS_TUNE=retune
 
 struct TuneOutcome {
   std::string chosen;  // the chosen candidate's label; "" when the kernel has no candidates

@@ -289,6 +289,22 @@ class TestTune : public QObject {
     QVERIFY(format_tune_line(*warm.gemm).find("from the cache") != std::string::npos);
     QString why;
     QVERIFY2(matches(c, d, warm.values, &why), qPrintable(why));
+
+    // TINYLENS_TUNE=retune searches again although a choice is stored, and
+    // replaces it: the next tuned process reads the new one.
+    qputenv("TINYLENS_TUNE", "retune");
+    QVERIFY(tune_enabled() && retune_requested());
+    Run again = run_case(c, d, cache);
+    QCOMPARE(again.searches, size_t(1));
+    QCOMPARE(again.gemm->tuned, labels.back());
+    QVERIFY(again.gemm->tune_searched);
+    qputenv("TINYLENS_TUNE", "1");
+    QVERIFY(!retune_requested());
+    set_tune_clock(prefer(fastest));
+    Run after = run_case(c, d, cache);
+    QCOMPARE(after.searches, size_t(0));
+    QCOMPARE(after.gemm->tuned, labels.back());
+    QVERIFY2(matches(c, d, after.values, &why), qPrintable(why));
   }
 
   // TINYLENS_TUNE unset or "0": no search, no stored choice read, the
