@@ -11,7 +11,9 @@
 // contiguous arrays and keeps an MR x NR tile of C in registers. A weight A
 // (the same for every batch) is packed once, into the buffer the kernel
 // passes as argument packed_a: a 64-byte header, then all of A in pack_a's
-// panels, one KC block after another; the first call fills it.
+// panels, one KC block after another; the first call fills it. A
+// convolution's B may be its image (struct tl_gather): pack_b then builds
+// B's panels from image rows, so the im2col columns are never stored.
 //
 // The micro-kernel uses GCC vector extensions rather than intrinsics so the
 // same text builds on any x86-64 or ARM compiler; only the tile shape depends
@@ -46,6 +48,7 @@
 #define SB2 (g->sb[2])
 #define UNIT (g->unit)
 #define UNITS_PER_BATCH (g->units_per_batch)
+#define GATHERED (g->gather.kh > 0)
 
 // Tile shape: MR rows x NV vectors of VW floats. The MR*NV accumulators plus
 // NV vectors of B must fit the vector register file, or the tile spills.
@@ -117,6 +120,7 @@ typedef float vfu __attribute__((vector_size(VW * 4), aligned(4)));
 
 #define ROUND_UP(x, r) (((x) + (r)-1) / (r) * (r))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
 
 // Applies the fused epilogue to C[m0:m1, n0:n1] of one batch once its sums
 // are complete: called per MC x NC block, which is still in L2, so each row's
@@ -220,10 +224,64 @@ static void pack_a(const struct tl_gemm* g, const float* restrict a, ptrdiff_t m
   }
 }
 
+// B[k, n] of a gathered B (struct tl_gather): the element of the image that
+// column n's window reads at tap k, or zero in the padding.
+static inline float gathered_b(const struct tl_gather* x, const float* image, ptrdiff_t k, ptrdiff_t n) {
+  const ptrdiff_t taps = x->kh * x->kw, c = k / taps, i = k % taps / x->kw, j = k % x->kw;
+  const ptrdiff_t y = n / x->out_w * x->sh + i * x->dh - x->pt, col = n % x->out_w * x->sw + j * x->dw - x->pl;
+  if (y < 0 || y >= x->height || col < 0 || col >= x->width) return 0.0f;
+  return image[(c * x->height + y) * x->width + col];
+}
+
+// pack_b's panels for a gathered B: the im2col columns are made here, a
+// KC x NC block at a time, instead of in a buffer of their own. For one k
+// (channel c, tap i, j) the columns of a panel are runs along output rows;
+// each run reads one image row at stride sw, with zeros where the window
+// hangs over the padding, so the inner loop is a plain strided copy.
+static void pack_b_gather(const struct tl_gather* x, const float* restrict image, ptrdiff_t k0, ptrdiff_t kc,
+                          ptrdiff_t n0, ptrdiff_t nc, float* restrict dst) {
+  const ptrdiff_t taps = x->kh * x->kw;
+  for (ptrdiff_t p = 0; p < kc; ++p) {
+    const ptrdiff_t k = k0 + p, c = k / taps, i = k % taps / x->kw, j = k % x->kw;
+    const float* plane = image + c * x->height * x->width;
+    // Output columns whose window column lies inside the image: [ow_lo, ow_hi).
+    const ptrdiff_t off = j * x->dw - x->pl;
+    const ptrdiff_t ow_lo = off >= 0 ? 0 : (-off + x->sw - 1) / x->sw;
+    const ptrdiff_t ow_hi = x->width - off <= 0 ? 0 : (x->width - off - 1) / x->sw + 1;
+    for (ptrdiff_t j0 = 0; j0 < nc; j0 += NR) {
+      float* out = dst + j0 * kc + p * NR;  // panel j0 / NR, row p
+      const ptrdiff_t cols = MIN(NR, nc - j0);
+      ptrdiff_t oh = (n0 + j0) / x->out_w, ow = (n0 + j0) % x->out_w;
+      for (ptrdiff_t q = 0; q < cols; ++oh, ow = 0) {
+        const ptrdiff_t run = MIN(cols - q, x->out_w - ow);
+        const ptrdiff_t y = oh * x->sh + i * x->dh - x->pt;
+        ptrdiff_t lo = MIN(MAX(ow_lo - ow, 0), run), hi = MIN(MAX(ow_hi - ow, lo), run);
+        if (y < 0 || y >= x->height) lo = hi = run;
+        float* o = out + q;
+        for (ptrdiff_t r = 0; r < lo; ++r) o[r] = 0.0f;
+        if (lo < hi) {
+          const float* src = plane + y * x->width + (ow + lo) * x->sw + off;  // column ow + lo's first read
+          if (x->sw == 1)
+            for (ptrdiff_t r = lo; r < hi; ++r) o[r] = src[r - lo];
+          else
+            for (ptrdiff_t r = lo; r < hi; ++r) o[r] = src[(r - lo) * x->sw];
+        }
+        for (ptrdiff_t r = hi; r < run; ++r) o[r] = 0.0f;
+        q += run;
+      }
+      for (ptrdiff_t q = cols; q < NR; ++q) out[q] = 0.0f;
+    }
+  }
+}
+
 // k [k0, k0+kc) x columns [n0, n0+nc) of B into NR-column panels, k-major
 // inside a panel, zero columns past nc.
 static void pack_b(const struct tl_gemm* g, const float* restrict b, ptrdiff_t k0, ptrdiff_t kc, ptrdiff_t n0,
                    ptrdiff_t nc, float* restrict dst) {
+  if (GATHERED) {
+    pack_b_gather(&g->gather, b, k0, kc, n0, nc, dst);
+    return;
+  }
   for (ptrdiff_t j0 = 0; j0 < nc; j0 += NR) {
     const ptrdiff_t cols = MIN(NR, nc - j0);
     const float* src = b + k0 * SB1 + (n0 + j0) * SB2;
@@ -248,7 +306,8 @@ static void naive_block(const struct tl_gemm* g, float* restrict c, const float*
   for (ptrdiff_t i = m0; i < m1; ++i)
     for (ptrdiff_t j = n0; j < n1; ++j) {
       float s = 0.0f;
-      for (ptrdiff_t p = 0; p < G_K; ++p) s += a[i * SA1 + p * SA2] * b[p * SB1 + j * SB2];
+      for (ptrdiff_t p = 0; p < G_K; ++p)
+        s += a[i * SA1 + p * SA2] * (GATHERED ? gathered_b(&g->gather, b, p, j) : b[p * SB1 + j * SB2]);
       c[i * G_N + j] = s;
     }
 }
@@ -338,7 +397,7 @@ static int thin_block(const struct tl_gemm* g, float* restrict c, const float* r
 static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* restrict a, const float* restrict b,
                        ptrdiff_t m0, ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1, ptrdiff_t batch, const float* packed,
                        void** args) {
-  if (m1 - m0 <= THIN_ROWS && thin_block(g, c, a, b, m0, m1, n0, n1)) {
+  if (m1 - m0 <= THIN_ROWS && !GATHERED && thin_block(g, c, a, b, m0, m1, n0, n1)) {
     finish_block(g, c, batch, m0, m1, n0, n1, args);
     return;
   }
@@ -349,7 +408,7 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
   // B read in place needs a buffer only for a ragged last sliver. With more
   // rows than one block of A, a packed B would serve every block: packing
   // is then cheaper than reading B's scattered rows again.
-  const int in_place = g->b_in_place && SB2 == 1 && m1 - m0 <= MC;
+  const int in_place = g->b_in_place && !GATHERED && SB2 == 1 && m1 - m0 <= MC;
   const size_t bbytes = ROUND_UP((size_t)((in_place ? NR : ncap) * kcap) * sizeof(float), 64);
   float* abuf = packed ? NULL : aligned_alloc(64, abytes);
   float* bbuf = aligned_alloc(64, bbytes);
