@@ -247,6 +247,10 @@ static void describe_gather(const Tensor& product, const Tensor& padded, int64_t
     top += x->arg[4], left += x->arg[6];
     x = x->src[0];
   }
+  // The library indexes one image plane, and rows and columns around it, in int.
+  if (x->shape[2] >= (int64_t(1) << 29) || x->shape[3] >= (int64_t(1) << 29) ||
+      x->shape[2] * x->shape[3] >= (int64_t(1) << 31))
+    return;
   auto hint = std::make_shared<MatmulHint>(*s->matmul);
   hint->image = x;
   ConvGather& g = hint->gather;

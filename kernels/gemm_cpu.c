@@ -120,7 +120,6 @@ typedef float vfu __attribute__((vector_size(VW * 4), aligned(4)));
 
 #define ROUND_UP(x, r) (((x) + (r)-1) / (r) * (r))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
-#define MAX(a, b) ((a) > (b) ? (a) : (b))
 
 // Applies the fused epilogue to C[m0:m1, n0:n1] of one batch once its sums
 // are complete: called per MC x NC block, which is still in L2, so each row's
@@ -233,43 +232,54 @@ static inline float gathered_b(const struct tl_gather* x, const float* image, pt
   return image[(c * x->height + y) * x->width + col];
 }
 
+// Where each column n0 + q of a gathered B starts its window in the image:
+// row ys[q] = oh*sh - pt and column xs[q] = ow*sw - pl. Columns past nc (up
+// to the next multiple of NR) get a row far outside the image, so they pack
+// as zeros. Made once per column block; pack_b_gather reads it for every k.
+static void gather_columns(const struct tl_gather* x, ptrdiff_t n0, ptrdiff_t nc, int* restrict ys,
+                           int* restrict xs) {
+  for (ptrdiff_t q = 0; q < ROUND_UP(nc, NR); ++q) {
+    const ptrdiff_t n = n0 + q;
+    ys[q] = q < nc ? (int)(n / x->out_w * x->sh - x->pt) : -(1 << 30);
+    xs[q] = q < nc ? (int)(n % x->out_w * x->sw - x->pl) : 0;
+  }
+}
+
 // pack_b's panels for a gathered B: the im2col columns are made here, a
-// KC x NC block at a time, instead of in a buffer of their own. For one k
-// (channel c, tap i, j) the columns of a panel are runs along output rows;
-// each run reads one image row at stride sw, with zeros where the window
-// hangs over the padding, so the inner loop is a plain strided copy.
+// KC x NC block at a time, instead of in a buffer of their own. Tap k of
+// channel c reads image row ys[q] + i*dh, column xs[q] + j*dw. A panel whose
+// columns lie on one output row, with the whole window row inside the image,
+// is a plain strided copy (most of a wide map's panels); the others check
+// each element without a branch (an index inside the image, then a select),
+// which the compiler turns into vector gathers.
 static void pack_b_gather(const struct tl_gather* x, const float* restrict image, ptrdiff_t k0, ptrdiff_t kc,
-                          ptrdiff_t n0, ptrdiff_t nc, float* restrict dst) {
+                          ptrdiff_t nc, const int* restrict ys, const int* restrict xs, float* restrict dst) {
   const ptrdiff_t taps = x->kh * x->kw;
-  for (ptrdiff_t p = 0; p < kc; ++p) {
-    const ptrdiff_t k = k0 + p, c = k / taps, i = k % taps / x->kw, j = k % x->kw;
-    const float* plane = image + c * x->height * x->width;
-    // Output columns whose window column lies inside the image: [ow_lo, ow_hi).
-    const ptrdiff_t off = j * x->dw - x->pl;
-    const ptrdiff_t ow_lo = off >= 0 ? 0 : (-off + x->sw - 1) / x->sw;
-    const ptrdiff_t ow_hi = x->width - off <= 0 ? 0 : (x->width - off - 1) / x->sw + 1;
-    for (ptrdiff_t j0 = 0; j0 < nc; j0 += NR) {
+  const int h = (int)x->height, w = (int)x->width, sw = (int)x->sw;
+  for (ptrdiff_t j0 = 0; j0 < nc; j0 += NR) {
+    const int* py = ys + j0;
+    const int* px = xs + j0;
+    const int one_row = py[0] == py[NR - 1] && px[NR - 1] - px[0] == (NR - 1) * sw;
+    for (ptrdiff_t p = 0; p < kc; ++p) {
+      const ptrdiff_t k = k0 + p, c = k / taps;
+      const int dy = (int)(k % taps / x->kw * x->dh), dx = (int)(k % x->kw * x->dw);
+      const float* plane = image + c * x->height * x->width;
       float* out = dst + j0 * kc + p * NR;  // panel j0 / NR, row p
-      const ptrdiff_t cols = MIN(NR, nc - j0);
-      ptrdiff_t oh = (n0 + j0) / x->out_w, ow = (n0 + j0) % x->out_w;
-      for (ptrdiff_t q = 0; q < cols; ++oh, ow = 0) {
-        const ptrdiff_t run = MIN(cols - q, x->out_w - ow);
-        const ptrdiff_t y = oh * x->sh + i * x->dh - x->pt;
-        ptrdiff_t lo = MIN(MAX(ow_lo - ow, 0), run), hi = MIN(MAX(ow_hi - ow, lo), run);
-        if (y < 0 || y >= x->height) lo = hi = run;
-        float* o = out + q;
-        for (ptrdiff_t r = 0; r < lo; ++r) o[r] = 0.0f;
-        if (lo < hi) {
-          const float* src = plane + y * x->width + (ow + lo) * x->sw + off;  // column ow + lo's first read
-          if (x->sw == 1)
-            for (ptrdiff_t r = lo; r < hi; ++r) o[r] = src[r - lo];
-          else
-            for (ptrdiff_t r = lo; r < hi; ++r) o[r] = src[(r - lo) * x->sw];
-        }
-        for (ptrdiff_t r = hi; r < run; ++r) o[r] = 0.0f;
-        q += run;
+      const int y = py[0] + dy, first = px[0] + dx, last = px[NR - 1] + dx;
+      if (one_row && (unsigned)y < (unsigned)h && first >= 0 && last < w) {
+        const float* src = plane + y * w + first;
+        if (sw == 1)
+          for (int q = 0; q < NR; ++q) out[q] = src[q];
+        else
+          for (int q = 0; q < NR; ++q) out[q] = src[q * sw];
+        continue;
       }
-      for (ptrdiff_t q = cols; q < NR; ++q) out[q] = 0.0f;
+      for (int q = 0; q < NR; ++q) {
+        const int yq = py[q] + dy, col = px[q] + dx;
+        const int inside = (unsigned)yq < (unsigned)h && (unsigned)col < (unsigned)w;
+        const float v = plane[inside ? yq * w + col : 0];
+        out[q] = inside ? v : 0.0f;
+      }
     }
   }
 }
@@ -278,10 +288,6 @@ static void pack_b_gather(const struct tl_gather* x, const float* restrict image
 // inside a panel, zero columns past nc.
 static void pack_b(const struct tl_gemm* g, const float* restrict b, ptrdiff_t k0, ptrdiff_t kc, ptrdiff_t n0,
                    ptrdiff_t nc, float* restrict dst) {
-  if (GATHERED) {
-    pack_b_gather(&g->gather, b, k0, kc, n0, nc, dst);
-    return;
-  }
   for (ptrdiff_t j0 = 0; j0 < nc; j0 += NR) {
     const ptrdiff_t cols = MIN(NR, nc - j0);
     const float* src = b + k0 * SB1 + (n0 + j0) * SB2;
@@ -412,18 +418,25 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
   const size_t bbytes = ROUND_UP((size_t)((in_place ? NR : ncap) * kcap) * sizeof(float), 64);
   float* abuf = packed ? NULL : aligned_alloc(64, abytes);
   float* bbuf = aligned_alloc(64, bbytes);
-  if ((!packed && !abuf) || !bbuf) {
+  // A gathered B's column tables (gather_columns): rows, then columns.
+  int* windows = GATHERED ? malloc(2 * (size_t)ncap * sizeof(int)) : NULL;
+  if ((!packed && !abuf) || !bbuf || (GATHERED && !windows)) {
     free(abuf);
     free(bbuf);
+    free(windows);
     naive_block(g, c, a, b, m0, m1, n0, n1);
     finish_block(g, c, batch, m0, m1, n0, n1, args);
     return;
   }
   for (ptrdiff_t jc = n0; jc < n1; jc += NC) {
     const ptrdiff_t nc = MIN(NC, n1 - jc);
+    if (GATHERED) gather_columns(&g->gather, jc, nc, windows, windows + ncap);
     for (ptrdiff_t pc = 0; pc < G_K; pc += KC) {
       const ptrdiff_t kc = MIN(KC, G_K - pc);
-      if (!in_place) pack_b(g, b, pc, kc, jc, nc, bbuf);
+      if (GATHERED)
+        pack_b_gather(&g->gather, b, pc, kc, nc, windows, windows + ncap, bbuf);
+      else if (!in_place)
+        pack_b(g, b, pc, kc, jc, nc, bbuf);
       for (ptrdiff_t ic = m0; ic < m1; ic += MC) {
         const ptrdiff_t mc = MIN(MC, m1 - ic);
         // ic is a multiple of MR, so the packed panels of these rows start
@@ -458,6 +471,7 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
   }
   free(abuf);
   free(bbuf);
+  free(windows);
 }
 
 // Start of strip `u` in rows (or columns) of C. Edges snap down to the tile

@@ -4,7 +4,8 @@
 // in double precision, on every device. The cases reach the gather's edges:
 // strides 1 and 2, dilations, asymmetric pads from the Conv and from a Pad
 // node before it, windows that lie wholly in the padding, output rows
-// narrower and wider than a packed panel, K in several blocks, C in several
+// narrower and wider than a packed panel (panels on one row are copied, the
+// others gathered element by element), K in several blocks, C in several
 // column blocks, row counts that leave ragged tiles and a thin C of two rows,
 // a batch of two images. On the cpu device the warm run is the GEMM alone (no
 // im2col kernel), and an image that a GEMM's store produces (a 1x1
@@ -45,6 +46,8 @@ const Case kCases[] = {
      false, 1},
     {"3x3 s2, own pads and a Pad node", 5, 17, 17, 23, 3, 3, 2, 2, 1, 1, {0, 1, 1, 0}, {1, 0, 0, 2}, false, 1},
     {"7x7 s2 pad 3 (a stem)", 3, 16, 33, 29, 7, 7, 2, 2, 1, 1, {3, 3, 3, 3}, {0, 0, 0, 0}, false, 1},
+    {"3x3 s2 on rows of 70 outputs (whole panels on one row)", 3, 8, 9, 140, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1},
+     {0, 0, 0, 0}, false, 1},
     {"3x3 s1 dilation 2", 4, 6, 12, 13, 3, 3, 1, 1, 2, 2, {2, 2, 2, 2}, {0, 0, 0, 0}, false, 1},
     {"5x3 s2x1 dilation 1x2", 3, 8, 14, 11, 5, 3, 2, 1, 1, 2, {2, 2, 1, 2}, {0, 0, 0, 0}, false, 1},
     {"3x3 s1, two output channels", 8, 2, 9, 9, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, {0, 0, 0, 0}, false, 1},
