@@ -82,6 +82,21 @@ struct Node {
   }
 };
 
+// A convolution's B operand (the im2col columns) described by the image it
+// is gathered from, so that a GEMM template that can gather reads the image
+// in place of a materialised copy that is KH*KW times its size:
+//   B[b, (c, i, j), (oh, ow)] = x[b, c, oh*stride_h + i*dilation_h - pad_top,
+//                                      ow*stride_w + j*dilation_w - pad_left]
+// and zero outside x, which is (batch, channels, height, width) row-major.
+struct ConvGather {
+  int64_t channels = 0, height = 0, width = 0;
+  int64_t kernel_h = 0, kernel_w = 0;  // 0: B is a plain strided matrix
+  int64_t stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  int64_t pad_top = 0, pad_left = 0;
+  int64_t out_w = 0;  // output columns: n = oh * out_w + ow
+  bool active() const { return kernel_h > 0; }
+};
+
 // C[b, m, n] = sum_k A[b, m, k] * B[b, k, n] with A, B realized buffers read
 // through the given element strides (batch, row, col).
 struct MatmulHint {
@@ -92,6 +107,10 @@ struct MatmulHint {
   NodeRef a_in, b_in;
   int64_t batch, m, n, k;
   int64_t a_strides[3], b_strides[3];
+  // Set by Tensor::conv2d: B may instead be gathered from `image` (see
+  // ConvGather); the scheduler does so where the device's template can.
+  NodeRef image;
+  ConvGather gather;
 };
 
 }  // namespace tl

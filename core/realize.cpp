@@ -168,6 +168,12 @@ static std::string plan_signature(const KernelPlan& plan) {
                       h.b_strides[1], h.b_strides[2]})
       sig += "," + std::to_string(v);
     if (plan.inputs[0]->realized()) sig += ",constant A";  // render_kernel may read it packed
+    if (plan.inputs[1] == h.image) {  // B gathered from a convolution's image
+      const ConvGather& g = h.gather;
+      for (int64_t v : {g.kernel_h, g.kernel_w, g.stride_h, g.stride_w, g.dilation_h, g.dilation_w, g.pad_top,
+                        g.pad_left, g.out_w})
+        sig += ";" + std::to_string(v);
+    }
   }
   return sig;
 }
@@ -347,7 +353,7 @@ void compile_new_kernels(Device& device, const std::vector<KernelSource>& kernel
 // plan that run_plan can launch, now and (through the plan cache) again.
 static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const GraphKey& graph, Device& device,
                                        double& compile_seconds) {
-  auto plans = schedule(group, has_gemm_template(device));
+  auto plans = schedule(group, has_gemm_template(device), gemm_template_gathers(device));
   for (auto& plan : plans) require_dtypes(plan, device);
   std::vector<RenderedKernel> rendered;
   std::vector<KernelSource> sources;

@@ -15,19 +15,22 @@ constexpr int kRecomputeLimit = 8;
 
 struct Planner {
   bool gemm;
+  bool gather;  // the GEMM template reads a convolution's B from its image
   std::vector<Node*> order;  // unrealized nodes, sources first
   std::unordered_map<Node*, std::vector<Node*>> consumers;
   std::unordered_set<Node*> visited, materialised;
 
   // The GEMM templates are float32 only.
   bool is_gemm(Node* n) const { return gemm && n->op == Op::Sum && n->matmul && n->dtype == DType::f32; }
+  // A GEMM's B operand: the im2col columns, or the image they gather from.
+  Node* b_operand(Node* n) const { return gather && n->matmul->image ? n->matmul->image.get() : n->matmul->b.get(); }
 
   // The edges the scheduler follows: a GEMM reads its two operands, not the
   // generic multiply-and-sum graph kept for autograd.
   std::vector<Node*> inputs_of(Node* n) const {
     std::vector<Node*> out;
     if (is_gemm(n)) {
-      out = {n->matmul->a.get(), n->matmul->b.get()};
+      out = {n->matmul->a.get(), b_operand(n)};
     } else {
       for (auto& s : n->src) out.push_back(s.get());
     }
@@ -77,7 +80,7 @@ struct Planner {
       bool m = root_set.count(n) || is_reduce(n->op) || n->op == Op::Contiguous;
       if (is_gemm(n)) {
         materialised.insert(n->matmul->a.get());
-        materialised.insert(n->matmul->b.get());
+        materialised.insert(b_operand(n));
       }
       int c = is_elementwise(n->op) ? 1 : 0;
       for (Node* s : inputs_of(n)) {
@@ -103,7 +106,7 @@ struct Planner {
     for (Node* n : order)
       if (is_gemm(n)) {
         materialised.insert(n->matmul->a.get());
-        materialised.insert(n->matmul->b.get());
+        materialised.insert(b_operand(n));
       }
   }
 
@@ -112,7 +115,7 @@ struct Planner {
     p.output = refs.at(out);
     if (is_gemm(out)) {
       p.kind = KernelPlan::Kind::Gemm;
-      p.inputs = {out->matmul->a, out->matmul->b};
+      p.inputs = {out->matmul->a, gather && out->matmul->image ? out->matmul->image : out->matmul->b};
       p.fused = {p.output};
       return p;
     }
@@ -190,8 +193,8 @@ void fuse_epilogues(std::vector<KernelPlan>& plans, const std::vector<NodeRef>& 
 
 }  // namespace
 
-std::vector<KernelPlan> schedule(const std::vector<NodeRef>& roots, bool gemm) {
-  Planner planner{gemm, {}, {}, {}, {}};
+std::vector<KernelPlan> schedule(const std::vector<NodeRef>& roots, bool gemm, bool gather) {
+  Planner planner{gemm, gemm && gather, {}, {}, {}, {}};
   for (auto& r : roots) planner.visit(r.get());
   planner.decide(roots);
   std::unordered_map<Node*, NodeRef> refs;
@@ -202,6 +205,7 @@ std::vector<KernelPlan> schedule(const std::vector<NodeRef>& roots, bool gemm) {
     if (n->matmul) {
       index(n->matmul->a);
       index(n->matmul->b);
+      if (n->matmul->image) index(n->matmul->image);
     }
   };
   for (auto& r : roots) index(r);

@@ -16,13 +16,16 @@ struct KernelPlan {
   NodeRef output;               // the node whose buffer the kernel writes
   std::vector<NodeRef> inputs;  // nodes with buffers by the time it runs; parameters 1..n
   std::vector<NodeRef> fused;   // nodes computed inside, sources first
-  // Kind::Gemm: inputs are the two operands, then what the epilogue reads;
+  // Kind::Gemm: inputs are the two operands (B may be a convolution's image,
+  // when inputs[1] is its MatmulHint's `image`), then what the epilogue reads;
   // fused[0] is the product, the rest its epilogue, applied as C is stored.
   const Node& gemm() const { return *fused.front(); }
 };
 
 // Kernels in execution order. `gemm` says whether the target device has a
-// GEMM template; without one, matmuls stay generic reductions.
-std::vector<KernelPlan> schedule(const std::vector<NodeRef>& roots, bool gemm);
+// GEMM template; without one, matmuls stay generic reductions. `gather` says
+// whether that template reads a convolution's B from its image (ConvGather):
+// the GEMM's inputs are then A and the image, and no im2col copy is made.
+std::vector<KernelPlan> schedule(const std::vector<NodeRef>& roots, bool gemm, bool gather = false);
 
 }  // namespace tl

@@ -225,6 +225,44 @@ static Tensor windows_2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, in
   return t.permute({0, 1, 4, 2, 5, 3});          // (N, C, OH, OW, KH, KW)
 }
 
+// Describes the im2col columns that `product` (a GEMM of conv2d) reads as a
+// gather from the image (ConvGather in core/ops.h), so that a GEMM template
+// that can gather reads the image itself. `padded` is the convolution's input
+// after its zero padding: pads that only grow H and W with zeros are peeled
+// back to the tensor they pad, whose buffer is then all the GEMM reads.
+static void describe_gather(const Tensor& product, const Tensor& padded, int64_t KH, int64_t KW,
+                            const Conv2dOptions& opt, int64_t OW) {
+  Node* s = product.node().get();
+  if (s->op == Op::Reshape) s = s->src[0].get();
+  if (!s->matmul || padded.dtype() != DType::f32) return;  // a split-K product, or B is cast
+  NodeRef x = padded.node();
+  int64_t top = 0, left = 0;
+  auto zero_spatial_pad = [](const Node& n) {
+    if (n.op != Op::Pad || n.value != 0 || n.arg.size() != 8) return false;
+    for (int i = 0; i < 8; ++i)
+      if (n.arg[size_t(i)] < 0 || (i < 4 && n.arg[size_t(i)] != 0)) return false;
+    return true;
+  };
+  while (zero_spatial_pad(*x)) {
+    top += x->arg[4], left += x->arg[6];
+    x = x->src[0];
+  }
+  // The library indexes one image plane, and rows and columns around it, in int.
+  if (x->shape[2] >= (int64_t(1) << 29) || x->shape[3] >= (int64_t(1) << 29) ||
+      x->shape[2] * x->shape[3] >= (int64_t(1) << 31))
+    return;
+  auto hint = std::make_shared<MatmulHint>(*s->matmul);
+  hint->image = x;
+  ConvGather& g = hint->gather;
+  g.channels = x->shape[1], g.height = x->shape[2], g.width = x->shape[3];
+  g.kernel_h = KH, g.kernel_w = KW;
+  g.stride_h = opt.stride_h, g.stride_w = opt.stride_w;
+  g.dilation_h = opt.dilation_h, g.dilation_w = opt.dilation_w;
+  g.pad_top = top, g.pad_left = left;
+  g.out_w = OW;
+  s->matmul = hint;
+}
+
 Tensor Tensor::conv2d(const Tensor& weight, const Tensor& bias, const Conv2dOptions& opt) const {
   Scope scope("conv2d");
   if (ndim() != 4 || weight.ndim() != 4)
@@ -250,6 +288,7 @@ Tensor Tensor::conv2d(const Tensor& weight, const Tensor& bias, const Conv2dOpti
       // (N, C, OH, OW, KH, KW) -> (N, C * KH * KW, OH * OW): im2col for one GEMM
       Tensor cols = win.permute({0, 1, 4, 5, 2, 3}).reshape({N, C * KH * KW, OH * OW});
       out = weight.reshape({O, C * KH * KW}).matmul(cols);
+      describe_gather(out, x, KH, KW, opt, OW);
     } else {
       // Grouped (depthwise): multiply-adds over the taps, with OH and OW kept
       // apart so the kernel walks output rows and reads input rows with unit

@@ -11,7 +11,9 @@
 // contiguous arrays and keeps an MR x NR tile of C in registers. A weight A
 // (the same for every batch) is packed once, into the buffer the kernel
 // passes as argument packed_a: a 64-byte header, then all of A in pack_a's
-// panels, one KC block after another; the first call fills it.
+// panels, one KC block after another; the first call fills it. A
+// convolution's B may be its image (struct tl_gather): pack_b then builds
+// B's panels from image rows, so the im2col columns are never stored.
 //
 // The micro-kernel uses GCC vector extensions rather than intrinsics so the
 // same text builds on any x86-64 or ARM compiler; only the tile shape depends
@@ -46,6 +48,7 @@
 #define SB2 (g->sb[2])
 #define UNIT (g->unit)
 #define UNITS_PER_BATCH (g->units_per_batch)
+#define GATHERED (g->gather.kh > 0)
 
 // Tile shape: MR rows x NV vectors of VW floats. The MR*NV accumulators plus
 // NV vectors of B must fit the vector register file, or the tile spills.
@@ -220,6 +223,67 @@ static void pack_a(const struct tl_gemm* g, const float* restrict a, ptrdiff_t m
   }
 }
 
+// B[k, n] of a gathered B (struct tl_gather): the element of the image that
+// column n's window reads at tap k, or zero in the padding.
+static inline float gathered_b(const struct tl_gather* x, const float* image, ptrdiff_t k, ptrdiff_t n) {
+  const ptrdiff_t taps = x->kh * x->kw, c = k / taps, i = k % taps / x->kw, j = k % x->kw;
+  const ptrdiff_t y = n / x->out_w * x->sh + i * x->dh - x->pt, col = n % x->out_w * x->sw + j * x->dw - x->pl;
+  if (y < 0 || y >= x->height || col < 0 || col >= x->width) return 0.0f;
+  return image[(c * x->height + y) * x->width + col];
+}
+
+// Where each column n0 + q of a gathered B starts its window in the image:
+// row ys[q] = oh*sh - pt and column xs[q] = ow*sw - pl. Columns past nc (up
+// to the next multiple of NR) get a row far outside the image, so they pack
+// as zeros. Made once per column block; pack_b_gather reads it for every k.
+static void gather_columns(const struct tl_gather* x, ptrdiff_t n0, ptrdiff_t nc, int* restrict ys,
+                           int* restrict xs) {
+  for (ptrdiff_t q = 0; q < ROUND_UP(nc, NR); ++q) {
+    const ptrdiff_t n = n0 + q;
+    ys[q] = q < nc ? (int)(n / x->out_w * x->sh - x->pt) : -(1 << 30);
+    xs[q] = q < nc ? (int)(n % x->out_w * x->sw - x->pl) : 0;
+  }
+}
+
+// pack_b's panels for a gathered B: the im2col columns are made here, a
+// KC x NC block at a time, instead of in a buffer of their own. Tap k of
+// channel c reads image row ys[q] + i*dh, column xs[q] + j*dw. A panel whose
+// columns lie on one output row, with the whole window row inside the image,
+// is a plain strided copy (most of a wide map's panels); the others check
+// each element without a branch (an index inside the image, then a select),
+// which the compiler turns into vector gathers.
+static void pack_b_gather(const struct tl_gather* x, const float* restrict image, ptrdiff_t k0, ptrdiff_t kc,
+                          ptrdiff_t nc, const int* restrict ys, const int* restrict xs, float* restrict dst) {
+  const ptrdiff_t taps = x->kh * x->kw;
+  const int h = (int)x->height, w = (int)x->width, sw = (int)x->sw;
+  for (ptrdiff_t j0 = 0; j0 < nc; j0 += NR) {
+    const int* py = ys + j0;
+    const int* px = xs + j0;
+    const int one_row = py[0] == py[NR - 1] && px[NR - 1] - px[0] == (NR - 1) * sw;
+    for (ptrdiff_t p = 0; p < kc; ++p) {
+      const ptrdiff_t k = k0 + p, c = k / taps;
+      const int dy = (int)(k % taps / x->kw * x->dh), dx = (int)(k % x->kw * x->dw);
+      const float* plane = image + c * x->height * x->width;
+      float* out = dst + j0 * kc + p * NR;  // panel j0 / NR, row p
+      const int y = py[0] + dy, first = px[0] + dx, last = px[NR - 1] + dx;
+      if (one_row && (unsigned)y < (unsigned)h && first >= 0 && last < w) {
+        const float* src = plane + y * w + first;
+        if (sw == 1)
+          for (int q = 0; q < NR; ++q) out[q] = src[q];
+        else
+          for (int q = 0; q < NR; ++q) out[q] = src[q * sw];
+        continue;
+      }
+      for (int q = 0; q < NR; ++q) {
+        const int yq = py[q] + dy, col = px[q] + dx;
+        const int inside = (unsigned)yq < (unsigned)h && (unsigned)col < (unsigned)w;
+        const float v = plane[inside ? yq * w + col : 0];
+        out[q] = inside ? v : 0.0f;
+      }
+    }
+  }
+}
+
 // k [k0, k0+kc) x columns [n0, n0+nc) of B into NR-column panels, k-major
 // inside a panel, zero columns past nc.
 static void pack_b(const struct tl_gemm* g, const float* restrict b, ptrdiff_t k0, ptrdiff_t kc, ptrdiff_t n0,
@@ -248,7 +312,8 @@ static void naive_block(const struct tl_gemm* g, float* restrict c, const float*
   for (ptrdiff_t i = m0; i < m1; ++i)
     for (ptrdiff_t j = n0; j < n1; ++j) {
       float s = 0.0f;
-      for (ptrdiff_t p = 0; p < G_K; ++p) s += a[i * SA1 + p * SA2] * b[p * SB1 + j * SB2];
+      for (ptrdiff_t p = 0; p < G_K; ++p)
+        s += a[i * SA1 + p * SA2] * (GATHERED ? gathered_b(&g->gather, b, p, j) : b[p * SB1 + j * SB2]);
       c[i * G_N + j] = s;
     }
 }
@@ -338,7 +403,7 @@ static int thin_block(const struct tl_gemm* g, float* restrict c, const float* r
 static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* restrict a, const float* restrict b,
                        ptrdiff_t m0, ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1, ptrdiff_t batch, const float* packed,
                        void** args) {
-  if (m1 - m0 <= THIN_ROWS && thin_block(g, c, a, b, m0, m1, n0, n1)) {
+  if (m1 - m0 <= THIN_ROWS && !GATHERED && thin_block(g, c, a, b, m0, m1, n0, n1)) {
     finish_block(g, c, batch, m0, m1, n0, n1, args);
     return;
   }
@@ -349,22 +414,29 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
   // B read in place needs a buffer only for a ragged last sliver. With more
   // rows than one block of A, a packed B would serve every block: packing
   // is then cheaper than reading B's scattered rows again.
-  const int in_place = g->b_in_place && SB2 == 1 && m1 - m0 <= MC;
+  const int in_place = g->b_in_place && !GATHERED && SB2 == 1 && m1 - m0 <= MC;
   const size_t bbytes = ROUND_UP((size_t)((in_place ? NR : ncap) * kcap) * sizeof(float), 64);
   float* abuf = packed ? NULL : aligned_alloc(64, abytes);
   float* bbuf = aligned_alloc(64, bbytes);
-  if ((!packed && !abuf) || !bbuf) {
+  // A gathered B's column tables (gather_columns): rows, then columns.
+  int* windows = GATHERED ? malloc(2 * (size_t)ncap * sizeof(int)) : NULL;
+  if ((!packed && !abuf) || !bbuf || (GATHERED && !windows)) {
     free(abuf);
     free(bbuf);
+    free(windows);
     naive_block(g, c, a, b, m0, m1, n0, n1);
     finish_block(g, c, batch, m0, m1, n0, n1, args);
     return;
   }
   for (ptrdiff_t jc = n0; jc < n1; jc += NC) {
     const ptrdiff_t nc = MIN(NC, n1 - jc);
+    if (GATHERED) gather_columns(&g->gather, jc, nc, windows, windows + ncap);
     for (ptrdiff_t pc = 0; pc < G_K; pc += KC) {
       const ptrdiff_t kc = MIN(KC, G_K - pc);
-      if (!in_place) pack_b(g, b, pc, kc, jc, nc, bbuf);
+      if (GATHERED)
+        pack_b_gather(&g->gather, b, pc, kc, nc, windows, windows + ncap, bbuf);
+      else if (!in_place)
+        pack_b(g, b, pc, kc, jc, nc, bbuf);
       for (ptrdiff_t ic = m0; ic < m1; ic += MC) {
         const ptrdiff_t mc = MIN(MC, m1 - ic);
         // ic is a multiple of MR, so the packed panels of these rows start
@@ -399,6 +471,7 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
   }
   free(abuf);
   free(bbuf);
+  free(windows);
 }
 
 // Start of strip `u` in rows (or columns) of C. Edges snap down to the tile

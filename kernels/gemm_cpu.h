@@ -12,6 +12,16 @@
 typedef void (*tl_gemm_finish)(float* c, ptrdiff_t batch, ptrdiff_t m0, ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1,
                                void** args);
 
+// B of a convolution, gathered from its image x (channels x height x width
+// per batch, row-major; sb[0] is the batch stride) instead of read from
+// im2col columns: B[(c, i, j), (oh, ow)] = x[c, oh*sh + i*dh - pt,
+// ow*sw + j*dw - pl], zero outside x. kh = 0: B is a plain strided matrix.
+struct tl_gather {
+  ptrdiff_t channels, height, width;
+  ptrdiff_t kh, kw, sh, sw, dh, dw, pt, pl;
+  ptrdiff_t out_w;  // n = oh * out_w + ow
+};
+
 // C[b] = A[b] @ B[b]: C is contiguous (batch x m x n); A and B are read
 // through their strides in elements. One unit of the launch's range is
 // `unit` rows (split 0) or `unit` columns (split 1) of C of one batch.
@@ -32,6 +42,7 @@ struct tl_gemm {
   // place rather than from packed panels (small K: packing would copy all of
   // B to read it once).
   int b_in_place;
+  struct tl_gather gather;
 };
 
 void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args);

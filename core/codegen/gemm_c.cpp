@@ -26,6 +26,10 @@ constexpr int64_t kInPlaceK = 64;     // up to this K, B with contiguous rows is
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// B's rows lie in memory as they are read (the library may then read B in
+// place); a gathered B has no rows of its own.
+bool b_rows_contiguous(const GemmShape& s) { return s.b_strides[2] == 1 && !s.gather.active(); }
+
 // The FINISH hook: the epilogue as a function over a block of C (see
 // tl_gemm_finish in kernels/gemm_cpu.h). Its inner loop walks a row, so
 // values that depend on the row alone are computed once per row and the
@@ -96,8 +100,8 @@ std::vector<Knobs> candidate_knobs(const GemmShape& s, const Knobs& base) {
   Knobs k = base;
   k.split_rows = !base.split_rows;
   out.push_back(k);
-  if (s.m <= kThinRows) return out;  // the library reads B in place: no blocks to size
-  if (s.b_strides[2] == 1) k = base, k.b_in_place = !base.b_in_place, out.push_back(k);
+  if (s.m <= kThinRows && !s.gather.active()) return out;  // the library reads B in place: no blocks to size
+  if (b_rows_contiguous(s)) k = base, k.b_in_place = !base.b_in_place, out.push_back(k);
   std::vector<int64_t> kcs;
   for (int64_t kc : {int64_t(128), s.k <= 1152 ? s.k : int64_t(512)})
     if (k_block(s.k, kc) != k_block(s.k, kDefaultKc) &&
@@ -109,6 +113,16 @@ std::vector<Knobs> candidate_knobs(const GemmShape& s, const Knobs& base) {
   if (s.n > 512)  // the default column block is 32 tiles (256 columns or more)
     for (int64_t t : {8, 64}) k = base, k.nc_tiles = t, out.push_back(k);
   return out;
+}
+
+// struct tl_gather's initialiser: "{0}" when B is a plain matrix.
+std::string gather_text(const ConvGather& g) {
+  if (!g.active()) return "{0}";
+  std::string out;
+  for (int64_t v : {g.channels, g.height, g.width, g.kernel_h, g.kernel_w, g.stride_h, g.stride_w, g.dilation_h,
+                    g.dilation_w, g.pad_top, g.pad_left, g.out_w})
+    out += (out.empty() ? "{" : ", ") + std::to_string(v);
+  return out + "}";
 }
 
 TemplateKernel render_with(const GemmShape& s, const std::string& name, const Knobs& knobs) {
@@ -129,6 +143,9 @@ TemplateKernel render_with(const GemmShape& s, const std::string& name, const Kn
                      "," + num(s.a_strides[2]) + (knobs.kc ? " kc=" + num(knobs.kc) : "");
   }
   const std::string finish = finish_text(s.epilogue, s.n, name);
+  // A gathered B is one image per batch item (zero stride when it is shared).
+  const bool gathered = s.gather.active();
+  const int64_t image_stride = s.batch == 1 ? 0 : s.gather.channels * s.gather.height * s.gather.width;
   out.source = specialise(embedded_kernel("gemm_cpu_call.c"),
                           {{"NAME", name},
                            {"API", embedded_kernel("gemm_cpu.h")},
@@ -139,9 +156,9 @@ TemplateKernel render_with(const GemmShape& s, const std::string& name, const Kn
                            {"SA0", num(s.a_strides[0])},
                            {"SA1", num(s.a_strides[1])},
                            {"SA2", num(s.a_strides[2])},
-                           {"SB0", num(s.b_strides[0])},
-                           {"SB1", num(s.b_strides[1])},
-                           {"SB2", num(s.b_strides[2])},
+                           {"SB0", num(gathered ? image_stride : s.b_strides[0])},
+                           {"SB1", num(gathered ? 0 : s.b_strides[1])},
+                           {"SB2", num(gathered ? 0 : s.b_strides[2])},
                            {"SPLIT", split_rows ? "0" : "1"},
                            {"UNIT", num(unit)},
                            {"UNITS_PER_BATCH", num(units_per_batch)},
@@ -150,6 +167,7 @@ TemplateKernel render_with(const GemmShape& s, const std::string& name, const Kn
                            {"MC_TILES", num(knobs.mc_tiles)},
                            {"NC_TILES", num(knobs.nc_tiles)},
                            {"B_IN_PLACE", knobs.b_in_place ? "1" : "0"},
+                           {"GATHER", gather_text(s.gather)},
                            {"FINISH", finish},
                            {"FINISH_FN", finish.empty() ? "NULL" : name + "_finish"}});
   out.global[0] = s.batch * units_per_batch;
@@ -169,7 +187,7 @@ TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
   base.split_rows = ceil_div(s.m, kRowUnit) >= ceil_div(s.n, kColUnit);
   // With a short K, packing B costs about as much as the product: each
   // packed element serves only a few micro-tiles.
-  base.b_in_place = s.b_strides[2] == 1 && s.k <= kInPlaceK;
+  base.b_in_place = b_rows_contiguous(s) && s.k <= kInPlaceK;
   TemplateKernel out = render_with(s, name, base);
   out.label = "default";
   for (const Knobs& k : candidate_knobs(s, base)) {

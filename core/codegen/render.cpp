@@ -646,6 +646,7 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
     g.batch = h.batch, g.m = h.m, g.n = h.n, g.k = h.k;
     for (int i = 0; i < 3; ++i) g.a_strides[i] = h.a_strides[i], g.b_strides[i] = h.b_strides[i];
     g.a_constant = plan.inputs[0]->realized();
+    if (plan.inputs[1] == h.image) g.gather = h.gather;  // the scheduler gave the GEMM the image
     k.name = "GEMM_" + std::to_string(h.batch) + "_" + std::to_string(h.m) + "_" + std::to_string(h.n) + "_" +
              std::to_string(h.k);
     double epilogue_flops = 0;

@@ -112,6 +112,10 @@ static GemmRenderer gemm_renderer(const std::string& file) {
 
 bool has_gemm_template(const Device& device) { return gemm_renderer(device.info().gemm_template) != nullptr; }
 
+bool gemm_template_gathers(const Device& device) {
+  return device.info().gemm_template == "gemm_cpu.c" && has_gemm_template(device);
+}
+
 bool render_gemm(const Device& device, const GemmShape& shape, const std::string& name, TemplateKernel& out) {
   GemmRenderer render = gemm_renderer(device.info().gemm_template);
   if (!render) return false;

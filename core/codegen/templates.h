@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ops.h"
 #include "core/runtime/device.h"
 
 namespace tl {
@@ -38,6 +39,9 @@ struct GemmShape {
   // A is a constant (a weight realized before this graph runs): a template
   // may then read it from a copy in its own layout, made once (TemplateKernel).
   bool a_constant = false;
+  // Active: B is a convolution's image, read through this gather (the
+  // template said it can, gemm_template_gathers); b_strides are then unused.
+  ConvGather gather;
 };
 
 struct TemplateKernel {
@@ -60,6 +64,9 @@ struct TemplateKernel {
 // Whether the device names a GEMM template (DeviceInfo::gemm_template) that
 // was built in; the scheduler then plans matmuls as GEMM kernels.
 bool has_gemm_template(const Device& device);
+// Whether that template reads a convolution's B from its image (ConvGather)
+// rather than from materialised im2col columns.
+bool gemm_template_gathers(const Device& device);
 
 // Rendered for the device's dialect; returns false when the device has no
 // GEMM template (the scheduler then emits a generic reduce kernel).

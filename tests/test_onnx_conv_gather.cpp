@@ -1,0 +1,195 @@
+// Convolutions whose GEMM gathers its B operand from the image (ConvGather in
+// core/ops.h; pack_b_gather in kernels/gemm_cpu.c) instead of reading
+// materialised im2col columns: ONNX Conv models against a direct computation
+// in double precision, on every device. The cases reach the gather's edges:
+// strides 1 and 2, dilations, asymmetric pads from the Conv and from a Pad
+// node before it, windows that lie wholly in the padding, output rows
+// narrower and wider than a packed panel (panels on one row are copied, the
+// others gathered element by element), K in several blocks, C in several
+// column blocks, row counts that leave ragged tiles and a thin C of two rows,
+// a batch of two images. On the cpu device the warm run is the GEMM alone (no
+// im2col kernel), and an image that a GEMM's store produces (a 1x1
+// convolution and its ReLU) costs no kernel of its own either.
+#include <QtTest>
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/io/onnx.h"
+#include "core/profile.h"
+#include "tests/depthwise_reference.h"
+#include "tests/onnx_builder.h"
+#include "tests/testing.h"
+
+using namespace tl;
+using TP = onnx::TensorProto;
+using tltest::Builder;
+
+namespace {
+
+struct Case {
+  const char* name;
+  int C, O, H, W, KH, KW, SH, SW, DH, DW;
+  int pads[4];      // the Conv's: top, left, bottom, right (ONNX order)
+  int pad_node[4];  // a Pad node's before it (same order); all 0: no Pad node
+  bool producer;    // the image is Relu(Conv1x1(x)) with C channels, x having 3
+  int kernels;      // in a warm run on the cpu device, all GEMMs
+};
+
+const Case kCases[] = {
+    {"3x3 s1 pad 1, K in two blocks, columns in two blocks", 40, 20, 40, 40, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, {0, 0, 0, 0},
+     false, 1},
+    {"3x3 s2, own pads and a Pad node", 5, 17, 17, 23, 3, 3, 2, 2, 1, 1, {0, 1, 1, 0}, {1, 0, 0, 2}, false, 1},
+    {"7x7 s2 pad 3 (a stem)", 3, 16, 33, 29, 7, 7, 2, 2, 1, 1, {3, 3, 3, 3}, {0, 0, 0, 0}, false, 1},
+    {"3x3 s2 on rows of 70 outputs (whole panels on one row)", 3, 8, 9, 140, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1},
+     {0, 0, 0, 0}, false, 1},
+    {"3x3 s1 dilation 2", 4, 6, 12, 13, 3, 3, 1, 1, 2, 2, {2, 2, 2, 2}, {0, 0, 0, 0}, false, 1},
+    {"5x3 s2x1 dilation 1x2", 3, 8, 14, 11, 5, 3, 2, 1, 1, 2, {2, 2, 1, 2}, {0, 0, 0, 0}, false, 1},
+    {"3x3 s1, two output channels", 8, 2, 9, 9, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, {0, 0, 0, 0}, false, 1},
+    {"3x3 over a pad of 3: windows wholly in the padding", 2, 5, 4, 6, 3, 3, 1, 1, 1, 1, {3, 3, 3, 3}, {0, 0, 0, 0},
+     false, 1},
+    {"3x3 without pads on a 3x3 image: one output", 6, 9, 3, 3, 3, 3, 1, 1, 1, 1, {0, 0, 0, 0}, {0, 0, 0, 0}, false, 1},
+    {"3x3 s1 pad 1 after a 1x1 convolution and ReLU", 16, 24, 14, 14, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, {0, 0, 0, 0},
+     true, 2},
+};
+
+std::vector<std::string> dims(const std::vector<int64_t>& s) {
+  std::vector<std::string> d;
+  for (auto v : s) d.push_back(std::to_string(v));
+  return d;
+}
+
+void ints_attr(onnx::NodeProto* n, const char* name, std::vector<int64_t> v) {
+  auto* a = n->add_attribute();
+  a->set_name(name), a->set_type(onnx::AttributeProto::INTS);
+  for (auto i : v) a->add_ints(i);
+}
+
+// y[n, o, oy, ox] = b[o] + sum over c, i, j of w[o, c, i, j] * x[n, c, y, x]
+// with y = oy*SH + i*DH - top, x = ox*SW + j*DW - left, zero outside x.
+std::vector<double> direct_conv(const std::vector<double>& x, const std::vector<double>& w,
+                                const std::vector<double>& b, int N, const Case& c, int top, int left, int OH, int OW) {
+  std::vector<double> y;
+  for (int n = 0; n < N; ++n)
+    for (int o = 0; o < c.O; ++o)
+      for (int oy = 0; oy < OH; ++oy)
+        for (int ox = 0; ox < OW; ++ox) {
+          double acc = b[size_t(o)];
+          for (int ch = 0; ch < c.C; ++ch)
+            for (int i = 0; i < c.KH; ++i)
+              for (int j = 0; j < c.KW; ++j) {
+                const int iy = oy * c.SH + i * c.DH - top, ix = ox * c.SW + j * c.DW - left;
+                if (iy < 0 || iy >= c.H || ix < 0 || ix >= c.W) continue;
+                acc += w[size_t(((o * c.C + ch) * c.KH + i) * c.KW + j)] *
+                       x[size_t(((n * c.C + ch) * c.H + iy) * c.W + ix)];
+              }
+          y.push_back(acc);
+        }
+  return y;
+}
+
+}  // namespace
+
+class TestOnnxConvGather : public QObject {
+  Q_OBJECT
+ private slots:
+  void matchesDirectComputation_data() {
+    QTest::addColumn<QString>("device");
+    QTest::addColumn<int>("index");
+    for (const std::string& d : tltest::available_devices())
+      for (int i = 0; i < int(std::size(kCases)); ++i)
+        QTest::newRow((d + " " + kCases[i].name).c_str()) << QString::fromStdString(d) << i;
+  }
+
+  void matchesDirectComputation() {
+    QFETCH(QString, device);
+    QFETCH(int, index);
+    const std::string dev = device.toStdString();
+    const Case& c = kCases[index];
+    const int N = 2, X = c.producer ? 3 : c.C;  // channels of the model's input
+    std::mt19937 rng(uint32_t(57 + index));
+    std::uniform_real_distribution<double> u(-1, 1);
+    std::vector<double> x(size_t(N * X * c.H * c.W)), w(size_t(c.O * c.C * c.KH * c.KW)), b(size_t(c.O)),
+        w1(size_t(c.C * X)), b1(size_t(c.C));
+    for (auto* v : {&x, &w, &b, &w1, &b1})
+      for (double& e : *v) e = float(u(rng));
+    const int* pn = c.pad_node;
+    const bool pad_node = pn[0] || pn[1] || pn[2] || pn[3];
+    const int top = c.pads[0] + pn[0], left = c.pads[1] + pn[1];
+    const int OH = (c.H + top + c.pads[2] + pn[2] - (c.KH - 1) * c.DH - 1) / c.SH + 1;
+    const int OW = (c.W + left + c.pads[3] + pn[3] - (c.KW - 1) * c.DW - 1) / c.SW + 1;
+
+    Builder m;
+    m.input("x", dims({N, X, c.H, c.W}));
+    m.output("y", dims({N, c.O, OH, OW}));
+    auto weights = [&](const char* name, std::vector<int64_t> shape, const std::vector<double>& v) {
+      auto* t = m.init(name, shape, TP::FLOAT);
+      for (double e : v) t->add_float_data(float(e));
+    };
+    weights("W", {c.O, c.C, c.KH, c.KW}, w);
+    weights("B", {c.O}, b);
+    std::string image = "x";
+    if (c.producer) {
+      weights("W1", {c.C, X, 1, 1}, w1);
+      weights("B1", {c.C}, b1);
+      m.node("Conv", {"x", "W1", "B1"}, {"h"});
+      m.node("Relu", {"h"}, {"r"});
+      image = "r";
+    }
+    if (pad_node) {
+      auto* pt = m.init("pads", {8}, TP::INT64);
+      for (int64_t v : {0, 0, pn[0], pn[1], 0, 0, pn[2], pn[3]}) pt->add_int64_data(v);
+      m.node("Pad", {image, "pads"}, {"xp"});
+      image = "xp";
+    }
+    auto* conv = m.node("Conv", {image, "W", "B"}, {"y"});
+    ints_attr(conv, "kernel_shape", {c.KH, c.KW});
+    ints_attr(conv, "strides", {c.SH, c.SW});
+    ints_attr(conv, "dilations", {c.DH, c.DW});
+    ints_attr(conv, "pads", {c.pads[0], c.pads[1], c.pads[2], c.pads[3]});
+    const std::string path = m.save(tltest::fresh_temp_dir("conv-gather", std::to_string(index)) / "conv.onnx");
+
+    OnnxModel model(path);
+    const Tensor input = Tensor::from_data(std::vector<float>(x.begin(), x.end()), {N, X, c.H, c.W}, dev);
+    model.run({input});  // cold: compiles
+    std::vector<std::string> names;
+    std::vector<float> got;
+    {
+      ProfileCapture capture;
+      Tensor y = model.run({input})[0];
+      QCOMPARE(y.shape(), (Shape{N, c.O, OH, OW}));
+      got = y.to_vector();
+      for (auto& r : capture.records()) names.push_back(r.kernel->name);
+    }
+    std::vector<double> image_values = x;
+    if (c.producer) {  // r = Relu(W1 x + B1), a 1x1 convolution
+      image_values.assign(size_t(N * c.C * c.H * c.W), 0.0);
+      for (int n = 0; n < N; ++n)
+        for (int o = 0; o < c.C; ++o)
+          for (int p = 0; p < c.H * c.W; ++p) {
+            double acc = b1[size_t(o)];
+            for (int i = 0; i < X; ++i) acc += w1[size_t(o * X + i)] * x[size_t((n * X + i) * c.H * c.W + p)];
+            image_values[size_t((n * c.C + o) * c.H * c.W + p)] = std::max(acc, 0.0);
+          }
+    }
+    const std::vector<double> want = direct_conv(image_values, w, b, N, c, top, left, OH, OW);
+    double worst = 0;
+    const std::string bad = tltest::first_mismatch(got, want, 5e-5, worst);
+    QVERIFY2(bad.empty(), bad.c_str());
+    qInfo("largest relative error %.2e", worst);
+    if (dev == "cpu") {
+      std::string all;
+      int gemms = 0;
+      for (auto& k : names) all += k + " ", gemms += k.rfind("GEMM", 0) == 0;
+      QVERIFY2(int(names.size()) == c.kernels && gemms == c.kernels, ("warm run kernels: " + all).c_str());
+    }
+  }
+};
+
+QTEST_GUILESS_MAIN(TestOnnxConvGather)
+#include "test_onnx_conv_gather.moc"
