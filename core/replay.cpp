@@ -36,15 +36,17 @@ struct KeyWriter {
   }
 };
 
-// Edges the walk follows: every source, and a GEMM's operands (which device
-// has a GEMM template decides which of the two the scheduler uses; the key
-// covers both). Counted and indexed rather than listed: the walk asks for
+// Edges the walk follows: every source, a GEMM's operands and the image a
+// convolution's B may be gathered from (which device has a GEMM template,
+// and whether it gathers, decides which the scheduler uses; the key covers
+// all). Counted and indexed rather than listed: the walk asks for
 // them at every step, and a list allocated each time cost more than the rest
 // of the key.
-size_t edge_count(const Node& n) { return n.src.size() + (n.matmul ? 2 : 0); }
+size_t edge_count(const Node& n) { return n.src.size() + (n.matmul ? (n.matmul->image ? 3 : 2) : 0); }
 const NodeRef& edge(const Node& n, size_t i) {
   if (i < n.src.size()) return n.src[i];
-  return i == n.src.size() ? n.matmul->a : n.matmul->b;
+  i -= n.src.size();
+  return i == 0 ? n.matmul->a : i == 1 ? n.matmul->b : n.matmul->image;
 }
 
 }  // namespace
