@@ -29,6 +29,7 @@ Tensor Tensor::detach() const {
   n->id = Node::next_id();
   n->requires_grad = false;
   n->grad.reset();
+  n->gradient_twin.reset();
   if (!n->realized()) {
     // keep the same value by wrapping: reshape to itself as a barrier
     n->op = Op::Reshape;
@@ -36,6 +37,23 @@ Tensor Tensor::detach() const {
     n->arg.assign(n->shape.begin(), n->shape.end());
     n->matmul.reset();
   }
+  return Tensor(n);
+}
+
+Tensor Tensor::with_gradient_of(const Tensor& twin) const {
+  need(node_);
+  need(twin.node_);
+  if (twin.shape() != shape() || twin.dtype() != dtype())
+    throw ShapeError("with_gradient_of: the twin " + shape_str(twin.shape()) + " " + dtype_name(twin.dtype()) +
+                     " must match the value " + shape_str(shape()) + " " + dtype_name(dtype()));
+  if (twin.device() != device())
+    throw DeviceError("with_gradient_of: the value lives on '" + device() + "', its twin on '" + twin.device() + "'");
+  // Nothing flows through the twin: the value alone, with no gradient either.
+  if (!grad_enabled() || !twin.node_->requires_grad) return detach();
+  // an identity view of the value: the scheduler sees only its source
+  auto n = make(Op::Reshape, {node_}, shape(), dtype(), std::vector<int64_t>(shape().begin(), shape().end()));
+  n->requires_grad = true;
+  n->gradient_twin = twin.node_;
   return Tensor(n);
 }
 
@@ -49,8 +67,10 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   return axes.empty() ? g : g.sum(axes, true);
 }
 
-// What gradients flow to: a matmul's two operands, any other node's sources.
+// What gradients flow to: a value's gradient twin, a matmul's two operands,
+// any other node's sources.
 std::vector<NodeRef> grad_sources(const NodeRef& n) {
+  if (n->gradient_twin) return {n->gradient_twin};
   if (n->matmul && n->matmul->a_in) return {n->matmul->a_in, n->matmul->b_in};
   return n->src;
 }
@@ -58,6 +78,7 @@ std::vector<NodeRef> grad_sources(const NodeRef& n) {
 // Gradients of one primitive with respect to each of its sources.
 std::vector<Tensor> backward_rule(const NodeRef& node, const Tensor& g) {
   const auto& s = node->src;
+  if (node->gradient_twin) return {g};
   if (node->matmul && node->matmul->a_in) {
     const MatmulHint& h = *node->matmul;
     Tensor g3 = g.reshape({h.batch, h.m, h.n});

@@ -69,6 +69,10 @@ struct Node {
   // autograd
   bool requires_grad = false;
   NodeRef grad;
+  // When set, autograd sends this node's gradient to `gradient_twin` (an
+  // expression of the same shape and values) instead of to `src`; the
+  // forward pass never sees the twin. Set only by Tensor::with_gradient_of.
+  NodeRef gradient_twin;
 
   // inspection: the composite op / layer this node came from ("conv2d",
   // "blocks.3.depthwise") and a process-unique id

@@ -147,6 +147,9 @@ class Tensor {
   Tensor avg_pool2d(int64_t kernel, int64_t stride = 0, int64_t padding = 0) const;  // padding counted as zeros
   Tensor max_pool2d(int64_t kernel, int64_t stride = 0, int64_t padding = 0) const;
   Tensor adaptive_avg_pool2d(int64_t out_h, int64_t out_w) const;
+  // The sliding windows of an (N, C, H, W) tensor as a view, no copy:
+  // (N, C, OH, OW, KH, KW), windows that do not fit at the end left out.
+  Tensor windows2d(int64_t kh, int64_t kw, int64_t stride_h = 1, int64_t stride_w = 1) const;
   // Inference uses the running statistics; training uses the batch's and
   // updates running_mean / running_var in place (momentum as in PyTorch).
   Tensor batch_norm(const Tensor& weight, const Tensor& bias, Tensor& running_mean, Tensor& running_var,
@@ -163,6 +166,14 @@ class Tensor {
   Tensor grad() const;                       // undefined until backward()
   void zero_grad();
   Tensor detach() const;
+  // This tensor's value with `twin`'s gradient: the forward pass computes
+  // *this (and never schedules `twin`), backward() differentiates through
+  // `twin` instead. Contract: both have the same shape, dtype and device
+  // (checked) and the same values (the caller's promise, not checked), so
+  // the result differentiates as either would. For a value that is fast to
+  // compute but slow to differentiate, beside a twin that is the opposite
+  // (nn::Conv2d's columns).
+  Tensor with_gradient_of(const Tensor& twin) const;
 
  private:
   NodeRef node_;

@@ -263,6 +263,12 @@ static void describe_gather(const Tensor& product, const Tensor& padded, int64_t
   s->matmul = hint;
 }
 
+Tensor Tensor::windows2d(int64_t kh, int64_t kw, int64_t stride_h, int64_t stride_w) const {
+  if (ndim() != 4) throw ShapeError("windows2d: input " + shape_str(shape()) + " must be (N, C, H, W)");
+  int64_t oh, ow;
+  return windows_2d(*this, kh, kw, stride_h, stride_w, 1, 1, oh, ow, "windows2d", shape());
+}
+
 Tensor Tensor::conv2d(const Tensor& weight, const Tensor& bias, const Conv2dOptions& opt) const {
   Scope scope("conv2d");
   if (ndim() != 4 || weight.ndim() != 4)

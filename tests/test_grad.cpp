@@ -2,8 +2,9 @@
 // with fixed random W; backward() must agree with central finite differences
 // of the same loss (evaluated in double from the float32 outputs). Inputs stay
 // away from kinks (relu at 0, clip bounds, ties of max). Also: the autograd
-// switches (requires_grad, NoGrad, detach), accumulation, and golden gradients
-// from PyTorch for conv2d and batch_norm (tests/data/golden/grad.bin).
+// switches (requires_grad, NoGrad, detach, with_gradient_of), accumulation,
+// nn::Conv2d against Tensor::conv2d, and golden gradients from PyTorch for
+// conv2d and batch_norm (tests/data/golden/grad.bin).
 #include <QtTest/QtTest>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/nn/layers.h"
+#include "core/profile.h"
 #include "core/tensor.h"
 #include "tests/golden.h"
 #include "tests/testing.h"
@@ -219,6 +221,8 @@ const std::vector<GradCase>& grad_cases() {
     };
     module_conv("conv2d_module_pad1", {2, 2, 5, 4}, {3, 2, 3, 3}, 1, 1);
     module_conv("conv2d_module_stride2", {2, 2, 5, 5}, {2, 2, 3, 3}, 2, 1);
+    module_conv("conv2d_module_k5_stride2", {1, 2, 7, 6}, {2, 2, 5, 5}, 2, 2);
+    module_conv("conv2d_module_k2_stride2", {2, 1, 6, 5}, {3, 1, 2, 2}, 2, 0);
     auto pool = [&](const std::string& name, Kind k, std::function<Tensor(const Tensor&)> f) {
       c.push_back({name, {{{1, 2, 5, 5}, k}}, [f](const V& in) { return f(in[0]); }});
     };
@@ -466,6 +470,127 @@ class TestGrad : public QObject {
     QVERIFY(!x.grad().defined());
     (x * 4.0).sum().backward();
     QVERIFY((x.grad().to_vector() == std::vector<float>{4, 4}));
+  }
+
+  // ---- with_gradient_of: the value of one expression, the gradient of another ----
+  // The two sides break the contract on purpose (values 3x and x*x) so that
+  // each can be told apart: the value must be 3x, the gradient 2x.
+  void with_gradient_of_value_and_gradient() {
+    Tensor x = Tensor::from_data({0.5f, -1, 2}, {3});
+    x.requires_grad();
+    Tensor y = (x * 3.0).with_gradient_of(x * x);
+    QVERIFY(y.requires_grad_enabled());
+    QCOMPARE(y.to_vector(), (std::vector<float>{1.5f, -3, 6}));
+    (y * Tensor::from_data({1, 2, 3}, {3})).sum().backward();
+    QCOMPARE(x.grad().to_vector(), (std::vector<float>{1, -4, 12}));
+  }
+
+  // The forward pass computes the value alone: no kernel evaluates the twin
+  // (its EXP), while one does evaluate the value (its MUL).
+  void with_gradient_of_never_computes_the_twin() {
+    Tensor x = Tensor::from_data({0.5f, -1, 2}, {3});
+    x.requires_grad();
+    Tensor value = x * 3.0, twin = (x * 5.0).exp().log() * 0.6;
+    tl::ProfileCapture capture;
+    Tensor y = value.with_gradient_of(twin).contiguous();
+    y.realize();
+    std::set<std::string> ops;
+    for (auto& r : capture.records()) ops.insert(r.kernel->ops.begin(), r.kernel->ops.end());
+    QVERIFY2(ops.count("MUL") && !ops.count("EXP") && !ops.count("LOG"),
+             qPrintable(QString::fromStdString([&] {
+               std::string all;
+               for (auto& o : ops) all += o + " ";
+               return all;
+             }())));
+    QVERIFY(!twin.node()->realized());
+    y.sum().backward();  // through the twin: d/dx of 0.6 * log(exp(5x)) = 3
+    QCOMPARE(x.grad().to_vector(), (std::vector<float>{3, 3, 3}));
+  }
+
+  void with_gradient_of_checks_its_twin() {
+    Tensor x = Tensor::from_data({1, 2, 3, 4}, {2, 2});
+    x.requires_grad();
+    auto message = [](const std::function<void()>& f) -> std::string {
+      try {
+        f();
+      } catch (const tl::ShapeError& e) {
+        return e.what();
+      }
+      return "no ShapeError";
+    };
+    const std::string shape = message([&] { x.with_gradient_of(x.reshape({4})); });
+    QVERIFY2(shape.find("with_gradient_of") != std::string::npos && shape.find("(4,)") != std::string::npos,
+             shape.c_str());
+    const std::string dtype = message([&] { x.with_gradient_of(x.cast(tl::DType::i32)); });
+    QVERIFY2(dtype.find("int32") != std::string::npos, dtype.c_str());
+    // no gradient flows where none is recorded or the twin needs none
+    Tensor c = Tensor::from_data({5, 6, 7, 8}, {2, 2});
+    QVERIFY(!(x * 2.0).with_gradient_of(c).requires_grad_enabled());
+    tl::NoGrad no_grad;
+    Tensor y = (x * 2.0).with_gradient_of(x + x);
+    QVERIFY(!y.requires_grad_enabled());
+    QCOMPARE(y.to_vector(), (std::vector<float>{2, 4, 6, 8}));
+  }
+
+  // The finite-difference checker sees the contract: a twin with the value's
+  // values passes, one with other values is rejected.
+  void with_gradient_of_finite_differences() {
+    GradCase honest{"twin_honest", {{{3, 4}}}, [](const V& in) { return (in[0] * in[0]).with_gradient_of(in[0].pow(2.0)); }};
+    const std::string none = gradient_problem(honest, "cpu");
+    QVERIFY2(none.empty(), none.c_str());
+    GradCase broken{"twin_broken", {{{3, 4}}}, [](const V& in) { return (in[0] * 3.0).with_gradient_of(in[0] * 2.0); }};
+    const std::string problem = gradient_problem(broken, "cpu");
+    QVERIFY2(problem.find("finite difference") != std::string::npos, problem.c_str());
+  }
+
+  // nn::Conv2d (window-view columns, stack-of-slices gradient) against
+  // Tensor::conv2d (window view both ways, golden-tested against PyTorch):
+  // values and all three gradients, on shapes larger than finite
+  // differences can afford.
+  void conv_module_matches_conv2d() {
+    struct Config { int64_t k, stride, pad; };
+    for (Config cfg : {Config{3, 1, 1}, Config{3, 2, 1}, Config{5, 1, 2}, Config{2, 2, 0}}) {
+      const std::string name = "k" + std::to_string(cfg.k) + " s" + std::to_string(cfg.stride) + " p" +
+                               std::to_string(cfg.pad);
+      Lcg rng("conv_module_" + name);
+      auto random = [&](tl::Shape s) {
+        std::vector<float> v(size_t(tl::numel(s)));
+        for (auto& e : v) e = float(rng.next() * 2 - 1);
+        return std::pair{v, s};
+      };
+      auto [xv, xs] = random({3, 5, 11, 9});
+      auto [wv, ws] = random({4, 5, cfg.k, cfg.k});
+      auto [bv, bs] = random({4});
+      std::vector<std::vector<float>> results[2];
+      for (int path = 0; path < 2; ++path) {
+        Tensor x = Tensor::from_data(xv, xs), w = Tensor::from_data(wv, ws), b = Tensor::from_data(bv, bs);
+        for (Tensor* t : {&x, &w, &b}) t->requires_grad();
+        Tensor out;
+        if (path == 0) {
+          tl::Generator gen(0);
+          tl::nn::Conv2d m(5, 4, cfg.k, gen, cfg.stride, cfg.pad);
+          m.weight = w;
+          m.bias = b;
+          out = m(x);
+        } else {
+          out = x.conv2d(w, b, conv_opts(cfg.stride, cfg.pad, 1, 1));
+        }
+        Lcg up("upstream");
+        std::vector<float> g(size_t(out.numel()));
+        for (auto& e : g) e = float(up.next() * 2 - 1);
+        // (the output is read before backward(): on main 731a8f9, realizing a
+        // gathered Tensor::conv2d output after backward() throws)
+        std::vector<float> value = out.to_vector();
+        (out * Tensor::from_data(g, out.shape())).sum().backward();
+        results[path] = {value, x.grad().to_vector(), w.grad().to_vector(), b.grad().to_vector()};
+      }
+      const char* what[] = {"output", "input gradient", "weight gradient", "bias gradient"};
+      for (int i = 0; i < 4; ++i) {
+        std::string why;
+        QVERIFY2(tltest::all_close(results[0][size_t(i)], results[1][size_t(i)], 1e-4, 1e-4, &why),
+                 (name + " " + what[i] + ": " + why).c_str());
+      }
+    }
   }
 
   void shared_subexpression_sums_paths() {
