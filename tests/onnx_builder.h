@@ -67,6 +67,21 @@ struct Builder {
   }
 };
 
+// Dimensions as Builder::input/output take them: {2, 3} -> {"2", "3"}.
+inline std::vector<std::string> dims(const std::vector<int64_t>& shape) {
+  std::vector<std::string> out;
+  for (auto d : shape) out.push_back(std::to_string(d));
+  return out;
+}
+
+// Sets the INTS attribute `name` of node n to v.
+inline void ints_attr(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (auto x : v) a->add_ints(x);
+}
+
 // An empty folder of its own for one test's files:
 // <temp>/tinylens-<suite>-<name>-<pid>, emptied if a crashed run left it.
 inline std::filesystem::path fresh_temp_dir(const std::string& suite, const std::string& name) {

@@ -29,6 +29,8 @@
 using namespace tl;
 using TP = onnx::TensorProto;
 using tltest::Builder;
+using tltest::dims;
+using tltest::ints_attr;
 
 namespace {
 
@@ -57,18 +59,6 @@ const Case kCases[] = {
     {"3x3 s1 pad 1 after a 1x1 convolution and ReLU", 16, 24, 14, 14, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, {0, 0, 0, 0},
      true, 2},
 };
-
-std::vector<std::string> dims(const std::vector<int64_t>& s) {
-  std::vector<std::string> d;
-  for (auto v : s) d.push_back(std::to_string(v));
-  return d;
-}
-
-void ints_attr(onnx::NodeProto* n, const char* name, std::vector<int64_t> v) {
-  auto* a = n->add_attribute();
-  a->set_name(name), a->set_type(onnx::AttributeProto::INTS);
-  for (auto i : v) a->add_ints(i);
-}
 
 // y[n, o, oy, ox] = b[o] + sum over c, i, j of w[o, c, i, j] * x[n, c, y, x]
 // with y = oy*SH + i*DH - top, x = ox*SW + j*DW - left, zero outside x.

@@ -25,6 +25,8 @@
 using namespace tl;
 using TP = onnx::TensorProto;
 using tltest::Builder;
+using tltest::dims;
+using tltest::ints_attr;
 
 namespace {
 
@@ -48,18 +50,6 @@ const Case kCases[] = {
     {"3x3 s1 flat dilation 2, asymmetric pads", 11, 10, 3, 3, 1, 1, 2, 2, {0, 1, 2, 3}, {0, 0, 0, 0}, false, 0},
     {"3x3 s1 wide rows", 20, 24, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, {0, 0, 0, 0}, true, 0},
 };
-
-std::vector<std::string> dims(const std::vector<int64_t>& s) {
-  std::vector<std::string> d;
-  for (auto v : s) d.push_back(std::to_string(v));
-  return d;
-}
-
-void ints_attr(onnx::NodeProto* n, const char* name, std::vector<int64_t> v) {
-  auto* a = n->add_attribute();
-  a->set_name(name), a->set_type(onnx::AttributeProto::INTS);
-  for (auto i : v) a->add_ints(i);
-}
 
 }  // namespace
 

@@ -17,6 +17,7 @@ namespace fs = std::filesystem;
 using namespace tl;
 using TP = onnx::TensorProto;
 using tltest::Builder;
+using tltest::dims;
 
 namespace {
 
@@ -34,12 +35,6 @@ void float_init(Builder& b, const std::string& name, const Shape& shape, const s
   for (double v : values) t->add_float_data(float(v));
 }
 
-std::vector<std::string> dims_text(const Shape& s) {
-  std::vector<std::string> out;
-  for (auto d : s) out.push_back(std::to_string(d));
-  return out;
-}
-
 // Batch-norm parameters of `channels` channels: scale, B, mean, var.
 struct Norm {
   std::vector<double> scale, shift, mean, var;
@@ -53,7 +48,7 @@ struct Norm {
     const std::vector<std::pair<std::string, const std::vector<double>*>> params = {
         {"scale", &scale}, {"shift", &shift}, {"mean", &mean}, {"var", &var}};
     for (const auto& [name, values] : params) {
-      if (as_inputs) b.input(prefix + name, dims_text(s));
+      if (as_inputs) b.input(prefix + name, dims(s));
       else float_init(b, prefix + name, s, *values);
     }
   }
@@ -198,8 +193,8 @@ class TestOnnxFold : public QObject {
 
     fs::path dir = temp_dir("conv");
     Builder m;
-    m.input("x", dims_text(xs));
-    m.output("y", dims_text(ys));
+    m.input("x", dims(xs));
+    m.output("y", dims(ys));
     float_init(m, "W", ws, w);
     if (bias) float_init(m, "B", {outputs}, b);
     auto* conv = m.node("Conv", bias ? std::vector<std::string>{"x", "W", "B"} : std::vector<std::string>{"x", "W"}, {"c"});
@@ -262,9 +257,9 @@ class TestOnnxFold : public QObject {
 
     for (bool params_are_inputs : {false, true}) {
       Builder m;
-      m.input("x", dims_text(xs));
+      m.input("x", dims(xs));
       norm.add_to(m, "bn_", params_are_inputs);
-      m.output("y", dims_text(xs));
+      m.output("y", dims(xs));
       auto* bn = m.node("BatchNormalization", {"x", "bn_scale", "bn_shift", "bn_mean", "bn_var"}, {"y"});
       auto* eps = bn->add_attribute();
       eps->set_name("epsilon"), eps->set_type(onnx::AttributeProto::FLOAT), eps->set_f(float(norm.eps));
@@ -284,9 +279,9 @@ class TestOnnxFold : public QObject {
 
     // Conv (1x1, weight 1, no bias) read by the batch norm and by a second output.
     Builder m;
-    m.input("x", dims_text(xs));
-    m.output("y", dims_text(xs));
-    m.output("c", dims_text(xs));
+    m.input("x", dims(xs));
+    m.output("y", dims(xs));
+    m.output("c", dims(xs));
     std::vector<double> eye(9, 0.0);
     for (int i = 0; i < 3; ++i) eye[size_t(i * 4)] = 1.0;
     float_init(m, "W", {3, 3, 1, 1}, eye);

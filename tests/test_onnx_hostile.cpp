@@ -24,6 +24,7 @@ namespace fs = std::filesystem;
 using namespace tl;
 using TP = onnx::TensorProto;
 using tltest::Builder;
+using tltest::ints_attr;
 
 namespace {
 
@@ -57,12 +58,6 @@ void int_attr(onnx::NodeProto* n, const std::string& name, int64_t v) {
   a->set_name(name);
   a->set_type(onnx::AttributeProto::INT);
   a->set_i(v);
-}
-void ints_attr(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (auto x : v) a->add_ints(x);
 }
 
 // Loads and runs (on the cpu, with `inputs`) the model `b` describes; the

@@ -18,6 +18,7 @@ namespace fs = std::filesystem;
 using namespace tl;
 using TP = onnx::TensorProto;
 using tltest::Builder;
+using tltest::ints_attr;
 
 namespace {
 
@@ -31,12 +32,6 @@ std::vector<double> random_values(size_t n, std::mt19937& rng, double lo, double
 void float_init(Builder& b, const std::string& name, const Shape& shape, const std::vector<double>& values) {
   auto* t = b.init(name, std::vector<int64_t>(shape.begin(), shape.end()), TP::FLOAT);
   for (double v : values) t->add_float_data(float(v));
-}
-
-void ints_attr(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
-  auto* a = n->add_attribute();
-  a->set_name(name), a->set_type(onnx::AttributeProto::INTS);
-  for (auto x : v) a->add_ints(x);
 }
 
 // (N, C, S, S) values in row-major order.
