@@ -28,13 +28,14 @@ std::vector<GemmTiles> fitting_tiles(const DeviceInfo& info) {
   static const GemmTiles gpu[] = {{128, 128, 16, 8, 8}, {64, 64, 16, 4, 4}, {32, 32, 8, 4, 4}, {16, 16, 8, 4, 4}};
   static const GemmTiles cpu[] = {{64, 64, 16, 4, 4}, {32, 32, 8, 4, 4}, {16, 16, 8, 4, 4}};
   const bool is_gpu = info.kind == "GPU";
+  const GemmTiles* begin = is_gpu ? std::begin(gpu) : std::begin(cpu);
+  const GemmTiles* end = is_gpu ? std::end(gpu) : std::end(cpu);
   const uint64_t local = info.local_memory ? info.local_memory : 16 * 1024;
   const size_t max_group = std::max<size_t>(1, info.max_work_group);
   std::vector<GemmTiles> out;
-  for (const GemmTiles& t : is_gpu ? std::vector<GemmTiles>(std::begin(gpu), std::end(gpu))
-                                   : std::vector<GemmTiles>(std::begin(cpu), std::end(cpu)))
-    if (t.local_bytes() <= local && static_cast<size_t>(t.threads()) <= max_group) out.push_back(t);
-  if (out.empty()) out.push_back(is_gpu ? gpu[std::size(gpu) - 1] : cpu[std::size(cpu) - 1]);
+  for (const GemmTiles* t = begin; t != end; ++t)
+    if (t->local_bytes() <= local && static_cast<size_t>(t->threads()) <= max_group) out.push_back(*t);
+  if (out.empty()) out.push_back(*(end - 1));
   return out;
 }
 
