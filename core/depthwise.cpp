@@ -5,7 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "core/codegen/templates.h"
 #include "core/error.h"
+#include "core/runtime/registry.h"
+#include "core/tensor_internal.h"
 #include "core/tree_reduce.h"
 
 namespace tl {
@@ -138,14 +141,26 @@ Tensor depthwise_conv2d(Tensor x, const Tensor& weight, const Tensor& bias, Wind
                      " channels");
   const int64_t OH = out_size(x.dim(2), g.pad_h, g.kernel_h, g.stride_h, g.dilation_h);
   const int64_t OW = out_size(x.dim(3), g.pad_w, g.kernel_w, g.stride_w, g.dilation_w);
+  // A device whose GEMM template gathers (the C device) computes the sum as
+  // C one-row products over the channels' planes (detail::describe_depthwise):
+  // the taps below are then only what autograd differentiates.
+  const bool gathered = x.dim(0) == 1 && gemm_template_gathers(Registry::instance().get(x.device()));
   Tensor y;
-  if (g.stride_h == 1 && g.stride_w == 1 && OW < kFlatDepthwiseBelow) {
+  if (g.stride_h == 1 && g.stride_w == 1 && OW < kFlatDepthwiseBelow && !gathered) {
     y = flat_rows(x, weight, g, OH, OW);
   } else {
     std::vector<Tensor> terms = strided_views(x, g, OH, OW);
     for (size_t t = 0; t < terms.size(); ++t)
       terms[t] = terms[t] * weight.slice(0, int64_t(t), int64_t(t) + 1).reshape({1, C, 1, 1});
     y = tree_sum(terms);
+    if (gathered) {
+      ConvGather window;
+      window.kernel_h = g.kernel_h, window.kernel_w = g.kernel_w;
+      window.stride_h = g.stride_h, window.stride_w = g.stride_w;
+      window.dilation_h = g.dilation_h, window.dilation_w = g.dilation_w;
+      window.pad_top = g.pad_h.first, window.pad_left = g.pad_w.first;
+      detail::describe_depthwise(y, x, weight, window);
+    }
   }
   return bias.defined() ? y + bias.reshape({1, C, 1, 1}) : y;
 }

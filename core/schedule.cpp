@@ -20,8 +20,13 @@ struct Planner {
   std::unordered_map<Node*, std::vector<Node*>> consumers;
   std::unordered_set<Node*> visited, materialised;
 
-  // The GEMM templates are float32 only.
-  bool is_gemm(Node* n) const { return gemm && n->op == Op::Sum && n->matmul && n->dtype == DType::f32; }
+  // The GEMM templates are float32 only. A hint on any other op than a Sum
+  // (a depthwise convolution's sum of taps, core/depthwise.h) describes a
+  // product only a gathering template computes; elsewhere that node stays
+  // the elementwise expression it is.
+  bool is_gemm(Node* n) const {
+    return gemm && n->matmul && n->dtype == DType::f32 && (n->op == Op::Sum || (gather && n->matmul->image));
+  }
   // A GEMM's B operand: the im2col columns, or the image they gather from.
   Node* b_operand(Node* n) const { return gather && n->matmul->image ? n->matmul->image.get() : n->matmul->b.get(); }
 
@@ -77,7 +82,7 @@ struct Planner {
     std::unordered_set<Node*> root_set;
     for (auto& r : roots) root_set.insert(r.get());
     for (Node* n : order) {
-      bool m = root_set.count(n) || is_reduce(n->op) || n->op == Op::Contiguous;
+      bool m = root_set.count(n) || is_reduce(n->op) || n->op == Op::Contiguous || is_gemm(n);
       if (is_gemm(n)) {
         materialised.insert(n->matmul->a.get());
         materialised.insert(b_operand(n));

@@ -120,6 +120,7 @@ typedef float vfu __attribute__((vector_size(VW * 4), aligned(4)));
 
 #define ROUND_UP(x, r) (((x) + (r)-1) / (r) * (r))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
 
 // Applies the fused epilogue to C[m0:m1, n0:n1] of one batch once its sums
 // are complete: called per MC x NC block, which is still in L2, so each row's
@@ -400,10 +401,118 @@ static int thin_block(const struct tl_gemm* g, float* restrict c, const float* r
 
 // C[m0:m1, n0:n1] of batch `batch`; c, a, b already point at that batch.
 // `packed` is all of A in pack_a's panels (see packed_a), or NULL.
+// acc[p] += sum over j < kw of w[j] * src[j][p]: one window row's taps, each
+// read from its own plane at its own offset. kw is a literal at each call, so
+// the taps unroll and the loop over p vectorises with unit-stride loads.
+static inline __attribute__((always_inline)) void window_taps(float* restrict acc, const float* const* src,
+                                                              const float* restrict w, ptrdiff_t len, int kw) {
+  for (ptrdiff_t p = 0; p < len; ++p) {
+    float s = acc[p];
+    for (int j = 0; j < kw; ++j) s += w[j] * src[j][p];
+    acc[p] = s;
+  }
+}
+
+// Widest window row, and largest padded image (floats), gather_thin_block takes.
+#define GATHER_KW_MAX 16
+#define GATHER_PLANE_MAX (1 << 22)
+
+// gather_thin_block's buffers, kept across the batches (channels) of one
+// call: the phases' zero borders then stay as they are between channels of
+// the same output rows.
+struct gather_work {
+  float* buf;
+  size_t floats;
+  ptrdiff_t oh0, oh1;  // the rows the phases were laid out for
+};
+
+// A few rows of C over a gathered B of one channel: a depthwise convolution
+// is a batch of one-row products, one per channel, each gathering from its
+// own plane. Packing B would build the im2col block only to use it once.
+// Instead the zero-padded image is copied once, split by stride into phases:
+// phase (a, b) holds padded rows a, a + sh, ... and columns b, b + sw, ...
+// Tap (i, j) then reads phase ((i*dh) % sh, (j*dw) % sw) from row
+// (i*dh) / sh and column (j*dw) / sw on, with unit stride and no bounds
+// test. Outputs are computed at the phases' pitch, every row in one loop
+// (the few columns past the output width are computed and dropped), so a
+// 7x7 map is one 77-long loop, not seven 7-wide ones. Taps are added in k
+// order. Returns 0 for gathers over several channels, or when the phases
+// would be too large: the packed path runs instead.
+static int gather_thin_block(const struct tl_gemm* g, float* restrict c, const float* restrict a,
+                             const float* restrict image, ptrdiff_t m0, ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1,
+                             struct gather_work* wk) {
+  const struct tl_gather* x = &g->gather;
+  const ptrdiff_t kh = x->kh, kw = x->kw, sh = x->sh, sw = x->sw, dh = x->dh, dw = x->dw;
+  const ptrdiff_t ow_n = x->out_w, oh0 = n0 / ow_n, oh1 = (n1 - 1) / ow_n + 1;
+  // The padded rows (from oh0 * sh on) and columns that outputs oh0..oh1 read.
+  const ptrdiff_t ph = (oh1 - 1 - oh0) * sh + (kh - 1) * dh + 1, pw = (ow_n - 1) * sw + (kw - 1) * dw + 1;
+  // A phase's pitch and rows; one row more for the dropped columns' reads.
+  const ptrdiff_t pitch = (pw + sw - 1) / sw, prows = (ph + sh - 1) / sh + 1;
+  const ptrdiff_t phase = prows * pitch, len = (oh1 - oh0) * pitch;
+  if (x->channels != 1 || kw > GATHER_KW_MAX || sh * sw * phase > GATHER_PLANE_MAX) return 0;
+  const size_t floats = (size_t)(sh * sw * phase + len);
+  if (wk->floats < floats) {
+    free(wk->buf);
+    wk->buf = calloc(floats, sizeof(float));
+    wk->floats = wk->buf ? floats : 0;
+    wk->oh0 = oh0, wk->oh1 = oh1;
+    if (!wk->buf) return 0;
+  } else if (wk->oh0 != oh0 || wk->oh1 != oh1) {
+    memset(wk->buf, 0, floats * sizeof(float));
+    wk->oh0 = oh0, wk->oh1 = oh1;
+  }
+  float* planes = wk->buf;
+  float* acc = planes + sh * sw * phase;
+  for (ptrdiff_t r = 0; r < ph; ++r) {
+    const ptrdiff_t y = oh0 * sh + r - x->pt;
+    if (y < 0 || y >= x->height) continue;
+    const float* src = image + y * x->width;
+    for (ptrdiff_t b = 0; b < sw; ++b) {
+      float* dst = planes + ((r % sh) * sw + b) * phase + (r / sh) * pitch;
+      // Window columns q*sw + b (below pw) that hold image column q*sw + off.
+      const ptrdiff_t off = b - x->pl, end = MIN(pw - b, x->width - off);
+      if (end <= 0) continue;
+      const ptrdiff_t first = off < 0 ? (-off + sw - 1) / sw : 0, last = (end - 1) / sw + 1;
+      if (sw == 1)
+        memcpy(dst + first, src + first + off, (size_t)MAX(last - first, 0) * sizeof(float));
+      else if (sw == 2)  // a literal stride: the loop vectorises
+        for (ptrdiff_t q = first; q < last; ++q) dst[q] = src[q * 2 + off];
+      else
+        for (ptrdiff_t q = first; q < last; ++q) dst[q] = src[q * sw + off];
+    }
+  }
+  const float* taps[GATHER_KW_MAX];
+  float w[GATHER_KW_MAX];
+  for (ptrdiff_t i = m0; i < m1; ++i) {
+    const float* ai = a + i * SA1;
+    for (ptrdiff_t p = 0; p < len; ++p) acc[p] = 0.0f;
+    for (ptrdiff_t ti = 0; ti < kh; ++ti) {
+      const ptrdiff_t row = ti * dh;
+      for (ptrdiff_t j = 0; j < kw; ++j) {
+        const ptrdiff_t col = j * dw;
+        taps[j] = planes + ((row % sh) * sw + col % sw) * phase + (row / sh) * pitch + col / sw;
+        w[j] = ai[(ti * kw + j) * SA2];
+      }
+      if (kw == 3) window_taps(acc, taps, w, len, 3);
+      else if (kw == 5) window_taps(acc, taps, w, len, 5);
+      else
+        for (ptrdiff_t p = 0; p < len; ++p)
+          for (ptrdiff_t j = 0; j < kw; ++j) acc[p] += w[j] * taps[j][p];
+    }
+    // The outputs of [n0, n1): output row r's sit at (r - oh0) * pitch.
+    for (ptrdiff_t r = oh0; r < oh1; ++r) {
+      const ptrdiff_t from = r * ow_n > n0 ? r * ow_n : n0, to = MIN(n1, (r + 1) * ow_n);
+      memcpy(c + i * G_N + from, acc + (r - oh0) * pitch + (from - r * ow_n), (size_t)(to - from) * sizeof(float));
+    }
+  }
+  return 1;
+}
+
 static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* restrict a, const float* restrict b,
                        ptrdiff_t m0, ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1, ptrdiff_t batch, const float* packed,
-                       void** args) {
-  if (m1 - m0 <= THIN_ROWS && !GATHERED && thin_block(g, c, a, b, m0, m1, n0, n1)) {
+                       void** args, struct gather_work* wk) {
+  if (m1 - m0 <= THIN_ROWS && (GATHERED ? gather_thin_block(g, c, a, b, m0, m1, n0, n1, wk)
+                                        : thin_block(g, c, a, b, m0, m1, n0, n1))) {
     finish_block(g, c, batch, m0, m1, n0, n1, args);
     return;
   }
@@ -509,6 +618,7 @@ void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args)
   const float* a = (const float*)args[1];
   const float* b = (const float*)args[2];
   const float* packed = packed_a(g, a, args);
+  struct gather_work wk = {NULL, 0, 0, 0};
   ptrdiff_t u = start;
   while (u < end) {
     const ptrdiff_t batch = u / UNITS_PER_BATCH;
@@ -519,11 +629,12 @@ void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args)
     const float* bb = b + batch * SB0;
     if (g->split == 0) {
       const ptrdiff_t m0 = strip_edge(g, first, G_M, MR), m1 = strip_edge(g, last, G_M, MR);
-      if (m0 < m1) gemm_block(g, cb, ab, bb, m0, m1, 0, G_N, batch, packed, args);
+      if (m0 < m1) gemm_block(g, cb, ab, bb, m0, m1, 0, G_N, batch, packed, args, &wk);
     } else {
       const ptrdiff_t n0 = strip_edge(g, first, G_N, NR), n1 = strip_edge(g, last, G_N, NR);
-      if (n0 < n1) gemm_block(g, cb, ab, bb, 0, G_M, n0, n1, batch, packed, args);
+      if (n0 < n1) gemm_block(g, cb, ab, bb, 0, G_M, n0, n1, batch, packed, args, &wk);
     }
     u += last - first;
   }
+  free(wk.buf);
 }

@@ -56,6 +56,14 @@ const Window kWindows[] = {
     {"3x3 s2 after a Pad node (0, 1, 0, 1)", 28, 28, 3, 3, 2, 2, 1, 1, {0, 0, 0, 0}, {0, 1, 0, 1}},
     {"5x5 s2 after a Pad node and own pads", 27, 25, 5, 5, 2, 2, 1, 1, {1, 0, 0, 1}, {1, 2, 2, 1}},
     {"5x5 s1 flat after a Pad node", 7, 7, 5, 5, 1, 1, 1, 1, {0, 0, 0, 0}, {2, 2, 2, 2}},
+    // Edges of the cpu device's gathering kernel (kernels/gemm_cpu.c): a
+    // one-column image, windows wholly in the padding, window rows of other
+    // widths than 3 and 5, and one wider than it takes (the packed path).
+    {"3x3 s2 on one column", 9, 1, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, {0, 0, 0, 0}},
+    {"3x3 s2, windows wholly in the padding", 4, 4, 3, 3, 2, 2, 1, 1, {3, 3, 3, 3}, {0, 0, 0, 0}},
+    {"1x7 s1", 5, 12, 1, 7, 1, 1, 1, 1, {0, 0, 3, 3}, {0, 0, 0, 0}},
+    {"7x1 s2x1", 15, 6, 7, 1, 2, 1, 1, 1, {3, 3, 0, 0}, {0, 0, 0, 0}},
+    {"1x17 s1, wider than the gathering kernel takes", 3, 20, 1, 17, 1, 1, 1, 1, {0, 0, 8, 8}, {0, 0, 0, 0}},
 };
 
 }  // namespace
@@ -134,28 +142,26 @@ class TestDepthwise : public QObject {
     qInfo("largest relative error %.2e", worst);
   }
 
-  // The renderings on the cpu device: the kernel that does the K*K
-  // multiply-adds has an unguarded vector loop. At stride 2 on wide rows it
-  // reads the GEMM's output through the pad (the GEMM's store applies the
-  // bias and ReLU6, no padded copy is written) and splits its rows at the
-  // pad; on a narrow map at stride 1 it is one flat loop over the padded
-  // width per image.
+  // The rendering on the cpu device, whose GEMM template gathers: the
+  // convolution is one kernel, C one-row products that gather from the
+  // input GEMM's output in place (no padded copy, no im2col), with its bias
+  // and ReLU6 applied by the store; the input's own bias and ReLU6 fuse into
+  // its GEMM. So two kernels, at any stride and map size.
   void renderingsOnTheCpuDevice_data() {
     QTest::addColumn<int>("size");
     QTest::addColumn<int>("kernel");
     QTest::addColumn<int>("stride");
-    QTest::addColumn<int>("kernels");  // how many kernels the convolution and its input take
-    QTest::addColumn<QString>("loop");  // the unguarded loop of the multiply-adds
-    QTest::newRow("5x5 s2, 24x24, through the pad") << 24 << 5 << 2 << 2 << "for (int x = 1; x < 11; ++x) {";
-    QTest::newRow("3x3 s2, 32x32, through the pad") << 32 << 3 << 2 << 2 << "for (int x = 0; x < 15; ++x) {";
-    QTest::newRow("5x5 s1, 7x7, flat rows") << 7 << 5 << 1 << 4 << "for (int x = 0; x < 77; ++x) {";
+    QTest::addColumn<QString>("gather");  // the gather's geometry, as the kernel initialises it
+    // channels, height, width, kernel, stride, dilation, pad top and left, output width
+    QTest::newRow("5x5 s2, 24x24") << 24 << 5 << 2 << "{1, 24, 24, 5, 5, 2, 2, 1, 1, 1, 1, 12}";
+    QTest::newRow("3x3 s2, 32x32") << 32 << 3 << 2 << "{1, 32, 32, 3, 3, 2, 2, 1, 1, 0, 0, 16}";
+    QTest::newRow("5x5 s1, 7x7") << 7 << 5 << 1 << "{1, 7, 7, 5, 5, 1, 1, 1, 1, 2, 2, 7}";
   }
   void renderingsOnTheCpuDevice() {
     QFETCH(int, size);
     QFETCH(int, kernel);
     QFETCH(int, stride);
-    QFETCH(int, kernels);
-    QFETCH(QString, loop);
+    QFETCH(QString, gather);
     const int C = 8, in = 4;
     Generator gen(3);
     Tensor x0 = Tensor::randn({in, size * size}, gen, "cpu"), w1 = Tensor::randn({C, in}, gen, "cpu");
@@ -163,49 +169,46 @@ class TestDepthwise : public QObject {
     Tensor b = Tensor::randn({C}, gen, "cpu");
     for (Tensor* t : {&x0, &w1, &b1, &w, &b}) t->realize();
     std::vector<std::string> names, sources;
+    Tensor y;
     {
       ProfileCapture capture;
       Tensor x = (w1.matmul(x0) + b1.reshape({C, 1})).relu6().reshape({1, C, size, size});
-      Tensor y = EfficientNetLite0::depthwise(x, w, b, kernel, stride).relu6();
+      y = EfficientNetLite0::depthwise(x, w, b, kernel, stride).relu6();
       y = y.reshape({1, C, y.dim(2) * y.dim(3)});  // the next 1x1 convolution's operand
       y.realize();
       for (auto& r : capture.records()) names.push_back(r.kernel->name), sources.push_back(r.kernel->source);
     }
     std::string all;
     for (auto& n : names) all += n + " ";
-    QVERIFY2(int(names.size()) == kernels, all.c_str());
-    QVERIFY2(names.front().rfind("GEMM", 0) == 0, all.c_str());  // the input's bias and ReLU6 fuse into the GEMM or the copy
-    bool found = false;
-    for (const std::string& s : sources) {
-      const size_t at = s.find(loop.toStdString());
-      if (at == std::string::npos) continue;
-      found = true;
-      const size_t line = s.rfind('\n', at) + 1;
-      const std::string end = "\n" + s.substr(line, at - line) + "}";
-      const std::string body = s.substr(at, s.find(end, at) - at);
-      // no bounds test (a mask compares an index with <; ReLU6 compares values with >)
-      const std::string inner = body.substr(body.find('\n'));
-      QVERIFY2(inner.find('<') == std::string::npos, body.c_str());
-    }
-    std::string text;
-    for (auto& s : sources) text += s;
-    QVERIFY2(found, text.c_str());
+    const int out = (size - 1) / stride + 1;
+    const std::string conv = "GEMM_" + std::to_string(C) + "_1_" + std::to_string(out * out) + "_" +
+                             std::to_string(kernel * kernel);
+    QVERIFY2(names.size() == 2 && names.front().rfind("GEMM", 0) == 0 && names.back() == conv, all.c_str());
+    QVERIFY2(sources.back().find(".gather = " + gather.toStdString()) != std::string::npos, sources.back().c_str());
+    QVERIFY2(sources.back().find("_finish") != std::string::npos, "the bias and ReLU6 are not the store's epilogue");
+    QCOMPARE(y.shape(), (Shape{1, C, out * out}));
   }
 
+  // Batch 2, and batch 1, which the cpu device computes with its GEMM
+  // template gathering from each channel (core/depthwise.cpp).
   void generalWindows_data() {
     QTest::addColumn<QString>("device");
     QTest::addColumn<int>("index");
+    QTest::addColumn<int>("batch");
     for (const std::string& d : tltest::available_devices())
       for (int i = 0; i < int(std::size(kWindows)); ++i)
-        QTest::newRow((d + " " + kWindows[i].name).c_str()) << QString::fromStdString(d) << i;
+        for (int n : {2, 1})
+          QTest::newRow((d + " " + kWindows[i].name + (n == 1 ? ", batch 1" : "")).c_str())
+              << QString::fromStdString(d) << i << n;
   }
 
   void generalWindows() {
     QFETCH(QString, device);
     QFETCH(int, index);
+    QFETCH(int, batch);
     const std::string dev = device.toStdString();
     const Window& c = kWindows[index];
-    const int N = 2, C = 5, in = 3;
+    const int N = batch, C = 5, in = 3;
     Generator gen(uint64_t(17 + index));
     Tensor x0 = Tensor::randn({in, N * c.H * c.W}, gen, dev), w1 = Tensor::randn({C, in}, gen, dev);
     Tensor w = Tensor::randn({c.KH * c.KW, C}, gen, dev), b = Tensor::randn({C}, gen, dev);
@@ -234,15 +237,30 @@ class TestDepthwise : public QObject {
         input, N, C, ref, [&](int ch, int ky, int kx) { return double(wv[size_t((ky * c.KW + kx) * C + ch)]); },
         std::vector<double>(bv.begin(), bv.end()));
     double worst = 0;
-    const std::string bad = tltest::first_mismatch(y.to_vector(), want, 1e-5, worst);
+    std::vector<std::string> names;
+    std::vector<float> got;
+    {
+      ProfileCapture capture;
+      got = y.to_vector();
+      for (auto& r : capture.records()) names.push_back(r.kernel->name);
+    }
+    const std::string bad = tltest::first_mismatch(got, want, 1e-5, worst);
     QVERIFY2(bad.empty(), bad.c_str());
     qInfo("largest relative error %.2e", worst);
+    if (dev == "cpu" && N == 1) {  // the gathering GEMM ran: no other kernel but the input's GEMM
+      const std::string conv = "GEMM_" + std::to_string(C) + "_1_" + std::to_string(ref.out_h() * ref.out_w()) + "_" +
+                               std::to_string(c.KH * c.KW);
+      std::string all;
+      for (auto& n : names) all += n + " ";
+      QVERIFY2(std::find(names.begin(), names.end(), conv) != names.end() && names.size() <= 3,
+               (conv + " did not run: " + all).c_str());
+    }
   }
 
   // An ONNX Pad node before a strided depthwise Conv: the Conv reads the
   // GEMM's output through both pads, so no padded copy is written (two
-  // kernels: the GEMM and the convolution), and the multiply-adds still have
-  // an unguarded vector loop.
+  // kernels: the GEMM and the convolution, which gathers from the unpadded
+  // map).
   void zeroPadNodeIsReadThrough() {
     const int C = 8, in = 4, size = 32;
     Generator gen(5);
@@ -262,7 +280,9 @@ class TestDepthwise : public QObject {
     std::string all;
     for (auto& n : names) all += n + " ";
     QVERIFY2(names.size() == 2 && names.front().rfind("GEMM", 0) == 0, all.c_str());
-    QVERIFY2(sources.back().find("for (int x = 0; x < 15; ++x) {") != std::string::npos, sources.back().c_str());
+    // the convolution gathers from the unpadded 32x32 map
+    QVERIFY2(sources.back().find(".gather = {1, 32, 32, 3, 3, 2, 2, 1, 1, 0, 0, 16}") != std::string::npos,
+             sources.back().c_str());
   }
 
   void badWindowsAreShapeErrors() {

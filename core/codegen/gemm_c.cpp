@@ -100,7 +100,8 @@ std::vector<Knobs> candidate_knobs(const GemmShape& s, const Knobs& base) {
   Knobs k = base;
   k.split_rows = !base.split_rows;
   out.push_back(k);
-  if (s.m <= kThinRows && !s.gather.active()) return out;  // the library reads B in place: no blocks to size
+  // The library reads B in place, or (gathered) walks the image's rows: no blocks to size.
+  if (s.m <= kThinRows) return out;
   if (b_rows_contiguous(s)) k = base, k.b_in_place = !base.b_in_place, out.push_back(k);
   std::vector<int64_t> kcs;
   for (int64_t kc : {int64_t(128), s.k <= 1152 ? s.k : int64_t(512)})
@@ -185,6 +186,9 @@ TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
   // packs all of the other operand, which is then the smaller one.
   Knobs base;
   base.split_rows = ceil_div(s.m, kRowUnit) >= ceil_div(s.n, kColUnit);
+  // A depthwise convolution (a batch of one-row products over gathered
+  // planes): each thread takes whole channels, and walks their output rows.
+  if (s.gather.active() && s.m <= kThinRows && s.batch > 1) base.split_rows = true;
   // With a short K, packing B costs about as much as the product: each
   // packed element serves only a few micro-tiles.
   base.b_in_place = b_rows_contiguous(s) && s.k <= kInPlaceK;
