@@ -121,6 +121,30 @@ std::vector<Tensor> strided_views(const Tensor& x, const Window2d& g, int64_t OH
   return out;
 }
 
+// The taps' views times their weights, summed as a balanced tree.
+Tensor tap_sum(const Tensor& x, const Tensor& weight, const Window2d& g, int64_t OH, int64_t OW) {
+  std::vector<Tensor> terms = strided_views(x, g, OH, OW);
+  for (size_t t = 0; t < terms.size(); ++t)
+    terms[t] = terms[t] * weight.slice(0, int64_t(t), int64_t(t) + 1).reshape({1, x.dim(1), 1, 1});
+  return tree_sum(terms);
+}
+
+// On a device whose GEMM template gathers (the C device), one image: C
+// one-row products over the channels' planes, one kernel with no copy of
+// the input (detail::depthwise_by_gather). Undefined elsewhere.
+Tensor by_gather(const Tensor& x, const Tensor& weight, const Window2d& g, int64_t OH, int64_t OW) {
+  if (x.dim(0) != 1 || !gemm_template_gathers(Registry::instance().get(x.device()))) return Tensor();
+  ConvGather window;
+  window.kernel_h = g.kernel_h, window.kernel_w = g.kernel_w;
+  window.stride_h = g.stride_h, window.stride_w = g.stride_w;
+  window.dilation_h = g.dilation_h, window.dilation_w = g.dilation_w;
+  window.pad_top = g.pad_h.first, window.pad_left = g.pad_w.first;
+  const int64_t rows = (OH - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1;
+  const int64_t cols = (OW - 1) * g.stride_w + (g.kernel_w - 1) * g.dilation_w + 1;
+  return detail::depthwise_by_gather(pad_to(x, {g.pad_h.first, g.pad_w.first}, {rows, cols}, true), x, weight,
+                                     window);
+}
+
 }  // namespace
 
 std::vector<Tensor> window_taps(const Tensor& x, const Window2d& g) {
@@ -141,27 +165,10 @@ Tensor depthwise_conv2d(Tensor x, const Tensor& weight, const Tensor& bias, Wind
                      " channels");
   const int64_t OH = out_size(x.dim(2), g.pad_h, g.kernel_h, g.stride_h, g.dilation_h);
   const int64_t OW = out_size(x.dim(3), g.pad_w, g.kernel_w, g.stride_w, g.dilation_w);
-  // A device whose GEMM template gathers (the C device) computes the sum as
-  // C one-row products over the channels' planes (detail::describe_depthwise):
-  // the taps below are then only what autograd differentiates.
-  const bool gathered = x.dim(0) == 1 && gemm_template_gathers(Registry::instance().get(x.device()));
-  Tensor y;
-  if (g.stride_h == 1 && g.stride_w == 1 && OW < kFlatDepthwiseBelow && !gathered) {
-    y = flat_rows(x, weight, g, OH, OW);
-  } else {
-    std::vector<Tensor> terms = strided_views(x, g, OH, OW);
-    for (size_t t = 0; t < terms.size(); ++t)
-      terms[t] = terms[t] * weight.slice(0, int64_t(t), int64_t(t) + 1).reshape({1, C, 1, 1});
-    y = tree_sum(terms);
-    if (gathered) {
-      ConvGather window;
-      window.kernel_h = g.kernel_h, window.kernel_w = g.kernel_w;
-      window.stride_h = g.stride_h, window.stride_w = g.stride_w;
-      window.dilation_h = g.dilation_h, window.dilation_w = g.dilation_w;
-      window.pad_top = g.pad_h.first, window.pad_left = g.pad_w.first;
-      detail::describe_depthwise(y, x, weight, window);
-    }
-  }
+  Tensor y = by_gather(x, weight, g, OH, OW);
+  if (!y.defined())
+    y = g.stride_h == 1 && g.stride_w == 1 && OW < kFlatDepthwiseBelow ? flat_rows(x, weight, g, OH, OW)
+                                                                      : tap_sum(x, weight, g, OH, OW);
   return bias.defined() ? y + bias.reshape({1, C, 1, 1}) : y;
 }
 

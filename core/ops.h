@@ -113,11 +113,12 @@ struct MatmulHint {
   int64_t a_strides[3], b_strides[3];
   // Set by Tensor::conv2d: B may instead be gathered from `image` (see
   // ConvGather); the scheduler does so where the device's template can.
-  // On a node other than a Sum (a depthwise convolution's sum of taps,
-  // core/depthwise.h) the hint holds only there: b is the image, and a
-  // device whose template does not gather computes the node as it is.
   NodeRef image;
   ConvGather gather;
+  // Only a template that gathers computes this product (a depthwise
+  // convolution, core/depthwise.h): b is the image, and elsewhere the node
+  // is computed as the expression it is.
+  bool gather_only = false;
 };
 
 }  // namespace tl

@@ -20,12 +20,10 @@ struct Planner {
   std::unordered_map<Node*, std::vector<Node*>> consumers;
   std::unordered_set<Node*> visited, materialised;
 
-  // The GEMM templates are float32 only. A hint on any other op than a Sum
-  // (a depthwise convolution's sum of taps, core/depthwise.h) describes a
-  // product only a gathering template computes; elsewhere that node stays
-  // the elementwise expression it is.
+  // The GEMM templates are float32 only. A gather-only hint (a depthwise
+  // convolution, core/depthwise.h) holds only where the template gathers.
   bool is_gemm(Node* n) const {
-    return gemm && n->matmul && n->dtype == DType::f32 && (n->op == Op::Sum || (gather && n->matmul->image));
+    return gemm && n->matmul && n->dtype == DType::f32 && (n->matmul->gather_only ? gather : n->op == Op::Sum);
   }
   // A GEMM's B operand: the im2col columns, or the image they gather from.
   Node* b_operand(Node* n) const { return gather && n->matmul->image ? n->matmul->image.get() : n->matmul->b.get(); }

@@ -24,11 +24,13 @@ Shape broadcast_shape(const Shape& a, const Shape& b, const char* what);
 // the split product itself.
 int64_t split_k_parts(const DeviceInfo& info, int64_t batch, int64_t m, int64_t n, int64_t k);
 Tensor matmul_split_k(const Tensor& a, const Tensor& b, int64_t parts);
-// Marks `sum`, a depthwise convolution's sum of taps over `image` (1, C, H,
-// W) with `weight` (taps, C), as C one-row GEMMs whose B is gathered from
-// each channel's plane by `window` (its sizes filled in here): a template
-// that gathers then computes it as one kernel (tensor_nn.cpp; used by
+// A depthwise convolution of `image` (1, C, H, W) with `weight` (taps, C),
+// `padded` the image padded to the rows and columns the window reads: the
+// windows times the taps, summed, marked (a gather-only MatmulHint) as C
+// one-row GEMMs whose B is gathered from each channel's plane by `window`
+// (its sizes filled in here), which a template that gathers computes as one
+// kernel. Undefined where that does not apply (tensor_nn.cpp; used by
 // core/depthwise.cpp).
-void describe_depthwise(const Tensor& sum, const Tensor& image, const Tensor& weight, ConvGather window);
+Tensor depthwise_by_gather(const Tensor& padded, const Tensor& image, const Tensor& weight, ConvGather window);
 
 }  // namespace tl::detail

@@ -263,23 +263,34 @@ static void describe_gather(const Tensor& product, const Tensor& padded, int64_t
   s->matmul = hint;
 }
 
-void detail::describe_depthwise(const Tensor& sum, const Tensor& image, const Tensor& weight, ConvGather window) {
-  const int64_t C = image.dim(1), H = image.dim(2), W = image.dim(3), taps = weight.dim(0);
+Tensor detail::depthwise_by_gather(const Tensor& padded, const Tensor& image, const Tensor& weight,
+                                   ConvGather window) {
+  const int64_t C = image.dim(1), H = image.dim(2), W = image.dim(3);
   if (image.dim(0) != 1 || image.dtype() != DType::f32 || weight.dtype() != DType::f32 ||
       H >= (int64_t(1) << 29) || W >= (int64_t(1) << 29) || H * W >= (int64_t(1) << 31))
-    return;  // one image, float32, and planes the library indexes in int
+    return Tensor();  // one image, float32, and planes the library indexes in int
+  const int64_t KH = window.kernel_h, KW = window.kernel_w;
+  int64_t OH, OW;
+  const Tensor win = windows_2d(padded, KH, KW, window.stride_h, window.stride_w, window.dilation_h,
+                                window.dilation_w, OH, OW, "depthwise convolution", image.shape());
+  // (1, C, OH, OW, KH, KW) windows times each channel's taps, summed: the
+  // value, for autograd and for devices whose template does not gather.
+  const Tensor taps = weight.reshape({KH, KW, C}).permute({2, 0, 1}).reshape({1, C, 1, 1, KH, KW});
+  Tensor sum = (win * taps).sum({4, 5});
   std::vector<int64_t> sa;
   auto hint = std::make_shared<MatmulHint>();
   // A[c, 0, t] = weight[t, c]
   hint->a = strided_base(weight.transpose(0, 1).unsqueeze(1), sa);
   hint->b = hint->image = image.node();
-  hint->batch = C, hint->m = 1, hint->n = sum.dim(2) * sum.dim(3), hint->k = taps;
+  hint->batch = C, hint->m = 1, hint->n = OH * OW, hint->k = KH * KW;
   for (int i = 0; i < 3; ++i) hint->a_strides[i] = sa[size_t(i)];
   hint->b_strides[0] = H * W;
   window.channels = 1, window.height = H, window.width = W;
-  window.out_w = sum.dim(3);
+  window.out_w = OW;
   hint->gather = window;
+  hint->gather_only = true;
   sum.node()->matmul = hint;
+  return sum;
 }
 
 Tensor Tensor::windows2d(int64_t kh, int64_t kw, int64_t stride_h, int64_t stride_w) const {

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/nn/layers.h"
 #include "core/profile.h"
+#include "core/depthwise.h"
 #include "core/tensor.h"
 #include "tests/golden.h"
 #include "tests/testing.h"
@@ -223,6 +224,19 @@ const std::vector<GradCase>& grad_cases() {
     module_conv("conv2d_module_stride2", {2, 2, 5, 5}, {2, 2, 3, 3}, 2, 1);
     module_conv("conv2d_module_k5_stride2", {1, 2, 7, 6}, {2, 2, 5, 5}, 2, 2);
     module_conv("conv2d_module_k2_stride2", {2, 1, 6, 5}, {3, 1, 2, 2}, 2, 0);
+    // Depthwise: at batch 1 the cpu device computes the value with its
+    // gathering GEMM while autograd differentiates the windows' sum (core/depthwise.cpp).
+    auto depthwise = [&](const std::string& name, tl::Shape xs, int64_t k, int64_t stride, int64_t pad) {
+      c.push_back({name, {{xs}, {{k * k, xs[1]}}, {{xs[1]}}}, [=](const V& in) {
+                     tl::Window2d g;
+                     g.kernel_h = g.kernel_w = k, g.stride_h = g.stride_w = stride;
+                     g.pad_h = g.pad_w = {pad, pad};
+                     return tl::depthwise_conv2d(in[0], in[1], in[2], g);
+                   }});
+    };
+    depthwise("depthwise_3x3_batch1", {1, 3, 5, 6}, 3, 1, 1);
+    depthwise("depthwise_5x5_stride2_batch1", {1, 2, 7, 6}, 5, 2, 2);
+    depthwise("depthwise_3x3_stride2_batch2", {2, 2, 5, 5}, 3, 2, 1);
     auto pool = [&](const std::string& name, Kind k, std::function<Tensor(const Tensor&)> f) {
       c.push_back({name, {{{1, 2, 5, 5}, k}}, [f](const V& in) { return f(in[0]); }});
     };

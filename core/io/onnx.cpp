@@ -172,25 +172,33 @@ void check_declared_shapes(const onnx::ModelProto& m, const std::string& path, u
 }
 
 // Lazy ops between `root` and the nearest realized values along the longest
-// path: what a realize of it would walk (and fuse). Found without recursion;
-// `memo` remembers nodes already measured during one run (and keeps them
-// alive, so an address is never reused for another node meanwhile).
+// path: what a realize of it would walk (and fuse). A node that only a
+// gathering GEMM computes (a depthwise convolution's gather-only hint, set
+// only where the device gathers) reads just its weights and image. Found
+// without recursion; `memo` remembers nodes already measured during one run
+// (and keeps them alive, so an address is never reused for another node
+// meanwhile).
 using DepthMemo = std::unordered_map<const Node*, std::pair<int64_t, NodeRef>>;
 int64_t lazy_depth(const NodeRef& root, DepthMemo& memo) {
   auto known = [&](const NodeRef& n) { return n->realized() || memo.count(n.get()) > 0; };
   auto depth_of = [&](const NodeRef& n) { return n->realized() ? int64_t(0) : memo.at(n.get()).first; };
+  auto reads = [](const Node& n) -> std::vector<NodeRef> {
+    if (n.matmul && n.matmul->gather_only) return {n.matmul->a, n.matmul->image};
+    return n.src;
+  };
   if (known(root)) return depth_of(root);
   std::vector<std::pair<NodeRef, size_t>> stack = {{root, 0}};  // node, next source to visit
   while (!stack.empty()) {
     NodeRef n = stack.back().first;
     size_t& next = stack.back().second;
-    if (next < n->src.size()) {
-      const NodeRef& s = n->src[next++];
+    const std::vector<NodeRef> src = reads(*n);
+    if (next < src.size()) {
+      const NodeRef s = src[next++];
       if (!known(s)) stack.push_back({s, 0});
       continue;
     }
     int64_t d = 0;
-    for (const auto& s : n->src) d = std::max(d, depth_of(s));
+    for (const auto& s : src) d = std::max(d, depth_of(s));
     memo[n.get()] = {d + 1, n};
     stack.pop_back();
   }
