@@ -241,6 +241,44 @@ class TestOnnxFold : public QObject {
     fs::remove_all(dir);
   }
 
+  // Pad amounts that an exporter computes from constants (TF-SAME padding
+  // in EfficientNet's export: Concat, Cast and the like of initializers):
+  // the chain is computed once, so a warm run is the pad alone, not the
+  // chain's tiny kernels and a read back of the amounts on every run.
+  void smallConstantChainsFoldOnce() {
+    std::mt19937 rng(11);
+    const Shape xs = {1, 2, 3, 4};
+    const auto x = random_values(size_t(numel(xs)), rng, -2, 2);
+    Builder m;
+    m.input("x", dims(xs));
+    m.output("y", dims({1, 2, 6, 5}));
+    // pads = Reshape(Transpose(pairs)), pairs (begin, end) per axis as an
+    // exporter writes them; the transpose runs on the device.
+    auto* pairs = m.init("pairs", {4, 2}, TP::INT64);
+    for (int64_t v : {0, 0, 0, 0, 1, 2, 0, 1}) pairs->add_int64_data(v);
+    auto* flat = m.init("eight", {1}, TP::INT64);
+    flat->add_int64_data(8);
+    tltest::ints_attr(m.node("Transpose", {"pairs"}, {"by_side"}), "perm", {1, 0});
+    m.node("Reshape", {"by_side", "eight"}, {"pads"});
+    m.node("Pad", {"x", "pads"}, {"y"});
+    fs::path dir = temp_dir("chain");
+    const Tensor input = Tensor::from_data(std::vector<float>(x.begin(), x.end()), xs, "cpu");
+    const Run r = run_model(m.save(dir / "chain.onnx"), {input}, true);
+    QCOMPARE(r.shape, (Shape{1, 2, 6, 5}));
+    for (int64_t c = 0; c < 2; ++c)
+      for (int64_t i = 0; i < 6; ++i)
+        for (int64_t j = 0; j < 5; ++j) {
+          const bool inside = i >= 1 && i < 4 && j < 4;
+          const float want = inside ? float(x[size_t((c * 3 + i - 1) * 4 + j)]) : 0.0f;
+          QCOMPARE(r.y[size_t((c * 6 + i) * 5 + j)], want);
+        }
+    std::string all;
+    for (const auto& k : r.kernels)
+      for (const auto& op : k) all += op + " ";
+    QVERIFY2(r.kernels.size() == 1, all.c_str());  // the pad; the chain ran once, in the cold run
+    fs::remove_all(dir);
+  }
+
   // Batch norms that no convolution absorbs: one straight on a graph input
   // with constant parameters (a multiply-add of precomputed scale and shift),
   // and one whose parameters are graph inputs (computed as the formula says).

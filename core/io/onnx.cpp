@@ -518,7 +518,9 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
   for (const auto& [name, v] : m.initializers) constant.insert(name);
   const bool fold = !onnx_detail::ShapesOnly::active();
   for (const auto& n : g.node()) {
-    bool folds = fold && onnx_detail::foldable_op(n.op_type()) && n.output_size() == 1 && !n.output(0).empty();
+    const bool builder = onnx_detail::foldable_op(n.op_type());
+    bool folds = fold && (builder || onnx_detail::foldable_small_op(n.op_type())) && n.output_size() == 1 &&
+                 !n.output(0).empty() && (n.domain().empty() || n.domain() == "ai.onnx");
     for (const auto& name : n.input()) folds = folds && (name.empty() || constant.count(name));
     if (folds) {
       std::lock_guard<std::mutex> lock(m.mutex);
@@ -547,7 +549,8 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
       ins.push_back(&it->second);
     }
     std::vector<Value> outs = onnx_detail::run_node(n, ins, m.opset, device, max_elements);
-    if (folds && outs.size() == 1 && outs[0].present) {
+    if (folds && outs.size() == 1 && outs[0].present && !outs[0].is_sequence &&
+        (builder || numel(outs[0].shape) <= onnx_detail::kFoldSmallElements)) {
       // A small float constant stays a host value for shape arithmetic and is
       // uploaded once too (a layer's weights in a small model).
       Value& v = outs[0];

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <set>
 
 #include "core/io/onnx/context.h"
 #include "core/io/onnx_shapes_only.h"
@@ -11,6 +12,16 @@
 namespace tl::onnx_detail {
 
 bool foldable_op(const std::string& op) { return op == "ConstantOfShape" || op == "Constant"; }
+
+bool foldable_small_op(const std::string& op) {
+  static const std::set<std::string> pure = {
+      "Add",    "Sub",     "Mul",       "Div",       "Neg",       "Abs",       "Floor",     "Ceil",
+      "Sqrt",   "Min",     "Max",       "Equal",     "Less",      "Greater",   "Not",       "And",
+      "Or",     "Where",   "Cast",      "Concat",    "Reshape",   "Flatten",   "Squeeze",   "Unsqueeze",
+      "Transpose", "Slice", "Gather",   "Expand",    "Tile",      "Range",     "Identity",  "Shape",
+      "Size",   "ReduceProd", "ReduceSum", "ReduceMax", "ReduceMin"};
+  return pure.count(op) > 0;
+}
 
 bool folding_disabled() {
   const char* off = std::getenv("TINYLENS_NOFOLD");

@@ -31,6 +31,13 @@ namespace tl::onnx_detail {
 // when every input is an initializer or such an op's output. Kept to pure
 // value builders on purpose.
 bool foldable_op(const std::string& op);
+// Pure ops (arithmetic, casts, reshapes, concatenation, slicing, gathers)
+// whose output is also computed once per device when every input is a
+// constant, but kept only when it is small (at most kFoldSmallElements): the
+// shape and pad arithmetic exporters write as chains of such ops, which
+// would otherwise run as a few tiny kernels and a read back on every run.
+bool foldable_small_op(const std::string& op);
+constexpr int64_t kFoldSmallElements = 4096;
 
 // Values the rewritten graph reads that the file does not hold.
 struct BatchNormFold {
