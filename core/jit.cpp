@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "core/realize.h"
 #include "core/replay.h"
 #include "core/runtime/registry.h"
 
@@ -51,11 +52,16 @@ Tensor Jit::operator()(const Tensor& input) {
     return Tensor(g.nodes[c.result]);
   }
 
-  // Runs the function; captures it when it qualifies.
+  // Runs the function; captures it when it qualifies. A realize or a read
+  // back inside it may have carried input data to the host (an ONNX graph
+  // reading a shape from a tensor's values), which a replay would not see
+  // change.
   const uint64_t before = Node::next_id();  // nodes made from here on are the function's own
+  const uint64_t realizes = realizes_on_this_thread(), reads = host_reads_on_this_thread();
   Tensor out = fn_(in);
   const NodeRef& root = out.node();
-  if (!replay_enabled() || root->realized() || root->requires_grad || root->device != in.device()) {
+  if (!replay_enabled() || root->realized() || root->requires_grad || root->device != in.device() ||
+      realizes_on_this_thread() != realizes || host_reads_on_this_thread() != reads) {
     out.realize();
     return out;
   }

@@ -1,5 +1,5 @@
 // A function from one tensor to one tensor, run once and then replayed: the
-// second call with an input of the same shape, dtype and device launches
+// next call with an input of the same shape, dtype and device launches
 // the kernels the first call planned, with the new input bound in, without
 // calling the function again (no graph is built, no key is computed). This
 // is the replay of replay.h one level up, as tinygrad's TinyJit captures a
@@ -7,10 +7,11 @@
 //
 // Only pure functions qualify: the result must depend on the input and on
 // tensors that existed before the first call (a model's weights), and the
-// function must realize nothing else. A first call that breaks this (it
-// realized something derived from the input, its result needs a gradient,
-// or it launched no kernels) is not captured: every call then runs the
-// function. TINYLENS_NOREPLAY=1 turns capturing off.
+// function must realize nothing else. A call that breaks this (it realized
+// or read back anything, its result needs a gradient, or it launched no
+// kernels) is not captured, and the next call runs the function and tries
+// again (a first call that uploads weights or folds constants is followed
+// by one that does not). TINYLENS_NOREPLAY=1 turns capturing off.
 #pragma once
 #include <functional>
 #include <memory>

@@ -400,6 +400,9 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
   return result;
 }
 
+static thread_local uint64_t thread_realizes = 0;
+uint64_t realizes_on_this_thread() { return thread_realizes; }
+
 void realize_nodes(const std::vector<NodeRef>& roots) {
   double started = now_seconds();
   std::map<std::string, std::vector<NodeRef>> by_device;
@@ -410,6 +413,7 @@ void realize_nodes(const std::vector<NodeRef>& roots) {
       pending.push_back(r);
     }
   if (pending.empty()) return;
+  ++thread_realizes;
   if (RealizeTogether::collect(pending)) return;
   RealizeObserver::notify(pending);
   bool replay = replay_enabled();

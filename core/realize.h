@@ -15,6 +15,11 @@
 namespace tl {
 
 void realize_nodes(const std::vector<NodeRef>& roots);
+// How many realizes with work to do this thread has started, and how many
+// tensors it has read back to the host (tensor.cpp): core/jit.cpp sees from
+// them whether a function computed or read anything on the way.
+uint64_t realizes_on_this_thread();
+uint64_t host_reads_on_this_thread();
 
 // Set by a job's owner: checked between kernels; when it becomes true the
 // realize throws Cancelled and leaves every tensor as it was.

@@ -248,8 +248,12 @@ static void require_value(const Tensor& t) {
                            "RealizeTogether::realize()");
 }
 
+static thread_local uint64_t thread_host_reads = 0;
+uint64_t host_reads_on_this_thread() { return thread_host_reads; }
+
 template <typename T>
 static std::vector<T> read_as(const Tensor& t) {
+  ++thread_host_reads;
   Tensor c = t;
   c.realize();
   require_value(c);

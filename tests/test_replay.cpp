@@ -393,6 +393,15 @@ class TestReplay : public QObject {
     QVERIFY(!impure.captured());
     QVERIFY(same_bits(impure(x2).to_vector(), want(x2)));
     QCOMPARE(impure_calls, 2);
+
+    // Reading the input back to the host and computing with what it held
+    // (no realize: the input is already computed) is impure too.
+    tl::Jit reader([&](const Tensor& x) { return x * double(x.to_vector()[0]); });
+    for (const Tensor* x : {&x1, &x2, &x1}) {
+      const float first = x->to_vector()[0];
+      QVERIFY(same_bits(reader(*x).to_vector(), (*x * double(first)).to_vector()));
+    }
+    QVERIFY(!reader.captured());
   }
 
   // Training steps: with replay the losses, weights, optimizer state and
