@@ -309,8 +309,9 @@ int cmd_bench_onnx(const Args& a) {
     const std::vector<ProfileRecord>& records = timing.records;
     double kernel_ms = 0;
     for (auto& rec : records) kernel_ms += rec.seconds * 1e3;
-    std::printf("%-14s cold %9.1f ms   warm median %8.2f ms   kernels %zu (%.2f ms in kernels, last run)\n",
-                dev.c_str(), cold * 1e3, median * 1e3, records.size(), kernel_ms);
+    std::printf("%-14s cold %9.1f ms   warm median %8.2f ms   kernels %zu (%.2f ms in kernels, last run)%s\n",
+                dev.c_str(), cold * 1e3, median * 1e3, records.size(), kernel_ms,
+                model.jit_captured(dev) ? ", replayed by the Jit: no graph built" : "");
     if (a.has("profile")) std::printf("%s", format_profile_table(records).c_str());
   }
   return 0;

@@ -2,6 +2,7 @@
 // error paths, external data, dynamic batch and the exported EfficientNet-Lite0.
 #include <onnx/onnx_pb.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -585,6 +586,66 @@ class TestOnnx : public QObject {
     QVERIFY(!infer_onnx_shapes(uinfo, upath));
     QVERIFY(uinfo.values.empty());
     fs::remove_all(dir);
+  }
+
+  // run() of a one-input, one-output graph goes through a Jit per device
+  // (core/jit.h): once captured, a run replays the plan without walking the
+  // graph, and gives the bits a walk gives, for each new input; the earlier
+  // result stays as it was.
+  void jitReplaysWhatAWalkComputes_data() {
+    QTest::addColumn<QString>("device");
+    for (const auto& d : tltest::available_devices()) QTest::newRow(d.c_str()) << QString::fromStdString(d);
+  }
+  void jitReplaysWhatAWalkComputes() {
+    QFETCH(QString, device);
+    const std::string dev = device.toStdString();
+    Builder m;
+    m.input("x", {"1", "2", "6", "5"});
+    m.output("y", {"1", "3", "6", "5"});
+    auto* w = m.init("W", {3, 2, 3, 3}, onnx::TensorProto::FLOAT);
+    for (int i = 0; i < 54; ++i) w->add_float_data(float((i * 7) % 11 - 5) / 8);
+    auto* b = m.init("B", {3}, onnx::TensorProto::FLOAT);
+    for (float v : {0.5f, -0.25f, 0.f}) b->add_float_data(v);
+    tltest::ints_attr(m.node("Conv", {"x", "W", "B"}, {"c"}), "pads", {1, 1, 1, 1});
+    m.node("Relu", {"c"}, {"y"});
+    OnnxModel model(m.save(temp_dir("jit") / "conv.onnx"));
+    tl::Generator gen(3);
+    std::vector<Tensor> xs;
+    for (int i = 0; i < 4; ++i) xs.push_back(Tensor::randn({1, 2, 6, 5}, gen, dev).realize());
+    auto bits = [](const Tensor& t) {
+      std::vector<float> v = t.to_vector();
+      std::vector<uint32_t> out(v.size());
+      std::memcpy(out.data(), v.data(), v.size() * sizeof(float));
+      return out;
+    };
+    std::vector<std::vector<uint32_t>> walked;
+    for (const Tensor& x : xs) walked.push_back(bits(model.run({x}, nullptr)[0]));
+    QVERIFY(walked[0] != walked[1]);
+    std::vector<Tensor> ran;
+    for (const Tensor& x : xs) ran.push_back(model.run({x})[0]);
+    QVERIFY2(model.jit_captured(dev), dev.c_str());
+    for (size_t i = 0; i < xs.size(); ++i) QVERIFY2(bits(ran[i]) == walked[i], ("run " + std::to_string(i)).c_str());
+  }
+
+  // A graph that reads its input's values to shape its output (Tile by the
+  // input's maximum) is never captured: every run computes its own shape.
+  void jitLeavesDataDependentGraphs() {
+    Builder m;
+    m.input("x", {"2"});
+    m.output("y", {"n"});
+    auto* keep = m.node("ReduceMax", {"x"}, {"top"})->add_attribute();
+    keep->set_name("keepdims"), keep->set_type(onnx::AttributeProto::INT), keep->set_i(1);
+    auto* to = m.node("Cast", {"top"}, {"times"})->add_attribute();
+    to->set_name("to"), to->set_type(onnx::AttributeProto::INT), to->set_i(onnx::TensorProto::INT64);
+    m.node("Tile", {"x", "times"}, {"y"});
+    OnnxModel model(m.save(temp_dir("jit") / "tile.onnx"));
+    for (const std::vector<float>& x : {std::vector<float>{1, 0}, {0, 3}, {2, 1}, {1, 1}}) {
+      const std::vector<float> y = model.run({Tensor::from_data(x, {2}, "cpu")})[0].to_vector();
+      const size_t times = size_t(std::max(x[0], x[1]));
+      QCOMPARE(y.size(), 2 * times);
+      for (size_t i = 0; i < y.size(); ++i) QCOMPARE(y[i], x[i % 2]);
+    }
+    QVERIFY(!model.jit_captured("cpu"));
   }
 
   void notAClassifier() {

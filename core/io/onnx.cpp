@@ -3,6 +3,7 @@
 // runner is tool code: app/onnx_conformance.cpp.
 #include "core/io/onnx.h"
 
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "core/io/onnx/fold.h"
 #include "core/io/onnx/registry.h"
 #include "core/io/onnx_shapes_only.h"
+#include "core/jit.h"
 
 namespace tl {
 
@@ -171,17 +173,25 @@ void check_declared_shapes(const onnx::ModelProto& m, const std::string& path, u
   for (const auto& v : m.graph().value_info()) check(v, "value");
 }
 
-// Lazy ops between `root` and the nearest realized values along the longest
-// path: what a realize of it would walk (and fuse). A node that only a
-// gathering GEMM computes (a depthwise convolution's gather-only hint, set
-// only where the device gathers) reads just its weights and image. Found
-// without recursion; `memo` remembers nodes already measured during one run
-// (and keeps them alive, so an address is never reused for another node
-// meanwhile).
-using DepthMemo = std::unordered_map<const Node*, std::pair<int64_t, NodeRef>>;
-int64_t lazy_depth(const NodeRef& root, DepthMemo& memo) {
+// How far `root` stands from computed data, along the longest path. `ops`:
+// the compute ops one kernel would fuse, which is what makes a long chain
+// slow to fuse; views move no data and do not count, and a reduction (a
+// GEMM among them) ends a kernel, so the count starts again after it.
+// `nodes`: nodes of any kind, which a realize walks (a node that only a
+// gathering GEMM computes, a depthwise convolution's gather-only hint, reads
+// just its weights and image); bounded at kViewsPerOp times the ops' limit.
+// Found without recursion; `memo` remembers nodes already measured during
+// one run (and keeps them alive, so an address is never reused for another
+// node meanwhile).
+struct LazyDepth {
+  int64_t ops = 0, nodes = 0;
+};
+using DepthMemo = std::unordered_map<const Node*, std::pair<LazyDepth, NodeRef>>;
+constexpr int64_t kViewsPerOp = 8;
+bool too_deep(const LazyDepth& d, int64_t limit) { return d.ops > limit || d.nodes > kViewsPerOp * limit; }
+LazyDepth lazy_depth(const NodeRef& root, DepthMemo& memo) {
   auto known = [&](const NodeRef& n) { return n->realized() || memo.count(n.get()) > 0; };
-  auto depth_of = [&](const NodeRef& n) { return n->realized() ? int64_t(0) : memo.at(n.get()).first; };
+  auto depth_of = [&](const NodeRef& n) { return n->realized() ? LazyDepth{} : memo.at(n.get()).first; };
   auto reads = [](const Node& n) -> std::vector<NodeRef> {
     if (n.matmul && n.matmul->gather_only) return {n.matmul->a, n.matmul->image};
     return n.src;
@@ -197,9 +207,14 @@ int64_t lazy_depth(const NodeRef& root, DepthMemo& memo) {
       if (!known(s)) stack.push_back({s, 0});
       continue;
     }
-    int64_t d = 0;
-    for (const auto& s : src) d = std::max(d, depth_of(s));
-    memo[n.get()] = {d + 1, n};
+    LazyDepth d;
+    for (const auto& s : src) {
+      const LazyDepth ds = depth_of(s);
+      d.ops = std::max(d.ops, ds.ops), d.nodes = std::max(d.nodes, ds.nodes);
+    }
+    d.ops = is_reduce(n->op) ? 1 : d.ops + (is_movement(n->op) ? 0 : 1);
+    d.nodes += 1;
+    memo[n.get()] = {d, n};
     stack.pop_back();
   }
   return depth_of(root);
@@ -358,6 +373,12 @@ struct OnnxModel::Impl {
   onnx_detail::GraphFolds folds;
   std::set<std::string> unread;
   int64_t file_nodes = 0;
+  // run()'s Jit per device, each used by one run at a time.
+  struct DeviceJit {
+    std::mutex mutex;
+    std::unique_ptr<Jit> jit;
+  };
+  mutable std::map<std::string, std::unique_ptr<DeviceJit>> jits;
 };
 
 OnnxModel::OnnxModel(const std::string& path) : impl_(std::make_unique<Impl>()) {
@@ -432,7 +453,35 @@ const std::vector<OnnxValueInfo>& OnnxModel::outputs() const { return impl_->out
 int64_t OnnxModel::parameters() const { return impl_->parameters; }
 int64_t OnnxModel::nodes() const { return impl_->file_nodes; }
 
-std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs) const { return run(inputs, nullptr); }
+std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs) const {
+  auto& m = *impl_;
+  if (inputs.size() != 1 || m.inputs.size() != 1 || m.outputs.size() != 1 || !inputs[0].defined() ||
+      onnx_detail::ShapesOnly::active())
+    return run(inputs, nullptr);
+  Impl::DeviceJit* j;
+  {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    auto& slot = m.jits[inputs[0].device()];
+    if (!slot) slot = std::make_unique<Impl::DeviceJit>();
+    j = slot.get();
+  }
+  std::lock_guard<std::mutex> lock(j->mutex);
+  if (!j->jit) j->jit = std::make_unique<Jit>([this](const Tensor& x) { return run({x}, nullptr).at(0); });
+  return {(*j->jit)(inputs[0])};
+}
+
+bool OnnxModel::jit_captured(const std::string& device) const {
+  auto& m = *impl_;
+  Impl::DeviceJit* j;
+  {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    auto it = m.jits.find(device);
+    if (it == m.jits.end()) return false;
+    j = it->second.get();
+  }
+  std::lock_guard<std::mutex> lock(j->mutex);
+  return j->jit && j->jit->captured();
+}
 
 // The caller's tensors as the graph's inputs in `env`, moved to `device` and
 // cast to the element types the graph declares; initializers listed as
@@ -556,6 +605,12 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
       Value& v = outs[0];
       if (v.host && v.elem == onnx::TensorProto::FLOAT && !v.data.empty()) onnx_detail::device_tensor(v, device);
       if (v.tensor.defined()) v.tensor = v.tensor.realize();
+      // A small one keeps a host copy as small initializers do, so that the
+      // shape arithmetic reading it (a Pad's amounts) reads no device data.
+      if (!v.host && v.tensor.defined() && numel(v.shape) <= onnx_detail::kFoldSmallElements) {
+        v.data = v.tensor.to_doubles();
+        v.host = true;
+      }
       std::lock_guard<std::mutex> lock(m.mutex);
       m.folded[device][n.output(0)] = outs[0];
       constant.insert(n.output(0));
@@ -565,7 +620,7 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
     // fuse and deep enough to overflow the stack of a realize.
     for (auto& v : outs) {
       if (!v.present || v.host || !v.tensor.defined() || v.tensor.node()->realized()) continue;
-      if (lazy_depth(v.tensor.node(), depth_memo) > kMaxLazyDepth) {
+      if (too_deep(lazy_depth(v.tensor.node(), depth_memo), kMaxLazyDepth)) {
         onnx_detail::bound_chain(v.tensor);
         depth_memo.clear();  // realized nodes forget their sources; addresses may be reused
       }

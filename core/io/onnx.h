@@ -89,8 +89,14 @@ class OnnxModel {
   // may be left out); returns one tensor per graph output, on the device of
   // the first input. int64 values become int32 tensors; doubles stay float64
   // (refused by a device without fp64).
+  // A graph of one input and one output runs through a Jit per device
+  // (core/jit.h): once a run of an input shape has built its graph with no
+  // realize or read back on the way, later runs of that shape replay the
+  // plan without walking the graph (jit_captured says so).
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
-  // run() that also records the shape of every value it computes.
+  bool jit_captured(const std::string& device) const;
+  // run() that also records the shape of every value it computes; walks the
+  // graph every time.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, std::map<std::string, Shape>* shapes) const;
 
  private:
