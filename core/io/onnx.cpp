@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "core/io/limits.h"
+#include "core/io/onnx/depth.h"
 #include "core/io/onnx/fold.h"
 #include "core/io/onnx/registry.h"
 #include "core/io/onnx_shapes_only.h"
@@ -171,53 +172,6 @@ void check_declared_shapes(const onnx::ModelProto& m, const std::string& path, u
   for (const auto& v : m.graph().input()) check(v, "input");
   for (const auto& v : m.graph().output()) check(v, "output");
   for (const auto& v : m.graph().value_info()) check(v, "value");
-}
-
-// How far `root` stands from computed data, along the longest path. `ops`:
-// the compute ops one kernel would fuse, which is what makes a long chain
-// slow to fuse; views move no data and do not count, and a reduction (a
-// GEMM among them) ends a kernel, so the count starts again after it.
-// `nodes`: nodes of any kind, which a realize walks (a node that only a
-// gathering GEMM computes, a depthwise convolution's gather-only hint, reads
-// just its weights and image); bounded at kViewsPerOp times the ops' limit.
-// Found without recursion; `memo` remembers nodes already measured during
-// one run (and keeps them alive, so an address is never reused for another
-// node meanwhile).
-struct LazyDepth {
-  int64_t ops = 0, nodes = 0;
-};
-using DepthMemo = std::unordered_map<const Node*, std::pair<LazyDepth, NodeRef>>;
-constexpr int64_t kViewsPerOp = 8;
-bool too_deep(const LazyDepth& d, int64_t limit) { return d.ops > limit || d.nodes > kViewsPerOp * limit; }
-LazyDepth lazy_depth(const NodeRef& root, DepthMemo& memo) {
-  auto known = [&](const NodeRef& n) { return n->realized() || memo.count(n.get()) > 0; };
-  auto depth_of = [&](const NodeRef& n) { return n->realized() ? LazyDepth{} : memo.at(n.get()).first; };
-  auto reads = [](const Node& n) -> std::vector<NodeRef> {
-    if (n.matmul && n.matmul->gather_only) return {n.matmul->a, n.matmul->image};
-    return n.src;
-  };
-  if (known(root)) return depth_of(root);
-  std::vector<std::pair<NodeRef, size_t>> stack = {{root, 0}};  // node, next source to visit
-  while (!stack.empty()) {
-    NodeRef n = stack.back().first;
-    size_t& next = stack.back().second;
-    const std::vector<NodeRef> src = reads(*n);
-    if (next < src.size()) {
-      const NodeRef s = src[next++];
-      if (!known(s)) stack.push_back({s, 0});
-      continue;
-    }
-    LazyDepth d;
-    for (const auto& s : src) {
-      const LazyDepth ds = depth_of(s);
-      d.ops = std::max(d.ops, ds.ops), d.nodes = std::max(d.nodes, ds.nodes);
-    }
-    d.ops = is_reduce(n->op) ? 1 : d.ops + (is_movement(n->op) ? 0 : 1);
-    d.nodes += 1;
-    memo[n.get()] = {d, n};
-    stack.pop_back();
-  }
-  return depth_of(root);
 }
 
 }  // namespace
@@ -379,7 +333,50 @@ struct OnnxModel::Impl {
     std::unique_ptr<Jit> jit;
   };
   mutable std::map<std::string, std::unique_ptr<DeviceJit>> jits;
+  DeviceJit& jit_for(const std::string& device) const {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto& slot = jits[device];
+    if (!slot) slot = std::make_unique<DeviceJit>();
+    return *slot;
+  }
+
+  std::unordered_map<std::string, Value> initializer_values(const std::string& device) const;
 };
+
+// The initializers as the graph reads them on `device`: each uploaded once
+// per device; small ones also host values, which shape arithmetic reads.
+std::unordered_map<std::string, Value> OnnxModel::Impl::initializer_values(const std::string& device) const {
+  std::unordered_map<std::string, Value> env;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& cache = on_device[device];
+  for (auto& [name, v] : initializers) {
+    if (unread.count(name)) continue;
+    Value copy;
+    copy.elem = v.elem;
+    copy.shape = v.shape;
+    // Small initializers stay host values so shape arithmetic can read them.
+    if (v.data.size() <= 4096) {
+      copy.host = true;
+      copy.data = v.data;
+    }
+    // Every initializer is uploaded once per device; small ones also keep
+    // their host copy for shape arithmetic.
+    auto it = cache.find(name);
+    if (it != cache.end()) {
+      copy.tensor = it->second;
+    } else if (onnx_detail::ShapesOnly::active()) {
+      // Shape inference reads no device value: nothing to upload.
+      if (!copy.host && numel(v.shape) > 0)
+        copy.tensor = onnx_detail::stand_in(v.shape, onnx_detail::tl_dtype(v.elem, "initializer"), device);
+    } else if (numel(v.shape) > 0) {
+      Value tmp = v;
+      copy.tensor = onnx_detail::device_tensor(tmp, device).realize();
+      cache[name] = copy.tensor;
+    }
+    env[name] = std::move(copy);
+  }
+  return env;
+}
 
 OnnxModel::OnnxModel(const std::string& path) : impl_(std::make_unique<Impl>()) {
   auto& m = *impl_;
@@ -458,29 +455,16 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs) const {
   if (inputs.size() != 1 || m.inputs.size() != 1 || m.outputs.size() != 1 || !inputs[0].defined() ||
       onnx_detail::ShapesOnly::active())
     return run(inputs, nullptr);
-  Impl::DeviceJit* j;
-  {
-    std::lock_guard<std::mutex> lock(m.mutex);
-    auto& slot = m.jits[inputs[0].device()];
-    if (!slot) slot = std::make_unique<Impl::DeviceJit>();
-    j = slot.get();
-  }
-  std::lock_guard<std::mutex> lock(j->mutex);
-  if (!j->jit) j->jit = std::make_unique<Jit>([this](const Tensor& x) { return run({x}, nullptr).at(0); });
-  return {(*j->jit)(inputs[0])};
+  Impl::DeviceJit& j = m.jit_for(inputs[0].device());
+  std::lock_guard<std::mutex> lock(j.mutex);
+  if (!j.jit) j.jit = std::make_unique<Jit>([this](const Tensor& x) { return run({x}, nullptr).at(0); });
+  return {(*j.jit)(inputs[0])};
 }
 
 bool OnnxModel::jit_captured(const std::string& device) const {
-  auto& m = *impl_;
-  Impl::DeviceJit* j;
-  {
-    std::lock_guard<std::mutex> lock(m.mutex);
-    auto it = m.jits.find(device);
-    if (it == m.jits.end()) return false;
-    j = it->second.get();
-  }
-  std::lock_guard<std::mutex> lock(j->mutex);
-  return j->jit && j->jit->captured();
+  Impl::DeviceJit& j = impl_->jit_for(device);
+  std::lock_guard<std::mutex> lock(j.mutex);
+  return j.jit && j.jit->captured();
 }
 
 // The caller's tensors as the graph's inputs in `env`, moved to `device` and
@@ -525,43 +509,13 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
     if (t.defined()) input_bytes = io::checked_add(input_bytes, io::checked_mul(uint64_t(t.numel()), 4, "inputs"), "inputs");
   const int64_t max_elements = int64_t(std::min<uint64_t>(io::load_budget(m.file_bytes + input_bytes) / 4,
                                                           io::load_limits().max_tensor_elements));
-  std::unordered_map<std::string, Value> env;
-  {
-    std::lock_guard<std::mutex> lock(m.mutex);
-    auto& cache = m.on_device[device];
-    for (auto& [name, v] : m.initializers) {
-      if (m.unread.count(name)) continue;
-      Value copy;
-      copy.elem = v.elem;
-      copy.shape = v.shape;
-      // Small initializers stay host values so shape arithmetic can read them.
-      if (v.data.size() <= 4096) {
-        copy.host = true;
-        copy.data = v.data;
-      }
-      // Every initializer is uploaded once per device; small ones also keep
-      // their host copy for shape arithmetic.
-      auto it = cache.find(name);
-      if (it != cache.end()) {
-        copy.tensor = it->second;
-      } else if (onnx_detail::ShapesOnly::active()) {
-        // Shape inference reads no device value: nothing to upload.
-        if (!copy.host && numel(v.shape) > 0)
-          copy.tensor = onnx_detail::stand_in(v.shape, onnx_detail::tl_dtype(v.elem, "initializer"), device);
-      } else if (numel(v.shape) > 0) {
-        Value tmp = v;
-        copy.tensor = onnx_detail::device_tensor(tmp, device).realize();
-        cache[name] = copy.tensor;
-      }
-      env[name] = std::move(copy);
-    }
-  }
+  std::unordered_map<std::string, Value> env = m.initializer_values(device);
   const auto& g = m.model.graph();
   bind_inputs(g, m.inputs, m.initializers, m.path, inputs, device, env);
   Value absent;
   absent.present = false;
   using onnx_detail::run_limits::kMaxLazyDepth;
-  DepthMemo depth_memo;
+  onnx_detail::DepthMemo depth_memo;
   // Values that are the same on every run: initializers and folded nodes.
   std::set<std::string> constant;
   for (const auto& [name, v] : m.initializers) constant.insert(name);
@@ -620,7 +574,7 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
     // fuse and deep enough to overflow the stack of a realize.
     for (auto& v : outs) {
       if (!v.present || v.host || !v.tensor.defined() || v.tensor.node()->realized()) continue;
-      if (too_deep(lazy_depth(v.tensor.node(), depth_memo), kMaxLazyDepth)) {
+      if (onnx_detail::too_deep(onnx_detail::lazy_depth(v.tensor.node(), depth_memo), kMaxLazyDepth)) {
         onnx_detail::bound_chain(v.tensor);
         depth_memo.clear();  // realized nodes forget their sources; addresses may be reused
       }
@@ -840,13 +794,6 @@ Tensor onnx_tensor_to_tensor(const OnnxTensorData& t, const std::string& device)
   v.host = true;
   v.data = t.values;
   return onnx_detail::device_tensor(v, device);
-}
-
-std::vector<OnnxOpInfo> onnx_supported_ops() {
-  std::vector<OnnxOpInfo> out;
-  for (const auto& d : onnx_detail::op_table())
-    out.push_back({d.name, d.since, d.until, onnx_detail::types_text(d.types), d.where == onnx_detail::Placement::Host});
-  return out;
 }
 
 }  // namespace tl

@@ -122,3 +122,14 @@ std::vector<Value> run_node(const onnx::NodeProto& node, std::vector<Value*>& in
 }
 
 }  // namespace tl::onnx_detail
+
+namespace tl {
+
+std::vector<OnnxOpInfo> onnx_supported_ops() {
+  std::vector<OnnxOpInfo> out;
+  for (const auto& d : onnx_detail::op_table())
+    out.push_back({d.name, d.since, d.until, onnx_detail::types_text(d.types), d.where == onnx_detail::Placement::Host});
+  return out;
+}
+
+}  // namespace tl
