@@ -274,7 +274,8 @@ Tensor detail::depthwise_by_gather(const Tensor& padded, const Tensor& image, co
   const Tensor win = windows_2d(padded, KH, KW, window.stride_h, window.stride_w, window.dilation_h,
                                 window.dilation_w, OH, OW, "depthwise convolution", image.shape());
   // (1, C, OH, OW, KH, KW) windows times each channel's taps, summed: the
-  // value, for autograd and for devices whose template does not gather.
+  // value as the graph states it, which autograd differentiates; the
+  // scheduler computes it through the hint instead.
   const Tensor taps = weight.reshape({KH, KW, C}).permute({2, 0, 1}).reshape({1, C, 1, 1, KH, KW});
   Tensor sum = (win * taps).sum({4, 5});
   std::vector<int64_t> sa;

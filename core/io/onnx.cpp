@@ -3,7 +3,6 @@
 // runner is tool code: app/onnx_conformance.cpp.
 #include "core/io/onnx.h"
 
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
