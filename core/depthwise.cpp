@@ -93,6 +93,12 @@ Tensor flat_rows(const Tensor& x, const Tensor& weight, const Window2d& g, int64
   return tree_sum(terms).contiguous().reshape({N, C, OH, PW}).slice(3, 0, OW);
 }
 
+// The rows and columns of the padded input that an output of OH x OW reads.
+std::pair<int64_t, int64_t> window_extent(const Window2d& g, int64_t OH, int64_t OW) {
+  return {(OH - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1,
+          (OW - 1) * g.stride_w + (g.kernel_w - 1) * g.dilation_w + 1};
+}
+
 // The taps' views (window_taps) of an output of OH x OW: tap (kh, kw) is the
 // padded input from (kh * DH, kw * DW) on, every SH-th row and SW-th column.
 // - stride 1, or strided rows narrower than kThroughPadFrom: the views read a
@@ -108,10 +114,8 @@ Tensor flat_rows(const Tensor& x, const Tensor& weight, const Window2d& g, int64
 //   output's size.
 std::vector<Tensor> strided_views(const Tensor& x, const Window2d& g, int64_t OH, int64_t OW) {
   const int64_t SH = g.stride_h, SW = g.stride_w;
-  const int64_t rows = (OH - 1) * SH + (g.kernel_h - 1) * g.dilation_h + 1;
-  const int64_t cols = (OW - 1) * SW + (g.kernel_w - 1) * g.dilation_w + 1;
   const bool through_pad = (SH > 1 || SW > 1) && OW >= kThroughPadFrom;
-  const Tensor xp = pad_to(x, {g.pad_h.first, g.pad_w.first}, {rows, cols}, through_pad);
+  const Tensor xp = pad_to(x, {g.pad_h.first, g.pad_w.first}, window_extent(g, OH, OW), through_pad);
   std::vector<Tensor> out;
   for (int64_t kh = 0; kh < g.kernel_h; ++kh)
     for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
@@ -139,10 +143,8 @@ Tensor by_gather(const Tensor& x, const Tensor& weight, const Window2d& g, int64
   window.stride_h = g.stride_h, window.stride_w = g.stride_w;
   window.dilation_h = g.dilation_h, window.dilation_w = g.dilation_w;
   window.pad_top = g.pad_h.first, window.pad_left = g.pad_w.first;
-  const int64_t rows = (OH - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1;
-  const int64_t cols = (OW - 1) * g.stride_w + (g.kernel_w - 1) * g.dilation_w + 1;
-  return detail::depthwise_by_gather(pad_to(x, {g.pad_h.first, g.pad_w.first}, {rows, cols}, true), x, weight,
-                                     window);
+  return detail::depthwise_by_gather(pad_to(x, {g.pad_h.first, g.pad_w.first}, window_extent(g, OH, OW), true), x,
+                                     weight, window);
 }
 
 }  // namespace

@@ -225,6 +225,12 @@ static Tensor windows_2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, in
   return t.permute({0, 1, 4, 2, 5, 3});          // (N, C, OH, OW, KH, KW)
 }
 
+// Whether the GEMM library can gather from an image plane of h x w: it
+// indexes the plane, and rows and columns around it, in int.
+static bool plane_fits_int(int64_t h, int64_t w) {
+  return h < (int64_t(1) << 29) && w < (int64_t(1) << 29) && h * w < (int64_t(1) << 31);
+}
+
 // Describes the im2col columns that `product` (a GEMM of conv2d) reads as a
 // gather from the image (ConvGather in core/ops.h), so that a GEMM template
 // that can gather reads the image itself. `padded` is the convolution's input
@@ -247,10 +253,7 @@ static void describe_gather(const Tensor& product, const Tensor& padded, int64_t
     top += x->arg[4], left += x->arg[6];
     x = x->src[0];
   }
-  // The library indexes one image plane, and rows and columns around it, in int.
-  if (x->shape[2] >= (int64_t(1) << 29) || x->shape[3] >= (int64_t(1) << 29) ||
-      x->shape[2] * x->shape[3] >= (int64_t(1) << 31))
-    return;
+  if (!plane_fits_int(x->shape[2], x->shape[3])) return;
   auto hint = std::make_shared<MatmulHint>(*s->matmul);
   hint->image = x;
   ConvGather& g = hint->gather;
@@ -266,9 +269,8 @@ static void describe_gather(const Tensor& product, const Tensor& padded, int64_t
 Tensor detail::depthwise_by_gather(const Tensor& padded, const Tensor& image, const Tensor& weight,
                                    ConvGather window) {
   const int64_t C = image.dim(1), H = image.dim(2), W = image.dim(3);
-  if (image.dim(0) != 1 || image.dtype() != DType::f32 || weight.dtype() != DType::f32 ||
-      H >= (int64_t(1) << 29) || W >= (int64_t(1) << 29) || H * W >= (int64_t(1) << 31))
-    return Tensor();  // one image, float32, and planes the library indexes in int
+  if (image.dim(0) != 1 || image.dtype() != DType::f32 || weight.dtype() != DType::f32 || !plane_fits_int(H, W))
+    return Tensor();  // one image, float32
   const int64_t KH = window.kernel_h, KW = window.kernel_w;
   int64_t OH, OW;
   const Tensor win = windows_2d(padded, KH, KW, window.stride_h, window.stride_w, window.dilation_h,

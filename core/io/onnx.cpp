@@ -522,7 +522,7 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
   for (const auto& n : g.node()) {
     const bool builder = onnx_detail::foldable_op(n.op_type());
     bool folds = fold && (builder || onnx_detail::foldable_small_op(n.op_type())) && n.output_size() == 1 &&
-                 !n.output(0).empty() && (n.domain().empty() || n.domain() == "ai.onnx");
+                 !n.output(0).empty() && onnx_detail::default_domain(n);
     for (const auto& name : n.input()) folds = folds && (name.empty() || constant.count(name));
     if (folds) {
       std::lock_guard<std::mutex> lock(m.mutex);

@@ -13,6 +13,8 @@ namespace tl::onnx_detail {
 
 bool foldable_op(const std::string& op) { return op == "ConstantOfShape" || op == "Constant"; }
 
+bool default_domain(const onnx::NodeProto& n) { return n.domain().empty() || n.domain() == "ai.onnx"; }
+
 bool foldable_small_op(const std::string& op) {
   static const std::set<std::string> pure = {
       "Add",    "Sub",     "Mul",       "Div",       "Neg",       "Abs",       "Floor",     "Ceil",
@@ -29,8 +31,6 @@ bool folding_disabled() {
 }
 
 namespace {
-
-bool default_domain(const onnx::NodeProto& n) { return n.domain().empty() || n.domain() == "ai.onnx"; }
 
 // Names whose value is the same on every run: initializers, and outputs of
 // value builders whose inputs are all such names (what OnnxModel::run folds).

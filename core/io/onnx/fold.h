@@ -37,6 +37,8 @@ bool foldable_op(const std::string& op);
 // shape and pad arithmetic exporters write as chains of such ops, which
 // would otherwise run as a few tiny kernels and a read back on every run.
 bool foldable_small_op(const std::string& op);
+// The node is in the default domain ("" or "ai.onnx").
+bool default_domain(const onnx::NodeProto& n);
 constexpr int64_t kFoldSmallElements = 4096;
 
 // Values the rewritten graph reads that the file does not hold.
