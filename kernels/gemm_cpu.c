@@ -12,8 +12,9 @@
 // (the same for every batch) is packed once, into the buffer the kernel
 // passes as argument packed_a: a 64-byte header, then all of A in pack_a's
 // panels, one KC block after another; the first call fills it. A
-// convolution's B may be its image (struct tl_gather): pack_b then builds
-// B's panels from image rows, so the im2col columns are never stored.
+// convolution's B may be its image (struct tl_gather): pack_b_gather then
+// builds B's panels from a zero-padded copy of the image, so the im2col
+// columns are never stored.
 //
 // The micro-kernel uses GCC vector extensions rather than intrinsics so the
 // same text builds on any x86-64 or ARM compiler; only the tile shape depends
@@ -233,53 +234,96 @@ static inline float gathered_b(const struct tl_gather* x, const float* image, pt
   return image[(c * x->height + y) * x->width + col];
 }
 
-// Where each column n0 + q of a gathered B starts its window in the image:
-// row ys[q] = oh*sh - pt and column xs[q] = ow*sw - pl. Columns past nc (up
-// to the next multiple of NR) get a row far outside the image, so they pack
-// as zeros. Made once per column block; pack_b_gather reads it for every k.
-static void gather_columns(const struct tl_gather* x, ptrdiff_t n0, ptrdiff_t nc, int* restrict ys,
-                           int* restrict xs) {
-  for (ptrdiff_t q = 0; q < ROUND_UP(nc, NR); ++q) {
-    const ptrdiff_t n = n0 + q;
-    ys[q] = q < nc ? (int)(n / x->out_w * x->sh - x->pt) : -(1 << 30);
-    xs[q] = q < nc ? (int)(n % x->out_w * x->sw - x->pl) : 0;
+// A gathered B reads its image through a copy with the zero padding made
+// real and split by stride into phases (as gather_thin_block does for one
+// channel): phase (a, b) of channel c holds padded rows a, a + sh, ... and
+// columns b, b + sw, ... Output (oh, ow) at tap (c, i, j) is then element
+// oh*pw + ow of its phase, offset by the tap: every panel row is a copy
+// with unit stride and no bounds test, whatever the stride and padding.
+// Only the rows and columns some window reads are kept.
+struct phased {
+  float* data;
+  ptrdiff_t ph, pw;  // rows and columns of one phase
+};
+
+// The phased copy of `image` (one batch item), or data = NULL when it would
+// be too large or memory is short (the caller then takes the slow path).
+static struct phased phase_image(const struct tl_gather* x, const float* restrict image, ptrdiff_t out_h) {
+  struct phased out = {NULL, 0, 0};
+  const ptrdiff_t sh = x->sh, sw = x->sw;
+  const ptrdiff_t rows = (out_h - 1) * sh + (x->kh - 1) * x->dh + 1;
+  const ptrdiff_t cols = (x->out_w - 1) * sw + (x->kw - 1) * x->dw + 1;
+  out.ph = (rows + sh - 1) / sh;
+  out.pw = (cols + sw - 1) / sw;
+  const double floats = (double)x->channels * sh * sw * out.ph * out.pw;
+  if (floats > (double)(1 << 28)) return out;
+  // NR floats of slack: pack_b_gather copies runs NR wide.
+  out.data = aligned_alloc(64, ROUND_UP((size_t)(floats + NR) * sizeof(float), 64));
+  if (!out.data) return out;
+  memset(out.data + (size_t)floats, 0, NR * sizeof(float));
+  const ptrdiff_t h = x->height, w = x->width;
+  float* dst = out.data;
+  for (ptrdiff_t c = 0; c < x->channels; ++c)
+    for (ptrdiff_t a = 0; a < sh; ++a)
+      for (ptrdiff_t b = 0; b < sw; ++b)
+        for (ptrdiff_t r = 0; r < out.ph; ++r, dst += out.pw) {
+          const ptrdiff_t y = a + r * sh - x->pt, x0 = b - x->pl;
+          if (y < 0 || y >= h) {
+            memset(dst, 0, (size_t)out.pw * sizeof(float));
+            continue;
+          }
+          const float* src = image + (c * h + y) * w;
+          for (ptrdiff_t q = 0; q < out.pw; ++q) {
+            const ptrdiff_t col = x0 + q * sw;
+            dst[q] = col >= 0 && col < w ? src[col] : 0.0f;
+          }
+        }
+  return out;
+}
+
+// Where tap k0 + p starts in the phased copy: its channel's phase for the
+// tap's row and column remainders, then the rows and columns the tap skips.
+static void phased_taps(const struct tl_gather* x, const struct phased* im, ptrdiff_t k0, ptrdiff_t kc,
+                        ptrdiff_t* restrict taps) {
+  const ptrdiff_t per_tap = x->kh * x->kw, sh = x->sh, sw = x->sw;
+  for (ptrdiff_t p = 0; p < kc; ++p) {
+    const ptrdiff_t k = k0 + p, c = k / per_tap, dy = k % per_tap / x->kw * x->dh, dx = k % x->kw * x->dw;
+    taps[p] = ((c * sh + dy % sh) * sw + dx % sw) * im->ph * im->pw + dy / sh * im->pw + dx / sw;
   }
 }
 
-// pack_b's panels for a gathered B: the im2col columns are made here, a
-// KC x NC block at a time, instead of in a buffer of their own. Tap k of
-// channel c reads image row ys[q] + i*dh, column xs[q] + j*dw. A panel whose
-// columns lie on one output row, with the whole window row inside the image,
-// is a plain strided copy (most of a wide map's panels); the others check
-// each element without a branch (an index inside the image, then a select),
-// which the compiler turns into vector gathers.
-static void pack_b_gather(const struct tl_gather* x, const float* restrict image, ptrdiff_t k0, ptrdiff_t kc,
-                          ptrdiff_t nc, const int* restrict ys, const int* restrict xs, float* restrict dst) {
-  const ptrdiff_t taps = x->kh * x->kw;
-  const int h = (int)x->height, w = (int)x->width, sw = (int)x->sw;
-  for (ptrdiff_t j0 = 0; j0 < nc; j0 += NR) {
-    const int* py = ys + j0;
-    const int* px = xs + j0;
-    const int one_row = py[0] == py[NR - 1] && px[NR - 1] - px[0] == (NR - 1) * sw;
-    for (ptrdiff_t p = 0; p < kc; ++p) {
-      const ptrdiff_t k = k0 + p, c = k / taps;
-      const int dy = (int)(k % taps / x->kw * x->dh), dx = (int)(k % x->kw * x->dw);
-      const float* plane = image + c * x->height * x->width;
-      float* out = dst + j0 * kc + p * NR;  // panel j0 / NR, row p
-      const int y = py[0] + dy, first = px[0] + dx, last = px[NR - 1] + dx;
-      if (one_row && (unsigned)y < (unsigned)h && first >= 0 && last < w) {
-        const float* src = plane + y * w + first;
-        if (sw == 1)
-          for (int q = 0; q < NR; ++q) out[q] = src[q];
-        else
-          for (int q = 0; q < NR; ++q) out[q] = src[q * sw];
-        continue;
+// Where output column n0 + q starts in any phase: oh*pw + ow.
+static void phased_columns(const struct tl_gather* x, const struct phased* im, ptrdiff_t n0, ptrdiff_t nc,
+                           ptrdiff_t* restrict cols) {
+  for (ptrdiff_t q = 0; q < nc; ++q) cols[q] = (n0 + q) / x->out_w * im->pw + (n0 + q) % x->out_w;
+}
+
+// pack_b's panels for a gathered B, from the phased copy: the im2col
+// columns are made here, a KC x NC block at a time, never stored whole. A
+// panel on one output row copies NR contiguous floats per tap, one that
+// crosses rows one run per row; columns past nc are zero.
+static void pack_b_gather(const float* restrict image, const ptrdiff_t* restrict taps, ptrdiff_t kc, ptrdiff_t nc,
+                          const ptrdiff_t* restrict cols, float* restrict dst) {
+  for (ptrdiff_t j0 = 0; j0 < nc; j0 += NR, dst += NR * kc) {
+    const ptrdiff_t* col = cols + j0;
+    const int width = (int)MIN(NR, nc - j0);
+    if (width == NR && col[NR - 1] - col[0] == NR - 1) {
+      for (ptrdiff_t p = 0; p < kc; ++p) memcpy(dst + p * NR, image + taps[p] + col[0], NR * sizeof(float));
+    } else if (width == NR) {
+      // Each run of columns on one output row is copied NR wide: the copy's
+      // tail lands where a later run or the next tap's row goes, and is
+      // overwritten there (dst and the image have NR floats of slack).
+      int starts[NR], runs = 0;
+      for (int q = 0; q < NR; ++q)
+        if (q == 0 || col[q] != col[q - 1] + 1) starts[runs++] = q;
+      for (ptrdiff_t p = 0; p < kc; ++p) {
+        const float* src = image + taps[p];
+        for (int r = 0; r < runs; ++r) memcpy(dst + p * NR + starts[r], src + col[starts[r]], NR * sizeof(float));
       }
-      for (int q = 0; q < NR; ++q) {
-        const int yq = py[q] + dy, col = px[q] + dx;
-        const int inside = (unsigned)yq < (unsigned)h && (unsigned)col < (unsigned)w;
-        const float v = plane[inside ? yq * w + col : 0];
-        out[q] = inside ? v : 0.0f;
+    } else {
+      for (ptrdiff_t p = 0; p < kc; ++p) {
+        const float* src = image + taps[p];
+        for (int q = 0; q < NR; ++q) dst[p * NR + q] = q < width ? src[col[q]] : 0.0f;
       }
     }
   }
@@ -524,27 +568,36 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
   // rows than one block of A, a packed B would serve every block: packing
   // is then cheaper than reading B's scattered rows again.
   const int in_place = g->b_in_place && !GATHERED && SB2 == 1 && m1 - m0 <= MC;
-  const size_t bbytes = ROUND_UP((size_t)((in_place ? NR : ncap) * kcap) * sizeof(float), 64);
+  // NR floats of slack for pack_b_gather's runs.
+  const size_t bbytes = ROUND_UP((size_t)((in_place ? NR : ncap) * kcap + NR) * sizeof(float), 64);
   float* abuf = packed ? NULL : aligned_alloc(64, abytes);
   float* bbuf = aligned_alloc(64, bbytes);
-  // A gathered B's column tables (gather_columns): rows, then columns.
-  int* windows = GATHERED ? malloc(2 * (size_t)ncap * sizeof(int)) : NULL;
-  if ((!packed && !abuf) || !bbuf || (GATHERED && !windows)) {
+  // A gathered B: its phased image, and where each column and tap of a
+  // block starts in it (columns first).
+  struct phased image = {NULL, 0, 0};
+  ptrdiff_t* windows = NULL;
+  if (GATHERED) {
+    image = phase_image(&g->gather, b, G_N / g->gather.out_w);
+    windows = malloc((size_t)(ncap + kcap) * sizeof(ptrdiff_t));
+  }
+  if ((!packed && !abuf) || !bbuf || (GATHERED && (!windows || !image.data))) {
     free(abuf);
     free(bbuf);
     free(windows);
+    free(image.data);
     naive_block(g, c, a, b, m0, m1, n0, n1);
     finish_block(g, c, batch, m0, m1, n0, n1, args);
     return;
   }
   for (ptrdiff_t jc = n0; jc < n1; jc += NC) {
     const ptrdiff_t nc = MIN(NC, n1 - jc);
-    if (GATHERED) gather_columns(&g->gather, jc, nc, windows, windows + ncap);
+    if (GATHERED) phased_columns(&g->gather, &image, jc, nc, windows);
     for (ptrdiff_t pc = 0; pc < G_K; pc += KC) {
       const ptrdiff_t kc = MIN(KC, G_K - pc);
-      if (GATHERED)
-        pack_b_gather(&g->gather, b, pc, kc, nc, windows, windows + ncap, bbuf);
-      else if (!in_place)
+      if (GATHERED) {
+        phased_taps(&g->gather, &image, pc, kc, windows + ncap);
+        pack_b_gather(image.data, windows + ncap, kc, nc, windows, bbuf);
+      } else if (!in_place)
         pack_b(g, b, pc, kc, jc, nc, bbuf);
       for (ptrdiff_t ic = m0; ic < m1; ic += MC) {
         const ptrdiff_t mc = MIN(MC, m1 - ic);
@@ -581,6 +634,7 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
   free(abuf);
   free(bbuf);
   free(windows);
+  free(image.data);
 }
 
 // Start of strip `u` in rows (or columns) of C. Edges snap down to the tile
