@@ -52,6 +52,13 @@ void set_tune_clock(TuneClock clock);
 // not searched again, by count rather than by time).
 size_t tune_searches();
 
+// How many copies of a kernel's weights (the inputs realized before it, and
+// its packed copy of A) the tuner's timed launches rotate over: 1 below an
+// L2's size or above a large last-level cache's, else enough (up to 8) that
+// the others pass 32 MiB through the cache between two reads of one, so each
+// candidate is timed reading its weights from memory, as in a model.
+int tune_weight_copies(size_t weight_bytes);
+
 // Every rendering of `r` the tuner may choose: the default first, then its
 // candidates. What a tuned plan compiles.
 std::vector<TemplateKernel> tune_candidates(const RenderedKernel& r);

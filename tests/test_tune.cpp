@@ -307,6 +307,25 @@ class TestTune : public QObject {
     QVERIFY2(matches(c, d, after.values, &why), qPrintable(why));
   }
 
+  // Timed launches read large weights from memory, as a model's do: up to
+  // an L2's size one copy; from there enough copies (at most 8) that the
+  // others pass 32 MiB through the cache between two reads of one; past a
+  // last-level cache's size, one copy again. kCases[0]'s operands and packed
+  // A pass 1 MiB, so everyCandidateComputesTheProduct tunes through copies.
+  void largeWeightsAreTimedFromMemory() {
+    QCOMPARE(tune_weight_copies(0), 1);
+    QCOMPARE(tune_weight_copies(64 << 10), 1);
+    QCOMPARE(tune_weight_copies((1 << 20) - 1), 1);
+    QCOMPARE(tune_weight_copies(1 << 20), 8);
+    QCOMPARE(tune_weight_copies(5 << 20), 7);   // 6 others x 5 MiB
+    QCOMPARE(tune_weight_copies(8 << 20), 5);   // 4 x 8
+    QCOMPARE(tune_weight_copies(20 << 20), 2);  // 1 x 20: as far as two go
+    QCOMPARE(tune_weight_copies(32 << 20), 1);
+    const Case& c = kCases[0];
+    const size_t operands = size_t(c.m * c.k + c.k * c.n) * sizeof(float);
+    QVERIFY(operands + size_t(c.m * c.k) * sizeof(float) >= size_t(1) << 20);
+  }
+
   // TINYLENS_TUNE unset or "0": no search, no stored choice read, the
   // default rendering runs; its numbers are the reference's too.
   void offMeansNoSearch() {
