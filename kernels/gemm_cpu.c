@@ -268,15 +268,17 @@ static struct phased phase_image(const struct tl_gather* x, const float* restric
       for (ptrdiff_t b = 0; b < sw; ++b)
         for (ptrdiff_t r = 0; r < out.ph; ++r, dst += out.pw) {
           const ptrdiff_t y = a + r * sh - x->pt, x0 = b - x->pl;
-          if (y < 0 || y >= h) {
-            memset(dst, 0, (size_t)out.pw * sizeof(float));
-            continue;
-          }
+          // Columns q in [lo, hi) read the image (x0 + q*sw in [0, w)); the others are padding.
+          const ptrdiff_t lo = y < 0 || y >= h ? out.pw : MIN(out.pw, x0 >= 0 ? 0 : (sw - 1 - x0) / sw);
+          const ptrdiff_t hi = MAX(lo, MIN(out.pw, x0 >= w ? 0 : (w - 1 - x0) / sw + 1));
+          memset(dst, 0, (size_t)lo * sizeof(float));
+          memset(dst + hi, 0, (size_t)(out.pw - hi) * sizeof(float));
+          if (lo == hi) continue;
           const float* src = image + (c * h + y) * w;
-          for (ptrdiff_t q = 0; q < out.pw; ++q) {
-            const ptrdiff_t col = x0 + q * sw;
-            dst[q] = col >= 0 && col < w ? src[col] : 0.0f;
-          }
+          if (sw == 1)
+            memcpy(dst + lo, src + x0 + lo, (size_t)(hi - lo) * sizeof(float));
+          else
+            for (ptrdiff_t q = lo; q < hi; ++q) dst[q] = src[x0 + q * sw];
         }
   return out;
 }
