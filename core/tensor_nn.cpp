@@ -237,7 +237,7 @@ static bool plane_fits_int(int64_t h, int64_t w) {
 // after its zero padding: pads that only grow H and W with zeros are peeled
 // back to the tensor they pad, whose buffer is then all the GEMM reads.
 static void describe_gather(const Tensor& product, const Tensor& padded, int64_t KH, int64_t KW,
-                            const Conv2dOptions& opt, int64_t OW) {
+                            const Conv2dOptions& opt, int64_t OW, int64_t groups = 1) {
   Node* s = product.node().get();
   if (s->op == Op::Reshape) s = s->src[0].get();
   if (!s->matmul || padded.dtype() != DType::f32) return;  // a split-K product, or B is cast
@@ -257,7 +257,9 @@ static void describe_gather(const Tensor& product, const Tensor& padded, int64_t
   auto hint = std::make_shared<MatmulHint>(*s->matmul);
   hint->image = x;
   ConvGather& g = hint->gather;
-  g.channels = x->shape[1], g.height = x->shape[2], g.width = x->shape[3];
+  // A grouped convolution's products each read one group's channels: batch
+  // item n * groups + g is the image's channels [g, g + 1) * C / groups.
+  g.channels = x->shape[1] / groups, g.height = x->shape[2], g.width = x->shape[3];
   g.kernel_h = KH, g.kernel_w = KW;
   g.stride_h = opt.stride_h, g.stride_w = opt.stride_w;
   g.dilation_h = opt.dilation_h, g.dilation_w = opt.dilation_w;
@@ -317,9 +319,16 @@ Tensor Tensor::conv2d(const Tensor& weight, const Tensor& bias, const Conv2dOpti
   if (opt.pad_h || opt.pad_w) x = x.pad({{0, 0}, {0, 0}, {opt.pad_h, opt.pad_h}, {opt.pad_w, opt.pad_w}});
   int64_t OH, OW;
   Tensor out;
+  // Groups of several input channels are a batch of N x G products, one
+  // GEMM: (O/G, C/G * KH * KW) @ (C/G * KH * KW, OH * OW) each. Groups of
+  // one channel (depthwise) are multiply-adds over the taps, below.
+  const int64_t CG = C / G;
   if (KH == 1 && KW == 1 && opt.stride_h == 1 && opt.stride_w == 1 && G == 1) {
     OH = x.dim(2), OW = x.dim(3);
     out = weight.reshape({O, C}).matmul(x.reshape({N, C, OH * OW}));
+  } else if (KH == 1 && KW == 1 && opt.stride_h == 1 && opt.stride_w == 1 && CG > 1) {
+    OH = x.dim(2), OW = x.dim(3);
+    out = weight.reshape({G, O / G, CG}).matmul(x.reshape({N, G, CG, OH * OW}));
   } else {
     Tensor win = windows_2d(x, KH, KW, opt.stride_h, opt.stride_w, opt.dilation_h, opt.dilation_w, OH, OW, "conv2d",
                             shape());
@@ -328,10 +337,14 @@ Tensor Tensor::conv2d(const Tensor& weight, const Tensor& bias, const Conv2dOpti
       Tensor cols = win.permute({0, 1, 4, 5, 2, 3}).reshape({N, C * KH * KW, OH * OW});
       out = weight.reshape({O, C * KH * KW}).matmul(cols);
       describe_gather(out, x, KH, KW, opt, OW);
+    } else if (CG > 1) {
+      Tensor cols = win.permute({0, 1, 4, 5, 2, 3}).reshape({N, G, CG * KH * KW, OH * OW});
+      out = weight.reshape({G, O / G, CG * KH * KW}).matmul(cols);  // (N, G, O/G, OH * OW)
+      describe_gather(out, x, KH, KW, opt, OW, G);
     } else {
-      // Grouped (depthwise): multiply-adds over the taps, with OH and OW kept
-      // apart so the kernel walks output rows and reads input rows with unit
-      // stride instead of dividing a flattened index.
+      // Depthwise (one input channel a group): multiply-adds over the taps,
+      // with OH and OW kept apart so the kernel walks output rows and reads
+      // input rows with unit stride instead of dividing a flattened index.
       Tensor taps = win.permute({0, 1, 4, 5, 2, 3}).reshape({N, G, C / G * KH * KW, OH, OW});
       Tensor w = weight.reshape({1, G, O / G, C / G * KH * KW, 1, 1});
       out = (taps.unsqueeze(2) * w).sum({3});  // (N, G, O/G, OH, OW)

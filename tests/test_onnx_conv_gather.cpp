@@ -41,6 +41,8 @@ struct Case {
   int pad_node[4];  // a Pad node's before it (same order); all 0: no Pad node
   bool producer;    // the image is Relu(Conv1x1(x)) with C channels, x having 3
   int kernels;      // in a warm run on the cpu device, all GEMMs
+  int G = 1;        // groups: a batch of N x G products, each over C/G channels
+  int N = 2;        // images
 };
 
 const Case kCases[] = {
@@ -58,10 +60,20 @@ const Case kCases[] = {
     {"3x3 without pads on a 3x3 image: one output", 6, 9, 3, 3, 3, 3, 1, 1, 1, 1, {0, 0, 0, 0}, {0, 0, 0, 0}, false, 1},
     {"3x3 s1 pad 1 after a 1x1 convolution and ReLU", 16, 24, 14, 14, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, {0, 0, 0, 0},
      true, 2},
+    // Grouped: one GEMM over the batch of images x groups. With two images the
+    // groups' weights are laid out once per image by a copy kernel first.
+    {"1x1, 4 groups of 6 channels", 24, 16, 9, 11, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, {0, 0, 0, 0}, false, 1, 4},
+    {"1x1, 8 groups, one image", 32, 24, 7, 7, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, {0, 0, 0, 0}, false, 1, 8, 1},
+    {"3x3 s1 pad 1, 2 groups, one image", 8, 12, 10, 10, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, {0, 0, 0, 0}, false, 1, 2, 1},
+    {"3x3 s2, 3 groups of 4 channels to 2, own pads and a Pad node", 12, 6, 13, 15, 3, 3, 2, 2, 1, 1, {0, 1, 1, 0},
+     {1, 0, 0, 2}, false, 1, 3},
+    {"5x3 s2x1 dilation 1x2, 2 groups after a 1x1 convolution and ReLU", 6, 4, 14, 11, 5, 3, 2, 1, 1, 2,
+     {2, 2, 1, 2}, {0, 0, 0, 0}, true, 2, 2},
 };
 
-// y[n, o, oy, ox] = b[o] + sum over c, i, j of w[o, c, i, j] * x[n, c, y, x]
-// with y = oy*SH + i*DH - top, x = ox*SW + j*DW - left, zero outside x.
+// y[n, o, oy, ox] = b[o] + sum over c, i, j of w[o, c, i, j] * x[n, g*C/G + c, y, x]
+// with y = oy*SH + i*DH - top, x = ox*SW + j*DW - left, zero outside x, and
+// g = o / (O/G) output o's group, c < C/G.
 std::vector<double> direct_conv(const std::vector<double>& x, const std::vector<double>& w,
                                 const std::vector<double>& b, int N, const Case& c, int top, int left, int OH, int OW) {
   std::vector<double> y;
@@ -70,13 +82,14 @@ std::vector<double> direct_conv(const std::vector<double>& x, const std::vector<
       for (int oy = 0; oy < OH; ++oy)
         for (int ox = 0; ox < OW; ++ox) {
           double acc = b[size_t(o)];
-          for (int ch = 0; ch < c.C; ++ch)
+          const int per_group = c.C / c.G, first = o / (c.O / c.G) * per_group;
+          for (int ch = 0; ch < per_group; ++ch)
             for (int i = 0; i < c.KH; ++i)
               for (int j = 0; j < c.KW; ++j) {
                 const int iy = oy * c.SH + i * c.DH - top, ix = ox * c.SW + j * c.DW - left;
                 if (iy < 0 || iy >= c.H || ix < 0 || ix >= c.W) continue;
-                acc += w[size_t(((o * c.C + ch) * c.KH + i) * c.KW + j)] *
-                       x[size_t(((n * c.C + ch) * c.H + iy) * c.W + ix)];
+                acc += w[size_t(((o * per_group + ch) * c.KH + i) * c.KW + j)] *
+                       x[size_t(((n * c.C + first + ch) * c.H + iy) * c.W + ix)];
               }
           y.push_back(acc);
         }
@@ -101,10 +114,10 @@ class TestOnnxConvGather : public QObject {
     QFETCH(int, index);
     const std::string dev = device.toStdString();
     const Case& c = kCases[index];
-    const int N = 2, X = c.producer ? 3 : c.C;  // channels of the model's input
+    const int N = c.N, X = c.producer ? 3 : c.C;  // channels of the model's input
     std::mt19937 rng(uint32_t(57 + index));
     std::uniform_real_distribution<double> u(-1, 1);
-    std::vector<double> x(size_t(N * X * c.H * c.W)), w(size_t(c.O * c.C * c.KH * c.KW)), b(size_t(c.O)),
+    std::vector<double> x(size_t(N * X * c.H * c.W)), w(size_t(c.O * c.C / c.G * c.KH * c.KW)), b(size_t(c.O)),
         w1(size_t(c.C * X)), b1(size_t(c.C));
     for (auto* v : {&x, &w, &b, &w1, &b1})
       for (double& e : *v) e = float(u(rng));
@@ -121,7 +134,7 @@ class TestOnnxConvGather : public QObject {
       auto* t = m.init(name, shape, TP::FLOAT);
       for (double e : v) t->add_float_data(float(e));
     };
-    weights("W", {c.O, c.C, c.KH, c.KW}, w);
+    weights("W", {c.O, c.C / c.G, c.KH, c.KW}, w);
     weights("B", {c.O}, b);
     std::string image = "x";
     if (c.producer) {
@@ -142,6 +155,12 @@ class TestOnnxConvGather : public QObject {
     ints_attr(conv, "strides", {c.SH, c.SW});
     ints_attr(conv, "dilations", {c.DH, c.DW});
     ints_attr(conv, "pads", {c.pads[0], c.pads[1], c.pads[2], c.pads[3]});
+    if (c.G > 1) {
+      auto* group = conv->add_attribute();
+      group->set_name("group");
+      group->set_type(onnx::AttributeProto::INT);
+      group->set_i(c.G);
+    }
     const std::string path = m.save(tltest::fresh_temp_dir("conv-gather", std::to_string(index)) / "conv.onnx");
 
     OnnxModel model(path);
@@ -174,9 +193,12 @@ class TestOnnxConvGather : public QObject {
     qInfo("largest relative error %.2e", worst);
     if (dev == "cpu") {
       std::string all;
-      int gemms = 0;
-      for (auto& k : names) all += k + " ", gemms += k.rfind("GEMM", 0) == 0;
-      QVERIFY2(int(names.size()) == c.kernels && gemms == c.kernels, ("warm run kernels: " + all).c_str());
+      int gemms = 0, copies = 0;
+      for (auto& k : names) all += k + " ", gemms += k.rfind("GEMM", 0) == 0, copies += k.rfind("E_", 0) == 0;
+      // Grouped over several images: one elementwise copy of the weights.
+      const int weight_copies = c.G > 1 && N > 1 ? 1 : 0;
+      QVERIFY2(gemms == c.kernels && copies == weight_copies && int(names.size()) == gemms + copies,
+               ("warm run kernels: " + all).c_str());
     }
   }
 };
