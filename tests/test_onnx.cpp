@@ -627,6 +627,46 @@ class TestOnnx : public QObject {
     for (size_t i = 0; i < xs.size(); ++i) QVERIFY2(bits(ran[i]) == walked[i], ("run " + std::to_string(i)).c_str());
   }
 
+  // A deep network is one realize, and the Jit captures it: 150 layers of
+  // MatMul, Add and Relu stand thousands of nodes from the input, but every
+  // GEMM ends a kernel, so no chain of views is long (core/io/onnx/depth.h).
+  // Before, the run computed values every 1024 nodes and the Jit refused
+  // it (DenseNet-121 walked its graph on every run). Each layer maps
+  // x -> relu(x W + b) with W = diag(0.5) + 1/8 and b = 1/16, computed here
+  // in double.
+  void deepNetworksAreCaptured() {
+    Builder m;
+    m.input("x", {"1", "4"});
+    m.output("y", {"1", "4"});
+    auto* w = m.init("W", {4, 4}, onnx::TensorProto::FLOAT);
+    for (int i = 0; i < 16; ++i) w->add_float_data(i % 5 == 0 ? 0.625f : 0.125f);
+    auto* b = m.init("B", {4}, onnx::TensorProto::FLOAT);
+    for (int i = 0; i < 4; ++i) b->add_float_data(0.0625f);
+    const int layers = 150;
+    std::string prev = "x";
+    for (int i = 0; i < layers; ++i) {
+      const std::string at = std::to_string(i), out = i == layers - 1 ? "y" : "r" + at;
+      m.node("MatMul", {prev, "W"}, {"m" + at});
+      m.node("Add", {"m" + at, "B"}, {"a" + at});
+      m.node("Relu", {"a" + at}, {out});
+      prev = out;
+    }
+    OnnxModel model(m.save(temp_dir("jit") / "deep.onnx"));
+    for (const std::vector<float>& x : {std::vector<float>{1, -2, 3, 0.5f}, {0, 0, 0, 0}, {-1, 4, 2, 2}}) {
+      std::vector<double> v(x.begin(), x.end());
+      for (int l = 0; l < layers; ++l) {
+        std::vector<double> next(4, 0.0625);
+        for (int j = 0; j < 4; ++j)
+          for (int k = 0; k < 4; ++k) next[size_t(j)] += v[size_t(k)] * (k == j ? 0.625 : 0.125);
+        for (double& e : next) e = std::max(e, 0.0);
+        v = next;
+      }
+      const std::vector<float> y = model.run({Tensor::from_data(x, {1, 4}, "cpu")})[0].to_vector();
+      for (int j = 0; j < 4; ++j) QVERIFY(std::abs(y[size_t(j)] - v[size_t(j)]) <= 1e-5 * (1 + std::abs(v[size_t(j)])));
+    }
+    QVERIFY(model.jit_captured("cpu"));
+  }
+
   // A graph that reads its input's values to shape its output (Tile by the
   // input's maximum) is never captured: every run computes its own shape.
   void jitLeavesDataDependentGraphs() {

@@ -398,6 +398,21 @@ class TestOnnxHostile : public QObject {
     OnnxModel deep(chain.save(dir / "deep.onnx"));
     auto y = deep.run({Tensor::from_data({1, -2, 3, -4}, {1, 4})})[0].to_vector();
     QCOMPARE(y, (std::vector<float>{1, 0, 3, 0}));  // relu(x)
+    // Views alone move no data but are lowered into one kernel recursively:
+    // 20000 Transposes (at 4096 views a kernel, the sanitized build's stack
+    // overflowed) are cut into kernels of a bounded depth.
+    Builder views;
+    views.input("x", {"2", "3"});
+    views.output("y", {"2", "3"});
+    prev = "x";
+    for (int i = 0; i < 20000; ++i) {
+      const std::string out = i == 19999 ? "y" : "t" + std::to_string(i);
+      tltest::ints_attr(views.node("Transpose", {prev}, {out}), "perm", {1, 0});
+      prev = out;
+    }
+    OnnxModel transposes(views.save(dir / "views.onnx"));
+    const std::vector<float> x6{1, 2, 3, 4, 5, 6};
+    QCOMPARE(transposes.run({Tensor::from_data(x6, {2, 3})})[0].to_vector(), x6);
     Builder wide;
     wide.output("y", {"3000"});
     std::vector<std::string> parts;

@@ -18,7 +18,9 @@ const NodeRef& read(const Node& n, size_t i) {
 
 }  // namespace
 
-bool too_deep(const LazyDepth& d, int64_t limit) { return d.ops > limit || d.nodes > kViewsPerOp * limit; }
+bool too_deep(const LazyDepth& d, int64_t limit) {
+  return d.ops > limit || d.views > kViewsPerOp * limit || d.nodes > kNodesPerOp * limit;
+}
 LazyDepth lazy_depth(const NodeRef& root, DepthMemo& memo) {
   auto known = [&](const NodeRef& n) { return n->realized() || memo.count(n.get()) > 0; };
   auto depth_of = [&](const NodeRef& n) { return n->realized() ? LazyDepth{} : memo.at(n.get()).first; };
@@ -35,9 +37,11 @@ LazyDepth lazy_depth(const NodeRef& root, DepthMemo& memo) {
     LazyDepth d;
     for (size_t i = 0; i < read_count(*n); ++i) {
       const LazyDepth ds = depth_of(read(*n, i));
-      d.ops = std::max(d.ops, ds.ops), d.nodes = std::max(d.nodes, ds.nodes);
+      d.ops = std::max(d.ops, ds.ops), d.views = std::max(d.views, ds.views), d.nodes = std::max(d.nodes, ds.nodes);
     }
-    d.ops = is_reduce(n->op) ? 1 : d.ops + (is_movement(n->op) ? 0 : 1);
+    const bool reduce = is_reduce(n->op);
+    d.ops = reduce ? 1 : d.ops + (is_movement(n->op) ? 0 : 1);
+    d.views = reduce ? 1 : d.views + 1;
     d.nodes += 1;
     memo[n.get()] = {d, n};
     stack.pop_back();
