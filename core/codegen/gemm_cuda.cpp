@@ -23,11 +23,12 @@ constexpr int64_t kBlocksPerUnit = 4;
 constexpr CudaTiles kTiles[] = {{128, 128, 8, 8, 8}, {64, 64, 16, 4, 4}, {32, 32, 16, 4, 4}};
 
 // Largest tile first (128x128 with 8x8 sums per thread is what reaches the
-// FMA rate on a big GPU); a smaller one unless the large tiles give every
-// streaming multiprocessor several blocks (kBlocksPerUnit): with one or two
-// it waits on memory with nothing to switch to. Measured on an H200 with the
-// tuner, Lite0's batch-64 GEMMs (225 blocks of 128x128) ran 1.5-2.5x faster
-// in 64x64 or 32x32 tiles, while a 4096 product (1024 blocks) keeps 128x128.
+// FMA rate on a big GPU) among those that suit the product's shape
+// (gpu_tile_suits), unless it would not give every streaming multiprocessor
+// several blocks (kBlocksPerUnit): with one or two it waits on memory with
+// nothing to switch to. Measured on an H200 with the tuner, Lite0's batch-64
+// GEMMs (225 blocks of 128x128) ran 1.5-2.5x faster in 64x64 or 32x32
+// tiles, while a 4096 product (1024 blocks) keeps 128x128.
 // TINYLENS_CUDA_TILE=TMxTNxTKxWMxWN forces one, for benchmarking candidates.
 CudaTiles pick_tiles(const GemmShape& s, const DeviceInfo& info, bool& forced_out) {
   forced_out = false;
@@ -41,12 +42,14 @@ CudaTiles pick_tiles(const GemmShape& s, const DeviceInfo& info, bool& forced_ou
                                 "': want TMxTNxTKxWMxWN with WM, WN, TK multiples of 4 and whole float4 loads");
   }
   const int64_t units = std::max(1, info.compute_units);
+  const CudaTiles& last = kTiles[std::size(kTiles) - 1];
   for (const CudaTiles& t : kTiles) {
+    if (&t == &last) break;
+    if (!gpu_tile_suits(s, t.tm, t.tn)) continue;
     const int64_t blocks = ((s.m + t.tm - 1) / t.tm) * ((s.n + t.tn - 1) / t.tn) * std::max<int64_t>(1, s.batch);
-    if (&t != &kTiles[std::size(kTiles) - 1] && blocks < kBlocksPerUnit * units) continue;
-    return t;
+    if (blocks >= kBlocksPerUnit * units) return t;
   }
-  return kTiles[std::size(kTiles) - 1];
+  return last;
 }
 
 TemplateKernel render_tiles(const GemmShape& s, const std::string& name, const Dialect& d, const CudaTiles& t) {

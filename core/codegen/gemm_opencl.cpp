@@ -39,18 +39,22 @@ std::vector<GemmTiles> fitting_tiles(const DeviceInfo& info) {
   return out;
 }
 
-// The largest fitting tile, unless a GPU would then have fewer than four
-// work-groups per compute unit: a smaller tile keeps more units busy and
+// A CPU device: the largest fitting tile. A GPU: the largest fitting tile
+// that suits the product's shape (gpu_tile_suits) and still gives every
+// compute unit four work-groups: a smaller tile keeps more units busy and
 // gives each other groups to switch to while one waits on memory (the same
-// rule as gemm_cuda.cpp's, measured there).
+// rule as gemm_cuda.cpp's). Failing that, 32 x 32.
 GemmTiles pick_tiles(const GemmShape& s, const DeviceInfo& info, const std::vector<GemmTiles>& fitting) {
+  if (info.kind != "GPU") return fitting.front();
   const int64_t units = std::max(1, info.compute_units);
-  for (size_t i = 0; i + 1 < fitting.size(); ++i) {
-    const GemmTiles& t = fitting[i];
+  const GemmTiles* fallback = &fitting.back();
+  for (const GemmTiles& t : fitting) {
+    if (t.tm == 32 && t.tn == 32) fallback = &t;
+    if (!gpu_tile_suits(s, t.tm, t.tn)) continue;
     const int64_t groups = ((s.m + t.tm - 1) / t.tm) * ((s.n + t.tn - 1) / t.tn) * std::max<int64_t>(1, s.batch);
-    if (info.kind != "GPU" || groups >= 4 * units) return t;
+    if (groups >= 4 * units) return t;
   }
-  return fitting.back();
+  return *fallback;
 }
 
 // The vector width of kernels/gemm_regs.cl. PoCL reports its SIMD width as

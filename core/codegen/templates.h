@@ -81,6 +81,11 @@ void check_gemm_shape(const GemmShape& s);
 // `source` launched as one work-group of (tn/wn) x (tm/wm) items per tm x tn
 // tile of C, one z slice per batch.
 TemplateKernel tiled_gemm_kernel(std::string source, const GemmShape& s, int tm, int tn, int wm, int wn);
+// Whether a GPU GEMM tile of tm x tn suits the product's shape, before the
+// count of work-groups decides among those that do (gemm_opencl.cpp,
+// gemm_cuda.cpp): not smaller than 32 x 32, not taller or wider than the
+// product rounded up to 32, and no larger than 32 x 32 when K is under 128.
+bool gpu_tile_suits(const GemmShape& s, int tm, int tn);
 // "TMxTNxTK/WMxWN": how the tuner's table names a tiled template's tiles.
 std::string tile_label(int tm, int tn, int tk, int wm, int wn);
 std::map<std::string, std::string> gemm_values(const GemmShape& s, const std::string& name, bool wide,
