@@ -4,12 +4,14 @@
 // in double precision, on every device. The cases reach the gather's edges:
 // strides 1 and 2, dilations, asymmetric pads from the Conv and from a Pad
 // node before it, windows that lie wholly in the padding, output rows
-// narrower and wider than a packed panel (panels on one row are one copy per
-// tap, the others one copy per output row they cross), K in several blocks, C in several
-// column blocks, row counts that leave ragged tiles and a thin C of two rows,
-// a batch of two images. On the cpu device the warm run is the GEMM alone (no
-// im2col kernel), and an image that a GEMM's store produces (a 1x1
-// convolution and its ReLU) costs no kernel of its own either.
+// narrower and wider than a packed panel (panels on one row are one copy
+// per tap, the others one copy per output row they cross), K in several
+// blocks, C in several column blocks, row counts that leave ragged tiles and
+// a thin C of two rows, a batch of two images, grouped convolutions (a
+// batch of images x groups, each product gathering its group's channels).
+// On the cpu device the warm run is the GEMM alone (no im2col kernel), and
+// an image that a GEMM's store produces (a 1x1 convolution and its ReLU)
+// costs no kernel of its own either.
 #include <QtTest>
 
 #include <onnx/onnx_pb.h>
