@@ -65,8 +65,9 @@ struct Planner {
     // Read through an Expand: each element is read several times (a 3x3
     // convolution's im2col reads it 9 times).
     std::unordered_map<Node*, bool> expanded;
-    // The GEMM product that n's fused expression reads, if any.
-    std::unordered_map<Node*, Node*> product;
+    // The GEMM product that n's fused expression reads, if any, and the one
+    // it reads in place (through elementwise ops and reshapes only).
+    std::unordered_map<Node*, Node*> product, in_place;
     for (auto& r : roots)
       if (!r->realized()) effective[r.get()] += 1;
     // consumers come after their sources in `order`, so walk it backwards
@@ -85,6 +86,16 @@ struct Planner {
         materialised.insert(n->matmul->a.get());
         materialised.insert(b_operand(n));
       }
+      bool aligned = is_elementwise(n->op) || n->op == Op::Reshape;
+      Node* reads = nullptr;
+      for (Node* s : inputs_of(n)) {
+        Node* r = is_gemm(s) ? s : (s->realized() || materialised.count(s)) ? nullptr : product[s];
+        if (!r) continue;
+        const auto ip = in_place.find(s);
+        aligned = aligned && (s == r || (ip != in_place.end() && ip->second == r)) && (!reads || reads == r);
+        reads = r;
+      }
+      if (aligned && reads) in_place[n] = reads;
       int c = is_elementwise(n->op) ? 1 : 0;
       for (Node* s : inputs_of(n)) {
         if (is_gemm(s)) product[n] = s;
@@ -103,6 +114,13 @@ struct Planner {
       const Node* p = product[n];
       const bool epilogue = p && !p->requires_grad && consumers[product[n]].size() == 1 && n->dtype == DType::f32;
       if (is_elementwise(n->op) && expanded[n] && (c > kRecomputeLimit || epilogue)) m = true;
+      // The same for an epilogue that is then moved (padded into a
+      // concatenation, permuted): the GEMM's store computes it once, and the
+      // kernel that moves it reads one value instead of recomputing a
+      // batch-norm and activation at every read (Inception's concatenations).
+      if (is_elementwise(n->op) && epilogue && in_place.count(n) && in_place.at(n) == p)
+        for (Node* user : consumers[n])
+          if (is_movement(user->op) && user->op != Op::Reshape) m = true;
       if (m) materialised.insert(n);
     }
     // operands marked after their own visit still need to count

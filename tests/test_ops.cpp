@@ -473,6 +473,55 @@ class TestOps : public QObject {
                 std::to_string(unfused[i])).c_str());
   }
 
+  // The same for an epilogue that is then moved: two convolutions' batch
+  // norm (scale and shift per channel) and ReLU, concatenated along the
+  // channels (pads and an add), as Inception and SqueezeNet do. Each GEMM's
+  // store computes its branch once; the concatenation only copies (before,
+  // it recomputed both branches' batch norms at every element). Values as
+  // with each branch realized on its own.
+  void moved_epilogue_is_stored_once_data() { add_device_rows(); }
+  void moved_epilogue_is_stored_once() {
+    QFETCH(QString, device);
+    const std::string dev = device.toStdString();
+    Tensor x = Tensor::from_data(ramp(2 * 3 * 7 * 6, 1.1f, -0.5f), {2, 3, 7, 6}, dev);
+    Tensor w1 = Tensor::from_data(ramp(5 * 3, 0.9f, -0.4f), {5, 3, 1, 1}, dev);
+    Tensor w2 = Tensor::from_data(ramp(4 * 3 * 9, 0.8f, -0.4f), {4, 3, 3, 3}, dev);
+    Tensor s1 = Tensor::from_data(ramp(5, 0.7f, 0.2f), {1, 5, 1, 1}, dev);
+    Tensor t1 = Tensor::from_data(ramp(5, 1.0f, -0.5f), {1, 5, 1, 1}, dev);
+    Tensor s2 = Tensor::from_data(ramp(4, -0.6f, 1.1f), {1, 4, 1, 1}, dev);
+    Tensor t2 = Tensor::from_data(ramp(4, 0.3f, -0.2f), {1, 4, 1, 1}, dev);
+    for (Tensor* t : {&x, &w1, &w2, &s1, &t1, &s2, &t2}) t->realize();
+    tl::Conv2dOptions same;
+    same.pad_h = same.pad_w = 1;
+    auto branches = [&] {
+      return std::vector<Tensor>{(x.conv2d(w1, Tensor()) * s1 + t1).relu(),
+                                 (x.conv2d(w2, Tensor(), same) * s2 + t2).relu()};
+    };
+    std::vector<float> fused, unfused;
+    auto recs = launches([&] { fused = Tensor::cat(branches(), 1).to_vector(); });
+    int gemms_with_both = 0;
+    bool elsewhere = false;
+    for (const auto& r : recs) {
+      const auto& ops = r.kernel->ops;
+      const bool mul = std::find(ops.begin(), ops.end(), "MUL") != ops.end();
+      const bool max = std::find(ops.begin(), ops.end(), "MAX") != ops.end();
+      if (r.kernel->name.rfind("GEMM", 0) == 0)
+        gemms_with_both += mul && max;
+      else
+        elsewhere = elsewhere || mul || max;
+    }
+    QVERIFY2(gemms_with_both == 2 && !elsewhere, ("kernels: " + kernel_names(recs)).c_str());
+    auto parts = branches();
+    for (auto& t : parts) t.realize();
+    unfused = Tensor::cat(parts, 1).to_vector();
+    QCOMPARE(fused.size(), size_t(2 * 9 * 7 * 6));
+    QCOMPARE(fused.size(), unfused.size());
+    for (size_t i = 0; i < fused.size(); ++i)
+      QVERIFY2(std::fabs(fused[i] - unfused[i]) <= 1e-5 * std::max(1.0f, std::fabs(unfused[i])),
+               ("at " + std::to_string(i) + ": fused " + std::to_string(fused[i]) + " unfused " +
+                std::to_string(unfused[i])).c_str());
+  }
+
   // A realized left operand (a layer's weights) is packed once, with its
   // buffer, and read packed by every later product: products with the same
   // weights, run again and in other shapes, and with other weights of the
