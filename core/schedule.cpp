@@ -86,9 +86,10 @@ struct Planner {
         materialised.insert(n->matmul->a.get());
         materialised.insert(b_operand(n));
       }
+      const std::vector<Node*> ins = inputs_of(n);
       bool aligned = is_elementwise(n->op) || n->op == Op::Reshape;
       Node* reads = nullptr;
-      for (Node* s : inputs_of(n)) {
+      for (Node* s : ins) {
         Node* r = is_gemm(s) ? s : (s->realized() || materialised.count(s)) ? nullptr : product[s];
         if (!r) continue;
         const auto ip = in_place.find(s);
@@ -97,7 +98,7 @@ struct Planner {
       }
       if (aligned && reads) in_place[n] = reads;
       int c = is_elementwise(n->op) ? 1 : 0;
-      for (Node* s : inputs_of(n)) {
+      for (Node* s : ins) {
         if (is_gemm(s)) product[n] = s;
         if (s->realized() || materialised.count(s)) continue;
         c += cost[s];
