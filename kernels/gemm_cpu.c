@@ -465,6 +465,63 @@ static inline __attribute__((always_inline)) void window_taps(float* restrict ac
   }
 }
 
+// `nq` vectors of one output row (literal at each call): every vector sums all
+// of its taps in a register, nq independent chains of multiply-adds, and is
+// stored straight into C. at[q] is where vector q starts in the row.
+static inline __attribute__((always_inline)) void row_vectors(int nq, const float* const* tap, const float* w,
+                                                              int taps, ptrdiff_t from, const ptrdiff_t* at,
+                                                              float* restrict out) {
+  vf acc[4] = {{0}, {0}, {0}, {0}};
+#pragma GCC unroll 25
+  for (int t = 0; t < taps; ++t) {
+    const float* src = tap[t] + from;
+#pragma GCC unroll 4
+    for (int q = 0; q < nq; ++q) acc[q] += *(const vfu*)(src + at[q]) * w[t];
+  }
+#pragma GCC unroll 4
+  for (int q = 0; q < nq; ++q) *(vfu*)(out + at[q]) = acc[q];
+}
+
+// gather_thin_block's outputs when its range is whole output rows at least a
+// vector wide (56x56 and 112x112 maps): no accumulator array, no copy out.
+// Output row r reads the phases from (r - oh0) * pitch on; a row's last
+// vector ends at the row's end, overlapping the one before it.
+#define ROW_TAPS_MAX 49
+static void whole_rows(const struct tl_gemm* g, float* restrict c, const float* restrict a, const float* planes,
+                       ptrdiff_t m0, ptrdiff_t m1, ptrdiff_t oh0, ptrdiff_t oh1, ptrdiff_t phase, ptrdiff_t pitch) {
+  const struct tl_gather* x = &g->gather;
+  const ptrdiff_t kh = x->kh, kw = x->kw, sh = x->sh, sw = x->sw, ow_n = x->out_w;
+  const int taps = (int)(kh * kw), vectors = (int)((ow_n + VW - 1) / VW);
+  const float* tap[ROW_TAPS_MAX];
+  float w[ROW_TAPS_MAX];
+  for (ptrdiff_t ti = 0; ti < kh; ++ti)
+    for (ptrdiff_t j = 0; j < kw; ++j) {
+      const ptrdiff_t row = ti * x->dh, col = j * x->dw;
+      tap[ti * kw + j] = planes + ((row % sh) * sw + col % sw) * phase + (row / sh) * pitch + col / sw;
+    }
+  for (ptrdiff_t i = m0; i < m1; ++i) {
+    for (int t = 0; t < taps; ++t) w[t] = a[i * SA1 + t * SA2];
+    for (ptrdiff_t r = oh0; r < oh1; ++r) {
+      float* out = c + i * G_N + r * ow_n;
+      const ptrdiff_t from = (r - oh0) * pitch;
+      for (int v0 = 0; v0 < vectors; v0 += 4) {
+        ptrdiff_t at[4];
+        for (int q = 0; q < 4; ++q) at[q] = MIN((ptrdiff_t)(v0 + q) * VW, ow_n - VW);
+        const int nq = MIN(4, vectors - v0);
+        // 3x3 and 5x5 windows get copies with their taps unrolled.
+        if (nq == 4 && taps == 9) row_vectors(4, tap, w, 9, from, at, out);
+        else if (nq == 4 && taps == 25) row_vectors(4, tap, w, 25, from, at, out);
+        else if (nq == 4) row_vectors(4, tap, w, taps, from, at, out);
+        else if (nq == 3) row_vectors(3, tap, w, taps, from, at, out);
+        else if (nq == 2 && taps == 9) row_vectors(2, tap, w, 9, from, at, out);
+        else if (nq == 2 && taps == 25) row_vectors(2, tap, w, 25, from, at, out);
+        else if (nq == 2) row_vectors(2, tap, w, taps, from, at, out);
+        else row_vectors(1, tap, w, taps, from, at, out);
+      }
+    }
+  }
+}
+
 // Widest window row, and largest padded image (floats), gather_thin_block takes.
 #define GATHER_KW_MAX 16
 #define GATHER_PLANE_MAX (1 << 22)
@@ -532,6 +589,10 @@ static int gather_thin_block(const struct tl_gemm* g, float* restrict c, const f
       else
         for (ptrdiff_t q = first; q < last; ++q) dst[q] = src[q * sw + off];
     }
+  }
+  if (n0 == oh0 * ow_n && n1 == oh1 * ow_n && ow_n >= VW && kh * kw <= ROW_TAPS_MAX) {
+    whole_rows(g, c, a, planes, m0, m1, oh0, oh1, phase, pitch);
+    return 1;
   }
   const float* taps[GATHER_KW_MAX];
   float w[GATHER_KW_MAX];

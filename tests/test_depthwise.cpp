@@ -64,6 +64,9 @@ const Window kWindows[] = {
     {"1x7 s1", 5, 12, 1, 7, 1, 1, 1, 1, {0, 0, 3, 3}, {0, 0, 0, 0}},
     {"7x1 s2x1", 15, 6, 7, 1, 2, 1, 1, 1, {3, 3, 0, 0}, {0, 0, 0, 0}},
     {"1x17 s1, wider than the gathering kernel takes", 3, 20, 1, 17, 1, 1, 1, 1, {0, 0, 8, 8}, {0, 0, 0, 0}},
+    // Maps large enough for gemm_cpu.c's whole-rows path.
+    {"3x3 s1 dilation 2 on whole rows", 18, 40, 3, 3, 1, 1, 2, 2, {2, 2, 2, 2}, {0, 0, 0, 0}},
+    {"5x5 s2 on whole rows, odd size", 71, 69, 5, 5, 2, 2, 1, 1, {2, 2, 1, 2}, {1, 0, 0, 1}},
 };
 
 // The cpu device's gathering GEMM for a depthwise convolution of C channels,
@@ -85,7 +88,7 @@ class TestDepthwise : public QObject {
     for (const std::string& d : tltest::available_devices())
       for (const Case& c : {Case{0, 20, 3, 1}, Case{0, 20, 5, 1}, Case{0, 7, 3, 1}, Case{0, 14, 5, 1},
                             Case{0, 7, 5, 1}, Case{0, 21, 3, 2}, Case{0, 24, 5, 2}, Case{0, 14, 5, 2},
-                            Case{0, 9, 3, 2}}) {
+                            Case{0, 9, 3, 2}, Case{0, 66, 3, 2}, Case{0, 40, 5, 1}}) {
         const std::string name = d + " " + std::to_string(c.kernel) + "x" + std::to_string(c.kernel) + " s" +
                                  std::to_string(c.stride) + " on " + std::to_string(c.size) + "x" +
                                  std::to_string(c.size);
