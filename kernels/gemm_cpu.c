@@ -246,18 +246,23 @@ static inline float gathered_b(const struct tl_gather* x, const float* image, pt
 // columns b, b + sw, ... Output (oh, ow) at tap (c, i, j) is then element
 // oh*pw + ow of its phase, offset by the tap: every panel row is a copy
 // with unit stride and no bounds test, whatever the stride and padding.
-// Only the rows and columns some window reads are kept.
+// Only the rows and columns some window reads are kept, and only for the
+// output rows a call computes: a thread that takes half of the columns
+// copies half of the image.
 struct phased {
   float* data;
   ptrdiff_t ph, pw;  // rows and columns of one phase
+  ptrdiff_t oh0;     // the first output row it was made for
 };
 
-// The phased copy of `image` (one batch item), or data = NULL when it would
-// be too large or memory is short (the caller then takes the slow path).
-static struct phased phase_image(const struct tl_gather* x, const float* restrict image, ptrdiff_t out_h) {
-  struct phased out = {NULL, 0, 0};
+// The phased copy of `image` (one batch item) for output rows [oh0, oh1), or
+// data = NULL when it would be too large or memory is short (the caller then
+// takes the slow path).
+static struct phased phase_image(const struct tl_gather* x, const float* restrict image, ptrdiff_t oh0,
+                                 ptrdiff_t oh1) {
+  struct phased out = {NULL, 0, 0, oh0};
   const ptrdiff_t sh = x->sh, sw = x->sw;
-  const ptrdiff_t rows = (out_h - 1) * sh + (x->kh - 1) * x->dh + 1;
+  const ptrdiff_t rows = (oh1 - oh0 - 1) * sh + (x->kh - 1) * x->dh + 1;
   const ptrdiff_t cols = (x->out_w - 1) * sw + (x->kw - 1) * x->dw + 1;
   out.ph = (rows + sh - 1) / sh;
   out.pw = (cols + sw - 1) / sw;
@@ -273,7 +278,7 @@ static struct phased phase_image(const struct tl_gather* x, const float* restric
     for (ptrdiff_t a = 0; a < sh; ++a)
       for (ptrdiff_t b = 0; b < sw; ++b)
         for (ptrdiff_t r = 0; r < out.ph; ++r, dst += out.pw) {
-          const ptrdiff_t y = a + r * sh - x->pt, x0 = b - x->pl;
+          const ptrdiff_t y = (oh0 + r) * sh + a - x->pt, x0 = b - x->pl;
           // Columns q in [lo, hi) read the image (x0 + q*sw in [0, w)); the others are padding.
           const ptrdiff_t lo = y < 0 || y >= h ? out.pw : MIN(out.pw, x0 >= 0 ? 0 : (sw - 1 - x0) / sw);
           const ptrdiff_t hi = MAX(lo, MIN(out.pw, x0 >= w ? 0 : (w - 1 - x0) / sw + 1));
@@ -300,10 +305,10 @@ static void phased_taps(const struct tl_gather* x, const struct phased* im, ptrd
   }
 }
 
-// Where output column n0 + q starts in any phase: oh*pw + ow.
+// Where output column n0 + q starts in any phase: (oh - oh0)*pw + ow.
 static void phased_columns(const struct tl_gather* x, const struct phased* im, ptrdiff_t n0, ptrdiff_t nc,
                            ptrdiff_t* restrict cols) {
-  for (ptrdiff_t q = 0; q < nc; ++q) cols[q] = (n0 + q) / x->out_w * im->pw + (n0 + q) % x->out_w;
+  for (ptrdiff_t q = 0; q < nc; ++q) cols[q] = ((n0 + q) / x->out_w - im->oh0) * im->pw + (n0 + q) % x->out_w;
 }
 
 // pack_b's panels for a gathered B, from the phased copy: the im2col
@@ -728,10 +733,10 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
   float* bbuf = aligned_alloc(64, bbytes);
   // A gathered B: its phased image, and where each column and tap of a
   // block starts in it (columns first).
-  struct phased image = {NULL, 0, 0};
+  struct phased image = {NULL, 0, 0, 0};
   ptrdiff_t* windows = NULL;
   if (GATHERED) {
-    image = phase_image(&g->gather, b, G_N / g->gather.out_w);
+    image = phase_image(&g->gather, b, n0 / g->gather.out_w, (n1 - 1) / g->gather.out_w + 1);
     windows = malloc((size_t)(ncap + kcap) * sizeof(ptrdiff_t));
   }
   if ((!packed && !abuf) || !bbuf || (GATHERED && (!windows || !image.data))) {
