@@ -340,6 +340,28 @@ class TestCli : public QObject {
     if (!cc.isEmpty()) QVERIFY2(r.err.contains("and says so on a second line"), qPrintable(describe(r)));
   }
 
+  // AlexNet's ONNX test export makes its 244 MB of weights with
+  // ConstantOfShape from a 4 KB file: refused as a memory bomb by default,
+  // with the way out in the error; run once the user says they trust it.
+  void trusted_files_lift_the_per_file_budget() {
+    const QString model =
+        QString::fromStdString(tltest::source_dir()) + "/resources/onnx-light-models/light_bvlc_alexnet.onnx";
+    QVERIFY2(QFile::exists(model), qPrintable(model + " is missing: scripts/setup fetches it"));
+    const QStringList args{"bench", "onnx", model, "--device", "cpu", "--runs", "1"};
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.remove("TINYLENS_TRUST_FILES");
+    Run refused = run_cli(args, env);
+    QVERIFY2(refused.code == 1, qPrintable(describe(refused)));
+    QVERIFY2(refused.err.contains("ConstantOfShape") &&
+                 refused.err.contains("for a file you trust, TINYLENS_TRUST_FILES=1 allows up to the absolute cap"),
+             qPrintable(describe(refused)));
+    env.insert("TINYLENS_TRUST_FILES", "1");
+    Run trusted = run_cli(args, env);
+    QVERIFY2(trusted.code == 0 && trusted.out.contains("warm median"), qPrintable(describe(trusted)));
+    env.insert("TINYLENS_TRUST_FILES", "0");  // "0" is not trust
+    QCOMPARE(run_cli(args, env).code, 1);
+  }
+
   // The progress bar needs compiles that take more than a second: a C
   // compiler that waits half a second before each kernel, and an empty disk
   // cache, make demo's cold run take several.

@@ -356,6 +356,18 @@ class TestHostile : public QObject {
     budget.give(100);
     QVERIFY(budget.try_take(100));
     }
+    // The error says how to load a file the user trusts; trusting lifts the
+    // per-file budget to the absolute cap, and only that.
+    tl::io::LoadLimits limits;
+    QCOMPARE(tl::io::load_budget(1000, limits), 4000 + (uint64_t(64) << 20));
+    QCOMPARE(tl::io::load_budget(uint64_t(4) << 30, limits), limits.max_total_bytes);
+    limits.trust_files = true;
+    QCOMPARE(tl::io::load_budget(1000, limits), limits.max_total_bytes);
+    limits.max_total_bytes = 12345;
+    QCOMPARE(tl::io::load_budget(1000, limits), uint64_t(12345));
+    const QString remedy = io_error_of([] { tl::io::check_load_budget(uint64_t(1) << 30, 10, "a test load"); });
+    EXPECT_ERROR(remedy, "a test load would need 1073741824 bytes, more than the");
+    EXPECT_ERROR(remedy, "for a file you trust, TINYLENS_TRUST_FILES=1 allows up to the absolute cap");
   }
 
   // --------------------------------------------------------------- .pth

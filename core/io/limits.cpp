@@ -30,6 +30,8 @@ LoadLimits make_limits() {
   LoadLimits l;
   if (const char* env = std::getenv("TINYLENS_MAX_LOAD_BYTES"); env && *env)
     if (uint64_t v = parse_bytes(env)) l.max_total_bytes = v;
+  if (const char* env = std::getenv("TINYLENS_TRUST_FILES"); env && *env && std::string(env) != "0")
+    l.trust_files = true;
   return l;
 }
 
@@ -40,12 +42,20 @@ const LoadLimits& load_limits() {
   return limits;
 }
 
-uint64_t load_budget(uint64_t file_bytes) {
-  const LoadLimits& l = load_limits();
+uint64_t load_budget(uint64_t file_bytes) { return load_budget(file_bytes, load_limits()); }
+
+uint64_t load_budget(uint64_t file_bytes, const LoadLimits& l) {
+  if (l.trust_files) return l.max_total_bytes;
   uint64_t relative = file_bytes > (UINT64_MAX - l.slack_bytes) / l.bytes_per_file_byte
                           ? UINT64_MAX
                           : file_bytes * l.bytes_per_file_byte + l.slack_bytes;
   return relative < l.max_total_bytes ? relative : l.max_total_bytes;
+}
+
+std::string budget_remedy() {
+  return "the file does not hold that much data; for a file you trust, TINYLENS_TRUST_FILES=1 allows up to the "
+         "absolute cap, " +
+         std::to_string(load_limits().max_total_bytes) + " bytes (TINYLENS_MAX_LOAD_BYTES)";
 }
 
 void check_load_budget(uint64_t bytes, uint64_t file_bytes, const std::string& what) {
@@ -53,7 +63,7 @@ void check_load_budget(uint64_t bytes, uint64_t file_bytes, const std::string& w
   if (bytes <= budget) return;
   throw IOError(what + " would need " + std::to_string(bytes) + " bytes, more than the " + std::to_string(budget) +
                 " allowed for a file of " + std::to_string(file_bytes) +
-                " bytes (the file does not hold that much data; TINYLENS_MAX_LOAD_BYTES raises the absolute cap)");
+                " bytes (" + budget_remedy() + ")");
 }
 
 void LoadBudget::take(uint64_t bytes, const std::string& what) {
@@ -61,7 +71,7 @@ void LoadBudget::take(uint64_t bytes, const std::string& what) {
   throw IOError(what + " would need " + std::to_string(bytes) + " bytes, more than the " +
                 std::to_string(budget_ - used_) + " left of the " + std::to_string(budget_) +
                 " allowed for a file of " + std::to_string(file_bytes_) +
-                " bytes (the file does not hold that much data; TINYLENS_MAX_LOAD_BYTES raises the absolute cap)");
+                " bytes (" + budget_remedy() + ")");
 }
 
 std::string clip(const std::string& name, size_t max_chars) {

@@ -32,6 +32,11 @@ struct LoadLimits {
   uint64_t max_tensor_elements = uint64_t(1) << 36;
   // Most dimensions a single tensor may declare.
   int max_tensor_rank = 64;
+  // TINYLENS_TRUST_FILES=1: the user vouches for the files they open (a
+  // model whose weights are made by ConstantOfShape, as in VGG-19's ONNX
+  // test export, is small on disk and large in memory). The per-file budget
+  // is then the absolute cap; every other limit stays.
+  bool trust_files = false;
 };
 
 // The limits in force: the defaults above, with the environment's override.
@@ -39,6 +44,10 @@ const LoadLimits& load_limits();
 
 // The most bytes a load of a file of `file_bytes` may allocate in all.
 uint64_t load_budget(uint64_t file_bytes);
+uint64_t load_budget(uint64_t file_bytes, const LoadLimits& limits);
+
+// What an error about the budget tells the user to do about it.
+std::string budget_remedy();
 
 // Throws IOError("<what> would need N bytes, more than the B allowed for a
 // file of F bytes ...") when `bytes` exceeds load_budget(file_bytes).

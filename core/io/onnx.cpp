@@ -164,7 +164,7 @@ void check_declared_shapes(const onnx::ModelProto& m, const std::string& path, u
       if (x < 0 || (x > 0 && count > limit / uint64_t(x)))
         throw IOError(path + ": the " + std::string(role) + " '" + v.name() + "' declares a dimension of " +
                       std::to_string(x) + ", more than the " + std::to_string(limit) + " elements a value of a " +
-                      std::to_string(file_bytes) + "-byte model may hold");
+                      std::to_string(file_bytes) + "-byte model may hold (" + io::budget_remedy() + ")");
       count *= uint64_t(x);
     }
   };

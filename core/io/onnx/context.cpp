@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/io/limits.h"
 #include "core/io/onnx.h"
 
 namespace tl::onnx_detail {
@@ -98,7 +99,7 @@ int64_t checked_numel(const onnx::NodeProto& n, const Shape& s, int64_t max_elem
     if (d < 0) bad(n, what + " " + shape_str(s) + " has a negative dimension");
     if (__builtin_mul_overflow(count, d, &count) || count > max_elements)
       bad(n, what + " " + shape_str(s) + " has more than " + std::to_string(max_elements) +
-                 " elements, the most one value of this model may hold");
+                 " elements, the most one value of this model may hold (" + io::budget_remedy() + ")");
   }
   return count;
 }
