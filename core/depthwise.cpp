@@ -133,11 +133,11 @@ Tensor tap_sum(const Tensor& x, const Tensor& weight, const Window2d& g, int64_t
   return tree_sum(terms);
 }
 
-// On a device whose GEMM template gathers (the C device), one image: C
-// one-row products over the channels' planes, one kernel with no copy of
-// the input (detail::depthwise_by_gather). Undefined elsewhere.
+// On a device whose GEMM template gathers (the C device): N x C one-row
+// products over the channels' planes, one kernel with no copy of the input
+// (detail::depthwise_by_gather). Undefined elsewhere.
 Tensor by_gather(const Tensor& x, const Tensor& weight, const Window2d& g, int64_t OH, int64_t OW) {
-  if (x.dim(0) != 1 || !gemm_template_gathers(Registry::instance().get(x.device()))) return Tensor();
+  if (!gemm_template_gathers(Registry::instance().get(x.device()))) return Tensor();
   ConvGather window;
   window.kernel_h = g.kernel_h, window.kernel_w = g.kernel_w;
   window.stride_h = g.stride_h, window.stride_w = g.stride_w;

@@ -26,7 +26,7 @@ int64_t split_k_parts(const DeviceInfo& info, int64_t batch, int64_t m, int64_t 
 Tensor matmul_split_k(const Tensor& a, const Tensor& b, int64_t parts);
 // A depthwise convolution of `image` (1, C, H, W) with `weight` (taps, C),
 // `padded` the image padded to the rows and columns the window reads: the
-// windows times the taps, summed, marked (a gather-only MatmulHint) as C
+// windows times the taps, summed, marked (a gather-only MatmulHint) as N x C
 // one-row GEMMs whose B is gathered from each channel's plane by `window`
 // (its sizes filled in here), which a template that gathers computes as one
 // kernel. Undefined where that does not apply (tensor_nn.cpp; used by

@@ -270,9 +270,8 @@ static void describe_gather(const Tensor& product, const Tensor& padded, int64_t
 
 Tensor detail::depthwise_by_gather(const Tensor& padded, const Tensor& image, const Tensor& weight,
                                    ConvGather window) {
-  const int64_t C = image.dim(1), H = image.dim(2), W = image.dim(3);
-  if (image.dim(0) != 1 || image.dtype() != DType::f32 || weight.dtype() != DType::f32 || !plane_fits_int(H, W))
-    return Tensor();  // one image, float32
+  const int64_t N = image.dim(0), C = image.dim(1), H = image.dim(2), W = image.dim(3);
+  if (image.dtype() != DType::f32 || weight.dtype() != DType::f32 || !plane_fits_int(H, W)) return Tensor();
   const int64_t KH = window.kernel_h, KW = window.kernel_w;
   int64_t OH, OW;
   const Tensor win = windows_2d(padded, KH, KW, window.stride_h, window.stride_w, window.dilation_h,
@@ -284,10 +283,13 @@ Tensor detail::depthwise_by_gather(const Tensor& padded, const Tensor& image, co
   Tensor sum = (win * taps).sum({4, 5});
   std::vector<int64_t> sa;
   auto hint = std::make_shared<MatmulHint>();
-  // A[c, 0, t] = weight[t, c]
-  hint->a = strided_base(weight.transpose(0, 1).unsqueeze(1), sa);
+  // A[c, 0, t] = weight[t, c]; with several images, product n * C + c reads
+  // plane n * C + c, and A is laid out once per image (a small copy kernel).
+  Tensor a = weight.transpose(0, 1).unsqueeze(1);
+  if (N > 1) a = a.unsqueeze(0).expand({N, C, 1, KH * KW}).contiguous().reshape({N * C, 1, KH * KW});
+  hint->a = strided_base(a, sa);
   hint->b = hint->image = image.node();
-  hint->batch = C, hint->m = 1, hint->n = OH * OW, hint->k = KH * KW;
+  hint->batch = N * C, hint->m = 1, hint->n = OH * OW, hint->k = KH * KW;
   for (int i = 0; i < 3; ++i) hint->a_strides[i] = sa[size_t(i)];
   hint->b_strides[0] = H * W;
   window.channels = 1, window.height = H, window.width = W;
