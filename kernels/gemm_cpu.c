@@ -487,23 +487,30 @@ static inline __attribute__((always_inline)) void row_vectors(int nq, const floa
   for (int q = 0; q < nq; ++q) *(vfu*)(out + at[q]) = acc[q];
 }
 
+// Most taps (kh * kw) the depthwise paths keep in arrays on the stack.
+#define DEPTHWISE_TAPS_MAX 49
+
+// Where window tap (row, col) (dilation applied) of output row oh0 starts in
+// gather_thin_block's phases: its phase for the remainders by the stride,
+// then the rows and columns it skips.
+static inline const float* phase_tap(const struct tl_gather* x, const float* planes, ptrdiff_t phase,
+                                     ptrdiff_t pitch, ptrdiff_t row, ptrdiff_t col) {
+  return planes + ((row % x->sh) * x->sw + col % x->sw) * phase + (row / x->sh) * pitch + col / x->sw;
+}
+
 // gather_thin_block's outputs when its range is whole output rows at least a
 // vector wide (56x56 and 112x112 maps): no accumulator array, no copy out.
 // Output row r reads the phases from (r - oh0) * pitch on; a row's last
 // vector ends at the row's end, overlapping the one before it.
-#define ROW_TAPS_MAX 49
 static void whole_rows(const struct tl_gemm* g, float* restrict c, const float* restrict a, const float* planes,
                        ptrdiff_t m0, ptrdiff_t m1, ptrdiff_t oh0, ptrdiff_t oh1, ptrdiff_t phase, ptrdiff_t pitch) {
   const struct tl_gather* x = &g->gather;
-  const ptrdiff_t kh = x->kh, kw = x->kw, sh = x->sh, sw = x->sw, ow_n = x->out_w;
+  const ptrdiff_t kh = x->kh, kw = x->kw, ow_n = x->out_w;
   const int taps = (int)(kh * kw), vectors = (int)((ow_n + VW - 1) / VW);
-  const float* tap[ROW_TAPS_MAX];
-  float w[ROW_TAPS_MAX];
+  const float* tap[DEPTHWISE_TAPS_MAX];
+  float w[DEPTHWISE_TAPS_MAX];
   for (ptrdiff_t ti = 0; ti < kh; ++ti)
-    for (ptrdiff_t j = 0; j < kw; ++j) {
-      const ptrdiff_t row = ti * x->dh, col = j * x->dw;
-      tap[ti * kw + j] = planes + ((row % sh) * sw + col % sw) * phase + (row / sh) * pitch + col / sw;
-    }
+    for (ptrdiff_t j = 0; j < kw; ++j) tap[ti * kw + j] = phase_tap(x, planes, phase, pitch, ti * x->dh, j * x->dw);
   for (ptrdiff_t i = m0; i < m1; ++i) {
     for (int t = 0; t < taps; ++t) w[t] = a[i * SA1 + t * SA2];
     for (ptrdiff_t r = oh0; r < oh1; ++r) {
@@ -595,7 +602,7 @@ static int gather_thin_block(const struct tl_gemm* g, float* restrict c, const f
         for (ptrdiff_t q = first; q < last; ++q) dst[q] = src[q * sw + off];
     }
   }
-  if (n0 == oh0 * ow_n && n1 == oh1 * ow_n && ow_n >= VW && kh * kw <= ROW_TAPS_MAX) {
+  if (n0 == oh0 * ow_n && n1 == oh1 * ow_n && ow_n >= VW && kh * kw <= DEPTHWISE_TAPS_MAX) {
     whole_rows(g, c, a, planes, m0, m1, oh0, oh1, phase, pitch);
     return 1;
   }
@@ -605,10 +612,8 @@ static int gather_thin_block(const struct tl_gemm* g, float* restrict c, const f
     const float* ai = a + i * SA1;
     for (ptrdiff_t p = 0; p < len; ++p) acc[p] = 0.0f;
     for (ptrdiff_t ti = 0; ti < kh; ++ti) {
-      const ptrdiff_t row = ti * dh;
       for (ptrdiff_t j = 0; j < kw; ++j) {
-        const ptrdiff_t col = j * dw;
-        taps[j] = planes + ((row % sh) * sw + col % sw) * phase + (row / sh) * pitch + col / sw;
+        taps[j] = phase_tap(x, planes, phase, pitch, ti * dh, j * dw);
         w[j] = ai[(ti * kw + j) * SA2];
       }
       if (kw == 3) window_taps(acc, taps, w, len, 3);
@@ -635,13 +640,12 @@ static int gather_thin_block(const struct tl_gemm* g, float* restrict c, const f
 // 56x56 map the per-channel planes are faster again.
 #define BLOCKED_MAP_MAX 256
 #define BLOCKED_STRIDED_MAP_MAX 1024
-#define BLOCKED_TAPS_MAX 49
 static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const float* restrict a,
                              const float* restrict b, ptrdiff_t start, ptrdiff_t end, void** args) {
   const struct tl_gather* x = &g->gather;
   const ptrdiff_t kh = x->kh, kw = x->kw, taps = kh * kw, ow_n = x->out_w, oh_n = G_N / ow_n;
   if (!GATHERED || x->channels != 1 || G_M != 1 || g->split != 0 || UNITS_PER_BATCH != 1 || G_K != taps ||
-      G_N > (x->sh * x->sw > 1 ? BLOCKED_STRIDED_MAP_MAX : BLOCKED_MAP_MAX) || taps > BLOCKED_TAPS_MAX)
+      G_N > (x->sh * x->sw > 1 ? BLOCKED_STRIDED_MAP_MAX : BLOCKED_MAP_MAX) || taps > DEPTHWISE_TAPS_MAX)
     return 0;
   const ptrdiff_t ph = (oh_n - 1) * x->sh + (kh - 1) * x->dh + 1, pw = (ow_n - 1) * x->sw + (kw - 1) * x->dw + 1;
   const size_t img_floats = (size_t)(ph * pw) * VW, out_floats = (size_t)G_N * VW, w_floats = (size_t)taps * VW;
@@ -650,7 +654,7 @@ static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const f
   float* im = buf;
   float* out = im + img_floats;
   float* w = out + out_floats;
-  ptrdiff_t off[BLOCKED_TAPS_MAX];
+  ptrdiff_t off[DEPTHWISE_TAPS_MAX];
   for (ptrdiff_t i = 0; i < kh; ++i)
     for (ptrdiff_t j = 0; j < kw; ++j) off[i * kw + j] = (i * x->dh * pw + j * x->dw) * VW;
   for (ptrdiff_t c0 = start; c0 < end; c0 += VW) {
