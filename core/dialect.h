@@ -48,6 +48,16 @@ struct Dialect {
   std::string parallel_open;     // "for (int gid = start; gid < end; ++gid) {"
   std::string parallel_close = "}";
   std::string function_prefix = "static inline";  // a helper function: "static __device__ __forceinline__" in CUDA
+  // Written on the line before a loop whose iterations are independent (a
+  // row of an elementwise kernel): C's "#pragma omp simd", so the compiler
+  // vectorises rows it would otherwise leave scalar, where a float compare
+  // or select becomes a mispredicted branch. Empty: no such hint.
+  std::string independent_loop;
+  // Written before the innermost loop of a sum into `acc` whose order may
+  // change: C's "#pragma omp simd reduction(+:acc)", which lets the compiler
+  // keep a vector of partial sums instead of one serial chain. Empty: the
+  // loop adds in order.
+  std::string reordered_sum_loop;
   std::string long_type = "long";                 // a 64-bit index: "long" (C LP64, OpenCL), "long long" (CUDA)
   // Spellings. Element type names, indexed by DType (dtype.h): float32,
   // int32, bool, float64.

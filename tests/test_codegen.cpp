@@ -835,6 +835,94 @@ class TestCodegen : public QObject {
     QVERIFY2(body.find('/') == std::string::npos && body.find('%') == std::string::npos, sources.c_str());
   }
 
+  // Small windows (pooling) reduce in rows: a loop over the output's last
+  // axis whose iterations are independent, so the C compiler vectorises
+  // across outputs. Each output still folds its window in index order, so a
+  // sum equals a sum in that order bit for bit; a maximum is NaN wherever
+  // its window holds a NaN, and compares no other way.
+  void poolingReducesInRows() {
+    Generator gen(11);
+    std::vector<float> xv = Tensor::randn({2, 3, 12, 18}, gen, "cpu").to_vector();
+    xv[5] = NAN;          // image 0, channel 0, row 0, column 5: window (0, 2)
+    xv[18 * 7 + 16] = NAN;  // row 7, column 16: window (3, 8)
+    xv[216 + 3] = -INFINITY;
+    Tensor x = Tensor::from_data(xv, {2, 3, 12, 18}, "cpu").realize();
+    std::vector<float> mx, sm;
+    std::string sources;
+    {
+      ProfileCapture capture;
+      Tensor w = x.reshape({2, 3, 6, 2, 9, 2});
+      mx = w.max({3, 5}).to_vector();
+      sm = w.sum({3, 5}).to_vector();
+      for (auto& r : capture.records())
+        if (r.kernel->name[0] == 'R') sources += r.kernel->source;
+    }
+    QCOMPARE(int(mx.size()), 2 * 3 * 6 * 9);
+    for (int p = 0; p < 6; ++p)  // image, channel
+      for (int oy = 0; oy < 6; ++oy)
+        for (int ox = 0; ox < 9; ++ox) {
+          float m = -INFINITY, s = 0;
+          bool nan = false;
+          for (int ky = 0; ky < 2; ++ky)
+            for (int kx = 0; kx < 2; ++kx) {
+              const float v = xv[size_t((p * 12 + oy * 2 + ky) * 18 + ox * 2 + kx)];
+              nan = nan || std::isnan(v);
+              m = std::max(m, v);
+              s = s + v;
+            }
+          const size_t o = size_t((p * 6 + oy) * 9 + ox);
+          if (nan) {
+            QVERIFY2(std::isnan(mx[o]) && std::isnan(sm[o]), std::to_string(o).c_str());
+          } else {
+            QCOMPARE(mx[o], m);
+            QCOMPARE(sm[o], s);  // exactly: the same order of additions
+          }
+        }
+    QVERIFY(std::isnan(mx[2]) && std::isnan(mx[3 * 9 + 8]) && !std::isnan(mx[3 * 9 + 7]));
+    // both kernels walk rows of 9 outputs with the compiler's hint
+    QVERIFY2(std::count(sources.begin(), sources.end(), '#') == 2 + 2, sources.c_str());  // two includes, two hints
+    QVERIFY2(sources.find("#pragma omp simd\n    for (int x = 0; x < 9; ++x)") != std::string::npos, sources.c_str());
+    QVERIFY2(sources.find("b0[gid*9+x] = acc") != std::string::npos, sources.c_str());
+  }
+
+  // A reduction whose row would read one element per plane (a sum over each
+  // row of a matrix, across rows) keeps one output per item; a long sum over
+  // neighbouring elements lets the compiler keep partial sums in a vector,
+  // within float rounding of the exact sum, and a short one adds in order.
+  void longSumsKeepPartialSums() {
+    Generator gen(13);
+    Tensor x = Tensor::randn({16, 8, 20, 20}, gen, "cpu").realize();
+    std::vector<float> got, rows;
+    std::string sources;
+    {
+      ProfileCapture capture;
+      got = x.reshape({16, 8, 400}).sum({0, 2}).to_vector();  // a batch norm's statistics: 8 channels of 16 x 400
+      rows = x.reshape({128, 400}).sum({1}).to_vector();
+      for (auto& r : capture.records())
+        if (r.kernel->name[0] == 'R') sources += r.kernel->source;
+    }
+    const std::vector<float> xv = x.to_vector();
+    for (int c = 0; c < 8; ++c) {
+      double want = 0, magnitude = 0;
+      for (int n = 0; n < 16; ++n)
+        for (int p = 0; p < 400; ++p) {
+          want += xv[size_t((n * 8 + c) * 400 + p)];
+          magnitude += std::abs(xv[size_t((n * 8 + c) * 400 + p)]);
+        }
+      QVERIFY2(std::abs(got[size_t(c)] - want) <= 1e-6 * magnitude, std::to_string(c).c_str());
+    }
+    for (int i = 0; i < 128; ++i) {
+      double want = 0, magnitude = 0;
+      for (int p = 0; p < 400; ++p) want += xv[size_t(i * 400 + p)], magnitude += std::abs(xv[size_t(i * 400 + p)]);
+      QVERIFY2(std::abs(rows[size_t(i)] - want) <= 1e-6 * magnitude, std::to_string(i).c_str());
+    }
+    QVERIFY2(std::count(sources.begin(), sources.end(), '#') == 2 + 2, sources.c_str());
+    QVERIFY2(sources.find("#pragma omp simd reduction(+:acc)\n      for (int r1 = 0; r1 < 400; ++r1)") !=
+                 std::string::npos,
+             sources.c_str());
+    QVERIFY2(sources.find("for (int x") == std::string::npos, sources.c_str());
+  }
+
   // Batch norm in training divides no index inside its loops: its statistics
   // nest their loops over images and pixels, and its kernels walk one image's
   // pixels.

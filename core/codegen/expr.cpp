@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 #include <functional>
+#include <set>
 #include <vector>
 
 // Two passes over each new node, in this order:
@@ -678,6 +679,49 @@ LoopBounds loop_bounds(const E& e, const E& x) {
           break;
         }
   return out;
+}
+
+// The value of integer index arithmetic with `x` at `xv` and every other
+// variable at the low end of its range; false when `e` holds anything else.
+static bool value_along(const E& e, const E& x, int64_t xv, int64_t& out) {
+  std::vector<int64_t> a(e->src.size());
+  for (size_t i = 0; i < e->src.size(); ++i)
+    if (!value_along(e->src[i], x, xv, a[i])) return false;
+  switch (e->op) {
+    case ExprOp::Const: out = int64_t(e->value); return true;
+    case ExprOp::Var: out = e == x ? xv : e->lo; return true;
+    case ExprOp::Neg: out = -a[0]; return true;
+    case ExprOp::Cast: out = a[0] != 0 && e->dtype == DType::boolean ? 1 : a[0]; return true;
+    case ExprOp::Add: out = a[0] + a[1]; return true;
+    case ExprOp::Mul: out = a[0] * a[1]; return true;
+    case ExprOp::Div: out = a[1] ? a[0] / a[1] : 0; return true;
+    case ExprOp::Mod: out = a[1] ? a[0] % a[1] : 0; return true;
+    case ExprOp::Max: out = std::max(a[0], a[1]); return true;
+    case ExprOp::CmpLt: out = a[0] < a[1]; return true;
+    case ExprOp::CmpEq: out = a[0] == a[1]; return true;
+    case ExprOp::And: out = a[0] && a[1]; return true;
+    case ExprOp::Where: out = a[0] ? a[1] : a[2]; return true;
+    default: return false;
+  }
+}
+
+bool loads_near_along(const E& v, const E& x, int64_t limit) {
+  std::vector<const Expr*> stack = {v.get()};
+  std::set<const Expr*> seen;
+  while (!stack.empty()) {
+    const Expr* e = stack.back();
+    stack.pop_back();
+    if (!seen.insert(e).second) continue;
+    if (e->op == ExprOp::Load) {
+      const int64_t mid = x->hi / 2;
+      int64_t at0 = 0, at1 = 0;
+      if (!value_along(e->src[0], x, mid, at0) || !value_along(e->src[0], x, mid + 1, at1)) return false;
+      if (at1 - at0 > limit || at0 - at1 > limit) return false;
+      continue;
+    }
+    for (auto& s : e->src) stack.push_back(s.get());
+  }
+  return true;
 }
 
 }  // namespace tl

@@ -77,4 +77,10 @@ struct LoopBounds {
 };
 LoopBounds loop_bounds(const E& e, const E& x);
 
+// Whether every load in `v` reads at most `limit` elements apart from one x
+// to the next, near the middle of x's range (the other variables at the low
+// end of theirs): a loop over x then reads neighbouring memory and
+// vectorises without gathers.
+bool loads_near_along(const E& v, const E& x, int64_t limit);
+
 }  // namespace tl

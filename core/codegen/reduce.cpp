@@ -1,5 +1,6 @@
 // Reductions' shared text (render.cpp writes their bodies): the grouped
-// form's size choice and code, and how a value folds into an accumulator.
+// form's size choice and code, the serial form's loops, and how a value
+// folds into an accumulator.
 #include "core/codegen/reduce.h"
 
 #include <algorithm>
@@ -43,7 +44,7 @@ int64_t reduce_group_size(const Dialect& d, const DeviceInfo& info, int64_t outp
 // `acc` with `value` folded in: a sum, or a maximum where NaN wins.
 std::string fold(bool is_sum, const std::string& acc, const std::string& value) {
   if (is_sum) return acc + " + " + value;
-  return "(" + value + " > " + acc + " || " + value + " != " + value + ") ? " + value + " : " + acc;
+  return "(" + value + " != " + value + ") ? " + value + " : ((" + value + " > " + acc + ") ? " + value + " : " + acc + ")";
 }
 
 // The grouped form (dialect.h): item lid of group gid folds elements lid,
@@ -66,6 +67,23 @@ std::string grouped_reduce(const Dialect& d, int64_t group, int64_t count, bool 
   }
   s += "  if (lid == 0) {\n    " + type + " x = part[1];\n    b0[gid] = " + fold(is_sum, "part[0]", "x") + ";\n  }\n";
   return s;
+}
+
+std::pair<std::string, std::string> reduce_loops(const Shape& red_shape, bool nested, const std::string& deeper,
+                                                 const std::string& inner_hint) {
+  const auto unit = [](int64_t v) { return v == 1; };
+  const size_t loops = nested ? red_shape.size() - size_t(std::count_if(red_shape.begin(), red_shape.end(), unit)) : 1;
+  std::string open, close;
+  for (size_t a = 0, level = 0; a < (nested ? red_shape.size() : 1); ++a) {
+    if (nested && red_shape[a] == 1) continue;
+    const std::string pad = deeper + std::string(4 + 2 * level++, ' ');
+    const std::string name = nested ? "r" + std::to_string(a) : "r";
+    if (level == loops && !inner_hint.empty()) open += pad + inner_hint + "\n";
+    open += pad + "for (int " + name + " = 0; " + name + " < " + std::to_string(nested ? red_shape[a] : numel(red_shape)) +
+            "; ++" + name + ") {\n";
+    close = pad + "}\n" + close;
+  }
+  return {open, close};
 }
 
 }  // namespace tl

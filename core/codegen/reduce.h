@@ -1,16 +1,26 @@
 // The text of reductions shared by the renderer (render.cpp): how a value
-// folds into an accumulator, and the grouped form (reduce_group_size, in
+// folds into an accumulator, the serial form's loops, and the grouped form (reduce_group_size, in
 // render.h, decides when it is used).
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "core/dialect.h"
+#include "core/ops.h"
 
 namespace tl {
 
 // `acc` with `value` folded in: a sum, or a maximum where NaN wins.
 std::string fold(bool is_sum, const std::string& acc, const std::string& value);
+
+// The serial form's loops over the reduced axes (opening and closing text):
+// one flat loop over r, or with `nested` one loop per axis of more than one
+// element (r0, r1, ... by axis), in the flat index's order, each indented
+// by `deeper` and two spaces a level. `inner_hint` (a dialect's pragma)
+// is written before the innermost loop.
+std::pair<std::string, std::string> reduce_loops(const Shape& red_shape, bool nested, const std::string& deeper,
+                                                 const std::string& inner_hint);
 
 // The grouped form: item lid of group gid folds elements lid, lid + L, ...
 // of output gid, then the group halves its partial results in local memory.

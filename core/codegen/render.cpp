@@ -273,7 +273,9 @@ struct Printer {
       case ExprOp::Mod: return "(" + a(0) + "%" + a(1) + ")";
       case ExprOp::Max: {
         std::string x = a(0), y = a(1);
-        if (is_float(e->dtype)) return "((" + x + ">" + y + "||" + x + "!=" + x + ")?" + x + ":" + y + ")";
+        // NaN wins. Tested as two selects, not (x>y || x!=x): C compilers
+        // turn the || into branches, even inside vectorised loops.
+        if (is_float(e->dtype)) return "((" + x + "!=" + x + ")?" + x + ":((" + x + ">" + y + ")?" + x + ":" + y + "))";
         return "(" + x + ">" + y + "?" + x + ":" + y + ")";
       }
       case ExprOp::Pow: return d.math(e->dtype).pow + "(" + a(0) + "," + a(1) + ")";
@@ -333,12 +335,35 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
-std::string replace_n(std::string s, int64_t n) {
-  for (size_t p = s.find("{n}"); p != std::string::npos; p = s.find("{n}")) s.replace(p, 3, std::to_string(n));
-  return s;
+// ---- reductions ----
+
+// The dialect's hint that a loop's iterations are independent, on its own
+// line before the loop ("" when the dialect has none).
+static std::string independent(const Dialect& d, const std::string& indent) {
+  return d.independent_loop.empty() ? "" : indent + d.independent_loop + "\n";
 }
 
-// ---- reductions ----
+
+// The position in the reduced axes: a flat r, or with `nested` one loop
+// variable per axis of more than one element (r0, r1, ...: the names
+// reduce_loops writes).
+static IndexRef reduced_index(const Shape& red_shape, bool nested) {
+  const int64_t r_count = numel(red_shape);
+  auto red_ix = std::make_shared<Index>();
+  red_ix->shape = red_shape;
+  red_ix->flat = var("r", 0, std::max<int64_t>(r_count - 1, 0));
+  if (!nested) return red_ix;
+  E flat = idx(0);
+  int64_t stride = r_count;
+  for (auto v : red_shape) {
+    stride /= v;
+    const std::string name = "r" + std::to_string(red_ix->dims.size());
+    red_ix->dims.push_back(v == 1 ? idx(0) : var(name, 0, v - 1));
+    flat = flat + red_ix->dims.back() * idx(stride);
+  }
+  red_ix->flat = flat;
+  return red_ix;
+}
 
 // A reduction kernel's body, in the serial or the grouped form; sets the
 // kernel's name, flops and launch sizes. The serial body runs inside the
@@ -368,48 +393,63 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
   for (auto v : red_shape)
     if (v != 1) loop_sizes.push_back(v);
   const bool nested = !group && loop_sizes.size() > 1;
-  E r = var("r", 0, std::max<int64_t>(r_count - 1, 0));
-  auto red_ix = std::make_shared<Index>();
-  red_ix->shape = red_shape;
-  red_ix->flat = r;
-  if (nested) {
-    E flat = idx(0);
-    int64_t stride = r_count;
-    for (auto v : red_shape) {
-      stride /= v;
-      const std::string name = "r" + std::to_string(red_ix->dims.size());
-      red_ix->dims.push_back(v == 1 ? idx(0) : var(name, 0, v - 1));
-      flat = flat + red_ix->dims.back() * idx(stride);
-    }
-    red_ix->flat = flat;
-  }
-  auto out_ix = std::make_shared<Index>();
-  out_ix->shape = out.shape;
-  out_ix->flat = gid;
-  std::vector<E> dims;
-  size_t j = 0;
+  const IndexRef red_ix = reduced_index(red_shape, nested);
+  // The value at output position `out_flat` (and `out_dims`, when known).
+  auto value_at = [&](const E& out_flat, std::vector<E> out_dims) {
+    auto out_ix = std::make_shared<Index>();
+    out_ix->shape = out.shape;
+    out_ix->flat = out_flat;
+    out_ix->dims = std::move(out_dims);
+    low.keep_alive.push_back(out_ix);
+    std::vector<E> dims;
+    size_t j = 0;
+    for (size_t i = 0; i < out.shape.size(); ++i)
+      dims.push_back(reduced[i] ? dims_of(*red_ix)[j++] : dims_of(*out_ix)[i]);
+    auto in_ix = with_dims(input.shape, dims, nullptr);
+    if (trailing) in_ix->flat = out_flat * idx(r_count) + red_ix->flat;
+    low.keep_alive.push_back(in_ix);
+    return cast(low.lower(out.src[0], in_ix), out.dtype);
+  };
+  // The rows form (C): a parallel item is a row of the output's last axis,
+  // walked by a loop over x whose iterations are independent (each x folds
+  // its own window in the serial order), so the compiler vectorises across
+  // a pooling row. Only where the loads move a few elements from one x to
+  // the next: a row across a batch norm's channels would gather.
+  int row_axis = -1;
   for (size_t i = 0; i < out.shape.size(); ++i)
-    dims.push_back(reduced[i] ? dims_of(*red_ix)[j++] : dims_of(*out_ix)[i]);
-  auto in_ix = with_dims(input.shape, dims, nullptr);
-  if (trailing) in_ix->flat = gid * idx(r_count) + red_ix->flat;
-  low.keep_alive.push_back(in_ix);
-  E v = cast(low.lower(out.src[0], in_ix), out.dtype);
-  std::string loops_open = "    for (int r = 0; r < " + std::to_string(r_count) + "; ++r) {\n", loops_close = "    }\n";
-  pr.indent = group ? "    " : "      ";
-  if (nested) {
-    loops_open = loops_close = "";
-    for (size_t a = 0, level = 0; a < red_shape.size(); ++a) {
-      if (red_shape[a] == 1) continue;
-      const std::string pad(4 + 2 * level++, ' '), name = "r" + std::to_string(a);
-      loops_open += pad + "for (int " + name + " = 0; " + name + " < " + std::to_string(red_shape[a]) + "; ++" + name +
-                    ") {\n";
-      loops_close = pad + "}\n" + loops_close;
-    }
-    pr.indent = std::string(4 + 2 * loop_sizes.size(), ' ');
+    if (out.shape[i] > 1) row_axis = int(i);
+  const int64_t width = row_axis < 0 ? 1 : out.shape[row_axis];
+  E v, x;
+  bool rows = !group && d.buffers_in_array && !d.independent_loop.empty() && width >= 4 && n_out > 0;
+  if (rows) {
+    E row = var("gid", 0, n_out / width - 1);
+    x = var("x", 0, width - 1);
+    auto row_ix = std::make_shared<Index>();
+    row_ix->shape = Shape(out.shape.begin(), out.shape.begin() + row_axis);
+    row_ix->flat = row;
+    low.keep_alive.push_back(row_ix);
+    std::vector<E> out_dims = dims_of(*row_ix);
+    out_dims.push_back(x);
+    while (out_dims.size() < out.shape.size()) out_dims.push_back(idx(0));
+    v = value_at(row * idx(width) + x, out_dims);
+    rows = loads_near_along(v, x, 4);
   }
+  if (!rows) v = value_at(gid, {});
+  const std::string deeper = rows ? "  " : "";  // the serial body, inside the loop over x
+  // A long sum one output at a time: its innermost loop, where it reads
+  // neighbouring elements, keeps a vector of partial sums (a batch norm's
+  // statistics are otherwise one chain of 12800 dependent additions).
+  const bool is_sum = out.op == Op::Sum;
+  E innermost = red_ix->flat;
+  for (auto& dim : red_ix->dims)
+    if (dim->op == ExprOp::Var) innermost = dim;
+  const bool partial_sums = !rows && !group && is_sum && !d.reordered_sum_loop.empty() && innermost->hi + 1 >= 64 &&
+                            loads_near_along(v, innermost, 1);
+  const auto [loops_open, loops_close] =
+      reduce_loops(red_shape, nested, deeper, partial_sums ? d.reordered_sum_loop : std::string());
+  pr.indent = group ? "    " : deeper + std::string(4 + 2 * (nested ? loop_sizes.size() : 1), ' ');
   std::string val = pr(v);
   std::string acc_type = pr.type(out.dtype);
-  bool is_sum = out.op == Op::Sum;
   std::string init = is_sum ? (is_float(out.dtype) ? float_literal(0, out.dtype) : "0") : "(-" + d.infinity + ")";
   if (!is_sum && !is_float(out.dtype)) init = "(-2147483647-1)";
   k.name = "R" + join_dims(out.shape) + "_" + std::to_string(r_count);
@@ -420,8 +460,13 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
     k.local[0] = group;
     return grouped_reduce(d, group, r_count, is_sum, acc_type, init, pr.lines, val);
   }
-  return "    " + acc_type + " acc = " + init + ";\n" + loops_open + pr.lines + pr.indent + "acc = " +
-         fold(is_sum, "acc", val) + ";\n" + loops_close + "    b0[gid] = acc;\n";
+  const std::string serial = deeper + "    " + acc_type + " acc = " + init + ";\n" + loops_open + pr.lines + pr.indent +
+                             "acc = " + fold(is_sum, "acc", val) + ";\n" + loops_close;
+  if (!rows) return serial + "    b0[gid] = acc;\n";
+  k.global[0] = n_out / width;
+  const std::string w = std::to_string(width);
+  return independent(d, "    ") + "    for (int x = 0; x < " + w + "; ++x) {\n" + serial + "      b0[gid*" + w +
+         "+x] = acc;\n    }\n";
 }
 
 }  // namespace
@@ -458,7 +503,8 @@ std::string padded_rows(Lowerer& low, Printer& pr, const Node& pad, const std::v
   const E fill_value = constant(pad.value, dtype);
   std::string fill = pr(fill_value);
   std::string w = std::to_string(width);
-  std::string out = "    for (int x = 0; x < " + w + "; ++x) b0[gid*" + w + "+x] = " + Printer::strip(fill) + ";\n";
+  std::string out = independent(pr.d, "    ") + "    for (int x = 0; x < " + w + "; ++x) b0[gid*" + w + "+x] = " +
+                    Printer::strip(fill) + ";\n";
   if (size == 0) return out;
   std::string open = "    {\n";
   if (row_inside) {
@@ -474,7 +520,8 @@ std::string padded_rows(Lowerer& low, Printer& pr, const Node& pad, const std::v
   low.keep_alive.push_back(src_ix);
   const E value = cast(low.lower(pad.src[0], src_ix), dtype);
   std::string v = pr(value);
-  out += open + "      for (int x = 0; x < " + std::to_string(size) + "; ++x) {\n" + pr.lines + "        b0[gid*" + w +
+  out += open + independent(pr.d, "      ") + "      for (int x = 0; x < " + std::to_string(size) + "; ++x) {\n" +
+         pr.lines + "        b0[gid*" + w +
          "+x+" + std::to_string(lo) + "] = " + Printer::strip(v) + ";\n      }\n    }\n";
   return out;
 }
@@ -554,8 +601,8 @@ static std::string row_loops(Printer& pr, const E& value, const E& x, const std:
     pr.names = names;
     body_flops = std::max(body_flops, pr.flops_per_item - flops);
     pr.flops_per_item = flops;
-    return indent + "for (int x = " + from + "; x < " + to + "; ++x) {\n" + pr.lines + indent + "  " + store + " = " +
-           result + ";\n" + indent + "}\n";
+    return independent(pr.d, indent) + indent + "for (int x = " + from + "; x < " + to + "; ++x) {\n" + pr.lines +
+           indent + "  " + store + " = " + result + ";\n" + indent + "}\n";
   };
   if (split.bounds.empty()) {
     std::string out = loop(value, "0", n);
@@ -731,6 +778,7 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
     k.flops = pr.flops_per_item * double(n_out);
   } else {
     body = reduce_body(low, pr, out, device, k);
+    parallel_items = k.global[0];
   }
   std::string comment = "// " + k.name + ": " + shape_str(out.shape) + " " + dtype_name(out.dtype) + ", fused:";
   for (auto& o : k.ops) comment += " " + o;
@@ -738,11 +786,11 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
   for (auto& n : plan.fused) fp64 = fp64 || n->dtype == DType::f64;
   for (auto& n : plan.inputs) fp64 = fp64 || n->dtype == DType::f64;
   if (k.local[0] > 0) {  // the grouped form of a reduction is the whole function body
-    k.source = comment + "\n" + signature(d, k.name, bufs, fp64, replace_n(d.group_size_attribute, k.local[0])) +
+    k.source = comment + "\n" + signature(d, k.name, bufs, fp64, replace_all(d.group_size_attribute, "{n}", std::to_string(k.local[0]))) +
                body + "}\n";
     return k;
   }
-  k.source = comment + "\n" + signature(d, k.name, bufs, fp64) + "  " + replace_n(d.parallel_open, parallel_items) + "\n" +
+  k.source = comment + "\n" + signature(d, k.name, bufs, fp64) + "  " + replace_all(d.parallel_open, "{n}", std::to_string(parallel_items)) + "\n" +
              body + "  " + d.parallel_close + "\n}\n";
   k.global[0] = parallel_items;
   return k;

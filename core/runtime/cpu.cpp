@@ -143,6 +143,8 @@ class CpuDevice : public Device {
     dialect_.buffers_in_array = true;
     dialect_.restrict_kw = "restrict";
     dialect_.parallel_open = "for (int gid = start; gid < end; ++gid) {";
+    dialect_.independent_loop = "#pragma omp simd";
+    dialect_.reordered_sum_loop = "#pragma omp simd reduction(+:acc)";
   }
 
   const DeviceInfo& info() const override { return info_; }
@@ -161,7 +163,7 @@ class CpuDevice : public Device {
   // input with the stored max), and both must round the same way. The GEMM
   // template asks for fma itself.
   std::string build_options() const override {
-    return "-O3 -march=native -std=gnu11 -fPIC -shared -fno-math-errno -ffp-contract=off -Wall -Wno-unused-variable";
+    return "-O3 -march=native -std=gnu11 -fPIC -shared -fno-math-errno -ffp-contract=off -fopenmp-simd -Wall -Wno-unused-variable";
   }
 
   // source -> a shared library's bytes, compiled in a private temp folder.
