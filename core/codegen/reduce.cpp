@@ -69,18 +69,14 @@ std::string grouped_reduce(const Dialect& d, int64_t group, int64_t count, bool 
   return s;
 }
 
-std::pair<std::string, std::string> reduce_loops(const Shape& red_shape, bool nested, const std::string& deeper,
-                                                 const std::string& inner_hint) {
-  const auto unit = [](int64_t v) { return v == 1; };
-  const size_t loops = nested ? red_shape.size() - size_t(std::count_if(red_shape.begin(), red_shape.end(), unit)) : 1;
+std::pair<std::string, std::string> reduce_loops(const std::vector<std::pair<std::string, int64_t>>& loops,
+                                                 const std::string& deeper, const std::string& inner_hint) {
   std::string open, close;
-  for (size_t a = 0, level = 0; a < (nested ? red_shape.size() : 1); ++a) {
-    if (nested && red_shape[a] == 1) continue;
-    const std::string pad = deeper + std::string(4 + 2 * level++, ' ');
-    const std::string name = nested ? "r" + std::to_string(a) : "r";
-    if (level == loops && !inner_hint.empty()) open += pad + inner_hint + "\n";
-    open += pad + "for (int " + name + " = 0; " + name + " < " + std::to_string(nested ? red_shape[a] : numel(red_shape)) +
-            "; ++" + name + ") {\n";
+  for (size_t level = 0; level < loops.size(); ++level) {
+    const std::string pad = deeper + std::string(4 + 2 * level, ' '), &name = loops[level].first;
+    if (level + 1 == loops.size() && !inner_hint.empty()) open += pad + inner_hint + "\n";
+    open += pad + "for (int " + name + " = 0; " + name + " < " + std::to_string(loops[level].second) + "; ++" + name +
+            ") {\n";
     close = pad + "}\n" + close;
   }
   return {open, close};

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/dialect.h"
-#include "core/ops.h"
 
 namespace tl {
 
@@ -15,12 +15,11 @@ namespace tl {
 std::string fold(bool is_sum, const std::string& acc, const std::string& value);
 
 // The serial form's loops over the reduced axes (opening and closing text):
-// one flat loop over r, or with `nested` one loop per axis of more than one
-// element (r0, r1, ... by axis), in the flat index's order, each indented
-// by `deeper` and two spaces a level. `inner_hint` (a dialect's pragma)
-// is written before the innermost loop.
-std::pair<std::string, std::string> reduce_loops(const Shape& red_shape, bool nested, const std::string& deeper,
-                                                 const std::string& inner_hint);
+// one per (variable, extent), outermost first, each indented by `deeper` and
+// two spaces a level. `inner_hint` (a dialect's pragma) is written before
+// the innermost loop.
+std::pair<std::string, std::string> reduce_loops(const std::vector<std::pair<std::string, int64_t>>& loops,
+                                                 const std::string& deeper, const std::string& inner_hint);
 
 // The grouped form: item lid of group gid folds elements lid, lid + L, ...
 // of output gid, then the group halves its partial results in local memory.

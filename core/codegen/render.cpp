@@ -63,26 +63,68 @@ static std::string independent(const Dialect& d, const std::string& indent) {
   return d.independent_loop.empty() ? "" : indent + d.independent_loop + "\n";
 }
 
+// The reduced axes' loops, outermost first: (variable, extent).
+using ReduceLoops = std::vector<std::pair<E, int64_t>>;
 
 // The position in the reduced axes: a flat r, or with `nested` one loop
-// variable per axis of more than one element (r0, r1, ...: the names
-// reduce_loops writes).
-static IndexRef reduced_index(const Shape& red_shape, bool nested) {
+// variable per axis of more than one element (r0, r1, ... by axis); the axes
+// from `merge_from` on share one loop, whose variable the index splits by
+// division (the index rules join it again where the input is contiguous
+// over those axes). Sets `loops`.
+static IndexRef reduced_index(const Shape& red_shape, bool nested, size_t merge_from, ReduceLoops& loops) {
   const int64_t r_count = numel(red_shape);
   auto red_ix = std::make_shared<Index>();
   red_ix->shape = red_shape;
-  red_ix->flat = var("r", 0, std::max<int64_t>(r_count - 1, 0));
-  if (!nested) return red_ix;
-  E flat = idx(0);
-  int64_t stride = r_count;
-  for (auto v : red_shape) {
+  loops.clear();
+  if (!nested) {
+    red_ix->flat = var("r", 0, std::max<int64_t>(r_count - 1, 0));
+    loops.push_back({red_ix->flat, r_count});
+    return red_ix;
+  }
+  int64_t merged_size = 1;
+  for (size_t a = merge_from; a < red_shape.size(); ++a) merged_size *= red_shape[a];
+  E flat = idx(0), merged;
+  int64_t stride = r_count, inner = merged_size;
+  for (size_t a = 0; a < red_shape.size(); ++a) {
+    const int64_t v = red_shape[a];
     stride /= v;
-    const std::string name = "r" + std::to_string(red_ix->dims.size());
-    red_ix->dims.push_back(v == 1 ? idx(0) : var(name, 0, v - 1));
-    flat = flat + red_ix->dims.back() * idx(stride);
+    E dim = idx(0);
+    if (a >= merge_from) {
+      if (!merged) loops.push_back({merged = var("r" + std::to_string(a), 0, merged_size - 1), merged_size});
+      inner /= v;
+      if (v != 1) dim = (merged / idx(inner)) % idx(v);
+    } else if (v != 1) {
+      loops.push_back({dim = var("r" + std::to_string(a), 0, v - 1), v});
+    }
+    red_ix->dims.push_back(dim);
+    flat = flat + dim * idx(stride);
   }
   red_ix->flat = flat;
   return red_ix;
+}
+
+// Whether a division or modulo in `e` reads `x`.
+static bool divides(const E& e, const E& x) {
+  std::vector<const Expr*> stack = {e.get()};
+  std::set<const Expr*> seen;
+  auto reads_x = [&](const Expr* root) {
+    std::vector<const Expr*> st = {root};
+    while (!st.empty()) {
+      const Expr* n = st.back();
+      st.pop_back();
+      if (n == x.get()) return true;
+      for (auto& c : n->src) st.push_back(c.get());
+    }
+    return false;
+  };
+  while (!stack.empty()) {
+    const Expr* n = stack.back();
+    stack.pop_back();
+    if (!seen.insert(n).second) continue;
+    if ((n->op == ExprOp::Div || n->op == ExprOp::Mod) && reads_x(n)) return true;
+    for (auto& c : n->src) stack.push_back(c.get());
+  }
+  return false;
 }
 
 // A reduction kernel's body, in the serial or the grouped form; sets the
@@ -113,7 +155,8 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
   for (auto v : red_shape)
     if (v != 1) loop_sizes.push_back(v);
   const bool nested = !group && loop_sizes.size() > 1;
-  const IndexRef red_ix = reduced_index(red_shape, nested);
+  ReduceLoops loops;
+  IndexRef red_ix = reduced_index(red_shape, nested, red_shape.size(), loops);
   // The value at output position `out_flat` (and `out_dims`, when known).
   auto value_at = [&](const E& out_flat, std::vector<E> out_dims) {
     auto out_ix = std::make_shared<Index>();
@@ -154,20 +197,35 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
     v = value_at(row * idx(width) + x, out_dims);
     rows = loads_near_along(v, x, 4);
   }
-  if (!rows) v = value_at(gid, {});
-  const std::string deeper = rows ? "  " : "";  // the serial body, inside the loop over x
   // A long sum one output at a time: its innermost loop, where it reads
   // neighbouring elements, keeps a vector of partial sums (a batch norm's
-  // statistics are otherwise one chain of 12800 dependent additions).
-  const bool is_sum = out.op == Op::Sum;
-  E innermost = red_ix->flat;
-  for (auto& dim : red_ix->dims)
-    if (dim->op == ExprOp::Var) innermost = dim;
-  const bool partial_sums = !rows && !group && is_sum && !d.reordered_sum_loop.empty() && innermost->hi + 1 >= 64 &&
-                            loads_near_along(v, innermost, 1);
+  // statistics are otherwise one chain of 12800 dependent additions). The
+  // reduced axes at the input's end (a global pool's rows and columns) are
+  // one loop for it, unless the index would divide inside it.
+  const bool is_sum = out.op == Op::Sum, reorder = !rows && is_sum && !d.reordered_sum_loop.empty();
+  if (!rows) v = nullptr;
+  if (reorder && nested) {
+    size_t merge_from = red_shape.size(), pos = red_shape.size();
+    for (size_t i = input.shape.size(); i-- > 0 && (reduced[i] || merge_from == red_shape.size());)
+      if (reduced[i]) merge_from = --pos;
+    if (std::count_if(red_shape.begin() + long(merge_from), red_shape.end(), [](int64_t n) { return n != 1; }) > 1) {
+      red_ix = reduced_index(red_shape, nested, merge_from, loops);
+      v = value_at(gid, {});
+      if (divides(v, loops.back().first)) {
+        red_ix = reduced_index(red_shape, nested, red_shape.size(), loops);
+        v = nullptr;
+      }
+    }
+  }
+  if (!v) v = value_at(gid, {});
+  const std::string deeper = rows ? "  " : "";  // the serial body, inside the loop over x
+  const E innermost = loops.back().first;
+  const bool partial_sums = reorder && innermost->hi + 1 >= 32 && loads_near_along(v, innermost, 1);
+  std::vector<std::pair<std::string, int64_t>> named;
+  for (auto& [loop_var, extent] : loops) named.push_back({loop_var->name, extent});
   const auto [loops_open, loops_close] =
-      reduce_loops(red_shape, nested, deeper, partial_sums ? d.reordered_sum_loop : std::string());
-  pr.indent = group ? "    " : deeper + std::string(4 + 2 * (nested ? loop_sizes.size() : 1), ' ');
+      reduce_loops(named, deeper, partial_sums ? d.reordered_sum_loop : std::string());
+  pr.indent = group ? "    " : deeper + std::string(4 + 2 * loops.size(), ' ');
   std::string val = pr(v);
   std::string acc_type = pr.type(out.dtype);
   std::string init = is_sum ? (is_float(out.dtype) ? float_literal(0, out.dtype) : "0") : "(-" + d.infinity + ")";
