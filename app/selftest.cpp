@@ -41,7 +41,8 @@ int cmd_selftest(const std::string& device_name, const std::string& golden_path,
   for (auto& c : tlops::gemm_layouts()) {
     std::string why;
     try {
-      why = device_name == "cpu" ? "" : tlops::check_gemm_layout(c, device_name);
+      why = device_name == "cpu" ? tlops::check_gemm_layout_reference(c, device_name)
+                                 : tlops::check_gemm_layout(c, device_name);
     } catch (const std::exception& e) {
       why = c.label() + ": exception: " + e.what();
     }

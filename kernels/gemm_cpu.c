@@ -342,6 +342,35 @@ static void pack_b_gather(const float* restrict image, const ptrdiff_t* restrict
   }
 }
 
+#if VW == 16 && !defined(__clang__)
+typedef int vi __attribute__((vector_size(64)));
+// Transposes a 16 x 16 block held as 16 rows, in place: four rounds that
+// each swap the off-diagonal h x h blocks of every 2h x 2h block (h = 8, 4,
+// 2, 1), two two-register shuffles per pair of rows.
+static inline __attribute__((always_inline)) void transpose16(vf r[16]) {
+  static const vi lo[4] = {{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
+                           {0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
+                           {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
+                           {0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30}};
+  static const vi hi[4] = {{8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31},
+                           {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31},
+                           {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31},
+                           {1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31}};
+#pragma GCC unroll 4
+  for (int s = 0, h = 8; s < 4; ++s, h /= 2)
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i)
+      if (!(i & h)) {
+        const vf a = r[i], b = r[i + h];
+        r[i] = __builtin_shuffle(a, b, lo[s]);
+        r[i + h] = __builtin_shuffle(a, b, hi[s]);
+      }
+}
+#define FAST_TRANSPOSE 1
+#else
+#define FAST_TRANSPOSE 0
+#endif
+
 // k [k0, k0+kc) x columns [n0, n0+nc) of B into NR-column panels, k-major
 // inside a panel, zero columns past nc.
 static void pack_b(const struct tl_gemm* g, const float* restrict b, ptrdiff_t k0, ptrdiff_t kc, ptrdiff_t n0,
@@ -352,10 +381,24 @@ static void pack_b(const struct tl_gemm* g, const float* restrict b, ptrdiff_t k
     if (cols == NR && SB2 == 1) {
       for (ptrdiff_t p = 0; p < kc; ++p) memcpy(dst + p * NR, src + p * SB1, NR * sizeof(float));
     } else if (cols == NR) {
-      // Transposed B (weights of a 1x1 convolution): read along k, the
-      // contiguous direction, and scatter into the panel.
+      // Transposed B (weights of a 1x1 convolution, a weight gradient's
+      // columns): read along k, the contiguous direction, 16 x 16 blocks at
+      // a time turned in registers, then the rest one element at a time.
+      ptrdiff_t p0 = 0;
+#if FAST_TRANSPOSE
+      if (SB1 == 1)
+        for (; p0 + 16 <= kc; p0 += 16)
+          for (int j0 = 0; j0 < NR; j0 += 16) {
+            vf r[16];
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; ++j) r[j] = *(const vfu*)(src + (j0 + j) * SB2 + p0);
+            transpose16(r);
+#pragma GCC unroll 16
+            for (int t = 0; t < 16; ++t) *(vfu*)(dst + (p0 + t) * NR + j0) = r[t];
+          }
+#endif
       for (int j = 0; j < NR; ++j)
-        for (ptrdiff_t p = 0; p < kc; ++p) dst[p * NR + j] = src[j * SB2 + p * SB1];
+        for (ptrdiff_t p = p0; p < kc; ++p) dst[p * NR + j] = src[j * SB2 + p * SB1];
     } else {
       for (ptrdiff_t p = 0; p < kc; ++p)
         for (int j = 0; j < NR; ++j) dst[p * NR + j] = j < cols ? src[j * SB2 + p * SB1] : 0.0f;

@@ -18,6 +18,7 @@
 #include "core/realize.h"
 #include "core/runtime/registry.h"
 #include "core/tensor.h"
+#include "tests/gemm_layouts.h"
 #include "tests/golden.h"
 #include "tests/op_table.h"
 #include "tests/testing.h"
@@ -147,6 +148,16 @@ class TestOps : public QObject {
     std::string list;
     for (auto& d : devs) list += d + " ";
     qInfo("devices: %s; golden cases: %zu", list.c_str(), golden_cases().size());
+  }
+
+  // The CPU device's GEMM over every layout the GPU templates are checked on
+  // (tests/gemm_layouts.h: operands read through transposed views, ragged
+  // edges, batches, a fused epilogue), against double precision.
+  void gemm_layouts_match_double_reference() {
+    for (auto& c : tlops::gemm_layouts()) {
+      const std::string why = tlops::check_gemm_layout_reference(c, "cpu");
+      QVERIFY2(why.empty(), why.c_str());
+    }
   }
 
   // The golden file and the C++ table describe the same cases.
