@@ -69,11 +69,11 @@ std::string grouped_reduce(const Dialect& d, int64_t group, int64_t count, bool 
   return s;
 }
 
-std::pair<std::string, std::string> reduce_loops(const std::vector<std::pair<std::string, int64_t>>& loops,
-                                                 const std::string& deeper, const std::string& inner_hint) {
+std::pair<std::string, std::string> reduce_loops(const ReduceLoops& loops, const std::string& deeper,
+                                                 const std::string& inner_hint) {
   std::string open, close;
   for (size_t level = 0; level < loops.size(); ++level) {
-    const std::string pad = deeper + std::string(4 + 2 * level, ' '), &name = loops[level].first;
+    const std::string pad = deeper + std::string(4 + 2 * level, ' '), &name = loops[level].first->name;
     if (level + 1 == loops.size() && !inner_hint.empty()) open += pad + inner_hint + "\n";
     open += pad + "for (int " + name + " = 0; " + name + " < " + std::to_string(loops[level].second) + "; ++" + name +
             ") {\n";

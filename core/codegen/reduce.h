@@ -1,12 +1,13 @@
 // The text of reductions shared by the renderer (render.cpp): how a value
-// folds into an accumulator, the serial form's loops, and the grouped form (reduce_group_size, in
-// render.h, decides when it is used).
+// folds into an accumulator, the serial form's loops, and the grouped form
+// (reduce_group_size, in render.h, decides when it is used).
 #pragma once
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/codegen/expr.h"
 #include "core/dialect.h"
 
 namespace tl {
@@ -14,12 +15,15 @@ namespace tl {
 // `acc` with `value` folded in: a sum, or a maximum where NaN wins.
 std::string fold(bool is_sum, const std::string& acc, const std::string& value);
 
-// The serial form's loops over the reduced axes (opening and closing text):
-// one per (variable, extent), outermost first, each indented by `deeper` and
-// two spaces a level. `inner_hint` (a dialect's pragma) is written before
-// the innermost loop.
-std::pair<std::string, std::string> reduce_loops(const std::vector<std::pair<std::string, int64_t>>& loops,
-                                                 const std::string& deeper, const std::string& inner_hint);
+// The serial form's loops over the reduced axes, outermost first: a loop
+// variable (expr.h's Var) and its extent each.
+using ReduceLoops = std::vector<std::pair<E, int64_t>>;
+
+// Their opening and closing text, each loop indented by `deeper` and two
+// spaces a level. `inner_hint` (a dialect's pragma) is written before the
+// innermost loop.
+std::pair<std::string, std::string> reduce_loops(const ReduceLoops& loops, const std::string& deeper,
+                                                 const std::string& inner_hint);
 
 // The grouped form: item lid of group gid folds elements lid, lid + L, ...
 // of output gid, then the group halves its partial results in local memory.

@@ -19,7 +19,6 @@ namespace {
 
 using namespace lowering;
 
-
 std::string join_dims(const Shape& s) {
   std::string out;
   for (auto v : s)
@@ -62,9 +61,6 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
 static std::string independent(const Dialect& d, const std::string& indent) {
   return d.independent_loop.empty() ? "" : indent + d.independent_loop + "\n";
 }
-
-// The reduced axes' loops, outermost first: (variable, extent).
-using ReduceLoops = std::vector<std::pair<E, int64_t>>;
 
 // The position in the reduced axes: a flat r, or with `nested` one loop
 // variable per axis of more than one element (r0, r1, ... by axis); the axes
@@ -151,10 +147,10 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
   // pixels) as nested loops, one per axis of more than one element, in the
   // flat index's order: the same additions in the same order, with no
   // division of a flat r into the axes.
-  std::vector<int64_t> loop_sizes;
-  for (auto v : red_shape)
-    if (v != 1) loop_sizes.push_back(v);
-  const bool nested = !group && loop_sizes.size() > 1;
+  const auto loop_count = [&](size_t from) {  // reduced axes of more than one element, from `from` on
+    return std::count_if(red_shape.begin() + long(from), red_shape.end(), [](int64_t n) { return n != 1; });
+  };
+  const bool nested = !group && loop_count(0) > 1;
   ReduceLoops loops;
   IndexRef red_ix = reduced_index(red_shape, nested, red_shape.size(), loops);
   // The value at output position `out_flat` (and `out_dims`, when known).
@@ -208,7 +204,7 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
     size_t merge_from = red_shape.size(), pos = red_shape.size();
     for (size_t i = input.shape.size(); i-- > 0 && (reduced[i] || merge_from == red_shape.size());)
       if (reduced[i]) merge_from = --pos;
-    if (std::count_if(red_shape.begin() + long(merge_from), red_shape.end(), [](int64_t n) { return n != 1; }) > 1) {
+    if (loop_count(merge_from) > 1) {
       red_ix = reduced_index(red_shape, nested, merge_from, loops);
       v = value_at(gid, {});
       if (divides(v, loops.back().first)) {
@@ -221,10 +217,8 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
   const std::string deeper = rows ? "  " : "";  // the serial body, inside the loop over x
   const E innermost = loops.back().first;
   const bool partial_sums = reorder && innermost->hi + 1 >= 32 && loads_near_along(v, innermost, 1);
-  std::vector<std::pair<std::string, int64_t>> named;
-  for (auto& [loop_var, extent] : loops) named.push_back({loop_var->name, extent});
   const auto [loops_open, loops_close] =
-      reduce_loops(named, deeper, partial_sums ? d.reordered_sum_loop : std::string());
+      reduce_loops(loops, deeper, partial_sums ? d.reordered_sum_loop : std::string());
   pr.indent = group ? "    " : deeper + std::string(4 + 2 * loops.size(), ' ');
   std::string val = pr(v);
   std::string acc_type = pr.type(out.dtype);
