@@ -258,8 +258,8 @@ class TestDepthwise : public QObject {
     QVERIFY2(bad.empty(), bad.c_str());
     qInfo("largest relative error %.2e", worst);
     // The gathering GEMM ran; beside it only the input's GEMM and the copy
-    // of its permuted view.
-    if (dev == "cpu" && N == 1) {
+    // of its permuted view. (Not in the GPU's form, which test_depthwise_guarded forces.)
+    if (dev == "cpu" && N == 1 && qgetenv("TINYLENS_DEPTHWISE") != "guarded") {
       const std::string conv = gathering_gemm(C, ref.out_h() * ref.out_w(), c.KH * c.KW);
       std::string all;
       for (auto& n : names) all += n + " ";
@@ -294,6 +294,57 @@ class TestDepthwise : public QObject {
     // the convolution gathers from the unpadded 32x32 map
     QVERIFY2(sources.back().find(".gather = {1, 32, 32, 3, 3, 2, 2, 1, 1, 0, 0, 16}") != std::string::npos,
              sources.back().c_str());
+  }
+
+  // The form a GPU gets (core/depthwise.cpp guarded_form), forced here on
+  // every device: the convolution, its bias and ReLU6 are one kernel that
+  // reads the GEMM's output through the pad, at both strides and on wide and
+  // narrow maps; no padded copy, no flat rows and no slice after them.
+  // ctest's test_depthwise_guarded runs the value tests in this form.
+  void guardedFormIsOneKernel_data() {
+    QTest::addColumn<QString>("device");
+    QTest::addColumn<int>("size");
+    QTest::addColumn<int>("kernel");
+    QTest::addColumn<int>("stride");
+    for (const std::string& d : tltest::available_devices())
+      for (const Case& c : {Case{0, 20, 3, 1}, Case{0, 7, 5, 1}, Case{0, 21, 3, 2}, Case{0, 9, 5, 2}})
+        QTest::newRow((d + " " + std::to_string(c.kernel) + "x" + std::to_string(c.kernel) + " s" +
+                       std::to_string(c.stride) + " on " + std::to_string(c.size))
+                          .c_str())
+            << QString::fromStdString(d) << c.size << c.kernel << c.stride;
+  }
+  void guardedFormIsOneKernel() {
+    QFETCH(QString, device);
+    QFETCH(int, size);
+    QFETCH(int, kernel);
+    QFETCH(int, stride);
+    const std::string dev = device.toStdString();
+    const QByteArray before = qgetenv("TINYLENS_DEPTHWISE");
+    qputenv("TINYLENS_DEPTHWISE", "guarded");
+    const int C = 6, in = 3;
+    Generator gen(7);
+    Tensor x0 = Tensor::randn({in, size * size}, gen, dev), w1 = Tensor::randn({C, in}, gen, dev);
+    Tensor b1 = Tensor::randn({C}, gen, dev), w = Tensor::randn({kernel * kernel, C}, gen, dev);
+    Tensor b = Tensor::randn({C}, gen, dev);
+    for (Tensor* t : {&x0, &w1, &b1, &w, &b}) t->realize();
+    std::vector<std::string> names;
+    Tensor y;
+    {
+      ProfileCapture capture;
+      Tensor x = (w1.matmul(x0) + b1.reshape({C, 1})).relu6().reshape({1, C, size, size});
+      y = EfficientNetLite0::depthwise(x, w, b, kernel, stride).relu6();
+      y.realize();
+      for (auto& r : capture.records()) names.push_back(r.kernel->name);
+    }
+    if (before.isNull()) qunsetenv("TINYLENS_DEPTHWISE");
+    else qputenv("TINYLENS_DEPTHWISE", before);
+    std::string all;
+    for (auto& n : names) all += n + " ";
+    const int out = (size - 1) / stride + 1;
+    QVERIFY2(names.size() == 2 && names.front().rfind("GEMM", 0) == 0 &&
+                 names.back() == "E_" + std::to_string(C) + "_" + std::to_string(out) + "_" + std::to_string(out),
+             all.c_str());
+    QCOMPARE(y.shape(), (Shape{1, C, out, out}));
   }
 
   void badWindowsAreShapeErrors() {
