@@ -14,6 +14,7 @@
 #include <QTemporaryDir>
 #include <QTimer>
 #include <filesystem>
+#include <set>
 
 #include "core/models/classifier.h"
 #include "tests/testing.h"
@@ -156,6 +157,20 @@ class TestUiWindow : public QObject {
       shares += model->index(r, KernelTableModel::Share).data(KernelTableModel::SortRole).toDouble();
     QVERIFY(std::abs(shares - 100.0) < 1e-6);
     QVERIFY(window_->kernelPane()->chartBars() == std::min(8, model->rowCount()));
+    // The timed runs were replayed by the classifier's Jit (no graph built),
+    // as the pane says, and every kernel still names nodes of the graph the
+    // window draws.
+    QVERIFY(run->jitReplayed);
+    QVERIFY2(window_->kernelPane()->totalText().contains("replayed by the Jit"),
+             qPrintable(window_->kernelPane()->totalText()));
+    std::set<uint64_t> ids;
+    for (auto& n : run->graph) ids.insert(n.id);
+    QVERIFY(run->graph.size() > 100);
+    for (auto& r : run->records) {
+      QVERIFY2(r.replayed, r.kernel->name.c_str());
+      QVERIFY2(!r.kernel->node_ids.empty(), r.kernel->name.c_str());
+      for (uint64_t id : r.kernel->node_ids) QVERIFY2(ids.count(id), r.kernel->name.c_str());
+    }
   }
 
   void selectingKernelShowsSource() {

@@ -428,7 +428,7 @@ void MainWindow::onClassified(const RunPtr& run) {
   image_->setActivity({});
   image_->setError({});
   devices_->setResultsDevice(run->device);
-  kernels_->setRecords(run->records, run->warmSeconds);
+  kernels_->setRecords(run->records, run->warmSeconds, run->jitReplayed);
   graph_->setRun(run);
   if (!run->records.empty()) kernels_->selectRecord(0);
   status_->setText(tr("%1 on %2: %3 (%4 %), warm %5 ms (median run), %6 kernels")

@@ -28,10 +28,14 @@ struct RunData {
   double coldSeconds = 0, warmSeconds = 0;
   int warmRuns = 0;
   // Kernels of that same median warm run (its kernel times sum to
-  // kernelSeconds, which is less than the wall time: graph building,
-  // scheduling and copies are not kernels); node_ids refer to `graph`.
+  // kernelSeconds, which is less than the wall time: launches, waits and
+  // copies are not kernels); node_ids refer to `graph`, the graph of one
+  // run that built it (the Jit's replays build none).
   double kernelSeconds = 0;
   std::vector<tl::ProfileRecord> records;
+  // The warm runs were replayed by the classifier's Jit (core/jit.h): no
+  // graph was built in them, as in the CLI's classify and bench model.
+  bool jitReplayed = false;
   std::vector<tl::GraphNode> graph;
 };
 using RunPtr = std::shared_ptr<const RunData>;

@@ -69,7 +69,7 @@ KernelPane::KernelPane(QWidget* parent)
   });
 }
 
-void KernelPane::setRecords(const std::vector<tl::ProfileRecord>& records, double wallSeconds) {
+void KernelPane::setRecords(const std::vector<tl::ProfileRecord>& records, double wallSeconds, bool byJit) {
   model_->setRecords(records);
   view_->resizeColumnsToContents();
   tl::ProfileTotals totals = tl::profile_totals(records);
@@ -79,12 +79,15 @@ void KernelPane::setRecords(const std::vector<tl::ProfileRecord>& records, doubl
     text += tr("; realize wall %1 ms, host overhead %2 ms")
                 .arg(totals.wall_seconds * 1e3, 0, 'f', 3)
                 .arg(totals.host_overhead() * 1e3, 0, 'f', 3);
-  if (wallSeconds > 0) text += tr(" (run wall time %1 ms)").arg(wallSeconds * 1e3, 0, 'f', 2);
+  if (wallSeconds > 0)
+    text += byJit ? tr(" (run wall time %1 ms, replayed by the Jit: no graph built)").arg(wallSeconds * 1e3, 0, 'f', 2)
+                  : tr(" (run wall time %1 ms)").arg(wallSeconds * 1e3, 0, 'f', 2);
   total_->setText(text);
   total_->setToolTip(tr("<p><b>Sum</b>: the kernel times of one run added up: the median warm run, the one "
                         "whose latency the predictions show as <i>warm</i>.</p>"
-                        "<p><b>Run wall time</b>: that run from start to end; the difference is building "
-                        "and scheduling the graph and copying the result back.</p>"
+                        "<p><b>Run wall time</b>: that run from start to end; the difference is launching "
+                        "and waiting, copying the result back and, unless the Jit replayed the run, building "
+                        "and scheduling the graph.</p>"
                         "<p><b>Realize wall</b>: from the start of the realize to the return of its one "
                         "wait for the device (compiles not counted); <b>host overhead</b> is what of it was "
                         "not kernels: scheduling, allocation, launching and waiting.</p>"

@@ -21,7 +21,8 @@ class KernelPane : public QWidget {
   QTableView* view() const { return view_; }
   // `wallSeconds` > 0: the wall time of the run these kernels belong to,
   // shown beside their sum so the two are not mistaken for each other.
-  void setRecords(const std::vector<tl::ProfileRecord>& records, double wallSeconds = 0);
+  // `byJit`: that run was replayed by a Jit, without building the graph.
+  void setRecords(const std::vector<tl::ProfileRecord>& records, double wallSeconds = 0, bool byJit = false);
   QString totalText() const;
   void selectRecord(int record);
   int chartBars() const { return chartBars_; }
