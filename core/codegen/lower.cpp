@@ -79,6 +79,10 @@ E both(const E& a, const E& b) {
   return binary(ExprOp::And, a, b);
 }
 
+std::string nan_max(const std::string& x, const std::string& y) {
+  return "((" + x + "!=" + x + ")?" + x + ":((" + x + ">" + y + ")?" + x + ":" + y + "))";
+}
+
 std::string float_literal(double v, DType t) {
   if (std::isnan(v)) return "NAN";
   if (std::isinf(v)) return v > 0 ? "INFINITY" : "(-INFINITY)";
@@ -197,9 +201,7 @@ std::string Printer::expression(const E& e) {
     case ExprOp::Mod: return "(" + a(0) + "%" + a(1) + ")";
     case ExprOp::Max: {
       std::string x = a(0), y = a(1);
-      // NaN wins. Tested as two selects, not (x>y || x!=x): C compilers
-      // turn the || into branches, even inside vectorised loops.
-      if (is_float(e->dtype)) return "((" + x + "!=" + x + ")?" + x + ":((" + x + ">" + y + ")?" + x + ":" + y + "))";
+      if (is_float(e->dtype)) return nan_max(x, y);
       return "(" + x + ">" + y + "?" + x + ":" + y + ")";
     }
     case ExprOp::Pow: return d.math(e->dtype).pow + "(" + a(0) + "," + a(1) + ")";

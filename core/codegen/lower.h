@@ -63,6 +63,11 @@ struct Lowerer {
 // A float32 literal carries the f suffix; a float64 one has all 17 digits.
 std::string float_literal(double v, DType t);
 
+// The larger of two floats, NaN winning, as two selects: (x>y || x!=x)
+// becomes branches in C compilers, even inside vectorised loops. The
+// Printer's Max and a reduction's fold (reduce.h) both spell it so.
+std::string nan_max(const std::string& x, const std::string& y);
+
 // IR to source text in a dialect: `lines` collects the named values'
 // statements at `indent`; operator() returns an expression's spelling.
 struct Printer {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "core/codegen/lower.h"
 #include "core/codegen/render.h"
 
 namespace tl {
@@ -44,7 +45,7 @@ int64_t reduce_group_size(const Dialect& d, const DeviceInfo& info, int64_t outp
 // `acc` with `value` folded in: a sum, or a maximum where NaN wins.
 std::string fold(bool is_sum, const std::string& acc, const std::string& value) {
   if (is_sum) return acc + " + " + value;
-  return "(" + value + " != " + value + ") ? " + value + " : ((" + value + " > " + acc + ") ? " + value + " : " + acc + ")";
+  return lowering::nan_max(value, acc);
 }
 
 // The grouped form (dialect.h): item lid of group gid folds elements lid,
