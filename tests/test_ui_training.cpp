@@ -12,6 +12,7 @@
 #include <QSpinBox>
 #include <QStandardPaths>
 #include <QTemporaryDir>
+#include <chrono>
 #include <filesystem>
 #include <set>
 
@@ -192,6 +193,7 @@ class TestUiTraining : public QObject {
   void runThenPauseStopsAfterTheRunningStep() {
     QSignalSpy stepped(page_, &TrainingPane::stepped);
     QSignalSpy stopped(page_, &TrainingPane::runStopped);
+    QSignalSpy worked(window_->session(), &Session::trainStepped);
     QTest::mouseClick(page_->runButton(), Qt::LeftButton);
     QVERIFY(page_->running());
     QCOMPARE(page_->runButton()->text(), QString("Pause"));
@@ -203,8 +205,22 @@ class TestUiTraining : public QObject {
     // the CPU device), and one may be running: the worker starts no other.
     QCoreApplication::processEvents();
     QTest::mouseClick(page_->runButton(), Qt::LeftButton);
+    const qint64 pausedAt =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count();
     const int atPause = page_->steps();
     QVERIFY(waitFor(stopped));
+    // What a pause promises: the worker starts no step after it (the step
+    // running then finishes, and may arrive after the click).
+    QVERIFY(worked.count() >= 3);
+    qint64 last = 0;
+    for (const auto& args : worked) {
+      const TrainStepPtr s = args[0].value<TrainStepPtr>();
+      last = std::max(last, s->startedUs);
+      QVERIFY2(s->startedUs > 0 && s->startedUs <= pausedAt,
+               qPrintable(QString("step %1 started %2 us after the pause").arg(s->step).arg(s->startedUs - pausedAt)));
+    }
+    qInfo("%lld steps; the last started %lld us before the pause", qlonglong(worked.count()), qlonglong(pausedAt - last));
     QVERIFY2(page_->steps() <= atPause + 2, qPrintable(QString("%1 > %2 + 2").arg(page_->steps()).arg(atPause)));
     QTest::qWait(300);
     const int settled = page_->steps();

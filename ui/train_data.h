@@ -45,6 +45,9 @@ struct TrainStep {
   int epoch = 0;  // 0-based epoch the step belongs to
   bool epochEnd = false;
   double loss = 0, accuracy = 0, seconds = 0, lr = 0;
+  // When the worker began the step, in microseconds of std::chrono's
+  // steady_clock, which the window can compare with (a pause starts no step).
+  qint64 startedUs = 0;
   std::vector<tl::ProfileRecord> kernels;
 };
 using TrainStepPtr = std::shared_ptr<const TrainStep>;

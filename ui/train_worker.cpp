@@ -1,6 +1,7 @@
 #include "ui/train_worker.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <set>
 #include <stdexcept>
@@ -124,6 +125,7 @@ void TrainWorker::applySchedule() {
 
 TrainStepPtr TrainWorker::step(RunData* graph) {
   if (!ready()) throw std::logic_error("no model: press Reset first");
+  const auto started = std::chrono::steady_clock::now().time_since_epoch();
   if (lastEpochEnd_) startEpoch(epoch_ + 1);
   data::Batch batch;
   if (!batches_->next(batch)) {  // an epoch of zero batches cannot happen (batch >= 1, data non-empty)
@@ -171,6 +173,7 @@ TrainStepPtr TrainWorker::step(RunData* graph) {
   out->accuracy = r.accuracy;
   out->seconds = r.seconds;
   out->lr = optimizer_->lr();
+  out->startedUs = std::chrono::duration_cast<std::chrono::microseconds>(started).count();
   out->kernels = std::move(r.kernels);
   return out;
 }
