@@ -80,7 +80,7 @@ E both(const E& a, const E& b) {
 }
 
 std::string nan_max(const std::string& x, const std::string& y) {
-  return "((" + x + "!=" + x + ")?" + x + ":((" + x + ">" + y + ")?" + x + ":" + y + "))";
+  return "((" + y + "!=" + y + ")?" + y + ":(!(" + x + "<=" + y + ")?" + x + ":" + y + "))";
 }
 
 std::string float_literal(double v, DType t) {

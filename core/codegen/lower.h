@@ -63,9 +63,12 @@ struct Lowerer {
 // A float32 literal carries the f suffix; a float64 one has all 17 digits.
 std::string float_literal(double v, DType t);
 
-// The larger of two floats, NaN winning, as two selects: (x>y || x!=x)
-// becomes branches in C compilers, even inside vectorised loops. The
-// Printer's Max and a reduction's fold (reduce.h) both spell it so.
+// The larger of two floats, NaN winning, as two selects: y if y is NaN,
+// else x where !(x <= y) (x larger, or x NaN), else y. (x>y || x!=x) becomes
+// branches in C compilers, even inside vectorised loops, and
+// (x!=x)?x:((x>y)?x:y) a mask combined in integer registers (GCC, AVX-512):
+// a ReLU6 epilogue then cost 40 % of a K=16 GEMM, against 10 % in this
+// form. The Printer's Max and a reduction's fold (reduce.h) both spell it so.
 std::string nan_max(const std::string& x, const std::string& y);
 
 // IR to source text in a dialect: `lines` collects the named values'
