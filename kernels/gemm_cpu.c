@@ -255,9 +255,18 @@ struct phased {
   ptrdiff_t oh0;     // the first output row it was made for
 };
 
+// Whether a window of n taps, d apart, reads phase `phase` of stride s: some
+// tap's offset k*d leaves that remainder.
+static int phase_read(ptrdiff_t n, ptrdiff_t d, ptrdiff_t s, ptrdiff_t phase) {
+  for (ptrdiff_t k = 0; k < n; ++k)
+    if (k * d % s == phase) return 1;
+  return 0;
+}
+
 // The phased copy of `image` (one batch item) for output rows [oh0, oh1), or
 // data = NULL when it would be too large or memory is short (the caller then
-// takes the slow path).
+// takes the slow path). Phases that no tap reads are left unwritten: a 1x1
+// window at stride 2 (a ResNet downsampling) reads one phase of four.
 static struct phased phase_image(const struct tl_gather* x, const float* restrict image, ptrdiff_t oh0,
                                  ptrdiff_t oh1) {
   struct phased out = {NULL, 0, 0, oh0};
@@ -276,7 +285,11 @@ static struct phased phase_image(const struct tl_gather* x, const float* restric
   float* dst = out.data;
   for (ptrdiff_t c = 0; c < x->channels; ++c)
     for (ptrdiff_t a = 0; a < sh; ++a)
-      for (ptrdiff_t b = 0; b < sw; ++b)
+      for (ptrdiff_t b = 0; b < sw; ++b) {
+        if (!phase_read(x->kh, x->dh, sh, a) || !phase_read(x->kw, x->dw, sw, b)) {
+          dst += out.ph * out.pw;
+          continue;
+        }
         for (ptrdiff_t r = 0; r < out.ph; ++r, dst += out.pw) {
           const ptrdiff_t y = (oh0 + r) * sh + a - x->pt, x0 = b - x->pl;
           // Columns q in [lo, hi) read the image (x0 + q*sw in [0, w)); the others are padding.
@@ -288,9 +301,12 @@ static struct phased phase_image(const struct tl_gather* x, const float* restric
           const float* src = image + (c * h + y) * w;
           if (sw == 1)
             memcpy(dst + lo, src + x0 + lo, (size_t)(hi - lo) * sizeof(float));
+          else if (sw == 2)  // a literal stride: the loop vectorises
+            for (ptrdiff_t q = lo; q < hi; ++q) dst[q] = src[x0 + q * 2];
           else
             for (ptrdiff_t q = lo; q < hi; ++q) dst[q] = src[x0 + q * sw];
         }
+      }
   return out;
 }
 

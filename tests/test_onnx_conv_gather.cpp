@@ -57,6 +57,12 @@ const Case kCases[] = {
     {"3x3 s1 dilation 2", 4, 6, 12, 13, 3, 3, 1, 1, 2, 2, {2, 2, 2, 2}, {0, 0, 0, 0}, false, 1},
     {"5x3 s2x1 dilation 1x2", 3, 8, 14, 11, 5, 3, 2, 1, 1, 2, {2, 2, 1, 2}, {0, 0, 0, 0}, false, 1},
     {"3x3 s1, two output channels", 8, 2, 9, 9, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, {0, 0, 0, 0}, false, 1},
+    // Windows that read only some of the stride's phases (the others are
+    // never copied): a ResNet downsampling, taps two apart at stride 2, and a
+    // window smaller than its stride.
+    {"1x1 s2 (a downsampling)", 20, 12, 15, 18, 1, 1, 2, 2, 1, 1, {0, 0, 0, 0}, {0, 0, 0, 0}, false, 1},
+    {"3x3 s2 dilation 2 (even taps only)", 5, 7, 17, 16, 3, 3, 2, 2, 2, 2, {2, 1, 2, 1}, {0, 0, 0, 0}, false, 1},
+    {"2x2 s3 with a pad", 4, 6, 14, 13, 2, 2, 3, 3, 1, 1, {1, 0, 0, 1}, {0, 0, 0, 0}, false, 1},
     {"3x3 over a pad of 3: windows wholly in the padding", 2, 5, 4, 6, 3, 3, 1, 1, 1, 1, {3, 3, 3, 3}, {0, 0, 0, 0},
      false, 1},
     {"3x3 without pads on a 3x3 image: one output", 6, 9, 3, 3, 3, 3, 1, 1, 1, 1, {0, 0, 0, 0}, {0, 0, 0, 0}, false, 1},
