@@ -20,6 +20,11 @@ struct KernelInfo {
   int64_t global[3] = {1, 1, 1}, local[3] = {0, 0, 0};
   double flops = 0, bytes = 0;       // estimates
   std::string source, build_log;
+  // The function's name in `source` when it is not `name`: a GEMM sized at
+  // run time (kernels/gemm.cl) shares one kernel, named after its tiles,
+  // with every GEMM it fits; `ints` are its sizes, passed at launch.
+  std::string entry;
+  std::vector<int64_t> ints;
   bool cache_hit = false;
   // Set when the tuner (core/tune.h) chose this kernel's rendering: the
   // chosen candidate's label ("split=cols kc=576"), every candidate's label

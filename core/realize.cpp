@@ -52,6 +52,8 @@ std::shared_ptr<KernelInfo> describe(const KernelPlan& plan, const RenderedKerne
   info->flops = r.flops;
   info->bytes = r.bytes;
   info->source = r.source;
+  info->entry = r.entry;
+  info->ints = r.ints;
   return info;
 }
 }  // namespace
@@ -360,16 +362,16 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
   const bool tune = tune_enabled();  // tuned: every candidate is compiled too (core/tune.h)
   for (auto& plan : plans) {
     rendered.push_back(render_cached(plan, device));
-    sources.push_back({rendered.back().name, rendered.back().source});
+    sources.push_back({entry_of(rendered.back()), rendered.back().source});
     for (auto& c : tune ? rendered.back().candidates : std::vector<TemplateKernel>{})
-      sources.push_back({rendered.back().name, c.source});
+      sources.push_back({c.entry.empty() ? rendered.back().name : c.entry, c.source});
   }
   double t0 = now_seconds();
   compile_new_kernels(device, sources);
   std::vector<TuneOutcome> tuned(plans.size());
   for (size_t p = 0; tune && p < plans.size(); ++p)
-    tuned[p] = tune_kernel(device, plans[p], rendered[p], [&](const std::string& source) {
-      return compile_kernel(device, rendered[p].name, source);
+    tuned[p] = tune_kernel(device, plans[p], rendered[p], [&](const TemplateKernel& c) {
+      return compile_kernel(device, c.entry.empty() ? rendered[p].name : c.entry, c.source);
     });
   compile_seconds = now_seconds() - t0;  // a search is a one-time cost too, like a compile
   auto result = std::make_shared<Plan>();
@@ -380,13 +382,14 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
     auto info = describe(plan, r, device);
     bool hit = false;
     Plan::Kernel k;
-    k.program = compile_kernel(device, r.name, r.source, &hit);
+    k.program = compile_kernel(device, entry_of(r), r.source, &hit);
     info->build_log = k.program->build_log;
     info->cache_hit = hit;
     info->tuned = tuned[p].chosen, info->tune_candidates = tuned[p].seconds;
     info->tune_searched = tuned[p].searched;
     k.info = info;
     for (int i = 0; i < 3; ++i) k.global[i] = r.global[i], k.local[i] = r.local[i];
+    k.ints = r.ints, k.int_bytes = r.int_bytes;
     k.packed_bytes = size_t(r.packed_bytes), k.packed_key = r.packed_key;
     const Node& out = *plan.output;
     k.bytes = size_t(numel(out.shape)) * dtype_size(out.dtype);

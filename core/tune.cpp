@@ -51,6 +51,9 @@ constexpr size_t kMaxCopies = 8;
 std::string entry_text(const std::vector<TemplateKernel>& all) {
   std::string text = "tune\n" + all.front().source;
   for (auto& c : all) text += '\0' + c.label;
+  // A template sized at run time is one source for many shapes: its sizes
+  // are part of what was tuned.
+  for (int64_t v : all.front().ints) text += ',' + std::to_string(v);
   return text;
 }
 
@@ -126,6 +129,7 @@ std::vector<double> time_candidates(Device& device, const KernelPlan& plan, cons
       per_copy[i] = common;
       if (all[i].packed_bytes > 0) per_copy[i].buffers.push_back(fresh(size_t(all[i].packed_bytes)));
       for (int d = 0; d < 3; ++d) per_copy[i].global[d] = all[i].global[d], per_copy[i].local[d] = all[i].local[d];
+      per_copy[i].ints = all[i].ints, per_copy[i].int_bytes = all[i].int_bytes;
       programs[i]->launch(per_copy[i]);
     }
   }
@@ -170,6 +174,7 @@ std::vector<TemplateKernel> tune_candidates(const RenderedKernel& r) {
   if (r.candidates.empty()) return {};
   TemplateKernel base;
   base.source = r.source;
+  base.entry = r.entry, base.ints = r.ints, base.int_bytes = r.int_bytes;
   base.label = "default";
   for (int d = 0; d < 3; ++d) base.global[d] = r.global[d], base.local[d] = r.local[d];
   base.packed_bytes = r.packed_bytes, base.packed_key = r.packed_key;
@@ -179,7 +184,7 @@ std::vector<TemplateKernel> tune_candidates(const RenderedKernel& r) {
 }
 
 TuneOutcome tune_kernel(Device& device, const KernelPlan& plan, RenderedKernel& r,
-                        const std::function<std::shared_ptr<Program>(const std::string& source)>& program_of) {
+                        const std::function<std::shared_ptr<Program>(const TemplateKernel&)>& program_of) {
   TuneOutcome t;
   const auto all = tune_candidates(r);
   if (all.empty() || numel(plan.output->shape) == 0) return t;
@@ -189,7 +194,7 @@ TuneOutcome tune_kernel(Device& device, const KernelPlan& plan, RenderedKernel& 
     t.searched = true;
     ++search_count;
     std::vector<std::shared_ptr<Program>> programs;
-    for (auto& c : all) programs.push_back(program_of(c.source));
+    for (auto& c : all) programs.push_back(program_of(c));
     const auto best = time_candidates(device, plan, all, programs);
     size_t pick = 0;
     for (size_t i = 0; i < all.size(); ++i) {
@@ -202,6 +207,7 @@ TuneOutcome tune_kernel(Device& device, const KernelPlan& plan, RenderedKernel& 
   for (auto& c : all)
     if (c.label == t.chosen) {
       r.source = c.source;
+      r.entry = c.entry, r.ints = c.ints, r.int_bytes = c.int_bytes;
       for (int d = 0; d < 3; ++d) r.global[d] = c.global[d], r.local[d] = c.local[d];
       r.packed_bytes = c.packed_bytes, r.packed_key = c.packed_key;
     }

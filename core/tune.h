@@ -64,10 +64,10 @@ int tune_weight_copies(size_t weight_bytes);
 std::vector<TemplateKernel> tune_candidates(const RenderedKernel& r);
 
 // Chooses r's rendering among tune_candidates(r): the stored choice, else the
-// fastest on `device` (and stores it). Rewrites r's source, launch size and
-// packed copy with the chosen candidate's. `program_of` returns the compiled
-// program of a candidate's source.
+// fastest on `device` (and stores it). Rewrites r's source, entry, integer
+// arguments, launch size and packed copy with the chosen candidate's.
+// `program_of` returns a candidate's compiled program.
 TuneOutcome tune_kernel(Device& device, const KernelPlan& plan, RenderedKernel& r,
-                        const std::function<std::shared_ptr<Program>(const std::string& source)>& program_of);
+                        const std::function<std::shared_ptr<Program>(const TemplateKernel&)>& program_of);
 
 }  // namespace tl

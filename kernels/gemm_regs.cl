@@ -135,7 +135,8 @@ __kernel void {{NAME}}(__global float* restrict C, __global const float* restric
   }
   if (c0 >= COLS) return;
 
-  __global float* out = C + batch * ((idx_t)M * N);
+  const idx_t first_flat = batch * ((idx_t)M * N);  // C's flat index of this batch's first element
+  __global float* out = C + first_flat;
   // acc goes to a private tile with constant indices (so it stays in
   // registers until here); the epilogue then runs once in a loop over the
   // stored rows and columns. Unrolled per lane, it was MR x NV x VW copies of
@@ -150,10 +151,12 @@ __kernel void {{NAME}}(__global float* restrict C, __global const float* restric
     for (int l = 0; l < cols; ++l) {
 #if defined(LAYOUT_VEC_N)
       const int col = c0 + l;
-      out[r * (idx_t)N + col] = epilogue(tile[i][l], batch, r, col, A, B EPILOGUE_ARGS);
+      const idx_t at = r * (idx_t)N + col;
+      out[at] = epilogue(tile[i][l], batch, r, col, first_flat + at, A, B EPILOGUE_ARGS);
 #else
       const int row = c0 + l;
-      out[row * (idx_t)N + r] = epilogue(tile[i][l], batch, row, r, A, B EPILOGUE_ARGS);
+      const idx_t at = row * (idx_t)N + r;
+      out[at] = epilogue(tile[i][l], batch, row, r, first_flat + at, A, B EPILOGUE_ARGS);
 #endif
     }
   }
@@ -193,7 +196,8 @@ __kernel void {{NAME}}(__global float* restrict C, __global const float* restric
       for (int j = 0; j < NV; ++j) acc[i][j] = fma(av, bv[j], acc[i][j]);
     }
   }
-  __global float* out = C + batch * ((idx_t)M * N);
+  const idx_t first_flat = batch * ((idx_t)M * N);
+  __global float* out = C + first_flat;
 #pragma unroll
   for (int i = 0; i < MR; ++i) {
 #pragma unroll
@@ -205,7 +209,8 @@ __kernel void {{NAME}}(__global float* restrict C, __global const float* restric
       float s = 0.0f;
       for (int l = 0; l < VW; ++l) s += lanes[l];
       for (int t = k; t < K; ++t) s = fma(a[min(i, M - 1) * SA1 + t], b[min(j, N - 1) * SB2 + t], s);
-      out[row * (idx_t)N + col] = epilogue(s, batch, row, col, A, B EPILOGUE_ARGS);
+      const idx_t at = row * (idx_t)N + col;
+      out[at] = epilogue(s, batch, row, col, first_flat + at, A, B EPILOGUE_ARGS);
     }
   }
 }

@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
+#include <cmath>
 #include <thread>
 
 #include "tests/testing.h"
@@ -66,7 +68,8 @@ Run run_six(const std::string& device, const QString& cache_home) {
     realize_nodes(roots);
   }
   run.compiler_runs = compiler_runs() - before;
-  for (auto& r : capture.records()) run.sources[r.kernel->source] = r.kernel->name;
+  for (auto& r : capture.records())
+    run.sources[r.kernel->source] = r.kernel->entry.empty() ? r.kernel->name : r.kernel->entry;
   for (auto& t : outputs) run.values.push_back(t.to_vector());
   return run;
 }
@@ -192,6 +195,80 @@ class TestCompile : public QObject {
       Run again = run_six(name, b.path());
       QCOMPARE(again.compiler_runs, size_t(0));
       QVERIFY2(bit_equal(cold, again, &why), qPrintable(why));
+    }
+  }
+
+  // kernels/gemm.cl takes its sizes as arguments: GEMMs of different shapes
+  // with the same tiles and epilogue (here a column bias + ReLU, and the
+  // same plus a residual read through C's flat index) share one compiled
+  // kernel, and each still computes its own product (checked against the
+  // CPU device). TINYLENS_GEMM=tiled gives PoCL the GPU template.
+  void gemmsOfManyShapesShareOneKernel() {
+    const bool was_set = qEnvironmentVariableIsSet("TINYLENS_GEMM");
+    const QByteArray was = qgetenv("TINYLENS_GEMM");
+    qputenv("TINYLENS_GEMM", "tiled");
+    auto restore = qScopeGuard([&] {
+      if (was_set)
+        qputenv("TINYLENS_GEMM", was);
+      else
+        qunsetenv("TINYLENS_GEMM");
+      forget_compiled_kernels();
+    });
+    struct Case {
+      int64_t m, k, n;
+      bool residual;
+    };
+    const Case cases[] = {{8, 16, 12, true}, {20, 32, 40, true}, {70, 16, 65, true},
+                          {8, 16, 12, false}, {33, 32, 7, false}, {5, 48, 100, false}};
+    auto values = [](int64_t count, int seed) {
+      std::vector<float> v(static_cast<size_t>(count));
+      for (size_t i = 0; i < v.size(); ++i) v[i] = float(int((i * 37 + size_t(seed) * 11) % 23) - 11) * 0.0625f;
+      return v;
+    };
+    auto outputs = [&](const std::string& device) {
+      std::vector<Tensor> out;
+      int seed = 0;
+      for (const Case& c : cases) {
+        Tensor x = Tensor::from_data(values(c.m * c.k, ++seed), {c.m, c.k}, device).realize();
+        Tensor w = Tensor::from_data(values(c.k * c.n, ++seed), {c.k, c.n}, device).realize();
+        Tensor b = Tensor::from_data(values(c.n, ++seed), {c.n}, device).realize();
+        Tensor y = (x.matmul(w) + b).relu();
+        if (c.residual) y = y + Tensor::from_data(values(c.m * c.n, ++seed), {c.m, c.n}, device).realize();
+        out.push_back(y);
+      }
+      return out;
+    };
+    std::vector<std::vector<float>> expected;
+    for (auto& t : outputs("cpu")) expected.push_back(t.to_vector());
+    for (auto& name : devices_) {
+      if (name.rfind("opencl:", 0) != 0) continue;
+      forget_compiled_kernels();
+      auto got = outputs(name);
+      std::map<std::string, std::set<std::string>> entries;  // source -> the GEMM entries that launched it
+      std::set<std::string> gemms;
+      {
+        ProfileCapture capture;
+        std::vector<NodeRef> roots;
+        for (auto& t : got) roots.push_back(t.node());
+        realize_nodes(roots);
+        for (auto& r : capture.records()) {
+          if (r.kernel->name.rfind("GEMM_", 0) != 0) continue;
+          gemms.insert(r.kernel->name);
+          entries[r.kernel->source].insert(r.kernel->entry);
+          QCOMPARE(r.kernel->ints.size(), size_t(9));  // M, N, K and six strides
+        }
+      }
+      QCOMPARE(gemms.size(), size_t(5));    // one shape appears twice
+      QCOMPARE(entries.size(), size_t(2));  // with and without the residual
+      for (auto& [source, names] : entries) QCOMPARE(names.size(), size_t(1));
+      for (size_t i = 0; i < got.size(); ++i) {
+        const auto v = got[i].to_vector();
+        QCOMPARE(v.size(), expected[i].size());
+        for (size_t j = 0; j < v.size(); ++j)
+          QVERIFY2(std::fabs(v[j] - expected[i][j]) <= 1e-5f * (1 + std::fabs(expected[i][j])),
+                   qPrintable(QString("%1 case %2 at %3: %4 vs %5")
+                                  .arg(name.c_str()).arg(i).arg(j).arg(v[j]).arg(expected[i][j])));
+      }
     }
   }
 

@@ -165,7 +165,7 @@ GemmRun run_gemm(Device& dev, const GemmShape& s, const std::string& name, bool 
   DeviceInfo info = dev.info();
   if (vector_width > 0) info.preferred_vector_width = vector_width;
   TemplateKernel tk = render_gemm_opencl(s, name, info, dev.dialect());
-  auto program = dev.compile(name, tk.source);
+  auto program = dev.compile(tk.entry.empty() ? name : tk.entry, tk.source);
   auto bc = dev.allocate(c.size() * sizeof(float)), ba = dev.allocate(r.a.size() * sizeof(float)),
        bb = dev.allocate(r.b.size() * sizeof(float));
   dev.copy_in(*bc, c.data(), c.size() * sizeof(float));
@@ -173,6 +173,7 @@ GemmRun run_gemm(Device& dev, const GemmShape& s, const std::string& name, bool 
   dev.copy_in(*bb, r.b.data(), r.b.size() * sizeof(float));
   LaunchArgs args;
   args.buffers = {bc.get(), ba.get(), bb.get()};
+  args.ints = tk.ints, args.int_bytes = tk.int_bytes;
   for (int d = 0; d < 3; ++d) {
     args.global[d] = tk.global[d];
     args.local[d] = tk.local[d];

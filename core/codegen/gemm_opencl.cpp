@@ -143,15 +143,18 @@ std::vector<TemplateKernel> register_candidates(const GemmShape& s, const std::s
 }
 
 // kernels/gemm.cl with tiles `t`: work-groups share A and B slices in local
-// memory, each work-item sums a WM x WN block of C.
-TemplateKernel render_gemm_tiled(const GemmShape& s, const std::string& name, const Dialect& d, const GemmTiles& t) {
+// memory, each work-item sums a WM x WN block of C. Its sizes and strides are
+// arguments, so the kernel is named after its tiles, not the GEMM's shape.
+TemplateKernel render_gemm_tiled(const GemmShape& s, const Dialect& d, const GemmTiles& t) {
   const bool wide = gemm_needs_wide_index(s, t.tm, t.tn, t.tk);
   // Walk each operand's tile along its unit-stride (or smaller-stride) axis.
   const bool a_k_fast = std::abs(s.a_strides[2]) <= std::abs(s.a_strides[1]);
   const bool b_n_fast = std::abs(s.b_strides[2]) <= std::abs(s.b_strides[1]);
 
   auto str = [](int64_t v) { return std::to_string(v); };
-  auto values = gemm_values(s, name, wide, d);
+  const std::string entry = "GEMM_tile_" + str(t.tm) + "x" + str(t.tn) + "x" + str(t.tk) + "_" + str(t.wm) + "x" +
+                            str(t.wn);
+  auto values = gemm_values(s, entry, wide, d);
   values.insert({{"TM", str(t.tm)},
                  {"TN", str(t.tn)},
                  {"TK", str(t.tk)},
@@ -159,19 +162,33 @@ TemplateKernel render_gemm_tiled(const GemmShape& s, const std::string& name, co
                  {"WN", str(t.wn)},
                  {"A_K_FAST", a_k_fast ? "1" : "0"},
                  {"B_N_FAST", b_n_fast ? "1" : "0"},
-                 {"EVEN_M", s.m % t.tm == 0 ? "1" : "0"},
-                 {"EVEN_N", s.n % t.tn == 0 ? "1" : "0"},
                  {"EVEN_K", s.k % t.tk == 0 ? "1" : "0"}});
   TemplateKernel out = tiled_gemm_kernel(specialise(embedded_kernel("gemm.cl"), values), s, t.tm, t.tn, t.wm, t.wn);
   out.label = "tile=" + tile_label(t.tm, t.tn, t.tk, t.wm, t.wn);
+  out.entry = entry;
+  // A stride along an axis of size 1 is never multiplied by more than 0:
+  // passed as 0, it cannot overflow a 32-bit argument.
+  auto along = [](int64_t size, int64_t stride) { return size > 1 ? stride : int64_t{0}; };
+  out.ints = {s.m,
+              s.n,
+              s.k,
+              along(s.batch, s.a_strides[0]),
+              along(s.m, s.a_strides[1]),
+              along(s.k, s.a_strides[2]),
+              along(s.batch, s.b_strides[0]),
+              along(s.k, s.b_strides[1]),
+              along(s.n, s.b_strides[2])};
+  out.int_bytes = wide ? 8 : 4;
   return out;
 }
 
 }  // namespace
 
-TemplateKernel render_gemm_opencl(const GemmShape& s, const std::string& name, const DeviceInfo& info,
+TemplateKernel render_gemm_opencl(const GemmShape& shape, const std::string& name, const DeviceInfo& info,
                                   const Dialect& d) {
-  check_gemm_shape(s);
+  check_gemm_shape(shape);
+  GemmShape s = shape;
+  s.epilogue.flat = true;  // both templates pass C's flat index to the epilogue
   // TINYLENS_GEMM=tiled forces the local-memory template on a CPU device too,
   // so CI's PoCL run also tests the kernel that GPUs get.
   const char* force = std::getenv("TINYLENS_GEMM");
@@ -185,10 +202,10 @@ TemplateKernel render_gemm_opencl(const GemmShape& s, const std::string& name, c
   // The tuner's candidates: every other tile that fits the device.
   const auto fitting = fitting_tiles(info);
   const GemmTiles chosen = pick_tiles(s, info, fitting);
-  TemplateKernel out = render_gemm_tiled(s, name, d, chosen);
+  TemplateKernel out = render_gemm_tiled(s, d, chosen);
   for (const GemmTiles& t : fitting)
     if (t.tm != chosen.tm || t.tn != chosen.tn || t.tk != chosen.tk || t.wm != chosen.wm || t.wn != chosen.wn)
-      out.candidates.push_back(render_gemm_tiled(s, name, d, t));
+      out.candidates.push_back(render_gemm_tiled(s, d, t));
   return out;
 }
 

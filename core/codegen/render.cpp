@@ -415,8 +415,9 @@ static std::string row_loops(Printer& pr, const E& value, const E& x, const std:
 
 // The elementwise ops a GEMM plan fused after its product, as a GEMM
 // template's epilogue (templates.h); `flops` gets their count over all of C.
-static GemmEpilogue render_gemm_epilogue(const KernelPlan& plan, const Dialect& d, double& flops) {
+static GemmEpilogue render_gemm_epilogue(const KernelPlan& plan, const Dialect& d, bool flat, double& flops) {
   GemmEpilogue ep;
+  ep.flat = flat;
   const MatmulHint& h = *plan.gemm().matmul;
   Lowerer low;
   Printer pr{d, "", "  ", {}, 0, 0};
@@ -442,7 +443,11 @@ static GemmEpilogue render_gemm_epilogue(const KernelPlan& plan, const Dialect& 
     ix->shape = plan.output->shape;
   }
   ix->flat = flat_of(*c_ix);
-  const E value = cast(low.lower(plan.output, ix), DType::f32);
+  E value = cast(low.lower(plan.output, ix), DType::f32);
+  // The template's `flat` stands for that index wherever it survived
+  // lowering (a full tensor's load), so the text names no size of C; what
+  // was simplified (a bias's b[row]) never needed it.
+  if (flat) value = substitute(value, {{ix->flat.get(), var("flat", 0, std::max<int64_t>(0, h.batch * h.m * h.n - 1))}});
   ep.value = Printer::strip(pr(value));
   ep.statements = pr.lines;
   flops = pr.flops_per_item * double(h.batch * h.m * h.n);
@@ -469,10 +474,11 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
     k.name = "GEMM_" + std::to_string(h.batch) + "_" + std::to_string(h.m) + "_" + std::to_string(h.n) + "_" +
              std::to_string(h.k);
     double epilogue_flops = 0;
-    g.epilogue = render_gemm_epilogue(plan, d, epilogue_flops);
+    g.epilogue = render_gemm_epilogue(plan, d, gemm_epilogue_takes_flat(device), epilogue_flops);
     TemplateKernel t;
     if (!render_gemm(device, g, k.name, t)) throw std::logic_error("GEMM planned for a device without a template");
     k.source = t.source;
+    k.entry = t.entry, k.ints = t.ints, k.int_bytes = t.int_bytes;
     k.packed_bytes = t.packed_bytes, k.packed_key = t.packed_key;
     k.candidates = std::move(t.candidates);
     for (int i = 0; i < 3; ++i) k.global[i] = t.global[i], k.local[i] = t.local[i];

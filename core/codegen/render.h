@@ -14,6 +14,9 @@ namespace tl {
 struct RenderedKernel {
   std::string name;    // readable: E_32_112_112, R_1000_1280, GEMM_1_1000_1280
   std::string source;
+  std::string entry;           // the function name in source, when not `name` (TemplateKernel::entry)
+  std::vector<int64_t> ints;   // integer arguments after the buffers (TemplateKernel::ints)
+  int int_bytes = 4;
   std::vector<std::string> ops;
   int64_t global[3] = {1, 1, 1}, local[3] = {0, 0, 0};
   double flops = 0, bytes = 0;
@@ -23,6 +26,9 @@ struct RenderedKernel {
 };
 
 RenderedKernel render_kernel(const KernelPlan& plan, const Device& device);
+
+// The name of r's function in its source.
+inline const std::string& entry_of(const RenderedKernel& r) { return r.entry.empty() ? r.name : r.entry; }
 
 // The work-group size L with which a reduction of `outputs` outputs, each
 // over `count` elements accumulated in `acc`, is rendered in the grouped form

@@ -87,7 +87,8 @@ static std::string epilogue_text(const GemmEpilogue& e, const Dialect& d) {
     args += ", " + b;
   }
   return "#define EPILOGUE_PARAMS " + params + "\n#define EPILOGUE_ARGS " + args + "\n" + d.function_prefix +
-         " float epilogue(float acc, idx_t batch, idx_t row, idx_t col, " + ptr + " b1,\n    " + ptr +
+         " float epilogue(float acc, idx_t batch, idx_t row, idx_t col, " + (e.flat ? "idx_t flat, " : "") + ptr +
+         " b1,\n    " + ptr +
          " b2 EPILOGUE_PARAMS) {\n" + e.statements + "  return " + e.value + ";\n}";
 }
 
@@ -127,6 +128,8 @@ bool has_gemm_template(const Device& device) { return gemm_renderer(device.info(
 bool gemm_template_gathers(const Device& device) {
   return device.info().gemm_template == "gemm_cpu.c" && has_gemm_template(device);
 }
+
+bool gemm_epilogue_takes_flat(const Device& device) { return device.info().gemm_template == "gemm.cl"; }
 
 bool render_gemm(const Device& device, const GemmShape& shape, const std::string& name, TemplateKernel& out) {
   GemmRenderer render = gemm_renderer(device.info().gemm_template);

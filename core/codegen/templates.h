@@ -23,9 +23,13 @@ std::string specialise(std::string text, const std::map<std::string, std::string
 // element to store, an expression of `acc` (the sum) and C's position
 // `batch`, `row`, `col`. It may read the kernel's buffers b1, b2, ... whose
 // element types `buffers` lists (b1 and b2 are A and B). Empty: store acc.
+// With `flat`, the template also passes C's flat index (batch*M + row)*N
+// + col as `flat`, and the epilogue reads whole tensors through it: its text
+// then names no size of C, so it fits a template sized at run time.
 struct GemmEpilogue {
   std::string statements, value = "acc";
   std::vector<std::string> buffers;
+  bool flat = false;
 };
 
 // C[b, m, n] = epilogue(sum_k A[b*sa[0] + m*sa[1] + k*sa[2]] * B[b*sb[0] + k*sb[1] + n*sb[2]])
@@ -46,6 +50,14 @@ struct GemmShape {
 
 struct TemplateKernel {
   std::string source;
+  // The kernel's function name in `source` when it is not the GEMM's own
+  // name: a template sized at run time is named after its options, so that
+  // every GEMM those options fit shares one compiled kernel.
+  std::string entry;
+  // Integer arguments after the buffers (LaunchArgs::ints): the sizes and
+  // strides of a template sized at run time, int or long (int_bytes).
+  std::vector<int64_t> ints;
+  int int_bytes = 4;
   int64_t global[3] = {1, 1, 1};
   int64_t local[3] = {0, 0, 0};
   // When packed_bytes > 0 the kernel takes one more buffer after the others:
@@ -67,6 +79,10 @@ bool has_gemm_template(const Device& device);
 // Whether that template reads a convolution's B from its image (ConvGather)
 // rather than from materialised im2col columns.
 bool gemm_template_gathers(const Device& device);
+
+// Whether the device's GEMM template passes C's flat index to its epilogue
+// (GemmEpilogue::flat).
+bool gemm_epilogue_takes_flat(const Device& device);
 
 // Rendered for the device's dialect; returns false when the device has no
 // GEMM template (the scheduler then emits a generic reduce kernel).

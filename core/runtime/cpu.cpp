@@ -86,6 +86,7 @@ class CpuProgram : public Program {
   CpuProgram(void* handle, KernelFn fn, ThreadPool& pool) : handle_(handle), fn_(fn), pool_(pool) {}
   ~CpuProgram() override { dlclose(handle_); }
   double launch(const LaunchArgs& args) override {
+    if (!args.ints.empty()) throw std::logic_error("a C kernel takes no integer arguments");
     std::vector<void*> ptrs;
     for (auto* b : args.buffers) ptrs.push_back(static_cast<HostBuffer*>(b)->data);
     void** raw = ptrs.data();

@@ -190,6 +190,7 @@ class CudaProgram : public Program {
   void enqueue(const LaunchArgs& args, double* seconds) override {
     const Api& api = Api::get();
     if (seconds) *seconds = 0;
+    if (!args.ints.empty()) throw std::logic_error("a CUDA kernel here takes no integer arguments");
     state_->ensure_available();
     state_->bind();
     std::vector<CUdeviceptr> ptrs;

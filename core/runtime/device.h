@@ -85,6 +85,11 @@ class Buffer {
 
 struct LaunchArgs {
   std::vector<Buffer*> buffers;  // in the kernel's parameter order
+  // Integer arguments after the buffers, each `int_bytes` wide (4: int, 8:
+  // long) as the kernel declares them: the sizes of a template sized at run
+  // time (kernels/gemm.cl). Only an OpenCL program takes them.
+  std::vector<int64_t> ints;
+  int int_bytes = 4;
   int64_t global[3] = {1, 1, 1};
   int64_t local[3] = {0, 0, 0};  // 0 = let the device choose
 };

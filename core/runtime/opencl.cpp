@@ -6,6 +6,7 @@
 #include <CL/cl.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -258,9 +259,11 @@ class OpenCLProgram : public Program {
     std::lock_guard<std::mutex> lock(mutex_);
     state_->ensure_available();
     const std::string what = "(kernel '" + name_ + "')";
-    if (num_args_ >= 0 && static_cast<size_t>(num_args_) != args.buffers.size())
+    const size_t count = args.buffers.size() + args.ints.size();
+    if (num_args_ >= 0 && static_cast<size_t>(num_args_) != count)
       throw DeviceError(state_->label() + ": kernel '" + name_ + "' takes " + std::to_string(num_args_) +
-                        " arguments but the launch passes " + std::to_string(args.buffers.size()) + " buffers");
+                        " arguments but the launch passes " + std::to_string(args.buffers.size()) + " buffers and " +
+                        std::to_string(args.ints.size()) + " integers");
     for (size_t i = 0; i < args.buffers.size(); ++i) {
       auto* b = dynamic_cast<const OpenCLBuffer*>(args.buffers[i]);
       if (!b || b->state != state_)
@@ -268,6 +271,20 @@ class OpenCLProgram : public Program {
                           "' does not belong to this device");
       state_->check(clSetKernelArg(kernel_, static_cast<cl_uint>(i), sizeof(cl_mem), &b->mem), "clSetKernelArg",
                     what);
+    }
+    for (size_t i = 0; i < args.ints.size(); ++i) {
+      const cl_uint at = static_cast<cl_uint>(args.buffers.size() + i);
+      const int64_t v = args.ints[i];
+      if (args.int_bytes == 8) {
+        const cl_long wide = v;
+        state_->check(clSetKernelArg(kernel_, at, sizeof wide, &wide), "clSetKernelArg", what);
+      } else {
+        if (v < INT32_MIN || v > INT32_MAX)
+          throw DeviceError(state_->label() + ": integer argument " + std::to_string(v) + " of kernel '" + name_ +
+                            "' does not fit its 32-bit parameter");
+        const cl_int narrow = static_cast<cl_int>(v);
+        state_->check(clSetKernelArg(kernel_, at, sizeof narrow, &narrow), "clSetKernelArg", what);
+      }
     }
 
     cl_uint dims = 1;
