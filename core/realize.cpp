@@ -351,6 +351,23 @@ void compile_new_kernels(Device& device, const std::vector<KernelSource>& kernel
   compile_in_parallel(device, jobs, progress);
 }
 
+// Which outputs the plan keeps, and after which kernel each other one's
+// buffer is free for later kernels (Plan::Kernel::keep and frees).
+static void plan_buffer_reuse(Plan& result, const std::vector<KernelPlan>& plans, const std::vector<NodeRef>& roots) {
+  if (!reuse_enabled()) return;
+  std::set<const Node*> root_nodes;
+  for (auto& r : roots) root_nodes.insert(r.get());
+  std::vector<int> last_reader(plans.size(), -1);
+  for (size_t p = 0; p < plans.size(); ++p) {
+    const Node& out = *plans[p].output;
+    result.kernels[p].keep = root_nodes.count(&out) || out.requires_grad;
+    for (int a : result.kernels[p].args)
+      if (a >= 0) last_reader[size_t(a)] = int(p);
+  }
+  for (size_t p = 0; p < plans.size(); ++p)
+    if (!result.kernels[p].keep && last_reader[p] >= 0) result.kernels[size_t(last_reader[p])].frees.push_back(int(p));
+}
+
 // Schedules, renders and compiles the kernels of one device's graph into a
 // plan that run_plan can launch, now and (through the plan cache) again.
 static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const GraphKey& graph, Device& device,
@@ -400,6 +417,7 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
     kernel_of[&out] = int(p);
     result->kernels.push_back(std::move(k));
   }
+  plan_buffer_reuse(*result, plans, group);
   return result;
 }
 

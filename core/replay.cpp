@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <list>
 #include <mutex>
 
@@ -173,10 +174,25 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
     QueueWait wait{device};
     LaunchArgs args;
     const bool timed = ProfileCapture::timed();
+    // Buffers of outputs that no later kernel reads (Plan::Kernel::frees),
+    // by size. The queue runs kernels in order, so a later kernel may write
+    // one as soon as the last reader is enqueued. Only outputs that are not
+    // kept take one (a kept node's buffer must be its own size).
+    std::multimap<size_t, std::shared_ptr<Buffer>> spare;
+    auto output_buffer = [&](const Plan::Kernel& k) {
+      if (!k.keep)
+        if (auto it = spare.lower_bound(k.bytes); it != spare.end() && it->first <= 2 * k.bytes) {
+          auto b = std::move(it->second);
+          spare.erase(it);
+          b->forget_derived();
+          return b;
+        }
+      return device.acquire(k.bytes);
+    };
     for (size_t i = 0; i < n; ++i) {
       if (cancel_requested()) throw Cancelled();
       const Plan::Kernel& k = plan.kernels[i];
-      out[i] = device.acquire(k.bytes);
+      out[i] = output_buffer(k);
       args.buffers.assign(1, out[i].get());
       for (int a : k.args) {
         Buffer* b = a >= 0 ? out[size_t(a)].get() : graph.inputs[size_t(~a)]->buffer.get();
@@ -189,6 +205,10 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
       for (int d = 0; d < 3; ++d) args.global[d] = k.global[d], args.local[d] = k.local[d];
       args.ints = k.ints, args.int_bytes = k.int_bytes;
       if (!k.empty) k.program->enqueue(args, timed ? &seconds[i] : nullptr);
+      for (int f : k.frees) {
+        const size_t bytes = out[size_t(f)]->bytes();
+        spare.emplace(bytes, std::move(out[size_t(f)]));
+      }
     }
     wait.finish();
   }
@@ -203,6 +223,7 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
     }
   }
   for (size_t i = 0; i < n; ++i) {
+    if (!plan.kernels[i].keep) continue;
     Node& node = *graph.nodes[size_t(plan.kernels[i].output)];
     node.buffer = std::move(out[i]);
     // A realized node that no gradient will flow through forgets how it was
@@ -216,6 +237,11 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
 
 bool replay_enabled() {
   const char* off = std::getenv("TINYLENS_NOREPLAY");
+  return !(off && *off && std::strcmp(off, "0") != 0);
+}
+
+bool reuse_enabled() {
+  const char* off = std::getenv("TINYLENS_NOREUSE");
   return !(off && *off && std::strcmp(off, "0") != 0);
 }
 

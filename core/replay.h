@@ -63,6 +63,15 @@ struct Plan {
     // buffer under packed_key (TemplateKernel::packed_bytes says what it is).
     size_t packed_bytes = 0;
     std::string packed_key;
+    // Whether the output node gets its buffer when the plan has run: a root
+    // of the realize, or a node a gradient may flow through. Any other
+    // output is read only by later kernels of the plan, and is left
+    // unrealized (it keeps its sources, so reading it later computes it).
+    bool keep = true;
+    // Earlier kernels (not kept) whose outputs no kernel after this one
+    // reads: once it is launched their buffers serve later kernels of the
+    // same run, so a run's working set is its live tensors, not all of them.
+    std::vector<int> frees;
   };
   std::vector<Kernel> kernels;
 };
@@ -74,6 +83,9 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
               double started);
 
 bool replay_enabled();  // false when TINYLENS_NOREPLAY=1
+// false when TINYLENS_NOREUSE=1: every kernel's output gets its own buffer
+// and every output node keeps it (Plan::Kernel::keep and frees), to compare.
+bool reuse_enabled();
 std::shared_ptr<const Plan> find_plan(const std::string& key);
 void remember_plan(const std::string& key, std::shared_ptr<const Plan> plan);
 constexpr size_t kMaxPlans = 48;

@@ -350,6 +350,55 @@ class TestReplay : public QObject {
     }
   }
 
+  // Plan::Kernel::keep and frees: an intermediate that only later kernels of
+  // the plan read is not kept (reading it afterwards computes it again), and
+  // its buffer serves later kernels once its last reader has run. Here h1 is
+  // read by the next kernel and again two kernels on (a residual): freed
+  // after its first reader, the residual's kernel would write over it. Same
+  // bits as with every output in its own buffer (TINYLENS_NOREUSE=1), on
+  // every device; a node that a gradient may flow through is kept.
+  void intermediateBuffersServeLaterKernels() {
+    NoReplay fresh_plans;  // reuse_enabled() is read when a plan is made
+    auto values = [](int64_t n, int seed) {
+      std::vector<float> v(static_cast<size_t>(n));
+      for (size_t i = 0; i < v.size(); ++i) v[i] = float(int((i * 29 + size_t(seed) * 7) % 31) - 15) * 0.03125f;
+      return v;
+    };
+    for (auto& device : tltest::available_devices()) {
+      Tensor x = Tensor::from_data(values(16 * 32, 1), {16, 32}, device).realize();
+      Tensor w1 = Tensor::from_data(values(32 * 32, 2), {32, 32}, device).realize();
+      Tensor w2 = Tensor::from_data(values(32 * 32, 3), {32, 32}, device).realize();
+      Tensor w3 = Tensor::from_data(values(32 * 32, 4), {32, 32}, device).realize();
+      struct Run {
+        std::vector<float> out, h1;
+        bool h1_kept = false;
+      };
+      auto run = [&](bool reuse, bool grad) {
+        if (!reuse) ::setenv("TINYLENS_NOREUSE", "1", 1);
+        Tensor a = grad ? Tensor::from_data(values(32 * 32, 2), {32, 32}, device).requires_grad() : w1;
+        Tensor h1 = x.matmul(a).relu();
+        Tensor h2 = h1.matmul(w2).relu();
+        Tensor h3 = h2.matmul(w3) + h1;
+        Tensor out = (h3.matmul(w1) * 0.25).exp().sum({1});
+        out.realize();
+        ::unsetenv("TINYLENS_NOREUSE");
+        Run r;
+        r.h1_kept = h1.node()->realized();
+        r.out = out.to_vector();
+        r.h1 = h1.to_vector();  // computed again when it was not kept
+        return r;
+      };
+      const Run reused = run(true, false), plain = run(false, false);
+      QVERIFY2(same_bits(reused.out, plain.out), device.c_str());
+      QVERIFY2(same_bits(reused.h1, plain.h1), device.c_str());
+      QVERIFY2(!reused.h1_kept, device.c_str());
+      QVERIFY2(plain.h1_kept, device.c_str());
+      const Run with_grad = run(true, true);
+      QVERIFY2(with_grad.h1_kept, device.c_str());
+      QVERIFY2(same_bits(with_grad.out, plain.out), device.c_str());
+    }
+  }
+
   // core/jit.h: the second call replays without calling the function; a new
   // input is bound in; earlier results survive; another shape, or a function
   // that realizes something made from its input, runs the function.
