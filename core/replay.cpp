@@ -177,11 +177,14 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
     // Buffers of outputs that no later kernel reads (Plan::Kernel::frees),
     // by size. The queue runs kernels in order, so a later kernel may write
     // one as soon as the last reader is enqueued. Only outputs that are not
-    // kept take one (a kept node's buffer must be its own size).
+    // kept take one (a kept node's buffer must be its own size): the
+    // smallest that fits, however much larger, so a large buffer keeps
+    // serving and stays in the cache (SqueezeNet 3.08 -> 2.97 ms, Lite0's
+    // export 5.8 -> 5.4 ms against taking one at most twice the size).
     std::multimap<size_t, std::shared_ptr<Buffer>> spare;
     auto output_buffer = [&](const Plan::Kernel& k) {
       if (!k.keep)
-        if (auto it = spare.lower_bound(k.bytes); it != spare.end() && it->first <= 2 * k.bytes) {
+        if (auto it = spare.lower_bound(k.bytes); it != spare.end()) {
           auto b = std::move(it->second);
           spare.erase(it);
           b->forget_derived();
