@@ -279,6 +279,41 @@ class TestOnnxFold : public QObject {
     fs::remove_all(dir);
   }
 
+  // A model with two outputs that share a product: run() computes both in
+  // one realize, and the product once. A realize keeps only its roots
+  // (Plan::Kernel::keep), so outputs realized one after the other would each
+  // compute the product again.
+  void outputsThatShareWorkRealizeTogether() {
+    std::mt19937 rng(5);
+    const auto x = random_values(16, rng, -1, 1), w = random_values(8 * 24, rng, -1, 1);
+    Builder m;
+    m.input("x", dims({2, 8}));
+    m.output("relu", dims({2, 24}));
+    m.output("exp", dims({2, 24}));
+    float_init(m, "w", {8, 24}, w);
+    m.node("MatMul", {"x", "w"}, {"h"});
+    m.node("Relu", {"h"}, {"relu"});
+    m.node("Exp", {"h"}, {"exp"});
+    fs::path dir = temp_dir("two-outputs");
+    OnnxModel model(m.save(dir / "two.onnx"));
+    const Tensor input = Tensor::from_data(std::vector<float>(x.begin(), x.end()), {2, 8}, "cpu");
+    ProfileCapture capture;
+    const auto outs = model.run({input});
+    QCOMPARE(outs.size(), size_t(2));
+    const auto relu = outs[0].to_vector(), e = outs[1].to_vector();
+    size_t gemms = 0;
+    for (const auto& r : capture.records()) gemms += r.kernel->name.rfind("GEMM", 0) == 0;
+    QCOMPARE(gemms, size_t(1));
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 24; ++j) {
+        double h = 0;
+        for (int64_t k = 0; k < 8; ++k) h += x[size_t(i * 8 + k)] * w[size_t(k * 24 + j)];
+        QVERIFY(std::fabs(relu[size_t(i * 24 + j)] - std::max(h, 0.0)) < 1e-5);
+        QVERIFY(std::fabs(e[size_t(i * 24 + j)] - std::exp(h)) < 1e-5 * std::exp(h));
+      }
+    fs::remove_all(dir);
+  }
+
   // Batch norms that no convolution absorbs: one straight on a graph input
   // with constant parameters (a multiply-add of precomputed scale and shift),
   // and one whose parameters are graph inputs (computed as the formula says).

@@ -2,6 +2,7 @@
 // inspect_onnx for the window, and serialized tensors. The conformance-case
 // runner is tool code: app/onnx_conformance.cpp.
 #include "core/io/onnx.h"
+#include "core/realize.h"
 
 #include <algorithm>
 #include <cmath>
@@ -592,6 +593,15 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
     auto it = env.find(o.name());
     if (it == env.end()) throw ShapeError("graph output '" + o.name() + "' of " + m.path + " is never computed");
     result.push_back(onnx_detail::device_tensor(it->second, device));
+  }
+  // Several outputs are computed in one realize: a realize keeps only its
+  // roots (core/replay.h, Plan::Kernel::keep), so outputs realized one by
+  // one would each compute again what they share.
+  if (result.size() > 1 && !onnx_detail::ShapesOnly::active()) {
+    std::vector<NodeRef> roots;
+    for (const Tensor& t : result)
+      if (t.defined() && !t.node()->realized()) roots.push_back(t.node());
+    realize_nodes(roots);
   }
   return result;
 }
