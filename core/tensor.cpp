@@ -235,6 +235,12 @@ Tensor& Tensor::realize() {
   return *this;
 }
 
+void Tensor::realize_all(const std::vector<Tensor>& tensors) {
+  std::vector<NodeRef> roots;
+  for (const Tensor& t : tensors) roots.push_back(need(t.node_));
+  realize_nodes(roots);
+}
+
 Tensor Tensor::contiguous() const {
   if (need(node_)->realized()) return *this;
   return Tensor(make(Op::Contiguous, {node_}, shape(), dtype()));

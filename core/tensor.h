@@ -69,6 +69,10 @@ class Tensor {
 
   // ---- evaluation ----
   Tensor& realize();                         // runs the kernels this tensor needs
+  // One realize for them all: what they share runs once. (A realize keeps
+  // only its roots, core/replay.h, so realizing them one by one would
+  // compute the shared part again for each.)
+  static void realize_all(const std::vector<Tensor>& tensors);
   Tensor contiguous() const;                 // own row-major buffer
   Tensor to(const std::string& device) const;  // realizes and copies
   Tensor cast(DType dtype) const;

@@ -2,7 +2,6 @@
 // inspect_onnx for the window, and serialized tensors. The conformance-case
 // runner is tool code: app/onnx_conformance.cpp.
 #include "core/io/onnx.h"
-#include "core/realize.h"
 
 #include <algorithm>
 #include <cmath>
@@ -594,15 +593,8 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
     if (it == env.end()) throw ShapeError("graph output '" + o.name() + "' of " + m.path + " is never computed");
     result.push_back(onnx_detail::device_tensor(it->second, device));
   }
-  // Several outputs are computed in one realize: a realize keeps only its
-  // roots (core/replay.h, Plan::Kernel::keep), so outputs realized one by
-  // one would each compute again what they share.
-  if (result.size() > 1 && !onnx_detail::ShapesOnly::active()) {
-    std::vector<NodeRef> roots;
-    for (const Tensor& t : result)
-      if (t.defined() && !t.node()->realized()) roots.push_back(t.node());
-    realize_nodes(roots);
-  }
+  // One realize for several outputs: a realize keeps only its roots.
+  if (result.size() > 1 && !onnx_detail::ShapesOnly::active()) Tensor::realize_all(result);
   return result;
 }
 
