@@ -36,6 +36,11 @@ Tensor Tensor::detach() const {
     n->src = {node_};
     n->arg.assign(n->shape.begin(), n->shape.end());
     n->matmul.reset();
+  } else {
+    // the value is in the buffer, and no gradient will ask how it was made:
+    // holding the graph would keep every buffer in it alive
+    n->src.clear();
+    n->matmul.reset();
   }
   return Tensor(n);
 }

@@ -213,7 +213,8 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
         spare.emplace(bytes, std::move(out[size_t(f)]));
       }
     }
-    wait.finish();
+    if (timed || !device.realize_may_return_early()) wait.finish();
+    else wait.done = true;  // the next read waits (Device::realize_may_return_early)
   }
   if (ProfileCapture::active()) {
     for (size_t i = 0; i < n; ++i) {

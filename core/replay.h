@@ -77,8 +77,10 @@ struct Plan {
 };
 
 // Launches `plan` on `graph` with one wait at the end, then gives each output
-// node its buffer. Nothing is attached unless every kernel ran, so a cancel
-// or failure leaves the graph as it was. Profile records say `replayed`.
+// node its buffer. Nothing is attached unless every kernel was queued, so a
+// cancel or failure leaves the graph as it was. Profile records say
+// `replayed`. When nothing is timed on a device that allows it
+// (Device::realize_may_return_early) the wait is left to the next read.
 void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool replayed, double compile_seconds,
               double started);
 

@@ -484,6 +484,66 @@ class TestReplay : public QObject {
     for (size_t i = 0; i < together.state.size(); ++i)
       QVERIFY2(tltest::all_close(together.state[i], separate.state[i], 1e-5, 1e-6, &why), why.c_str());
   }
+
+  // train_epoch reads step k's loss and logits only after step k + 1's graph
+  // is built (a GPU's realize returns before its kernels finish, and the
+  // host builds the next step meanwhile). Two epochs of it give the losses,
+  // accuracies, weights, optimizer state and running statistics of step()
+  // after step(), bit for bit, on every device; the epoch's figures are
+  // those steps' averages and the steps' seconds add up to the epoch's.
+  void epochOverlapsStepsWithTheSameNumbers() {
+    for (auto& device : tltest::available_devices()) {
+      std::string problems;  // QVERIFY cannot return from the lambda below
+      auto expect = [&](bool ok, const std::string& what) {
+        if (!ok) problems += device + ": " + what + "\n";
+      };
+      auto run = [&](bool by_epoch, std::vector<double>& losses, std::vector<double>& accuracies) {
+        data::Dataset ds = toy_digits();
+        tl::Generator gen(3);
+        auto model = tl::train::make_cnn(8, 8, 3, gen, device);
+        tl::nn::Adam opt(model->parameters(), 0.01);
+        tl::train::Trainer trainer(*model, opt);
+        trainer.time_kernels(false);  // as `tinylens-cli train` without --profile: nothing waits
+        data::Batches batches(ds, 8, true, 5, false, 0, device);
+        for (int epoch = 0; epoch < 2; ++epoch) {
+          if (by_epoch) {
+            double seconds = 0, loss = 0, accuracy = 0;
+            int64_t launches = 0;
+            auto e = trainer.train_epoch(batches, epoch, nullptr, [&](const tl::train::StepResult& s) {
+              losses.push_back(s.loss), accuracies.push_back(s.accuracy);
+              expect(s.seconds > 0 && s.samples == 8, "a step's seconds or samples");
+              seconds += s.seconds, loss += s.loss / 3, accuracy += s.accuracy / 3;
+              launches += int64_t(s.kernels.size());
+            });
+            expect(e.seconds == seconds, "the epoch's seconds are not its steps'");
+            expect(std::abs(e.train_loss - loss) < 1e-12, "the epoch's loss is not its steps' average");
+            expect(std::abs(e.train_accuracy - accuracy) < 1e-12, "the epoch's accuracy is not its steps' average");
+            expect(e.kernel_launches == launches && launches > 0, "the epoch's launches");
+          } else {
+            data::Batch b;
+            for (batches.start_epoch(epoch); batches.next(b);) {
+              auto s = trainer.step(b);
+              losses.push_back(s.loss), accuracies.push_back(s.accuracy);
+            }
+          }
+        }
+        std::vector<std::vector<float>> state;
+        for (auto& [name, t] : model->named_parameters()) state.push_back(t->to_vector());
+        for (auto& [name, t] : model->named_buffers()) state.push_back(t->to_vector());
+        return state;
+      };
+      std::vector<double> epoch_losses, step_losses, epoch_accuracies, step_accuracies;
+      auto by_epoch = run(true, epoch_losses, epoch_accuracies);
+      auto by_step = run(false, step_losses, step_accuracies);
+      QVERIFY2(problems.empty(), problems.c_str());
+      QCOMPARE(epoch_losses.size(), size_t(6));
+      QCOMPARE(epoch_losses, step_losses);
+      QCOMPARE(epoch_accuracies, step_accuracies);
+      QVERIFY2(epoch_losses.back() < epoch_losses.front(), device.c_str());
+      QCOMPARE(by_epoch.size(), by_step.size());
+      for (size_t i = 0; i < by_step.size(); ++i) QVERIFY2(same_bits(by_epoch[i], by_step[i]), device.c_str());
+    }
+  }
 };
 
 QTEST_GUILESS_MAIN(TestReplay)

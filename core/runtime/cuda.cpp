@@ -25,7 +25,7 @@ namespace {
 #define TL_CU_FUNCS(X)                                                                                         \
   X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceTotalMem)  \
   X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuMemAlloc) X(cuMemFree)          \
-  X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuModuleLoadData) X(cuModuleGetFunction) X(cuModuleUnload)                \
+  X(cuMemcpyHtoDAsync) X(cuMemcpyDtoH) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleGetFunction) X(cuModuleUnload)                \
   X(cuLaunchKernel) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)            \
   X(cuEventDestroy) X(cuGetErrorName)
 #define TL_NVRTC_FUNCS(X)                                                                                      \
@@ -105,7 +105,9 @@ struct State {
 
   // Launches queued on the default stream and not yet waited for, per
   // enqueuing thread, each between two events when it is timed (events are
-  // reused); an untimed launch has none.
+  // reused); an untimed launch has none, and a run of them keeps only the
+  // last (to name it in an error): a realize that times nothing does not
+  // wait (realize_may_return_early), so its launches must not pile up.
   struct Pending { CUevent start, stop; double* seconds; std::string kernel; };
   std::mutex queue_mutex;  // guards pending and spare
   std::map<std::thread::id, std::vector<Pending>> pending;
@@ -165,8 +167,13 @@ class CudaBuffer : public Buffer {
     this->state->check(Api::get().cuMemAlloc(&ptr, std::max<size_t>(bytes, 1)), "cuMemAlloc",
                        "(" + std::to_string(bytes) + " bytes)");
   }
+  // A kernel still queued may use the memory (a realize need not wait):
+  // the stream drains first, as cuMemFree does not promise to.
   ~CudaBuffer() override {
-    if (ptr && Api::get().cuCtxSetCurrent(state->context) == CUDA_SUCCESS) Api::get().cuMemFree(ptr);
+    if (ptr && Api::get().cuCtxSetCurrent(state->context) == CUDA_SUCCESS) {
+      Api::get().cuCtxSynchronize();
+      Api::get().cuMemFree(ptr);
+    }
   }
   std::shared_ptr<State> state;
   CUdeviceptr ptr = 0;
@@ -224,7 +231,9 @@ class CudaProgram : public Program {
                                params.data(), nullptr);
       if (r == CUDA_SUCCESS && p.stop) r = api.cuEventRecord(p.stop, nullptr);
       if (r == CUDA_SUCCESS) {
-        state_->pending[std::this_thread::get_id()].push_back(std::move(p));
+        auto& mine = state_->pending[std::this_thread::get_id()];
+        if (!p.start && !mine.empty() && !mine.back().start) mine.back() = std::move(p);
+        else mine.push_back(std::move(p));
       } else if (p.start) {
         state_->spare.push_back(p.start), state_->spare.push_back(p.stop);
       }
@@ -293,7 +302,10 @@ class CudaDevice : public Device {
   }
   void copy_in(Buffer& dst, const void* src, size_t bytes) override {
     auto& b = own(dst, bytes, "copy_in");
-    if (bytes) state_->check(Api::get().cuMemcpyHtoD(b.ptr, src, bytes), "cuMemcpyHtoD");
+    // Queued behind the kernels on the default stream, so it may overwrite a
+    // pooled buffer a queued kernel still reads. From pageable memory the
+    // driver stages `src` before it returns, and does not wait for them.
+    if (bytes) state_->check(Api::get().cuMemcpyHtoDAsync(b.ptr, src, bytes, nullptr), "cuMemcpyHtoDAsync");
   }
   void copy_out(const Buffer& src, void* dst, size_t bytes) override {
     auto& b = own(src, bytes, "copy_out");
@@ -306,6 +318,8 @@ class CudaDevice : public Device {
   std::string build_options() const override { return "--gpu-architecture=" + arch() + " --fmad=false"; }
 
   void finish() override { state_->finish_thread(); }
+  // One in-order stream that copies join, and frees that drain it first.
+  bool realize_may_return_early() const override { return true; }
 
   // source -> a cubin for this GPU (PTX for compute_75 where there is no GPU,
   // so that NVRTC can still check kernels on a machine without a driver).

@@ -199,6 +199,13 @@ class Device {
   // A realize calls it once, after its last enqueue, and also on its error
   // paths. The default does nothing: the default enqueue already waited.
   virtual void finish() {}
+  // Optional slot: a realize that times nothing may return with its kernels
+  // still queued. Only for a device whose every later launch, copy_in,
+  // copy_out and free waits for them by itself (one in-order queue that
+  // copies join, frees that wait for it); the next read then waits, and
+  // reports a kernel's failure. The host builds the next step's graph while
+  // the device runs this one (Trainer::train_epoch).
+  virtual bool realize_may_return_early() const { return false; }
 
   // Shared by every device: a buffer for a realize's inputs and results,
   // reused from the ones released earlier when one of that size is free

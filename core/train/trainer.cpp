@@ -1,6 +1,7 @@
 #include "core/train/trainer.h"
 
 #include <chrono>
+#include <optional>
 
 #include "core/error.h"
 #include "core/realize.h"
@@ -24,32 +25,51 @@ double accuracy(const std::vector<float>& logits, int64_t classes, const std::ve
   return double(right) / double(labels.size());
 }
 
-StepResult Trainer::step(const data::Batch& batch) {
-  StepResult r;
-  double t0 = now();
-  {
-    ProfileCapture capture(time_kernels_);
-    model_.train(true);
-    optimizer_.zero_grad();
-    // The whole step (forward, backward, optimizer update, batch-norm running
-    // statistics) is one realize: one schedule, and from the second step on
-    // (when the optimizer's state exists) one replayed plan.
-    RealizeTogether step;
-    Tensor logits = model_(batch.images);
-    Tensor loss = logits.cross_entropy(batch.labels);
-    realize_nodes({loss.node(), logits.node()});
-    r.backward_first_id = Node::next_id();
-    loss.backward();
-    r.update_first_id = Node::next_id();
-    optimizer_.step();
-    step.realize();
-    r.loss = loss.item();
-    r.accuracy = accuracy(logits.to_vector(), logits.dim(1), batch.label_values);
-    r.kernels = capture.records();
-  }
+struct Trainer::Launched {
+  StepResult result;
+  Tensor loss, logits;
+  std::vector<int32_t> labels;
+};
+
+Trainer::Launched Trainer::launch(const data::Batch& batch, const std::function<void()>& before_realize) {
+  Launched l;
+  StepResult& r = l.result;
+  ProfileCapture capture(time_kernels_);
+  model_.train(true);
+  optimizer_.zero_grad();
+  // The whole step (forward, backward, optimizer update, batch-norm running
+  // statistics) is one realize: one schedule, and from the second step on
+  // (when the optimizer's state exists) one replayed plan.
+  RealizeTogether step;
+  l.logits = model_(batch.images);
+  l.loss = l.logits.cross_entropy(batch.labels);
+  realize_nodes({l.loss.node(), l.logits.node()});
+  r.backward_first_id = Node::next_id();
+  l.loss.backward();
+  r.update_first_id = Node::next_id();
+  optimizer_.step();
+  if (before_realize) before_realize();
+  step.realize();
+  // Values only: the step's graph (and every activation it holds) goes now,
+  // not when the next step has read this one (train_epoch).
+  l.loss = l.loss.detach(), l.logits = l.logits.detach();
+  r.kernels = capture.records();
   r.samples = int64_t(batch.label_values.size());
-  r.seconds = now() - t0;
-  return r;
+  l.labels = batch.label_values;
+  return l;
+}
+
+void Trainer::read(Launched& l) {
+  l.result.loss = l.loss.item();
+  l.result.accuracy = accuracy(l.logits.to_vector(), l.logits.dim(1), l.labels);
+}
+
+StepResult Trainer::step(const data::Batch& batch) {
+  double t0 = now();
+  Launched l = launch(batch);
+  read(l);
+  l.result.seconds = now() - t0;
+  return l.result;
 }
 
 EvalResult Trainer::evaluate(const data::Dataset& data, int64_t batch_size) {
@@ -93,8 +113,12 @@ EpochResult Trainer::train_epoch(data::Batches& batches, int epoch, const data::
   data::Batch b;
   double loss_sum = 0, right = 0;
   int64_t samples = 0;
-  while (batches.next(b)) {
-    StepResult s = step(b);
+  double last = now();
+  auto done = [&](Launched& l) {
+    read(l);
+    StepResult& s = l.result;
+    s.seconds = now() - last;  // since the previous step was read: steps overlap
+    last += s.seconds;
     loss_sum += s.loss * double(s.samples);
     right += s.accuracy * double(s.samples);
     samples += s.samples;
@@ -102,7 +126,19 @@ EpochResult Trainer::train_epoch(data::Batches& batches, int epoch, const data::
     e.kernel_launches += int64_t(s.kernels.size());
     for (auto& k : s.kernels) e.kernel_seconds += k.seconds;
     if (on_step) on_step(s);
+  };
+  // Step k's loss and logits are read once step k + 1's graph is built,
+  // just before its kernels are queued: on a device whose realize returns
+  // early (a GPU, Device::realize_may_return_early) the host builds the next
+  // graph while the device runs this step. Same values as step() by step().
+  std::optional<Launched> previous;
+  while (batches.next(b)) {
+    Launched l = launch(b, [&] {
+      if (previous) done(*previous), previous.reset();
+    });
+    previous = std::move(l);
   }
+  if (previous) done(*previous);
   e.train_loss = loss_sum / double(samples);
   e.train_accuracy = right / double(samples);
   if (test) {

@@ -12,6 +12,9 @@
 namespace tl::train {
 
 struct StepResult {
+  // seconds: step()'s whole call; inside train_epoch, where a step's graph
+  // is built while the previous step runs, the time since the previous step
+  // was read (so the steps' seconds add up to the epoch's).
   double loss = 0, accuracy = 0, seconds = 0;
   int64_t samples = 0;
   std::vector<ProfileRecord> kernels;  // every launch of the step, in order
@@ -54,6 +57,13 @@ class Trainer {
   void time_kernels(bool on) { time_kernels_ = on; }
 
  private:
+  // A step whose kernels are queued (a GPU may still be running them) and
+  // whose loss and logits are not read yet.
+  struct Launched;
+  // Builds the step's graph, calls `before_realize`, realizes the step.
+  Launched launch(const data::Batch& batch, const std::function<void()>& before_realize = {});
+  void read(Launched& l);  // fills loss and accuracy; waits for the step's kernels
+
   nn::Module& model_;
   nn::Optimizer& optimizer_;
   bool time_kernels_ = true;
