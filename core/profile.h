@@ -54,7 +54,9 @@ struct ProfileRecord {
 // Collects the launches made on this thread while it is alive (nestable).
 // An untimed capture counts the launches but leaves their seconds at 0: the
 // devices then skip their per-launch timing events (a training step that
-// only counts its kernels launches each of them faster on a GPU).
+// only counts its kernels launches each of them faster on a GPU). It names
+// each launch's kernel, but a replayed launch keeps the node ids of the
+// realize that planned it: only a timed capture renumbers them.
 class ProfileCapture {
  public:
   explicit ProfileCapture(bool timed = true);
