@@ -487,7 +487,8 @@ class TestReplay : public QObject {
 
   // train_epoch reads step k's loss and logits only after step k + 1's graph
   // is built (a GPU's realize returns before its kernels finish, and the
-  // host builds the next step meanwhile). Two epochs of it give the losses,
+  // host builds the next step meanwhile), and calls on_step once step k + 1
+  // is queued (where the callback may compute). Two epochs of it give the losses,
   // accuracies, weights, optimizer state and running statistics of step()
   // after step(), bit for bit, on every device; the epoch's figures are
   // those steps' averages and the steps' seconds add up to the epoch's.
@@ -512,6 +513,12 @@ class TestReplay : public QObject {
             auto e = trainer.train_epoch(batches, epoch, nullptr, [&](const tl::train::StepResult& s) {
               losses.push_back(s.loss), accuracies.push_back(s.accuracy);
               expect(s.seconds > 0 && s.samples == 8, "a step's seconds or samples");
+              // on_step runs outside the next step's collection: it may compute and read
+              try {
+                expect(std::isfinite((model->parameters()[0]->detach() * 2.0).sum().item()), "a weight's sum");
+              } catch (const std::exception& e) {
+                expect(false, std::string("on_step could not compute: ") + e.what());
+              }
               seconds += s.seconds, loss += s.loss / 3, accuracy += s.accuracy / 3;
               launches += int64_t(s.kernels.size());
             });

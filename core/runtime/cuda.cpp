@@ -25,9 +25,9 @@ namespace {
 #define TL_CU_FUNCS(X)                                                                                         \
   X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceTotalMem)  \
   X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuMemAlloc) X(cuMemFree)          \
-  X(cuMemcpyHtoDAsync) X(cuMemcpyDtoH) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleGetFunction) X(cuModuleUnload)                \
-  X(cuLaunchKernel) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)            \
-  X(cuEventDestroy) X(cuGetErrorName)
+  X(cuMemcpyHtoDAsync) X(cuMemcpyDtoH) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleGetFunction)       \
+  X(cuModuleUnload) X(cuLaunchKernel) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)                 \
+  X(cuEventElapsedTime) X(cuEventDestroy) X(cuGetErrorName)
 #define TL_NVRTC_FUNCS(X)                                                                                      \
   X(nvrtcVersion) X(nvrtcCreateProgram) X(nvrtcCompileProgram) X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog) \
   X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN) X(nvrtcGetPTXSize) X(nvrtcGetPTX) X(nvrtcDestroyProgram)               \

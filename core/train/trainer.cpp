@@ -115,9 +115,8 @@ EpochResult Trainer::train_epoch(data::Batches& batches, int epoch, const data::
   int64_t samples = 0;
   double last = now();
   auto done = [&](Launched& l) {
-    read(l);
     StepResult& s = l.result;
-    s.seconds = now() - last;  // since the previous step was read: steps overlap
+    s.seconds = now() - last;  // since the previous step was done: steps overlap
     last += s.seconds;
     loss_sum += s.loss * double(s.samples);
     right += s.accuracy * double(s.samples);
@@ -131,14 +130,17 @@ EpochResult Trainer::train_epoch(data::Batches& batches, int epoch, const data::
   // just before its kernels are queued: on a device whose realize returns
   // early (a GPU, Device::realize_may_return_early) the host builds the next
   // graph while the device runs this step. Same values as step() by step().
+  // `on_step` sees step k after step k + 1 is queued, outside its collection,
+  // so it may realize and read what it likes.
   std::optional<Launched> previous;
   while (batches.next(b)) {
     Launched l = launch(b, [&] {
-      if (previous) done(*previous), previous.reset();
+      if (previous) read(*previous);
     });
+    if (previous) done(*previous);
     previous = std::move(l);
   }
-  if (previous) done(*previous);
+  if (previous) read(*previous), done(*previous);
   e.train_loss = loss_sum / double(samples);
   e.train_accuracy = right / double(samples);
   if (test) {

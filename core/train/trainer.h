@@ -14,7 +14,7 @@ namespace tl::train {
 struct StepResult {
   // seconds: step()'s whole call; inside train_epoch, where a step's graph
   // is built while the previous step runs, the time since the previous step
-  // was read (so the steps' seconds add up to the epoch's).
+  // was done (so the steps' seconds add up to the epoch's).
   double loss = 0, accuracy = 0, seconds = 0;
   int64_t samples = 0;
   std::vector<ProfileRecord> kernels;  // every launch of the step, in order
