@@ -139,12 +139,13 @@ static void finish_block(const struct tl_gemm* g, float* restrict c, ptrdiff_t b
 
 // acc[i][j] += a[i] * b[j] over kc steps (B's rows `ldb` apart: NR in a
 // packed panel, B's own row stride when read in place), then writes (or adds, when
-// `accumulate`) the tile to c. `mr` and `nv` are literals at every call so each
+// `accumulate`) the tile to c. A's steps are `lda` apart (MR in a packed
+// panel). `mr` and `nv` are literals at every call so each
 // copy is specialised: the short and narrow copies serve edge tiles of at most
 // MR/2 rows or VW columns (m=49, N=16 layers) without the work of a full one.
 // A panels keep their MR stride whatever mr is.
 static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptrdiff_t kc, const float* restrict ap,
-                                                             const float* restrict bp, ptrdiff_t ldb,
+                                                             ptrdiff_t lda, const float* restrict bp, ptrdiff_t ldb,
                                                              float* restrict c, ptrdiff_t ldc, int accumulate,
                                                              int rows, int cols) {
   vf acc[MR][NV];
@@ -168,7 +169,7 @@ static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptr
     // stream from memory, and the hardware prefetcher alone fell behind:
     // 117 GFLOP/s against 162 with this (one thread, m=512, n=49, k=4608).
     __builtin_prefetch(ap + A_PREFETCH, 0, 3);
-    ap += MR;
+    ap += lda;
     bp += ldb;
   }
 
@@ -198,18 +199,18 @@ static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptr
 
 // One tile of C, with the micro-kernel's copy that fits it: the short and
 // narrow copies serve edge tiles of at most MR/2 rows or VW columns.
-static inline __attribute__((always_inline)) void tile(ptrdiff_t kc, const float* restrict ap,
+static inline __attribute__((always_inline)) void tile(ptrdiff_t kc, const float* restrict ap, ptrdiff_t lda,
                                                        const float* restrict bp, ptrdiff_t ldb, float* restrict c,
                                                        ptrdiff_t ldc, int accumulate, int rows, int cols) {
   const int narrow = NV > 1 && cols <= VW, short_tile = MR >= 4 && rows <= MR / 2;
   if (narrow && short_tile)
-    micro_tile(MR / 2, 1, kc, ap, bp, ldb, c, ldc, accumulate, rows, cols);
+    micro_tile(MR / 2, 1, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols);
   else if (narrow)
-    micro_tile(MR, 1, kc, ap, bp, ldb, c, ldc, accumulate, rows, cols);
+    micro_tile(MR, 1, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols);
   else if (short_tile)
-    micro_tile(MR / 2, NV, kc, ap, bp, ldb, c, ldc, accumulate, rows, cols);
+    micro_tile(MR / 2, NV, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols);
   else
-    micro_tile(MR, NV, kc, ap, bp, ldb, c, ldc, accumulate, rows, cols);
+    micro_tile(MR, NV, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols);
 }
 
 // Rows [m0, m0+mc) x k [k0, k0+kc) of A into MR-row panels, k-major inside a
@@ -844,9 +845,9 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
             const float* ap = apanels + ir * kc;
             // A literal stride for packed panels keeps their addressing constant.
             if (ldb == NR)
-              tile(kc, ap, bp, NR, ct, G_N, pc > 0, rows, cols);
+              tile(kc, ap, MR, bp, NR, ct, G_N, pc > 0, rows, cols);
             else
-              tile(kc, ap, bp, ldb, ct, G_N, pc > 0, rows, cols);
+              tile(kc, ap, MR, bp, ldb, ct, G_N, pc > 0, rows, cols);
           }
         }
         if (pc + kc == G_K) finish_block(g, c, batch, ic, ic + mc, jc, jc + nc, args);
@@ -858,6 +859,8 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
   free(windows);
   free(image.data);
 }
+
+{{WINOGRAD}}
 
 // Start of strip `u` in rows (or columns) of C. Edges snap down to the tile
 // size so only the last strip of a batch has a ragged tile; every thread
@@ -876,17 +879,22 @@ static const float* packed_a(const struct tl_gemm* g, const float* a, void** arg
   int* header = (int*)args[g->packed_a];
   float* panels = (float*)((char*)header + 64);
   int state = __atomic_load_n(&header[0], __ATOMIC_ACQUIRE);
+  // Winograd's weights (U, in NR-column panels) are marked by -NR.
+  const int block = g->winograd ? -NR : (int)KC;
   if (state == 0 && __atomic_compare_exchange_n(&header[0], &state, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-    for (ptrdiff_t pc = 0; pc < G_K; pc += KC)
-      pack_a(g, a, 0, G_M, pc, MIN(KC, G_K - pc), panels + ROUND_UP(G_M, MR) * pc);
+    if (g->winograd)
+      winograd_pack_u(g, a, panels);
+    else
+      for (ptrdiff_t pc = 0; pc < G_K; pc += KC)
+        pack_a(g, a, 0, G_M, pc, MIN(KC, G_K - pc), panels + ROUND_UP(G_M, MR) * pc);
     header[1] = MR;
-    header[2] = (int)KC;
+    header[2] = block;
     __atomic_store_n(&header[0], 2, __ATOMIC_RELEASE);
     return panels;
   }
   while (__atomic_load_n(&header[0], __ATOMIC_ACQUIRE) != 2) sched_yield();
   // A copy packed for another tile height or K block is not ours to read.
-  return header[1] == MR && header[2] == (int)KC ? panels : NULL;
+  return header[1] == MR && header[2] == block ? panels : NULL;
 }
 
 void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args) {
@@ -904,7 +912,13 @@ void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args)
     float* cb = c + batch * G_M * G_N;
     const float* ab = a + batch * SA0;
     const float* bb = b + batch * SB0;
-    if (g->split == 0) {
+    if (g->winograd) {
+      // Units are rows of 2x2 tiles; without U or buffers, the direct
+      // product computes the same output rows.
+      const ptrdiff_t ow = g->gather.out_w, n0 = 2 * first * ow, n1 = MIN(G_N, 2 * last * ow);
+      if (!packed || !winograd_rows(g, cb, bb, packed, batch, first, last, args))
+        gemm_block(g, cb, ab, bb, 0, G_M, n0, n1, batch, NULL, args, &wk);
+    } else if (g->split == 0) {
       const ptrdiff_t m0 = strip_edge(g, first, G_M, MR), m1 = strip_edge(g, last, G_M, MR);
       if (m0 < m1) gemm_block(g, cb, ab, bb, m0, m1, 0, G_N, batch, packed, args, &wk);
     } else {

@@ -43,6 +43,10 @@ struct tl_gemm {
   // B to read it once).
   int b_in_place;
   struct tl_gather gather;
+  // Nonzero: a 3x3 window at stride 1 computed by Winograd's F(2x2, 3x3)
+  // (kernels/gemm_cpu_winograd.c); units are then rows of 2x2 output tiles,
+  // and packed_a holds the transformed weights.
+  int winograd;
 };
 
 void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args);

@@ -1,0 +1,223 @@
+// Winograd's F(2x2, 3x3) for a GEMM whose B is gathered from an image by a
+// 3x3 window at stride 1 (struct tl_gemm's winograd; part of
+// kernels/gemm_cpu.c, which it is pasted into). Each 2x2 block ("tile") of
+// output pixels comes from a 4x4 patch d of the image and each weight g from
+//   Y = At [ (G g Gt) . (Bt d B) ] A
+// with the usual constant matrices (entries 0, +-1, 1/2): 16 products per
+// tile and channel pair instead of 36, so the GEMM does 2.25x fewer
+// multiply-adds, for a few additions before and after it. Rounding stays
+// within a few units of float32's at these sizes (tests/test_winograd.cpp).
+//
+// The work is 16 GEMMs, one per position t of the 4x4 transform:
+//   M_t (tiles x Cout) = V_t (tiles x Cin) @ U_t (Cin x Cout)
+// with tiles as rows, so the micro-kernel's MR = 14 rows divide the tile
+// rows of 56x56, 28x28 and 14x14 maps. U = G g Gt is computed once per
+// weight into the packed-A buffer, in pack_b's NR-column panels. A thread
+// takes whole rows of tiles; it transforms a chunk of them into V (tile
+// index fastest, so the micro-kernel reads V in place with A's stride
+// `lda`), runs the 16 products into M, transforms M back into C and
+// applies the fused epilogue to the chunk's output rows while they are in
+// cache.
+
+// Floats of V and M per chunk: small enough to stay in L2 (768 KiB), unless
+// U is large. Each chunk reads all of U, so a chunk then takes twice U's
+// size (up to 16 MiB), and only one V_t and one panel of U_t stay in L2.
+#define WINO_CHUNK_FLOATS (192 * 1024)
+#define WINO_CHUNK_FLOATS_MAX (4 * 1024 * 1024)
+#if NR > 64
+#error "the renderer sizes Winograd's packed weights for NR <= 64"
+#endif
+
+// U_t = (G g Gt)[t] of every weight (cout, cin), at
+// u[t][cout / NR][cin][cout % NR], zero columns past Cout.
+static void winograd_pack_u(const struct tl_gemm* g, const float* restrict a, float* restrict u) {
+  const ptrdiff_t cin = g->gather.channels, cout = G_M, coutp = ROUND_UP(cout, NR);
+  memset(u, 0, (size_t)(16 * cin * coutp) * sizeof(float));
+  for (ptrdiff_t o = 0; o < cout; ++o)
+    for (ptrdiff_t ci = 0; ci < cin; ++ci) {
+      float w[9], gw[4][3];
+      for (int q = 0; q < 9; ++q) w[q] = a[o * SA1 + (ci * 9 + q) * SA2];
+      for (int j = 0; j < 3; ++j) {  // G g
+        gw[0][j] = w[j];
+        gw[1][j] = 0.5f * (w[j] + w[3 + j] + w[6 + j]);
+        gw[2][j] = 0.5f * (w[j] - w[3 + j] + w[6 + j]);
+        gw[3][j] = w[6 + j];
+      }
+      for (int i = 0; i < 4; ++i) {  // (G g) Gt
+        const float row[4] = {gw[i][0], 0.5f * (gw[i][0] + gw[i][1] + gw[i][2]),
+                              0.5f * (gw[i][0] - gw[i][1] + gw[i][2]), gw[i][2]};
+        for (int j = 0; j < 4; ++j) u[((i * 4 + j) * coutp + o / NR * NR) * cin + ci * NR + o % NR] = row[j];
+      }
+    }
+}
+
+// Bt d B of every tile of tile row `ty` for channel plane `plane`, into
+// v[t * vt + q0 + tx]: the tile row's four image rows are copied zero-padded
+// into `rows` (4 x pw floats), combined down the columns (Bt d), then along
+// the rows (d B), one vectorisable loop over the tiles per t.
+static void winograd_input_row(const struct tl_gather* x, const float* restrict plane, ptrdiff_t ty, ptrdiff_t tw,
+                               ptrdiff_t pw, float* restrict rows, float* restrict v, ptrdiff_t vt) {
+  const ptrdiff_t h = x->height, w = x->width, x0 = -x->pl;
+  // Padded columns [lo, hi) hold image columns x0 + lo ...; the rest are zero.
+  const ptrdiff_t lo = MIN(pw, MAX(0, -x0)), hi = MAX(lo, MIN(pw, w - x0));
+  for (int r = 0; r < 4; ++r) {
+    float* dst = rows + r * pw;
+    const ptrdiff_t y = 2 * ty - x->pt + r;
+    if (y < 0 || y >= h) {
+      memset(dst, 0, (size_t)pw * sizeof(float));
+      continue;
+    }
+    memset(dst, 0, (size_t)lo * sizeof(float));
+    memcpy(dst + lo, plane + y * w + x0 + lo, (size_t)(hi - lo) * sizeof(float));
+    memset(dst + hi, 0, (size_t)(pw - hi) * sizeof(float));
+  }
+  float* restrict r0 = rows;
+  float* restrict r1 = rows + pw;
+  float* restrict r2 = rows + 2 * pw;
+  float* restrict r3 = rows + 3 * pw;
+  for (ptrdiff_t p = 0; p < pw; ++p) {  // Bt d, in place
+    const float a0 = r0[p], a1 = r1[p], a2 = r2[p], a3 = r3[p];
+    r0[p] = a0 - a2, r1[p] = a1 + a2, r2[p] = a2 - a1, r3[p] = a1 - a3;
+  }
+  for (int i = 0; i < 4; ++i) {  // (Bt d) B
+    const float* restrict t = rows + i * pw;
+    float* restrict v0 = v + (4 * i) * vt;
+    float* restrict v1 = v0 + vt;
+    float* restrict v2 = v1 + vt;
+    float* restrict v3 = v2 + vt;
+    for (ptrdiff_t q = 0; q < tw; ++q) {
+      const float e = t[2 * q], o = t[2 * q + 1], e2 = t[2 * q + 2], o2 = t[2 * q + 3];
+      v0[q] = e - e2, v1[q] = o + e2, v2[q] = e2 - o, v3[q] = o - o2;
+    }
+  }
+}
+
+// At m A of tile q's VW output channels from c0: its 2x2 outputs, y[0] y[1]
+// on the upper row, y[2] y[3] on the lower.
+static inline __attribute__((always_inline)) void winograd_tile_out(const float* restrict m, ptrdiff_t mt,
+                                                                    ptrdiff_t at, vf y[4]) {
+  vf s[16];
+#pragma GCC unroll 16
+  for (int t = 0; t < 16; ++t) s[t] = *(const vf*)(m + t * mt + at);
+  vf r0[4], r1[4];
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) r0[j] = s[j] + s[4 + j] + s[8 + j], r1[j] = s[4 + j] - s[8 + j] - s[12 + j];
+  y[0] = r0[0] + r0[1] + r0[2], y[1] = r0[1] - r0[2] - r0[3];
+  y[2] = r1[0] + r1[1] + r1[2], y[3] = r1[1] - r1[2] - r1[3];
+}
+
+#if FAST_TRANSPOSE
+#include <immintrin.h>
+
+// The chunk's outputs, 16 tiles of a tile row x 16 output channels at a
+// time: each tile's outputs are computed across channels, then turned in
+// registers (transpose16) so that a channel's outputs lie along the tiles,
+// and the upper and lower outputs of 16 tiles are interleaved into 32
+// pixels of each of the two output rows.
+static void winograd_output(const struct tl_gemm* g, float* restrict c, const float* restrict m, ptrdiff_t mt,
+                            ptrdiff_t coutp, ptrdiff_t ty0, ptrdiff_t nt, ptrdiff_t tw) {
+  static const vi lo = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
+  static const vi hi = {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const ptrdiff_t cout = G_M, ow = g->gather.out_w, oh = G_N / ow;
+  for (ptrdiff_t q0 = 0; q0 < nt; q0 += tw) {
+    const ptrdiff_t oy = 2 * (ty0 + q0 / tw);
+    for (ptrdiff_t tx0 = 0; tx0 < tw; tx0 += 16) {
+      const int tiles = (int)MIN(16, tw - tx0);
+      const ptrdiff_t ox = 2 * tx0, width = MIN(32, ow - ox);  // output columns of these tiles
+      for (ptrdiff_t c0 = 0; c0 < cout; c0 += VW) {
+        vf y[4][16];
+        for (int i = 0; i < 16; ++i) {  // spare rows repeat the last tile
+          vf one[4];
+          winograd_tile_out(m, mt, (q0 + tx0 + MIN(i, tiles - 1)) * coutp + c0, one);
+#pragma GCC unroll 4
+          for (int k = 0; k < 4; ++k) y[k][i] = one[k];
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) transpose16(y[k]);
+        const int lanes = (int)MIN(VW, cout - c0);
+        for (int l = 0; l < lanes; ++l)
+          for (int r = 0; r < 2 && oy + r < oh; ++r) {
+            float* out = c + (c0 + l) * G_N + (oy + r) * ow + ox;
+            const vf a = y[2 * r][l], b = y[2 * r + 1][l];
+            const vf even = __builtin_shuffle(a, b, lo), odd = __builtin_shuffle(a, b, hi);
+            if (width == 32) {
+              *(vfu*)out = even;
+              *(vfu*)(out + 16) = odd;
+            } else {  // masked stores: only the map's columns
+              const unsigned bits = width >= 32 ? 0xffffffffu : (1u << width) - 1;
+              _mm512_mask_storeu_ps(out, (__mmask16)(bits & 0xffff), (__m512)even);
+              _mm512_mask_storeu_ps(out + 16, (__mmask16)(bits >> 16), (__m512)odd);
+            }
+          }
+      }
+    }
+  }
+}
+#else
+// At m A of the chunk's tiles: each tile's 2x2 outputs for VW output
+// channels at a time, written to C (skipping pixels past the map's edge).
+static void winograd_output(const struct tl_gemm* g, float* restrict c, const float* restrict m, ptrdiff_t mt,
+                            ptrdiff_t coutp, ptrdiff_t ty0, ptrdiff_t nt, ptrdiff_t tw) {
+  const ptrdiff_t cout = G_M, ow = g->gather.out_w, oh = G_N / ow;
+  for (ptrdiff_t q = 0; q < nt; ++q) {
+    const ptrdiff_t oy = 2 * (ty0 + q / tw), ox = 2 * (q % tw);
+    const int right = ox + 1 < ow, below = oy + 1 < oh;
+    float* out = c + oy * ow + ox;
+    for (ptrdiff_t c0 = 0; c0 < cout; c0 += VW) {
+      vf y[4];
+      winograd_tile_out(m, mt, q * coutp + c0, y);
+      const int lanes = (int)MIN(VW, cout - c0);
+      for (int l = 0; l < lanes; ++l) {
+        float* o = out + (c0 + l) * G_N;
+        o[0] = y[0][l];
+        if (right) o[1] = y[1][l];
+        if (below) {
+          o[ow] = y[2][l];
+          if (right) o[ow + 1] = y[3][l];
+        }
+      }
+    }
+  }
+}
+#endif
+
+// Output rows [2 * ty0, 2 * ty1) of one batch item (c and image point at
+// it), every output channel, epilogue applied. Returns 0 when its buffers
+// cannot be had: the caller then runs the direct product.
+static int winograd_rows(const struct tl_gemm* g, float* restrict c, const float* restrict image,
+                         const float* restrict u, ptrdiff_t batch, ptrdiff_t ty0, ptrdiff_t ty1, void** args) {
+  const struct tl_gather* x = &g->gather;
+  const ptrdiff_t cin = x->channels, cout = G_M, coutp = ROUND_UP(cout, NR);
+  const ptrdiff_t ow = x->out_w, oh = G_N / ow, tw = (ow + 1) / 2, pw = 2 * tw + 2;
+  // Tile rows per chunk: as many as the budget allows, in equal chunks.
+  const ptrdiff_t budget = MIN(WINO_CHUNK_FLOATS_MAX, MAX(WINO_CHUNK_FLOATS, 2 * 16 * cin * coutp));
+  const ptrdiff_t cap = MAX(1, budget / (16 * (cin + coutp) * tw));
+  const ptrdiff_t chunks = (ty1 - ty0 + cap - 1) / cap, chunk = (ty1 - ty0 + chunks - 1) / chunks;
+  const ptrdiff_t tpad = ROUND_UP(chunk * tw, MR);  // V's and M's tiles, rounded up to whole panels
+  const size_t vfloats = (size_t)(16 * cin * tpad), mfloats = (size_t)(16 * tpad * coutp);
+  float* v = aligned_alloc(64, ROUND_UP((vfloats + mfloats + 4 * pw) * sizeof(float), 64));
+  if (!v) return 0;
+  // Never-written lanes (past the last tile, past Cout) are read but not
+  // used; zeroing them once keeps them ordinary numbers.
+  memset(v, 0, (vfloats + mfloats) * sizeof(float));
+  float* m = v + vfloats;
+  float* rows = m + mfloats;
+  for (ptrdiff_t cy = ty0; cy < ty1; cy += chunk) {
+    const ptrdiff_t cy1 = MIN(ty1, cy + chunk), nt = (cy1 - cy) * tw;
+    for (ptrdiff_t ci = 0; ci < cin; ++ci)
+      for (ptrdiff_t ty = cy; ty < cy1; ++ty)
+        winograd_input_row(x, image + ci * x->height * x->width, ty, tw, pw, rows, v + ci * tpad + (ty - cy) * tw,
+                           cin * tpad);
+    for (int t = 0; t < 16; ++t)
+      for (ptrdiff_t j0 = 0; j0 < cout; j0 += NR) {
+        const float* bp = u + (t * coutp + j0) * cin;
+        for (ptrdiff_t q = 0; q < nt; q += MR)
+          tile(cin, v + t * cin * tpad + q, tpad, bp, NR, m + (t * tpad + q) * coutp + j0, coutp, 0,
+               (int)MIN(MR, nt - q), (int)MIN(NR, cout - j0));
+      }
+    winograd_output(g, c, m, tpad * coutp, coutp, cy, nt, tw);
+    finish_block(g, c, batch, 0, cout, 2 * cy * ow, MIN(2 * cy1, oh) * ow, args);
+  }
+  free(v);
+  return 1;
+}
