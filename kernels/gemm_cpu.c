@@ -147,7 +147,7 @@ static void finish_block(const struct tl_gemm* g, float* restrict c, ptrdiff_t b
 static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptrdiff_t kc, const float* restrict ap,
                                                              ptrdiff_t lda, const float* restrict bp, ptrdiff_t ldb,
                                                              float* restrict c, ptrdiff_t ldc, int accumulate,
-                                                             int rows, int cols) {
+                                                             int rows, int cols, int weights_in_b) {
   vf acc[MR][NV];
 #pragma GCC unroll 64
   for (int i = 0; i < MR; ++i)
@@ -168,7 +168,13 @@ static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptr
     // Weights too large for the cache (ResNet-50's last layers: 9 MB each)
     // stream from memory, and the hardware prefetcher alone fell behind:
     // 117 GFLOP/s against 162 with this (one thread, m=512, n=49, k=4608).
-    __builtin_prefetch(ap + A_PREFETCH, 0, 3);
+    // They are A's panels, or B's when C is computed transposed.
+    if (weights_in_b) {
+#pragma GCC unroll 8
+      for (int j = 0; j < nv; ++j) __builtin_prefetch(bp + A_PREFETCH + j * VW, 0, 3);
+    } else {
+      __builtin_prefetch(ap + A_PREFETCH, 0, 3);
+    }
     ap += lda;
     bp += ldb;
   }
@@ -201,34 +207,37 @@ static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptr
 // narrow copies serve edge tiles of at most MR/2 rows or VW columns.
 static inline __attribute__((always_inline)) void tile(ptrdiff_t kc, const float* restrict ap, ptrdiff_t lda,
                                                        const float* restrict bp, ptrdiff_t ldb, float* restrict c,
-                                                       ptrdiff_t ldc, int accumulate, int rows, int cols) {
+                                                       ptrdiff_t ldc, int accumulate, int rows, int cols,
+                                                       int weights_in_b) {
   const int narrow = NV > 1 && cols <= VW, short_tile = MR >= 4 && rows <= MR / 2;
   if (narrow && short_tile)
-    micro_tile(MR / 2, 1, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols);
+    micro_tile(MR / 2, 1, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b);
   else if (narrow)
-    micro_tile(MR, 1, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols);
+    micro_tile(MR, 1, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b);
   else if (short_tile)
-    micro_tile(MR / 2, NV, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols);
+    micro_tile(MR / 2, NV, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b);
   else
-    micro_tile(MR, NV, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols);
+    micro_tile(MR, NV, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b);
 }
 
-// Rows [m0, m0+mc) x k [k0, k0+kc) of A into MR-row panels, k-major inside a
-// panel, zero rows past mc.
-static void pack_a(const struct tl_gemm* g, const float* restrict a, ptrdiff_t m0, ptrdiff_t mc, ptrdiff_t k0,
-                   ptrdiff_t kc, float* restrict dst) {
-  for (ptrdiff_t i0 = 0; i0 < mc; i0 += MR) {
-    const ptrdiff_t rows = MIN(MR, mc - i0);
+// Rows [m0, m0+mc) x k [k0, k0+kc) of A into `mr`-row panels (MR, or NR
+// when the product is computed transposed), k-major inside a panel, zero
+// rows past mc.
+static inline __attribute__((always_inline)) void pack_a(const struct tl_gemm* g, const float* restrict a,
+                                                         ptrdiff_t m0, ptrdiff_t mc, ptrdiff_t k0, ptrdiff_t kc,
+                                                         float* restrict dst, int mr) {
+  for (ptrdiff_t i0 = 0; i0 < mc; i0 += mr) {
+    const ptrdiff_t rows = MIN(mr, mc - i0);
     const float* src = a + (m0 + i0) * SA1 + k0 * SA2;
-    if (rows == MR) {
+    if (rows == mr) {
       for (ptrdiff_t p = 0; p < kc; ++p)
 #pragma GCC unroll 64
-        for (int i = 0; i < MR; ++i) dst[p * MR + i] = src[i * SA1 + p * SA2];
+        for (int i = 0; i < mr; ++i) dst[p * mr + i] = src[i * SA1 + p * SA2];
     } else {
       for (ptrdiff_t p = 0; p < kc; ++p)
-        for (int i = 0; i < MR; ++i) dst[p * MR + i] = i < rows ? src[i * SA1 + p * SA2] : 0.0f;
+        for (int i = 0; i < mr; ++i) dst[p * mr + i] = i < rows ? src[i * SA1 + p * SA2] : 0.0f;
     }
-    dst += MR * kc;
+    dst += mr * kc;
   }
 }
 
@@ -328,32 +337,39 @@ static void phased_columns(const struct tl_gather* x, const struct phased* im, p
   for (ptrdiff_t q = 0; q < nc; ++q) cols[q] = ((n0 + q) / x->out_w - im->oh0) * im->pw + (n0 + q) % x->out_w;
 }
 
-// pack_b's panels for a gathered B, from the phased copy: the im2col
+// pack_b's panels (`nr` columns wide: NR, or MR when the product is
+// computed transposed) for a gathered B, from the phased copy: the im2col
 // columns are made here, a KC x NC block at a time, never stored whole. A
-// panel on one output row copies NR contiguous floats per tap, one that
+// panel on one output row copies nr contiguous floats per tap, one that
 // crosses rows one run per row; columns past nc are zero.
-static void pack_b_gather(const float* restrict image, const ptrdiff_t* restrict taps, ptrdiff_t kc, ptrdiff_t nc,
-                          const ptrdiff_t* restrict cols, float* restrict dst) {
-  for (ptrdiff_t j0 = 0; j0 < nc; j0 += NR, dst += NR * kc) {
+#if MR > NR
+#error "gathered panels of MR columns rely on the NR floats of slack"
+#endif
+static inline __attribute__((always_inline)) void pack_b_gather(const float* restrict image,
+                                                                const ptrdiff_t* restrict taps, ptrdiff_t kc,
+                                                                ptrdiff_t nc, const ptrdiff_t* restrict cols,
+                                                                float* restrict dst, int nr) {
+  for (ptrdiff_t j0 = 0; j0 < nc; j0 += nr, dst += nr * kc) {
     const ptrdiff_t* col = cols + j0;
-    const int width = (int)MIN(NR, nc - j0);
-    if (width == NR && col[NR - 1] - col[0] == NR - 1) {
-      for (ptrdiff_t p = 0; p < kc; ++p) memcpy(dst + p * NR, image + taps[p] + col[0], NR * sizeof(float));
-    } else if (width == NR) {
-      // Each run of columns on one output row is copied NR wide: the copy's
+    const int width = (int)MIN(nr, nc - j0);
+    if (width == nr && col[nr - 1] - col[0] == nr - 1) {
+      for (ptrdiff_t p = 0; p < kc; ++p) memcpy(dst + p * nr, image + taps[p] + col[0], (size_t)nr * sizeof(float));
+    } else if (width == nr) {
+      // Each run of columns on one output row is copied nr wide: the copy's
       // tail lands where a later run or the next tap's row goes, and is
       // overwritten there (dst and the image have NR floats of slack).
       int starts[NR], runs = 0;
-      for (int q = 0; q < NR; ++q)
+      for (int q = 0; q < nr; ++q)
         if (q == 0 || col[q] != col[q - 1] + 1) starts[runs++] = q;
       for (ptrdiff_t p = 0; p < kc; ++p) {
         const float* src = image + taps[p];
-        for (int r = 0; r < runs; ++r) memcpy(dst + p * NR + starts[r], src + col[starts[r]], NR * sizeof(float));
+        for (int r = 0; r < runs; ++r)
+          memcpy(dst + p * nr + starts[r], src + col[starts[r]], (size_t)nr * sizeof(float));
       }
     } else {
       for (ptrdiff_t p = 0; p < kc; ++p) {
         const float* src = image + taps[p];
-        for (int q = 0; q < NR; ++q) dst[p * NR + q] = q < width ? src[col[q]] : 0.0f;
+        for (int q = 0; q < nr; ++q) dst[p * nr + q] = q < width ? src[col[q]] : 0.0f;
       }
     }
   }
@@ -819,7 +835,7 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
       const ptrdiff_t kc = MIN(KC, G_K - pc);
       if (GATHERED) {
         phased_taps(&g->gather, &image, pc, kc, windows + ncap);
-        pack_b_gather(image.data, windows + ncap, kc, nc, windows, bbuf);
+        pack_b_gather(image.data, windows + ncap, kc, nc, windows, bbuf, NR);
       } else if (!in_place)
         pack_b(g, b, pc, kc, jc, nc, bbuf);
       for (ptrdiff_t ic = m0; ic < m1; ic += MC) {
@@ -827,7 +843,7 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
         // ic is a multiple of MR, so the packed panels of these rows start
         // at row ic of block pc.
         const float* apanels = packed ? packed + ROUND_UP(G_M, MR) * pc + ic * kc : abuf;
-        if (!packed) pack_a(g, a, ic, mc, pc, kc, abuf);
+        if (!packed) pack_a(g, a, ic, mc, pc, kc, abuf, MR);
         for (ptrdiff_t jr = 0; jr < nc; jr += NR) {
           const int cols = (int)MIN(NR, nc - jr);
           const float* bp = bbuf + jr * kc;
@@ -845,9 +861,9 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
             const float* ap = apanels + ir * kc;
             // A literal stride for packed panels keeps their addressing constant.
             if (ldb == NR)
-              tile(kc, ap, MR, bp, NR, ct, G_N, pc > 0, rows, cols);
+              tile(kc, ap, MR, bp, NR, ct, G_N, pc > 0, rows, cols, 0);
             else
-              tile(kc, ap, MR, bp, ldb, ct, G_N, pc > 0, rows, cols);
+              tile(kc, ap, MR, bp, ldb, ct, G_N, pc > 0, rows, cols, 0);
           }
         }
         if (pc + kc == G_K) finish_block(g, c, batch, ic, ic + mc, jc, jc + nc, args);
@@ -860,6 +876,95 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
   free(image.data);
 }
 
+// Columns [n0, n0+nc) x k [k0, k0+kc) of a plain B into MR-column panels
+// (the transposed product's A side), k-major inside a panel, zero columns
+// past nc.
+static void pack_b_columns(const struct tl_gemm* g, const float* restrict b, ptrdiff_t k0, ptrdiff_t kc, ptrdiff_t n0,
+                           ptrdiff_t nc, float* restrict dst) {
+  for (ptrdiff_t j0 = 0; j0 < nc; j0 += MR, dst += MR * kc) {
+    const int cols = (int)MIN(MR, nc - j0);
+    const float* src = b + k0 * SB1 + (n0 + j0) * SB2;
+    for (ptrdiff_t p = 0; p < kc; ++p)
+      for (int j = 0; j < MR; ++j) dst[p * MR + j] = j < cols ? src[p * SB1 + j * SB2] : 0.0f;
+  }
+}
+
+// dst[j][i] = src[i][j] for a rows x cols src (rows of dst `ld` apart), in
+// 16 x 16 blocks turned in registers where the instruction set allows.
+static void transpose_into(const float* restrict src, ptrdiff_t rows, ptrdiff_t cols, float* restrict dst,
+                           ptrdiff_t ld) {
+  ptrdiff_t i0 = 0, j0 = 0;
+#if FAST_TRANSPOSE
+  for (; i0 + 16 <= rows; i0 += 16) {
+    for (j0 = 0; j0 + 16 <= cols; j0 += 16) {
+      vf r[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) r[i] = *(const vfu*)(src + (i0 + i) * cols + j0);
+      transpose16(r);
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) *(vfu*)(dst + (j0 + j) * ld + i0) = r[j];
+    }
+    for (ptrdiff_t j = j0; j < cols; ++j)
+      for (ptrdiff_t i = i0; i < i0 + 16; ++i) dst[j * ld + i] = src[i * cols + j];
+  }
+#endif
+  // The rest (all of it without fast transposes), a few rows at a time so
+  // that reads and writes both stay within a few cache lines.
+  for (; i0 < rows; i0 += 8) {
+    const ptrdiff_t i1 = MIN(rows, i0 + 8);
+    for (ptrdiff_t j = 0; j < cols; ++j)
+      for (ptrdiff_t i = i0; i < i1; ++i) dst[j * ld + i] = src[i * cols + j];
+  }
+}
+
+// C[m0:m1, n0:n1] computed as its transpose (struct tl_gemm's transposed),
+// C^T = B^T A^T, whose micro-tile rows are C's columns: a 7x7 map's 49
+// columns take 64 in NR = 32 wide tiles but 3 x 14 + 7 in MR = 14 rows. The
+// products accumulate in a buffer laid out as C^T, which is turned into C
+// at the end. `packed` is all of A in NR-row panels, or NULL. Returns 0
+// when its buffers cannot be had (the caller then runs gemm_block).
+static int gemm_block_t(const struct tl_gemm* g, float* restrict c, const float* restrict a,
+                        const float* restrict b, ptrdiff_t m0, ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1,
+                        ptrdiff_t batch, const float* packed, void** args) {
+  const ptrdiff_t kcap = MIN(KC, G_K), nn = n1 - n0, mm = m1 - m0, npad = ROUND_UP(nn, MR);
+  // NR floats of slack for pack_b_gather's runs.
+  float* bt = aligned_alloc(64, ROUND_UP((size_t)(npad * kcap + NR) * sizeof(float), 64));
+  float* at = packed ? NULL : aligned_alloc(64, ROUND_UP((size_t)(NR * kcap) * sizeof(float), 64));
+  float* ct = aligned_alloc(64, ROUND_UP((size_t)(nn * mm) * sizeof(float), 64));
+  struct phased image = {NULL, 0, 0, 0};
+  ptrdiff_t* windows = NULL;
+  if (GATHERED) {
+    image = phase_image(&g->gather, b, n0 / g->gather.out_w, (n1 - 1) / g->gather.out_w + 1);
+    windows = malloc((size_t)(npad + kcap) * sizeof(ptrdiff_t));
+  }
+  if (!bt || (!packed && !at) || !ct || (GATHERED && (!windows || !image.data))) {
+    free(bt), free(at), free(ct), free(windows), free(image.data);
+    return 0;
+  }
+  if (GATHERED) phased_columns(&g->gather, &image, n0, nn, windows);
+  for (ptrdiff_t pc = 0; pc < G_K; pc += KC) {
+    const ptrdiff_t kc = MIN(KC, G_K - pc);
+    if (GATHERED) {
+      phased_taps(&g->gather, &image, pc, kc, windows + npad);
+      pack_b_gather(image.data, windows + npad, kc, nn, windows, bt, MR);
+    } else {
+      pack_b_columns(g, b, pc, kc, n0, nn, bt);
+    }
+    for (ptrdiff_t jr = 0; jr < mm; jr += NR) {
+      const int cols = (int)MIN(NR, mm - jr);
+      // m0 is a multiple of NR here, so these rows' panel starts at row m0 + jr of block pc.
+      const float* bp = packed ? packed + ROUND_UP(G_M, NR) * pc + (m0 + jr) * kc : at;
+      if (!packed) pack_a(g, a, m0 + jr, cols, pc, kc, at, NR);
+      for (ptrdiff_t ir = 0; ir < nn; ir += MR)
+        tile(kc, bt + ir * kc, MR, bp, NR, ct + ir * mm + jr, mm, pc > 0, (int)MIN(MR, nn - ir), cols, 1);
+    }
+  }
+  transpose_into(ct, nn, mm, c + m0 * G_N + n0, G_N);
+  finish_block(g, c, batch, m0, m1, n0, n1, args);
+  free(bt), free(at), free(ct), free(windows), free(image.data);
+  return 1;
+}
+
 {{WINOGRAD}}
 
 // Start of strip `u` in rows (or columns) of C. Edges snap down to the tile
@@ -868,6 +973,20 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
 static ptrdiff_t strip_edge(const struct tl_gemm* g, ptrdiff_t u, ptrdiff_t extent, ptrdiff_t tile) {
   if (u >= UNITS_PER_BATCH) return extent;
   return MIN(extent, u * UNIT / tile * tile);
+}
+
+// Whether C is computed transposed (gemm_block_t): as the kernel asks (0 or
+// 1), or, when it leaves it to the library (-1), where C's columns fill
+// MR-row tiles (a half tile for the last few) clearly better than NR-wide
+// ones and there are rows enough for both threads: 49 columns (7x7) take 49
+// rows against 64 columns on AVX-512, and measured 0.78-0.86x the time from
+// k=512 to k=4608 (2 threads, weights streamed from memory). 196 columns
+// (14x14) take 196 against 224: 0.83-1.05x, left to the tuner.
+static int use_transposed(const struct tl_gemm* g) {
+  if (g->winograd || g->split != 0) return 0;
+  if (g->transposed >= 0) return g->transposed;
+  const ptrdiff_t rest = G_N % MR, by_rows = G_N - rest + (rest == 0 ? 0 : rest <= MR / 2 ? MR / 2 : MR);
+  return G_N >= 2 * MR && G_N <= 512 && G_M >= 4 * NR && by_rows * 100 <= ROUND_UP(G_N, NR) * 85;
 }
 
 // All of A in pack_a's panels, KC block after KC block, filled by the first
@@ -879,22 +998,27 @@ static const float* packed_a(const struct tl_gemm* g, const float* a, void** arg
   int* header = (int*)args[g->packed_a];
   float* panels = (float*)((char*)header + 64);
   int state = __atomic_load_n(&header[0], __ATOMIC_ACQUIRE);
-  // Winograd's weights (U, in NR-column panels) are marked by -NR.
-  const int block = g->winograd ? -NR : (int)KC;
+  // Panels of NR rows for a transposed product; Winograd's weights (U, in
+  // NR-column panels) are marked by a K block of -NR.
+  const int transposed = use_transposed(g), rows = transposed ? NR : MR, block = g->winograd ? -NR : (int)KC;
   if (state == 0 && __atomic_compare_exchange_n(&header[0], &state, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
     if (g->winograd)
       winograd_pack_u(g, a, panels);
+    else if (transposed)
+      for (ptrdiff_t pc = 0; pc < G_K; pc += KC)
+        pack_a(g, a, 0, G_M, pc, MIN(KC, G_K - pc), panels + ROUND_UP(G_M, NR) * pc, NR);
     else
       for (ptrdiff_t pc = 0; pc < G_K; pc += KC)
-        pack_a(g, a, 0, G_M, pc, MIN(KC, G_K - pc), panels + ROUND_UP(G_M, MR) * pc);
-    header[1] = MR;
+        pack_a(g, a, 0, G_M, pc, MIN(KC, G_K - pc), panels + ROUND_UP(G_M, MR) * pc, MR);
+    header[1] = rows;
     header[2] = block;
+    header[3] = transposed;
     __atomic_store_n(&header[0], 2, __ATOMIC_RELEASE);
     return panels;
   }
   while (__atomic_load_n(&header[0], __ATOMIC_ACQUIRE) != 2) sched_yield();
-  // A copy packed for another tile height or K block is not ours to read.
-  return header[1] == MR && header[2] == block ? panels : NULL;
+  // A copy packed for another tile height, K block or orientation is not ours to read.
+  return header[1] == rows && header[2] == block && header[3] == transposed ? panels : NULL;
 }
 
 void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args) {
@@ -903,6 +1027,7 @@ void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args)
   const float* b = (const float*)args[2];
   if (depthwise_blocked(g, c, a, b, start, end, args)) return;
   const float* packed = packed_a(g, a, args);
+  const int transposed = use_transposed(g);
   struct gather_work wk = {NULL, 0, 0, 0};
   ptrdiff_t u = start;
   while (u < end) {
@@ -912,7 +1037,12 @@ void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args)
     float* cb = c + batch * G_M * G_N;
     const float* ab = a + batch * SA0;
     const float* bb = b + batch * SB0;
-    if (g->winograd) {
+    if (transposed) {
+      // Rows snap to the transposed product's NR-row panels.
+      const ptrdiff_t m0 = strip_edge(g, first, G_M, NR), m1 = strip_edge(g, last, G_M, NR);
+      if (m0 < m1 && !gemm_block_t(g, cb, ab, bb, m0, m1, 0, G_N, batch, packed, args))
+        gemm_block(g, cb, ab, bb, m0, m1, 0, G_N, batch, NULL, args, &wk);
+    } else if (g->winograd) {
       // Units are rows of 2x2 tiles; without U or buffers, the direct
       // product computes the same output rows.
       const ptrdiff_t ow = g->gather.out_w, n0 = 2 * first * ow, n1 = MIN(G_N, 2 * last * ow);

@@ -47,6 +47,11 @@ struct tl_gemm {
   // (kernels/gemm_cpu_winograd.c); units are then rows of 2x2 output tiles,
   // and packed_a holds the transformed weights.
   int winograd;
+  // 1: C is computed as C^T = B^T A^T (few columns, many rows: a 7x7 map's
+  // 49 fit the micro-kernel's rows better than its columns); 0: as C; -1:
+  // the library decides by its tile shape. Split 0 only; packed_a then
+  // holds A in the other orientation's panels.
+  int transposed;
 };
 
 void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args);

@@ -57,6 +57,8 @@ const Case kCases[] = {
     {"3x3 s1 dilation 2", 4, 6, 12, 13, 3, 3, 1, 1, 2, 2, {2, 2, 2, 2}, {0, 0, 0, 0}, false, 1},
     {"5x3 s2x1 dilation 1x2", 3, 8, 14, 11, 5, 3, 2, 1, 1, 2, {2, 2, 1, 2}, {0, 0, 0, 0}, false, 1},
     {"3x3 s1, two output channels", 8, 2, 9, 9, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, {0, 0, 0, 0}, false, 1},
+    // 49 columns and 256 rows: the cpu device computes C^T (gemm_block_t).
+    {"3x3 s2 to a 7x7 map, 256 outputs", 24, 256, 14, 14, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, {0, 0, 0, 0}, false, 1},
     // Windows that read only some of the stride's phases (the others are
     // never copied): a ResNet downsampling, taps two apart at stride 2, and a
     // window smaller than its stride.

@@ -138,6 +138,8 @@ const Case kCases[] = {
     {"short K=9, batched", 2, 19, 70, 9, true},
     {"short K=32, 129 columns", 1, 64, 129, 32, true},
     {"K=64 splitting rows", 1, 300, 40, 64, false},
+    // 49 columns (a 7x7 map): the library computes C^T by default.
+    {"49 columns, 256 rows", 1, 256, 49, 300, true},
 };
 
 }  // namespace

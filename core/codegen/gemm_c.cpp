@@ -93,7 +93,12 @@ struct Knobs {
   int64_t kc = 0, mc_tiles = 0, nc_tiles = 0;
   bool b_in_place = false;
   bool winograd = false;  // kernels/gemm_cpu_winograd.c: 3x3 windows at stride 1
+  int transposed = 0;     // C computed as C^T: 1, 0, or -1 (the library decides by its tile shape)
 };
+
+// C^T's buffer in the library holds n x (rows of a thread) floats: offered
+// up to this many columns.
+constexpr int64_t kTransposedColumnsMax = 512;
 
 // "split=cols kc=576": what differs from the default rendering.
 std::string knob_label(const Knobs& k, const Knobs& base) {
@@ -104,7 +109,7 @@ std::string knob_label(const Knobs& k, const Knobs& base) {
   if (k.mc_tiles) add("mc=" + std::to_string(k.mc_tiles) + "t");
   if (k.nc_tiles) add("nc=" + std::to_string(k.nc_tiles) + "t");
   if (k.b_in_place != base.b_in_place) add(k.b_in_place ? "b=in-place" : "b=packed");
-  if (k.winograd != base.winograd) add(k.winograd ? "winograd" : "direct");
+  if (k.transposed != base.transposed && k.split_rows) add(k.transposed == 1 ? "c=transposed" : "c=as-is");
   return out.empty() ? "default" : out;
 }
 
@@ -117,15 +122,20 @@ int64_t k_block(int64_t k, int64_t kc) {
 // A few renderings around the default, one knob at a time, for the tuner
 // (core/tune.h): the other split, K in one block or in smaller ones, and
 // smaller or larger row and column blocks where the shape has room for them,
-// B packed or read in place where its rows are contiguous: at most 8 besides
-// the default. Candidates whose library blocks would come out the same are
+// B packed or read in place where its rows are contiguous, C computed as
+// C^T or as it is where the library may choose: at most 10 besides the
+// default. Candidates whose library blocks would come out the same are
 // left out. (Winograd's rendering has no knobs of its own.)
 std::vector<Knobs> candidate_knobs(const GemmShape& s, const Knobs& base) {
   constexpr int64_t kDefaultKc = 256;  // kernels/gemm_cpu.c's TL_KC
   std::vector<Knobs> out;
   Knobs k = base;
   k.split_rows = !base.split_rows;
+  k.transposed = 0;
   out.push_back(k);
+  // C computed as C^T, or as it is, whatever the library would decide.
+  if (base.split_rows && base.transposed == -1)
+    for (int t : {1, 0}) k = base, k.transposed = t, out.push_back(k);
   // The library reads B in place, or (gathered) walks the image's rows: no blocks to size.
   if (s.m <= kThinRows) return out;
   if (b_rows_contiguous(s)) k = base, k.b_in_place = !base.b_in_place, out.push_back(k);
@@ -173,9 +183,13 @@ TemplateKernel render_with(const GemmShape& s, const std::string& name, const Kn
     out.packed_key = "gemm_cpu_winograd.c U m=" + num(s.m) + " k=" + num(s.k) + " strides=" + num(s.a_strides[1]) +
                      "," + num(s.a_strides[2]);
   } else if (pack) {
-    out.packed_bytes = 64 + (s.m + kMaxTileRows - 1) * s.k * int64_t(sizeof(float));
+    // A transposed product's panels have NR rows (at most 64); with the
+    // choice left to the library it depends on n, which the key then names.
+    const int64_t rows = knobs.transposed != 0 ? 64 : kMaxTileRows;
+    out.packed_bytes = 64 + (s.m + rows - 1) * s.k * int64_t(sizeof(float));
     out.packed_key = "gemm_cpu.c A panels m=" + num(s.m) + " k=" + num(s.k) + " strides=" + num(s.a_strides[1]) +
-                     "," + num(s.a_strides[2]) + (knobs.kc ? " kc=" + num(knobs.kc) : "");
+                     "," + num(s.a_strides[2]) + (knobs.kc ? " kc=" + num(knobs.kc) : "") +
+                     (knobs.transposed == 1 ? " transposed" : knobs.transposed == -1 ? " n=" + num(s.n) : "");
   }
   const std::string finish = finish_text(s.epilogue, s.n, name);
   // A gathered B is one image per batch item (zero stride when it is shared).
@@ -204,6 +218,7 @@ TemplateKernel render_with(const GemmShape& s, const std::string& name, const Kn
                            {"B_IN_PLACE", knobs.b_in_place ? "1" : "0"},
                            {"GATHER", gather_text(s.gather)},
                            {"WINOGRAD", knobs.winograd ? "1" : "0"},
+                           {"TRANSPOSED", num(knobs.transposed)},
                            {"FINISH", finish},
                            {"FINISH_FN", finish.empty() ? "NULL" : name + "_finish"}});
   out.global[0] = s.batch * units_per_batch;
@@ -227,22 +242,32 @@ TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
   // With a short K, packing B costs about as much as the product: each
   // packed element serves only a few micro-tiles.
   base.b_in_place = b_rows_contiguous(s) && s.k <= kInPlaceK;
+  // Split rows with few columns: the library may compute C^T instead.
+  if (base.split_rows && s.m > kThinRows && s.n <= kTransposedColumnsMax) base.transposed = -1;
   // The direct product's renderings, and Winograd's where it fits: whichever
   // is the default, the other is a candidate.
-  std::vector<Knobs> others = candidate_knobs(s, base);
+  // The direct product's renderings, labelled by what differs from its
+  // default, and Winograd's where it fits. Winograd's is the default where
+  // it is expected to win, and the direct ones are then labelled "direct".
+  std::vector<std::pair<Knobs, std::string>> others;
+  for (const Knobs& k : candidate_knobs(s, base)) others.emplace_back(k, knob_label(k, base));
+  Knobs chosen = base;
   if (winograd_fits(s)) {
     Knobs wino = base;
-    wino.winograd = true;
-    if (winograd_by_default(s))
-      others.insert(others.begin(), base), std::swap(base, wino);
-    else
-      others.insert(others.begin(), wino);
+    wino.winograd = true, wino.transposed = 0;
+    if (winograd_by_default(s)) {
+      for (auto& [k, label] : others) label += " direct";
+      others.insert(others.begin(), {base, "direct"});
+      chosen = wino;
+    } else {
+      others.insert(others.begin(), {wino, "winograd"});
+    }
   }
-  TemplateKernel out = render_with(s, name, base);
+  TemplateKernel out = render_with(s, name, chosen);
   out.label = "default";
-  for (const Knobs& k : others) {
+  for (const auto& [k, label] : others) {
     out.candidates.push_back(render_with(s, name, k));
-    out.candidates.back().label = knob_label(k, base);
+    out.candidates.back().label = label;
   }
   return out;
 }
