@@ -719,10 +719,11 @@ static int gather_thin_block(const struct tl_gemm* g, float* restrict c, const f
 static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const float* restrict a,
                              const float* restrict b, ptrdiff_t start, ptrdiff_t end, void** args) {
   const struct tl_gather* x = &g->gather;
-  const ptrdiff_t kh = x->kh, kw = x->kw, taps = kh * kw, ow_n = x->out_w, oh_n = G_N / ow_n;
+  const ptrdiff_t kh = x->kh, kw = x->kw, taps = kh * kw, ow_n = x->out_w;
   if (!GATHERED || x->channels != 1 || G_M != 1 || g->split != 0 || UNITS_PER_BATCH != 1 || G_K != taps ||
       G_N > (x->sh * x->sw > 1 ? BLOCKED_STRIDED_MAP_MAX : BLOCKED_MAP_MAX) || taps > DEPTHWISE_TAPS_MAX)
     return 0;
+  const ptrdiff_t oh_n = G_N / ow_n;  // a plain B has no map: only now is out_w known to be set
   const ptrdiff_t ph = (oh_n - 1) * x->sh + (kh - 1) * x->dh + 1, pw = (ow_n - 1) * x->sw + (kw - 1) * x->dw + 1;
   const size_t img_floats = (size_t)(ph * pw) * VW, out_floats = (size_t)G_N * VW, w_floats = (size_t)taps * VW;
   float* buf = aligned_alloc(64, (img_floats + out_floats + w_floats) * sizeof(float));
