@@ -9,6 +9,7 @@
 // snaps strip edges to its micro-tile size, which the renderer cannot know
 // because it depends on the instruction set the kernel is compiled for.
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -162,6 +163,20 @@ std::string gather_text(const ConvGather& g) {
   return out + "}";
 }
 
+// A digest of the GEMM library's source. A kernel's text names it: what a
+// kernel computes, and so the tuner's choice stored under its text, depends
+// on the library too, and a new library then searches again.
+const std::string& library_digest() {
+  static const std::string digest = [] {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a
+    for (unsigned char ch : gemm_c_library_source()) h = (h ^ ch) * 1099511628211ull;
+    char text[17];
+    std::snprintf(text, sizeof text, "%016llx", (unsigned long long)h);
+    return std::string(text);
+  }();
+  return digest;
+}
+
 TemplateKernel render_with(const GemmShape& s, const std::string& name, const Knobs& knobs) {
   const bool split_rows = knobs.split_rows;
   const int64_t unit = split_rows ? kRowUnit : kColUnit;
@@ -197,6 +212,7 @@ TemplateKernel render_with(const GemmShape& s, const std::string& name, const Kn
   const int64_t image_stride = s.batch == 1 ? 0 : s.gather.channels * s.gather.height * s.gather.width;
   out.source = specialise(embedded_kernel("gemm_cpu_call.c"),
                           {{"NAME", name},
+                           {"LIBRARY", library_digest()},
                            {"API", embedded_kernel("gemm_cpu.h")},
                            {"BATCH", num(s.batch)},
                            {"M", num(s.m)},
