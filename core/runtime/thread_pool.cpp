@@ -11,13 +11,31 @@ namespace {
 // A model launches a kernel every few tens of microseconds; a worker asleep on
 // the condition variable after each one is woken ~90 times per image, and a
 // wake costs about as much as a small kernel. So both sides first poll the
-// atomics for a short while, yielding the core on every poll so a loaded
-// machine loses nothing, and only then block.
+// atomics for a short while, spinning briefly and then yielding the core on
+// every poll so a loaded machine loses little, and only then block.
 constexpr auto kPoll = std::chrono::microseconds(50);
+
+// The gap between two kernels of a replayed model is a few microseconds of
+// host work: that long, the pollers spin without giving the core away (a
+// yield costs a system call each time). Measured on SqueezeNet (44 kernels,
+// 2 threads, 8 interleaved rounds): median 2.37 ms against 2.43 with yields only.
+constexpr int kSpins = 200;  // pause instructions: about 4-10 us
+
+inline void spin_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
 
 // Polls until done() or kPoll has passed; true when done() held.
 template <typename Done>
 bool poll_until(Done done) {
+  for (int i = 0; i < kSpins; ++i) {
+    if (done()) return true;
+    spin_pause();
+  }
   const auto deadline = std::chrono::steady_clock::now() + kPoll;
   while (!done()) {
     if (std::chrono::steady_clock::now() > deadline) return done();
