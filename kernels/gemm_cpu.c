@@ -140,14 +140,16 @@ static void finish_block(const struct tl_gemm* g, float* restrict c, ptrdiff_t b
 // acc[i][j] += a[i] * b[j] over kc steps (B's rows `ldb` apart: NR in a
 // packed panel, B's own row stride when read in place), then writes (or adds, when
 // `accumulate`) the tile to c. A's steps are `lda` apart (MR in a packed
-// panel). `mr` and `nv` are literals at every call so each
+// panel); B's step p starts at bp + boff[p] when boff is given (a gathered
+// B read in place from its phased image). `mr` and `nv` are literals at every call so each
 // copy is specialised: the short and narrow copies serve edge tiles of at most
 // MR/2 rows or VW columns (m=49, N=16 layers) without the work of a full one.
 // A panels keep their MR stride whatever mr is.
 static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptrdiff_t kc, const float* restrict ap,
                                                              ptrdiff_t lda, const float* restrict bp, ptrdiff_t ldb,
                                                              float* restrict c, ptrdiff_t ldc, int accumulate,
-                                                             int rows, int cols, int weights_in_b) {
+                                                             int rows, int cols, int weights_in_b,
+                                                             const ptrdiff_t* restrict boff) {
   vf acc[MR][NV];
 #pragma GCC unroll 64
   for (int i = 0; i < MR; ++i)
@@ -157,8 +159,9 @@ static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptr
 #pragma GCC unroll 2
   for (ptrdiff_t p = 0; p < kc; ++p) {
     vf b[NV];
+    const float* brow = boff ? bp + boff[p] : bp;
 #pragma GCC unroll 8
-    for (int j = 0; j < nv; ++j) b[j] = *(const vfu*)(bp + j * VW);
+    for (int j = 0; j < nv; ++j) b[j] = *(const vfu*)(brow + j * VW);
 #pragma GCC unroll 64
     for (int i = 0; i < mr; ++i) {
       const float a = ap[i];
@@ -208,16 +211,16 @@ static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptr
 static inline __attribute__((always_inline)) void tile(ptrdiff_t kc, const float* restrict ap, ptrdiff_t lda,
                                                        const float* restrict bp, ptrdiff_t ldb, float* restrict c,
                                                        ptrdiff_t ldc, int accumulate, int rows, int cols,
-                                                       int weights_in_b) {
+                                                       int weights_in_b, const ptrdiff_t* restrict boff) {
   const int narrow = NV > 1 && cols <= VW, short_tile = MR >= 4 && rows <= MR / 2;
   if (narrow && short_tile)
-    micro_tile(MR / 2, 1, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b);
+    micro_tile(MR / 2, 1, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff);
   else if (narrow)
-    micro_tile(MR, 1, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b);
+    micro_tile(MR, 1, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff);
   else if (short_tile)
-    micro_tile(MR / 2, NV, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b);
+    micro_tile(MR / 2, NV, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff);
   else
-    micro_tile(MR, NV, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b);
+    micro_tile(MR, NV, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff);
 }
 
 // Rows [m0, m0+mc) x k [k0, k0+kc) of A into `mr`-row panels (MR, or NR
@@ -807,7 +810,9 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
   // B read in place needs a buffer only for a ragged last sliver. With more
   // rows than one block of A, a packed B would serve every block: packing
   // is then cheaper than reading B's scattered rows again.
-  const int in_place = g->b_in_place && !GATHERED && SB2 == 1 && m1 - m0 <= MC;
+  // A gathered B in place: panels whose columns lie on one output row are
+  // read from the phased image, one offset per tap; the others are packed.
+  const int in_place = g->b_in_place && (GATHERED || SB2 == 1) && m1 - m0 <= MC;
   // NR floats of slack for pack_b_gather's runs.
   const size_t bbytes = ROUND_UP((size_t)((in_place ? NR : ncap) * kcap + NR) * sizeof(float), 64);
   float* abuf = packed ? NULL : aligned_alloc(64, abytes);
@@ -836,7 +841,7 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
       const ptrdiff_t kc = MIN(KC, G_K - pc);
       if (GATHERED) {
         phased_taps(&g->gather, &image, pc, kc, windows + ncap);
-        pack_b_gather(image.data, windows + ncap, kc, nc, windows, bbuf, NR);
+        if (!in_place) pack_b_gather(image.data, windows + ncap, kc, nc, windows, bbuf, NR);
       } else if (!in_place)
         pack_b(g, b, pc, kc, jc, nc, bbuf);
       for (ptrdiff_t ic = m0; ic < m1; ic += MC) {
@@ -849,7 +854,17 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
           const int cols = (int)MIN(NR, nc - jr);
           const float* bp = bbuf + jr * kc;
           ptrdiff_t ldb = NR;
-          if (in_place && cols == NR) {
+          const ptrdiff_t* boff = NULL;
+          if (in_place && GATHERED) {
+            const ptrdiff_t* col = windows + jr;
+            if (cols == NR && col[NR - 1] - col[0] == NR - 1) {
+              bp = image.data + col[0];
+              boff = windows + ncap;
+            } else {
+              pack_b_gather(image.data, windows + ncap, kc, cols, col, bbuf, NR);
+              bp = bbuf;
+            }
+          } else if (in_place && cols == NR) {
             bp = b + pc * SB1 + jc + jr;
             ldb = SB1;
           } else if (in_place) {
@@ -861,10 +876,12 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
             float* ct = c + (ic + ir) * G_N + jc + jr;
             const float* ap = apanels + ir * kc;
             // A literal stride for packed panels keeps their addressing constant.
-            if (ldb == NR)
-              tile(kc, ap, MR, bp, NR, ct, G_N, pc > 0, rows, cols, 0);
+            if (boff)
+              tile(kc, ap, MR, bp, 0, ct, G_N, pc > 0, rows, cols, 0, boff);
+            else if (ldb == NR)
+              tile(kc, ap, MR, bp, NR, ct, G_N, pc > 0, rows, cols, 0, NULL);
             else
-              tile(kc, ap, MR, bp, ldb, ct, G_N, pc > 0, rows, cols, 0);
+              tile(kc, ap, MR, bp, ldb, ct, G_N, pc > 0, rows, cols, 0, NULL);
           }
         }
         if (pc + kc == G_K) finish_block(g, c, batch, ic, ic + mc, jc, jc + nc, args);
@@ -957,7 +974,7 @@ static int gemm_block_t(const struct tl_gemm* g, float* restrict c, const float*
       const float* bp = packed ? packed + ROUND_UP(G_M, NR) * pc + (m0 + jr) * kc : at;
       if (!packed) pack_a(g, a, m0 + jr, cols, pc, kc, at, NR);
       for (ptrdiff_t ir = 0; ir < nn; ir += MR)
-        tile(kc, bt + ir * kc, MR, bp, NR, ct + ir * mm + jr, mm, pc > 0, (int)MIN(MR, nn - ir), cols, 1);
+        tile(kc, bt + ir * kc, MR, bp, NR, ct + ir * mm + jr, mm, pc > 0, (int)MIN(MR, nn - ir), cols, 1, NULL);
     }
   }
   transpose_into(ct, nn, mm, c + m0 * G_N + n0, G_N);

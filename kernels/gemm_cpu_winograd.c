@@ -213,7 +213,7 @@ static int winograd_rows(const struct tl_gemm* g, float* restrict c, const float
         const float* bp = u + (t * coutp + j0) * cin;
         for (ptrdiff_t q = 0; q < nt; q += MR)
           tile(cin, v + t * cin * tpad + q, tpad, bp, NR, m + (t * tpad + q) * coutp + j0, coutp, 0,
-               (int)MIN(MR, nt - q), (int)MIN(NR, cout - j0), 1);
+               (int)MIN(MR, nt - q), (int)MIN(NR, cout - j0), 1, NULL);
       }
     winograd_output(g, c, m, tpad * coutp, coutp, cy, nt, tw);
     finish_block(g, c, batch, 0, cout, 2 * cy * ow, MIN(2 * cy1, oh) * ow, args);

@@ -23,13 +23,18 @@ constexpr int64_t kRowUnit = 16;  // rows of C per unit when splitting rows
 constexpr int64_t kColUnit = 32;  // columns of C per unit when splitting columns
 constexpr int64_t kThinRows = 4;  // the template's THIN_ROWS: up to this many rows, A is read in place
 constexpr int64_t kMaxTileRows = 16;  // the template's MR is at most this
-constexpr int64_t kInPlaceK = 64;     // up to this K, B with contiguous rows is read in place
+constexpr int64_t kInPlaceK = 64;     // up to this K, B is read in place where it can be
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // B's rows lie in memory as they are read (the library may then read B in
 // place); a gathered B has no rows of its own.
 bool b_rows_contiguous(const GemmShape& s) { return s.b_strides[2] == 1 && !s.gather.active(); }
+
+// The library may read B in place: rows that lie in memory, or a gathered B
+// (a convolution's image) whose panels on one output row it reads from the
+// image's phased copy, one offset per tap, packing only the others.
+bool b_readable_in_place(const GemmShape& s) { return b_rows_contiguous(s) || s.gather.active(); }
 
 // The FINISH hook: the epilogue as a function over a block of C (see
 // tl_gemm_finish in kernels/gemm_cpu.h). Its inner loop walks a row, so
@@ -139,7 +144,7 @@ std::vector<Knobs> candidate_knobs(const GemmShape& s, const Knobs& base) {
     for (int t : {1, 0}) k = base, k.transposed = t, out.push_back(k);
   // The library reads B in place, or (gathered) walks the image's rows: no blocks to size.
   if (s.m <= kThinRows) return out;
-  if (b_rows_contiguous(s)) k = base, k.b_in_place = !base.b_in_place, out.push_back(k);
+  if (b_readable_in_place(s)) k = base, k.b_in_place = !base.b_in_place, out.push_back(k);
   std::vector<int64_t> kcs;
   for (int64_t kc : {int64_t(128), s.k <= 1152 ? s.k : int64_t(512)})
     if (k_block(s.k, kc) != k_block(s.k, kDefaultKc) &&
@@ -257,7 +262,7 @@ TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
   if (s.gather.active() && s.m <= kThinRows && s.batch > 1) base.split_rows = true;
   // With a short K, packing B costs about as much as the product: each
   // packed element serves only a few micro-tiles.
-  base.b_in_place = b_rows_contiguous(s) && s.k <= kInPlaceK;
+  base.b_in_place = b_readable_in_place(s) && s.k <= kInPlaceK;
   // Split rows with few columns: the library may compute C^T instead.
   if (base.split_rows && s.m > kThinRows && s.n <= kTransposedColumnsMax) base.transposed = -1;
   // The direct product's renderings, and Winograd's where it fits: whichever

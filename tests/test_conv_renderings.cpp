@@ -1,4 +1,9 @@
-// Winograd's F(2x2, 3x3) on the CPU device (kernels/gemm_cpu_winograd.c):
+// The renderings of a convolution's GEMM on the CPU device, each made the
+// winner by a fake clock and checked against a direct double-precision
+// convolution. Every candidate of gathered GEMMs (a stem's 3 channels at
+// stride 2, a 5x5 window, a 7x7 map of 256 outputs): the splits, the cache
+// blocks, B read in place from the image or packed, C computed as C^T or as
+// it is. And Winograd's F(2x2, 3x3) (kernels/gemm_cpu_winograd.c):
 // the default rendering of a 3x3 convolution at stride 1 whose transformed
 // weights fit the cache, a tuner candidate ("winograd") of the larger ones,
 // and the direct product ("direct") the other way round. Either, made the
@@ -12,6 +17,7 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 
 #include "tests/testing.h"
 
@@ -134,7 +140,7 @@ bool matches(const Case& c, const Data& d, const std::vector<float>& got, double
 
 }  // namespace
 
-class TestWinograd : public QObject {
+class TestConvRenderings : public QObject {
   Q_OBJECT
   QTemporaryDir scratch_;
   int dirs_ = 0;
@@ -169,6 +175,31 @@ class TestWinograd : public QObject {
     }
   }
 
+  // Every rendering the tuner may pick computes the convolution.
+  void everyCandidateComputesTheConvolution() {
+    const Case cases[] = {
+        {"a stem: 3 channels, 3x3 at stride 2 to rows of 38, 64 outputs", 1, 3, 64, 70, 75, 1, 1, 1, 1, true, 3, 2, 1},
+        {"5x5 at stride 1, K=200", 2, 8, 40, 12, 13, 2, 2, 2, 2, false, 5, 1, 1},
+        {"3x3 at stride 2 to a 7x7 map, 256 outputs", 1, 24, 256, 14, 14, 1, 1, 1, 1, true, 3, 2, 1},
+        {"3x3 at stride 1, 16 -> 40 channels", 1, 16, 40, 13, 13, 1, 1, 1, 1, false},
+    };
+    std::set<std::string> seen;
+    for (const Case& c : cases) {
+      const Data d = make_data(c);
+      const Run first = run_case(c, d, fresh_cache(), "default");
+      QVERIFY2(first.gemm && first.gemm->tune_candidates.size() >= 3, c.name);
+      for (auto& [label, seconds] : first.gemm->tune_candidates) {
+        const Run run = label == "default" ? first : run_case(c, d, fresh_cache(), label);
+        QCOMPARE(run.gemm->tuned, label);
+        QString why;
+        QVERIFY2(matches(c, d, run.values, 1e-5, &why), qPrintable(QString(c.name) + ", " + label.c_str() + ": " + why));
+        for (const char* knob : {"b=", "c=", "split=", "winograd", "direct"})
+          if (label.find(knob) != std::string::npos) seen.insert(knob);
+      }
+    }
+    for (const char* knob : {"b=", "c=", "split=", "direct"}) QVERIFY2(seen.count(knob), knob);
+  }
+
   // Strides, dilations and other windows are not Winograd's.
   void offeredOnlyToThreeByThreeAtStrideOne() {
     const Case others[] = {
@@ -196,5 +227,5 @@ class TestWinograd : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestWinograd)
-#include "test_winograd.moc"
+QTEST_GUILESS_MAIN(TestConvRenderings)
+#include "test_conv_renderings.moc"
