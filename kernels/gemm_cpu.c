@@ -402,6 +402,18 @@ static inline __attribute__((always_inline)) void transpose16(vf r[16]) {
         r[i + h] = __builtin_shuffle(a, b, hi[s]);
       }
 }
+// dst's rows t (dst_stride apart) = src's columns t, for the 16 x 16 block
+// at src (rows src_stride apart).
+static inline __attribute__((always_inline)) void transpose_block16(const float* restrict src,
+                                                                   ptrdiff_t src_stride, float* restrict dst,
+                                                                   ptrdiff_t dst_stride) {
+  vf r[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = *(const vfu*)(src + i * src_stride);
+  transpose16(r);
+#pragma GCC unroll 16
+  for (int t = 0; t < 16; ++t) *(vfu*)(dst + t * dst_stride) = r[t];
+}
 #define FAST_TRANSPOSE 1
 #else
 #define FAST_TRANSPOSE 0
@@ -424,14 +436,7 @@ static void pack_b(const struct tl_gemm* g, const float* restrict b, ptrdiff_t k
 #if FAST_TRANSPOSE
       if (SB1 == 1)
         for (; p0 + 16 <= kc; p0 += 16)
-          for (int j0 = 0; j0 < NR; j0 += 16) {
-            vf r[16];
-#pragma GCC unroll 16
-            for (int j = 0; j < 16; ++j) r[j] = *(const vfu*)(src + (j0 + j) * SB2 + p0);
-            transpose16(r);
-#pragma GCC unroll 16
-            for (int t = 0; t < 16; ++t) *(vfu*)(dst + (p0 + t) * NR + j0) = r[t];
-          }
+          for (int j0 = 0; j0 < NR; j0 += 16) transpose_block16(src + j0 * SB2 + p0, SB2, dst + p0 * NR + j0, NR);
 #endif
       for (int j = 0; j < NR; ++j)
         for (ptrdiff_t p = p0; p < kc; ++p) dst[p * NR + j] = src[j * SB2 + p * SB1];
@@ -914,14 +919,7 @@ static void transpose_into(const float* restrict src, ptrdiff_t rows, ptrdiff_t 
   ptrdiff_t i0 = 0, j0 = 0;
 #if FAST_TRANSPOSE
   for (; i0 + 16 <= rows; i0 += 16) {
-    for (j0 = 0; j0 + 16 <= cols; j0 += 16) {
-      vf r[16];
-#pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i) r[i] = *(const vfu*)(src + (i0 + i) * cols + j0);
-      transpose16(r);
-#pragma GCC unroll 16
-      for (int j = 0; j < 16; ++j) *(vfu*)(dst + (j0 + j) * ld + i0) = r[j];
-    }
+    for (j0 = 0; j0 + 16 <= cols; j0 += 16) transpose_block16(src + i0 * cols + j0, cols, dst + j0 * ld + i0, ld);
     for (ptrdiff_t j = j0; j < cols; ++j)
       for (ptrdiff_t i = i0; i < i0 + 16; ++i) dst[j * ld + i] = src[i * cols + j];
   }

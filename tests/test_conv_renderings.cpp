@@ -142,14 +142,8 @@ bool matches(const Case& c, const Data& d, const std::vector<float>& got, double
 
 class TestConvRenderings : public QObject {
   Q_OBJECT
-  QTemporaryDir scratch_;
-  int dirs_ = 0;
-
-  QString fresh_cache() {
-    const QString dir = scratch_.path() + "/cache" + QString::number(dirs_++);
-    QDir().mkpath(dir);
-    return dir;
-  }
+  tltest::ScratchDirs scratch_;
+  QString fresh_cache() { return scratch_.fresh(); }
 
  private slots:
   void initTestCase() { qputenv("TINYLENS_NOREPLAY", "1"); }

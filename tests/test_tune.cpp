@@ -146,14 +146,8 @@ const Case kCases[] = {
 
 class TestTune : public QObject {
   Q_OBJECT
-  QTemporaryDir scratch_;
-  int dirs_ = 0;
-
-  QString fresh_cache() {
-    const QString dir = scratch_.path() + "/cache" + QString::number(dirs_++);
-    QDir().mkpath(dir);
-    return dir;
-  }
+  tltest::ScratchDirs scratch_;
+  QString fresh_cache() { return scratch_.fresh(); }
 
   // Each candidate of case c on `device`, made the winner by the clock in a
   // cache of its own, gives the reference's numbers, and the candidates are

@@ -71,4 +71,20 @@ inline std::vector<std::string> available_devices() {
   return out;
 }
 
+// Fresh, empty directories under one temporary directory (kernel caches of
+// their own, as a new process on a new machine would have them).
+class ScratchDirs {
+ public:
+  bool isValid() const { return root_.isValid(); }
+  QString fresh() {
+    const QString dir = root_.path() + "/cache" + QString::number(count_++);
+    QDir().mkpath(dir);
+    return dir;
+  }
+
+ private:
+  QTemporaryDir root_;
+  int count_ = 0;
+};
+
 }  // namespace tltest
