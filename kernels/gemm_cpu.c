@@ -123,6 +123,14 @@ typedef float vfu __attribute__((vector_size(VW * 4), aligned(4)));
 
 #define ROUND_UP(x, r) (((x) + (r)-1) / (r) * (r))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
+// The library is compiled on a first run: functions that inline copies of
+// the micro-kernel are kept to one copy each (GCC would clone them per
+// constant argument; each clone costs compile time, not speed).
+#if defined(__clang__)
+#define ONE_COPY __attribute__((noinline))
+#else
+#define ONE_COPY __attribute__((noinline, noclone))
+#endif
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 
 // Applies the fused epilogue to C[m0:m1, n0:n1] of one batch once its sums
@@ -221,6 +229,18 @@ static inline __attribute__((always_inline)) void tile(ptrdiff_t kc, const float
     micro_tile(MR / 2, NV, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff);
   else
     micro_tile(MR, NV, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff);
+}
+
+// A tile whose B side holds the weights, in NR-column panels: the
+// transposed product's and Winograd's, one copy for both. Their panels are
+// zero-padded to NR columns, so a narrow edge runs the full-width copy.
+static ONE_COPY void tile_weights_in_b(ptrdiff_t kc, const float* restrict ap, ptrdiff_t lda,
+                                       const float* restrict bp, float* restrict c, ptrdiff_t ldc, int accumulate,
+                                       int rows, int cols) {
+  if (MR >= 4 && rows <= MR / 2)
+    micro_tile(MR / 2, NV, kc, ap, lda, bp, NR, c, ldc, accumulate, rows, cols, 1, NULL);
+  else
+    micro_tile(MR, NV, kc, ap, lda, bp, NR, c, ldc, accumulate, rows, cols, 1, NULL);
 }
 
 // Rows [m0, m0+mc) x k [k0, k0+kc) of A into `mr`-row panels (MR, or NR
@@ -800,7 +820,7 @@ static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const f
   return 1;
 }
 
-static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* restrict a, const float* restrict b,
+static ONE_COPY void gemm_block(const struct tl_gemm* g, float* restrict c, const float* restrict a, const float* restrict b,
                        ptrdiff_t m0, ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1, ptrdiff_t batch, const float* packed,
                        void** args, struct gather_work* wk) {
   if (m1 - m0 <= THIN_ROWS && (GATHERED ? gather_thin_block(g, c, a, b, m0, m1, n0, n1, wk)
@@ -824,13 +844,15 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
   float* bbuf = aligned_alloc(64, bbytes);
   // A gathered B: its phased image, and where each column and tap of a
   // block starts in it (columns first).
+  // B read in place: where each of its rows starts (a plain B's are SB1
+  // apart).
   struct phased image = {NULL, 0, 0, 0};
   ptrdiff_t* windows = NULL;
-  if (GATHERED) {
-    image = phase_image(&g->gather, b, n0 / g->gather.out_w, (n1 - 1) / g->gather.out_w + 1);
-    windows = malloc((size_t)(ncap + kcap) * sizeof(ptrdiff_t));
-  }
-  if ((!packed && !abuf) || !bbuf || (GATHERED && (!windows || !image.data))) {
+  if (GATHERED) image = phase_image(&g->gather, b, n0 / g->gather.out_w, (n1 - 1) / g->gather.out_w + 1);
+  if (GATHERED || in_place) windows = malloc((size_t)(ncap + kcap) * sizeof(ptrdiff_t));
+  if (windows && !GATHERED)
+    for (ptrdiff_t p = 0; p < kcap; ++p) windows[ncap + p] = p * SB1;
+  if ((!packed && !abuf) || !bbuf || ((GATHERED || in_place) && !windows) || (GATHERED && !image.data)) {
     free(abuf);
     free(bbuf);
     free(windows);
@@ -858,7 +880,6 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
         for (ptrdiff_t jr = 0; jr < nc; jr += NR) {
           const int cols = (int)MIN(NR, nc - jr);
           const float* bp = bbuf + jr * kc;
-          ptrdiff_t ldb = NR;
           const ptrdiff_t* boff = NULL;
           if (in_place && GATHERED) {
             const ptrdiff_t* col = windows + jr;
@@ -871,7 +892,7 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
             }
           } else if (in_place && cols == NR) {
             bp = b + pc * SB1 + jc + jr;
-            ldb = SB1;
+            boff = windows + ncap;
           } else if (in_place) {
             pack_b(g, b, pc, kc, jc + jr, cols, bbuf);
             bp = bbuf;
@@ -880,13 +901,12 @@ static void gemm_block(const struct tl_gemm* g, float* restrict c, const float* 
             const int rows = (int)MIN(MR, mc - ir);
             float* ct = c + (ic + ir) * G_N + jc + jr;
             const float* ap = apanels + ir * kc;
-            // A literal stride for packed panels keeps their addressing constant.
+            // A literal stride for packed panels keeps their addressing
+            // constant; B in place is read through its rows' offsets.
             if (boff)
               tile(kc, ap, MR, bp, 0, ct, G_N, pc > 0, rows, cols, 0, boff);
-            else if (ldb == NR)
-              tile(kc, ap, MR, bp, NR, ct, G_N, pc > 0, rows, cols, 0, NULL);
             else
-              tile(kc, ap, MR, bp, ldb, ct, G_N, pc > 0, rows, cols, 0, NULL);
+              tile(kc, ap, MR, bp, NR, ct, G_N, pc > 0, rows, cols, 0, NULL);
           }
         }
         if (pc + kc == G_K) finish_block(g, c, batch, ic, ic + mc, jc, jc + nc, args);
@@ -916,10 +936,11 @@ static void pack_b_columns(const struct tl_gemm* g, const float* restrict b, ptr
 // 16 x 16 blocks turned in registers where the instruction set allows.
 static void transpose_into(const float* restrict src, ptrdiff_t rows, ptrdiff_t cols, float* restrict dst,
                            ptrdiff_t ld) {
-  ptrdiff_t i0 = 0, j0 = 0;
+  ptrdiff_t i0 = 0;
 #if FAST_TRANSPOSE
   for (; i0 + 16 <= rows; i0 += 16) {
-    for (j0 = 0; j0 + 16 <= cols; j0 += 16) transpose_block16(src + i0 * cols + j0, cols, dst + j0 * ld + i0, ld);
+    ptrdiff_t j0 = 0;
+    for (; j0 + 16 <= cols; j0 += 16) transpose_block16(src + i0 * cols + j0, cols, dst + j0 * ld + i0, ld);
     for (ptrdiff_t j = j0; j < cols; ++j)
       for (ptrdiff_t i = i0; i < i0 + 16; ++i) dst[j * ld + i] = src[i * cols + j];
   }
@@ -939,7 +960,7 @@ static void transpose_into(const float* restrict src, ptrdiff_t rows, ptrdiff_t 
 // products accumulate in a buffer laid out as C^T, which is turned into C
 // at the end. `packed` is all of A in NR-row panels, or NULL. Returns 0
 // when its buffers cannot be had (the caller then runs gemm_block).
-static int gemm_block_t(const struct tl_gemm* g, float* restrict c, const float* restrict a,
+static ONE_COPY int gemm_block_t(const struct tl_gemm* g, float* restrict c, const float* restrict a,
                         const float* restrict b, ptrdiff_t m0, ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1,
                         ptrdiff_t batch, const float* packed, void** args) {
   const ptrdiff_t kcap = MIN(KC, G_K), nn = n1 - n0, mm = m1 - m0, npad = ROUND_UP(nn, MR);
@@ -972,7 +993,7 @@ static int gemm_block_t(const struct tl_gemm* g, float* restrict c, const float*
       const float* bp = packed ? packed + ROUND_UP(G_M, NR) * pc + (m0 + jr) * kc : at;
       if (!packed) pack_a(g, a, m0 + jr, cols, pc, kc, at, NR);
       for (ptrdiff_t ir = 0; ir < nn; ir += MR)
-        tile(kc, bt + ir * kc, MR, bp, NR, ct + ir * mm + jr, mm, pc > 0, (int)MIN(MR, nn - ir), cols, 1, NULL);
+        tile_weights_in_b(kc, bt + ir * kc, MR, bp, ct + ir * mm + jr, mm, pc > 0, (int)MIN(MR, nn - ir), cols);
     }
   }
   transpose_into(ct, nn, mm, c + m0 * G_N + n0, G_N);
@@ -989,6 +1010,13 @@ static int gemm_block_t(const struct tl_gemm* g, float* restrict c, const float*
 static ptrdiff_t strip_edge(const struct tl_gemm* g, ptrdiff_t u, ptrdiff_t extent, ptrdiff_t tile) {
   if (u >= UNITS_PER_BATCH) return extent;
   return MIN(extent, u * UNIT / tile * tile);
+}
+
+// All of A, KC block after KC block, in `rows`-row panels (MR, or NR for a
+// transposed product): done once per weight, so one plain copy of pack_a.
+static ONE_COPY void pack_a_once(const struct tl_gemm* g, const float* restrict a, float* restrict panels, int rows) {
+  for (ptrdiff_t pc = 0; pc < G_K; pc += KC)
+    pack_a(g, a, 0, G_M, pc, MIN(KC, G_K - pc), panels + ROUND_UP(G_M, rows) * pc, rows);
 }
 
 // Whether C is computed transposed (gemm_block_t): as the kernel asks (0 or
@@ -1020,12 +1048,8 @@ static const float* packed_a(const struct tl_gemm* g, const float* a, void** arg
   if (state == 0 && __atomic_compare_exchange_n(&header[0], &state, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
     if (g->winograd)
       winograd_pack_u(g, a, panels);
-    else if (transposed)
-      for (ptrdiff_t pc = 0; pc < G_K; pc += KC)
-        pack_a(g, a, 0, G_M, pc, MIN(KC, G_K - pc), panels + ROUND_UP(G_M, NR) * pc, NR);
     else
-      for (ptrdiff_t pc = 0; pc < G_K; pc += KC)
-        pack_a(g, a, 0, G_M, pc, MIN(KC, G_K - pc), panels + ROUND_UP(G_M, MR) * pc, MR);
+      pack_a_once(g, a, panels, rows);
     header[1] = rows;
     header[2] = block;
     header[3] = transposed;

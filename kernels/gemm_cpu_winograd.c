@@ -184,7 +184,7 @@ static void winograd_output(const struct tl_gemm* g, float* restrict c, const fl
 // Output rows [2 * ty0, 2 * ty1) of one batch item (c and image point at
 // it), every output channel, epilogue applied. Returns 0 when its buffers
 // cannot be had: the caller then runs the direct product.
-static int winograd_rows(const struct tl_gemm* g, float* restrict c, const float* restrict image,
+static ONE_COPY int winograd_rows(const struct tl_gemm* g, float* restrict c, const float* restrict image,
                          const float* restrict u, ptrdiff_t batch, ptrdiff_t ty0, ptrdiff_t ty1, void** args) {
   const struct tl_gather* x = &g->gather;
   const ptrdiff_t cin = x->channels, cout = G_M, coutp = ROUND_UP(cout, NR);
@@ -212,8 +212,8 @@ static int winograd_rows(const struct tl_gemm* g, float* restrict c, const float
       for (ptrdiff_t j0 = 0; j0 < cout; j0 += NR) {
         const float* bp = u + (t * coutp + j0) * cin;
         for (ptrdiff_t q = 0; q < nt; q += MR)
-          tile(cin, v + t * cin * tpad + q, tpad, bp, NR, m + (t * tpad + q) * coutp + j0, coutp, 0,
-               (int)MIN(MR, nt - q), (int)MIN(NR, cout - j0), 1, NULL);
+          tile_weights_in_b(cin, v + t * cin * tpad + q, tpad, bp, m + (t * tpad + q) * coutp + j0, coutp, 0,
+                            (int)MIN(MR, nt - q), (int)MIN(NR, cout - j0));
       }
     winograd_output(g, c, m, tpad * coutp, coutp, cy, nt, tw);
     finish_block(g, c, batch, 0, cout, 2 * cy * ow, MIN(2 * cy1, oh) * ow, args);
