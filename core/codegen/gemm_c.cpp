@@ -174,7 +174,7 @@ std::string gather_text(const ConvGather& g) {
 const std::string& library_digest() {
   static const std::string digest = [] {
     uint64_t h = 1469598103934665603ull;  // FNV-1a
-    for (unsigned char ch : gemm_c_library_source()) h = (h ^ ch) * 1099511628211ull;
+    for (unsigned char ch : gemm_c_library_source() + gemm_c_extras_source()) h = (h ^ ch) * 1099511628211ull;
     char text[17];
     std::snprintf(text, sizeof text, "%016llx", (unsigned long long)h);
     return std::string(text);
@@ -293,9 +293,19 @@ TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
   return out;
 }
 
+namespace {
+std::string gemm_c_shared_source() {
+  return specialise(embedded_kernel("gemm_cpu_shared.h"), {{"API", embedded_kernel("gemm_cpu.h")}});
+}
+}  // namespace
+
 std::string gemm_c_library_source() {
-  return specialise(embedded_kernel("gemm_cpu.c"),
-                    {{"API", embedded_kernel("gemm_cpu.h")}, {"WINOGRAD", embedded_kernel("gemm_cpu_winograd.c")}});
+  return specialise(embedded_kernel("gemm_cpu.c"), {{"SHARED", gemm_c_shared_source()}});
+}
+
+std::string gemm_c_extras_source() {
+  return specialise(embedded_kernel("gemm_cpu_extras.c"),
+                    {{"SHARED", gemm_c_shared_source()}, {"WINOGRAD", embedded_kernel("gemm_cpu_winograd.c")}});
 }
 
 }  // namespace tl

@@ -112,6 +112,11 @@ TemplateKernel render_gemm_c(const GemmShape& shape, const std::string& name);  
 // kernel render_gemm_c makes calls through kGemmCLibraryEntry (gemm_c.cpp).
 std::string gemm_c_library_source();
 inline constexpr const char* kGemmCLibraryEntry = "tinylens_gemm_f32";
+// Its second half (kernels/gemm_cpu_extras.c: Winograd, the product as C^T),
+// compiled beside the first and loaded before it into the global scope,
+// where the first finds it by name.
+std::string gemm_c_extras_source();
+inline constexpr const char* kGemmCExtrasEntry = "tinylens_gemm_extras";
 TemplateKernel render_gemm_opencl(const GemmShape& shape, const std::string& name, const DeviceInfo& info,
                                   const Dialect& d);  // gemm_opencl.cpp
 TemplateKernel render_gemm_cuda(const GemmShape& shape, const std::string& name, const DeviceInfo& info,

@@ -176,7 +176,7 @@ class CpuDevice : public Device {
   Built build(const std::string& name, const std::string& source) override {
     TempFiles tmp(name);
     Built built;
-    auto library = name == kGemmCLibraryEntry ? std::future<void>() : gemm_library_beside(source);
+    auto library = is_gemm_library(name) ? std::future<void>() : gemm_library_beside(source);
     built.binary = compile_library(tmp, source, "kernel " + name, built.log);
     if (library.valid()) library.get();
     built.program = open(name, tmp.stem + ".so", calls_gemm_library(source));
@@ -264,14 +264,27 @@ class CpuDevice : public Device {
   static bool calls_gemm_library(const std::string& text) {
     return text.find(kGemmCLibraryEntry) != std::string::npos;
   }
+  // The library's two halves compile in parallel; the extras are loaded
+  // first, into the global scope, where the first half looks them up.
   void load_gemm_library() {
     std::lock_guard<std::mutex> lock(gemm_library_mutex_);
-    if (!gemm_library_) gemm_library_ = compile(kGemmCLibraryEntry, gemm_c_library_source());
+    if (gemm_library_) return;
+    auto extras = std::async(std::launch::async, [this] { return compile(kGemmCExtrasEntry, gemm_c_extras_source()); });
+    auto library = compile(kGemmCLibraryEntry, gemm_c_library_source());
+    gemm_extras_ = extras.get();
+    // The first half would quietly fall back to the direct product.
+    for (const char* fn : {"tinylens_gemm_transposed", "tinylens_gemm_winograd", "tinylens_gemm_winograd_weights"})
+      if (!dlsym(RTLD_DEFAULT, fn))
+        throw DeviceError(std::string("cpu: the GEMM library's second half has no ") + fn + " in the global scope");
+    gemm_library_ = library;
+  }
+  static bool is_gemm_library(const std::string& name) {
+    return name == kGemmCLibraryEntry || name == kGemmCExtrasEntry;
   }
   // A first run's GEMM library compiles on a thread of its own, beside the
   // kernels that call it rather than after them: it is the longest compile
   // of a cold start (about 2 s of its 3 here). No future when nothing waits;
-  // never called for the library itself (its compile holds the mutex).
+  // never called for the library's halves (their compile holds the mutex).
   std::future<void> gemm_library_beside(const std::string& source) {
     if (!calls_gemm_library(source)) return {};
     {
@@ -290,7 +303,7 @@ class CpuDevice : public Device {
   }
 
   std::shared_ptr<Program> open(const std::string& name, const std::string& path, bool calls_gemm) {
-    const bool library = name == kGemmCLibraryEntry;  // which names itself
+    const bool library = is_gemm_library(name);  // which names itself
     if (calls_gemm && !library) load_gemm_library();
     void* handle = dlopen(path.c_str(), RTLD_NOW | (library ? RTLD_GLOBAL : RTLD_LOCAL));
     if (!handle) {
@@ -328,7 +341,7 @@ class CpuDevice : public Device {
   std::shared_ptr<BlockPool> blocks_ = std::make_shared<BlockPool>();
   std::string compiler_, compiler_version_;
   std::mutex gemm_library_mutex_;
-  std::shared_ptr<Program> gemm_library_;
+  std::shared_ptr<Program> gemm_library_, gemm_extras_;
 };
 
 }  // namespace

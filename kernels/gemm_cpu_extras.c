@@ -1,0 +1,118 @@
+// The second half of the C device's GEMM library (the first is
+// kernels/gemm_cpu.c, which calls these by name): Winograd's F(2x2, 3x3)
+// convolutions (kernels/gemm_cpu_winograd.c, pasted in) and the product
+// computed as C^T. Compiled beside the first half on a first run, and loaded
+// before it into the global scope.
+{{SHARED}}
+// A tile whose B side holds the weights, in NR-column panels: the
+// transposed product's and Winograd's, one copy for both. Their panels are
+// zero-padded to NR columns, so a narrow edge runs the full-width copy.
+static ONE_COPY void tile_weights_in_b(ptrdiff_t kc, const float* restrict ap, ptrdiff_t lda,
+                                       const float* restrict bp, float* restrict c, ptrdiff_t ldc, int accumulate,
+                                       int rows, int cols) {
+  if (MR >= 4 && rows <= MR / 2)
+    micro_tile(MR / 2, NV, kc, ap, lda, bp, NR, c, ldc, accumulate, rows, cols, 1, NULL);
+  else
+    micro_tile(MR, NV, kc, ap, lda, bp, NR, c, ldc, accumulate, rows, cols, 1, NULL);
+}
+
+// Columns [n0, n0+nc) x k [k0, k0+kc) of a plain B into MR-column panels
+// (the transposed product's A side), k-major inside a panel, zero columns
+// past nc.
+static void pack_b_columns(const struct tl_gemm* g, const float* restrict b, ptrdiff_t k0, ptrdiff_t kc, ptrdiff_t n0,
+                           ptrdiff_t nc, float* restrict dst) {
+  for (ptrdiff_t j0 = 0; j0 < nc; j0 += MR, dst += MR * kc) {
+    const int cols = (int)MIN(MR, nc - j0);
+    const float* src = b + k0 * SB1 + (n0 + j0) * SB2;
+    for (ptrdiff_t p = 0; p < kc; ++p)
+      for (int j = 0; j < MR; ++j) dst[p * MR + j] = j < cols ? src[p * SB1 + j * SB2] : 0.0f;
+  }
+}
+
+// dst[j][i] = src[i][j] for a rows x cols src (rows of dst `ld` apart), in
+// 16 x 16 blocks turned in registers where the instruction set allows.
+static void transpose_into(const float* restrict src, ptrdiff_t rows, ptrdiff_t cols, float* restrict dst,
+                           ptrdiff_t ld) {
+  ptrdiff_t i0 = 0;
+#if FAST_TRANSPOSE
+  for (; i0 + 16 <= rows; i0 += 16) {
+    ptrdiff_t j0 = 0;
+    for (; j0 + 16 <= cols; j0 += 16) transpose_block16(src + i0 * cols + j0, cols, dst + j0 * ld + i0, ld);
+    for (ptrdiff_t j = j0; j < cols; ++j)
+      for (ptrdiff_t i = i0; i < i0 + 16; ++i) dst[j * ld + i] = src[i * cols + j];
+  }
+#endif
+  // The rest (all of it without fast transposes), a few rows at a time so
+  // that reads and writes both stay within a few cache lines.
+  for (; i0 < rows; i0 += 8) {
+    const ptrdiff_t i1 = MIN(rows, i0 + 8);
+    for (ptrdiff_t j = 0; j < cols; ++j)
+      for (ptrdiff_t i = i0; i < i1; ++i) dst[j * ld + i] = src[i * cols + j];
+  }
+}
+
+// C[m0:m1, n0:n1] computed as its transpose (struct tl_gemm's transposed),
+// C^T = B^T A^T, whose micro-tile rows are C's columns: a 7x7 map's 49
+// columns take 64 in NR = 32 wide tiles but 3 x 14 + 7 in MR = 14 rows. The
+// products accumulate in a buffer laid out as C^T, which is turned into C
+// at the end. `packed` is all of A in NR-row panels, or NULL. Returns 0
+// when its buffers cannot be had (the caller then runs gemm_block).
+static ONE_COPY int gemm_block_t(const struct tl_gemm* g, float* restrict c, const float* restrict a,
+                        const float* restrict b, ptrdiff_t m0, ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1,
+                        ptrdiff_t batch, const float* packed, void** args) {
+  const ptrdiff_t kcap = MIN(KC, G_K), nn = n1 - n0, mm = m1 - m0, npad = ROUND_UP(nn, MR);
+  // NR floats of slack for pack_b_gather's runs.
+  float* bt = aligned_alloc(64, ROUND_UP((size_t)(npad * kcap + NR) * sizeof(float), 64));
+  float* at = packed ? NULL : aligned_alloc(64, ROUND_UP((size_t)(NR * kcap) * sizeof(float), 64));
+  float* ct = aligned_alloc(64, ROUND_UP((size_t)(nn * mm) * sizeof(float), 64));
+  struct phased image = {NULL, 0, 0, 0};
+  ptrdiff_t* windows = NULL;
+  if (GATHERED) {
+    image = phase_image(&g->gather, b, n0 / g->gather.out_w, (n1 - 1) / g->gather.out_w + 1);
+    windows = malloc((size_t)(npad + kcap) * sizeof(ptrdiff_t));
+  }
+  if (!bt || (!packed && !at) || !ct || (GATHERED && (!windows || !image.data))) {
+    free(bt), free(at), free(ct), free(windows), free(image.data);
+    return 0;
+  }
+  if (GATHERED) phased_columns(&g->gather, &image, n0, nn, windows);
+  for (ptrdiff_t pc = 0; pc < G_K; pc += KC) {
+    const ptrdiff_t kc = MIN(KC, G_K - pc);
+    if (GATHERED) {
+      phased_taps(&g->gather, &image, pc, kc, windows + npad);
+      pack_b_gather(image.data, windows + npad, kc, nn, windows, bt, MR);
+    } else {
+      pack_b_columns(g, b, pc, kc, n0, nn, bt);
+    }
+    for (ptrdiff_t jr = 0; jr < mm; jr += NR) {
+      const int cols = (int)MIN(NR, mm - jr);
+      // m0 is a multiple of NR here, so these rows' panel starts at row m0 + jr of block pc.
+      const float* bp = packed ? packed + ROUND_UP(G_M, NR) * pc + (m0 + jr) * kc : at;
+      if (!packed) pack_a(g, a, m0 + jr, cols, pc, kc, at, NR);
+      for (ptrdiff_t ir = 0; ir < nn; ir += MR)
+        tile_weights_in_b(kc, bt + ir * kc, MR, bp, ct + ir * mm + jr, mm, pc > 0, (int)MIN(MR, nn - ir), cols);
+    }
+  }
+  transpose_into(ct, nn, mm, c + m0 * G_N + n0, G_N);
+  finish_block(g, c, batch, m0, m1, n0, n1, args);
+  free(bt), free(at), free(ct), free(windows), free(image.data);
+  return 1;
+}
+
+{{WINOGRAD}}
+
+// What kernels/gemm_cpu.c calls.
+int tinylens_gemm_transposed(const struct tl_gemm* g, float* c, const float* a, const float* b, ptrdiff_t m0,
+                             ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1, ptrdiff_t batch, const float* packed,
+                             void** args) {
+  return gemm_block_t(g, c, a, b, m0, m1, n0, n1, batch, packed, args);
+}
+int tinylens_gemm_winograd(const struct tl_gemm* g, float* c, const float* image, const float* u, ptrdiff_t batch,
+                           ptrdiff_t ty0, ptrdiff_t ty1, void** args) {
+  return winograd_rows(g, c, image, u, batch, ty0, ty1, args);
+}
+void tinylens_gemm_winograd_weights(const struct tl_gemm* g, const float* a, float* u) { winograd_pack_u(g, a, u); }
+
+// The library's entry point, named like the library (the device loads a
+// library through its entry); it does nothing.
+void tinylens_gemm_extras(int start, int end, void** args) { (void)start, (void)end, (void)args; }

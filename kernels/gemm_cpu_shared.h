@@ -1,0 +1,409 @@
+// What both halves of the C device's GEMM library share (pasted into
+// kernels/gemm_cpu.c and kernels/gemm_cpu_extras.c): the tile shape and cache
+// blocks, the micro-kernel, the packing of A and of a gathered B, the phased
+// copy of a convolution's image, and register transposes.
+#include <sched.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+{{API}}
+
+// The device compiles kernels without fp contraction (see cpu.cpp); the
+// micro-kernel's c += a * b must still become fused multiply-adds.
+#if defined(__clang__)
+#pragma clang fp contract(fast)
+#else
+#pragma GCC optimize("fp-contract=fast")
+#endif
+
+// The shape being computed: every function below that needs it takes it as
+// its first parameter, `g`, and reads it through these names.
+#define G_M (g->m)
+#define G_N (g->n)
+#define G_K (g->k)
+#define SA0 (g->sa[0])
+#define SA1 (g->sa[1])
+#define SA2 (g->sa[2])
+#define SB0 (g->sb[0])
+#define SB1 (g->sb[1])
+#define SB2 (g->sb[2])
+#define UNIT (g->unit)
+#define UNITS_PER_BATCH (g->units_per_batch)
+#define GATHERED (g->gather.kh > 0)
+
+// Tile shape: MR rows x NV vectors of VW floats. The MR*NV accumulators plus
+// NV vectors of B must fit the vector register file, or the tile spills.
+// MR=14 on AVX-512 also divides the 7*2^k row counts of image models.
+#if defined(__AVX512F__)
+#define VW 16
+#ifndef TL_MR
+#define TL_MR 14
+#endif
+#ifndef TL_NV
+#define TL_NV 2
+#endif
+#elif defined(__AVX__)
+#define VW 8
+#ifndef TL_MR
+#define TL_MR 6
+#endif
+#ifndef TL_NV
+#define TL_NV 2
+#endif
+#elif defined(__aarch64__)
+#define VW 4
+#ifndef TL_MR
+#define TL_MR 8
+#endif
+#ifndef TL_NV
+#define TL_NV 3
+#endif
+#else
+#define VW 4
+#ifndef TL_MR
+#define TL_MR 4
+#endif
+#ifndef TL_NV
+#define TL_NV 2
+#endif
+#endif
+#define MR TL_MR
+#define NV TL_NV
+#if MR > 16
+#error "the renderer sizes packed A for MR <= 16"
+#endif
+#define NR (NV * VW)
+
+// Cache blocking: a KC x NR sliver of B stays in L1 while the MC x KC block of
+// A streams from L2; the KC x NC block of B (1 MiB with AVX-512) stays in L2
+// too and is reused across all of the thread's rows.
+#ifndef TL_KC
+#define TL_KC 256
+#endif
+#ifndef TL_MC
+#define TL_MC (MR * 12)
+#endif
+#ifndef TL_NC
+#define TL_NC (NR * 32)
+#endif
+// How far ahead (floats) the micro-kernel prefetches its A panels: 4 KiB.
+#define A_PREFETCH 1024
+// Up to this many rows, B is read in place instead of packed.
+#define THIN_ROWS 4
+// A kernel may ask for other block sizes (tl_gemm's kc, mc_tiles, nc_tiles).
+#define KC_MAX (g->kc > 0 ? g->kc : TL_KC)
+// K is cut into equal blocks of at most KC_MAX (K=320 -> 2 x 160, not 256 + 64).
+#define KC ((G_K + (G_K + KC_MAX - 1) / KC_MAX - 1) / ((G_K + KC_MAX - 1) / KC_MAX))
+#define MC (g->mc_tiles > 0 ? g->mc_tiles * MR : TL_MC)
+#define NC (g->nc_tiles > 0 ? g->nc_tiles * NR : TL_NC)
+
+typedef float vf __attribute__((vector_size(VW * 4)));
+// Rows of C start anywhere, so C goes through an unaligned view.
+typedef float vfu __attribute__((vector_size(VW * 4), aligned(4)));
+
+#define ROUND_UP(x, r) (((x) + (r)-1) / (r) * (r))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+// The library is compiled on a first run: functions that inline copies of
+// the micro-kernel are kept to one copy each (GCC would clone them per
+// constant argument; each clone costs compile time, not speed).
+#if defined(__clang__)
+#define ONE_COPY __attribute__((noinline))
+#else
+#define ONE_COPY __attribute__((noinline, noclone))
+#endif
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+// Applies the fused epilogue to C[m0:m1, n0:n1] of one batch once its sums
+// are complete: called per MC x NC block, which is still in L2, so each row's
+// loop is long and reads the epilogue's full-size inputs (a residual) along
+// a row, which the hardware prefetches. Called per micro-tile instead, the
+// tile's short rows each paid the loop's set-up and a cache miss on the
+// residual: a residual epilogue then took 1.5-2.4x the GEMM's own time
+// instead of 1.3x (m=256, n=3136, k=64, one thread).
+static inline void finish_block(const struct tl_gemm* g, float* restrict c, ptrdiff_t batch, ptrdiff_t m0, ptrdiff_t m1,
+                         ptrdiff_t n0, ptrdiff_t n1, void** args) {
+  if (g->finish) g->finish(c, batch, m0, m1, n0, n1, args);
+}
+
+// acc[i][j] += a[i] * b[j] over kc steps (B's rows `ldb` apart: NR in a
+// packed panel, B's own row stride when read in place), then writes (or adds, when
+// `accumulate`) the tile to c. A's steps are `lda` apart (MR in a packed
+// panel); B's step p starts at bp + boff[p] when boff is given (a gathered
+// B read in place from its phased image). `mr` and `nv` are literals at every call so each
+// copy is specialised: the short and narrow copies serve edge tiles of at most
+// MR/2 rows or VW columns (m=49, N=16 layers) without the work of a full one.
+// A panels keep their MR stride whatever mr is.
+static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptrdiff_t kc, const float* restrict ap,
+                                                             ptrdiff_t lda, const float* restrict bp, ptrdiff_t ldb,
+                                                             float* restrict c, ptrdiff_t ldc, int accumulate,
+                                                             int rows, int cols, int weights_in_b,
+                                                             const ptrdiff_t* restrict boff) {
+  vf acc[MR][NV];
+#pragma GCC unroll 64
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) acc[i][j] = (vf){0};
+
+#pragma GCC unroll 2
+  for (ptrdiff_t p = 0; p < kc; ++p) {
+    vf b[NV];
+    const float* brow = boff ? bp + boff[p] : bp;
+#pragma GCC unroll 8
+    for (int j = 0; j < nv; ++j) b[j] = *(const vfu*)(brow + j * VW);
+#pragma GCC unroll 64
+    for (int i = 0; i < mr; ++i) {
+      const float a = ap[i];
+#pragma GCC unroll 8
+      for (int j = 0; j < nv; ++j) acc[i][j] += b[j] * a;
+    }
+    // Weights too large for the cache (ResNet-50's last layers: 9 MB each)
+    // stream from memory, and the hardware prefetcher alone fell behind:
+    // 117 GFLOP/s against 162 with this (one thread, m=512, n=49, k=4608).
+    // They are A's panels, or B's when C is computed transposed.
+    if (weights_in_b) {
+#pragma GCC unroll 8
+      for (int j = 0; j < nv; ++j) __builtin_prefetch(bp + A_PREFETCH + j * VW, 0, 3);
+    } else {
+      __builtin_prefetch(ap + A_PREFETCH, 0, 3);
+    }
+    ap += lda;
+    bp += ldb;
+  }
+
+  if (rows == mr && cols == nv * VW) {
+#pragma GCC unroll 64
+    for (int i = 0; i < mr; ++i)
+#pragma GCC unroll 8
+      for (int j = 0; j < nv; ++j) {
+        vfu* dst = (vfu*)(c + i * ldc + j * VW);
+        *dst = accumulate ? *dst + acc[i][j] : acc[i][j];
+      }
+    return;
+  }
+  // Edge tile: the padding rows/columns were computed from zeros; only the
+  // valid part is written.
+  float tile[MR][NR] __attribute__((aligned(64)));
+  // Already true; stated so the compiler sees the copy stays inside `tile`.
+  if (rows > mr) rows = mr;
+  if (cols > NR) cols = NR;
+#pragma GCC unroll 64
+  for (int i = 0; i < mr; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < nv; ++j) *(vf*)&tile[i][j * VW] = acc[i][j];
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + tile[i][j] : tile[i][j];
+}
+
+// One tile of C, with the micro-kernel's copy that fits it: the short and
+// narrow copies serve edge tiles of at most MR/2 rows or VW columns.
+static inline __attribute__((always_inline)) void tile(ptrdiff_t kc, const float* restrict ap, ptrdiff_t lda,
+                                                       const float* restrict bp, ptrdiff_t ldb, float* restrict c,
+                                                       ptrdiff_t ldc, int accumulate, int rows, int cols,
+                                                       int weights_in_b, const ptrdiff_t* restrict boff) {
+  const int narrow = NV > 1 && cols <= VW, short_tile = MR >= 4 && rows <= MR / 2;
+  if (narrow && short_tile)
+    micro_tile(MR / 2, 1, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff);
+  else if (narrow)
+    micro_tile(MR, 1, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff);
+  else if (short_tile)
+    micro_tile(MR / 2, NV, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff);
+  else
+    micro_tile(MR, NV, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff);
+}
+
+// Rows [m0, m0+mc) x k [k0, k0+kc) of A into `mr`-row panels (MR, or NR
+// when the product is computed transposed), k-major inside a panel, zero
+// rows past mc.
+static inline __attribute__((always_inline)) void pack_a(const struct tl_gemm* g, const float* restrict a,
+                                                         ptrdiff_t m0, ptrdiff_t mc, ptrdiff_t k0, ptrdiff_t kc,
+                                                         float* restrict dst, int mr) {
+  for (ptrdiff_t i0 = 0; i0 < mc; i0 += mr) {
+    const ptrdiff_t rows = MIN(mr, mc - i0);
+    const float* src = a + (m0 + i0) * SA1 + k0 * SA2;
+    if (rows == mr) {
+      for (ptrdiff_t p = 0; p < kc; ++p)
+#pragma GCC unroll 64
+        for (int i = 0; i < mr; ++i) dst[p * mr + i] = src[i * SA1 + p * SA2];
+    } else {
+      for (ptrdiff_t p = 0; p < kc; ++p)
+        for (int i = 0; i < mr; ++i) dst[p * mr + i] = i < rows ? src[i * SA1 + p * SA2] : 0.0f;
+    }
+    dst += mr * kc;
+  }
+}
+
+// B[k, n] of a gathered B (struct tl_gather): the element of the image that
+// column n's window reads at tap k, or zero in the padding.
+static inline float gathered_b(const struct tl_gather* x, const float* image, ptrdiff_t k, ptrdiff_t n) {
+  const ptrdiff_t taps = x->kh * x->kw, c = k / taps, i = k % taps / x->kw, j = k % x->kw;
+  const ptrdiff_t y = n / x->out_w * x->sh + i * x->dh - x->pt, col = n % x->out_w * x->sw + j * x->dw - x->pl;
+  if (y < 0 || y >= x->height || col < 0 || col >= x->width) return 0.0f;
+  return image[(c * x->height + y) * x->width + col];
+}
+
+// A gathered B reads its image through a copy with the zero padding made
+// real and split by stride into phases (as gather_thin_block does for one
+// channel): phase (a, b) of channel c holds padded rows a, a + sh, ... and
+// columns b, b + sw, ... Output (oh, ow) at tap (c, i, j) is then element
+// oh*pw + ow of its phase, offset by the tap: every panel row is a copy
+// with unit stride and no bounds test, whatever the stride and padding.
+// Only the rows and columns some window reads are kept, and only for the
+// output rows a call computes: a thread that takes half of the columns
+// copies half of the image.
+struct phased {
+  float* data;
+  ptrdiff_t ph, pw;  // rows and columns of one phase
+  ptrdiff_t oh0;     // the first output row it was made for
+};
+
+// Whether a window of n taps, d apart, reads phase `phase` of stride s: some
+// tap's offset k*d leaves that remainder.
+static inline int phase_read(ptrdiff_t n, ptrdiff_t d, ptrdiff_t s, ptrdiff_t phase) {
+  for (ptrdiff_t k = 0; k < n; ++k)
+    if (k * d % s == phase) return 1;
+  return 0;
+}
+
+// The phased copy of `image` (one batch item) for output rows [oh0, oh1), or
+// data = NULL when it would be too large or memory is short (the caller then
+// takes the slow path). Phases that no tap reads are left unwritten: a 1x1
+// window at stride 2 (a ResNet downsampling) reads one phase of four.
+static inline struct phased phase_image(const struct tl_gather* x, const float* restrict image, ptrdiff_t oh0,
+                                 ptrdiff_t oh1) {
+  struct phased out = {NULL, 0, 0, oh0};
+  const ptrdiff_t sh = x->sh, sw = x->sw;
+  const ptrdiff_t rows = (oh1 - oh0 - 1) * sh + (x->kh - 1) * x->dh + 1;
+  const ptrdiff_t cols = (x->out_w - 1) * sw + (x->kw - 1) * x->dw + 1;
+  out.ph = (rows + sh - 1) / sh;
+  out.pw = (cols + sw - 1) / sw;
+  const double floats = (double)x->channels * sh * sw * out.ph * out.pw;
+  if (floats > (double)(1 << 28)) return out;
+  // NR floats of slack: pack_b_gather copies runs NR wide.
+  out.data = aligned_alloc(64, ROUND_UP((size_t)(floats + NR) * sizeof(float), 64));
+  if (!out.data) return out;
+  memset(out.data + (size_t)floats, 0, NR * sizeof(float));
+  const ptrdiff_t h = x->height, w = x->width;
+  float* dst = out.data;
+  for (ptrdiff_t c = 0; c < x->channels; ++c)
+    for (ptrdiff_t a = 0; a < sh; ++a)
+      for (ptrdiff_t b = 0; b < sw; ++b) {
+        if (!phase_read(x->kh, x->dh, sh, a) || !phase_read(x->kw, x->dw, sw, b)) {
+          dst += out.ph * out.pw;
+          continue;
+        }
+        for (ptrdiff_t r = 0; r < out.ph; ++r, dst += out.pw) {
+          const ptrdiff_t y = (oh0 + r) * sh + a - x->pt, x0 = b - x->pl;
+          // Columns q in [lo, hi) read the image (x0 + q*sw in [0, w)); the others are padding.
+          const ptrdiff_t lo = y < 0 || y >= h ? out.pw : MIN(out.pw, x0 >= 0 ? 0 : (sw - 1 - x0) / sw);
+          const ptrdiff_t hi = MAX(lo, MIN(out.pw, x0 >= w ? 0 : (w - 1 - x0) / sw + 1));
+          memset(dst, 0, (size_t)lo * sizeof(float));
+          memset(dst + hi, 0, (size_t)(out.pw - hi) * sizeof(float));
+          if (lo == hi) continue;
+          const float* src = image + (c * h + y) * w;
+          if (sw == 1)
+            memcpy(dst + lo, src + x0 + lo, (size_t)(hi - lo) * sizeof(float));
+          else if (sw == 2)  // a literal stride: the loop vectorises
+            for (ptrdiff_t q = lo; q < hi; ++q) dst[q] = src[x0 + q * 2];
+          else
+            for (ptrdiff_t q = lo; q < hi; ++q) dst[q] = src[x0 + q * sw];
+        }
+      }
+  return out;
+}
+
+// Where tap k0 + p starts in the phased copy: its channel's phase for the
+// tap's row and column remainders, then the rows and columns the tap skips.
+static inline void phased_taps(const struct tl_gather* x, const struct phased* im, ptrdiff_t k0, ptrdiff_t kc,
+                        ptrdiff_t* restrict taps) {
+  const ptrdiff_t per_tap = x->kh * x->kw, sh = x->sh, sw = x->sw;
+  for (ptrdiff_t p = 0; p < kc; ++p) {
+    const ptrdiff_t k = k0 + p, c = k / per_tap, dy = k % per_tap / x->kw * x->dh, dx = k % x->kw * x->dw;
+    taps[p] = ((c * sh + dy % sh) * sw + dx % sw) * im->ph * im->pw + dy / sh * im->pw + dx / sw;
+  }
+}
+
+// Where output column n0 + q starts in any phase: (oh - oh0)*pw + ow.
+static inline void phased_columns(const struct tl_gather* x, const struct phased* im, ptrdiff_t n0, ptrdiff_t nc,
+                           ptrdiff_t* restrict cols) {
+  for (ptrdiff_t q = 0; q < nc; ++q) cols[q] = ((n0 + q) / x->out_w - im->oh0) * im->pw + (n0 + q) % x->out_w;
+}
+
+// pack_b's panels (`nr` columns wide: NR, or MR when the product is
+// computed transposed) for a gathered B, from the phased copy: the im2col
+// columns are made here, a KC x NC block at a time, never stored whole. A
+// panel on one output row copies nr contiguous floats per tap, one that
+// crosses rows one run per row; columns past nc are zero.
+#if MR > NR
+#error "gathered panels of MR columns rely on the NR floats of slack"
+#endif
+static inline __attribute__((always_inline)) void pack_b_gather(const float* restrict image,
+                                                                const ptrdiff_t* restrict taps, ptrdiff_t kc,
+                                                                ptrdiff_t nc, const ptrdiff_t* restrict cols,
+                                                                float* restrict dst, int nr) {
+  for (ptrdiff_t j0 = 0; j0 < nc; j0 += nr, dst += nr * kc) {
+    const ptrdiff_t* col = cols + j0;
+    const int width = (int)MIN(nr, nc - j0);
+    if (width == nr && col[nr - 1] - col[0] == nr - 1) {
+      for (ptrdiff_t p = 0; p < kc; ++p) memcpy(dst + p * nr, image + taps[p] + col[0], (size_t)nr * sizeof(float));
+    } else if (width == nr) {
+      // Each run of columns on one output row is copied nr wide: the copy's
+      // tail lands where a later run or the next tap's row goes, and is
+      // overwritten there (dst and the image have NR floats of slack).
+      int starts[NR], runs = 0;
+      for (int q = 0; q < nr; ++q)
+        if (q == 0 || col[q] != col[q - 1] + 1) starts[runs++] = q;
+      for (ptrdiff_t p = 0; p < kc; ++p) {
+        const float* src = image + taps[p];
+        for (int r = 0; r < runs; ++r)
+          memcpy(dst + p * nr + starts[r], src + col[starts[r]], (size_t)nr * sizeof(float));
+      }
+    } else {
+      for (ptrdiff_t p = 0; p < kc; ++p) {
+        const float* src = image + taps[p];
+        for (int q = 0; q < nr; ++q) dst[p * nr + q] = q < width ? src[col[q]] : 0.0f;
+      }
+    }
+  }
+}
+
+#if VW == 16 && !defined(__clang__)
+typedef int vi __attribute__((vector_size(64)));
+// Transposes a 16 x 16 block held as 16 rows, in place: four rounds that
+// each swap the off-diagonal h x h blocks of every 2h x 2h block (h = 8, 4,
+// 2, 1), two two-register shuffles per pair of rows.
+static inline __attribute__((always_inline)) void transpose16(vf r[16]) {
+  static const vi lo[4] = {{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
+                           {0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
+                           {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
+                           {0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30}};
+  static const vi hi[4] = {{8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31},
+                           {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31},
+                           {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31},
+                           {1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31}};
+#pragma GCC unroll 4
+  for (int s = 0, h = 8; s < 4; ++s, h /= 2)
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i)
+      if (!(i & h)) {
+        const vf a = r[i], b = r[i + h];
+        r[i] = __builtin_shuffle(a, b, lo[s]);
+        r[i + h] = __builtin_shuffle(a, b, hi[s]);
+      }
+}
+// dst's rows t (dst_stride apart) = src's columns t, for the 16 x 16 block
+// at src (rows src_stride apart).
+static inline __attribute__((always_inline)) void transpose_block16(const float* restrict src,
+                                                                   ptrdiff_t src_stride, float* restrict dst,
+                                                                   ptrdiff_t dst_stride) {
+  vf r[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = *(const vfu*)(src + i * src_stride);
+  transpose16(r);
+#pragma GCC unroll 16
+  for (int t = 0; t < 16; ++t) *(vfu*)(dst + t * dst_stride) = r[t];
+}
+#define FAST_TRANSPOSE 1
+#else
+#define FAST_TRANSPOSE 0
+#endif
