@@ -1,12 +1,13 @@
 // Winograd's F(2x2, 3x3) for a GEMM whose B is gathered from an image by a
-// 3x3 window at stride 1 (struct tl_gemm's winograd; part of
-// kernels/gemm_cpu.c, which it is pasted into). Each 2x2 block ("tile") of
-// output pixels comes from a 4x4 patch d of the image and each weight g from
+// 3x3 window at stride 1 (struct tl_gemm's winograd; part of the library's
+// second half, kernels/gemm_cpu_extras.c, which it is pasted into). Each
+// 2x2 block ("tile") of output pixels comes from a 4x4 patch d of the image
+// and each weight g from
 //   Y = At [ (G g Gt) . (Bt d B) ] A
 // with the usual constant matrices (entries 0, +-1, 1/2): 16 products per
 // tile and channel pair instead of 36, so the GEMM does 2.25x fewer
 // multiply-adds, for a few additions before and after it. Rounding stays
-// within a few units of float32's at these sizes (tests/test_winograd.cpp).
+// within a few units of float32's at these sizes (tests/test_conv_renderings.cpp).
 //
 // The work is 16 GEMMs, one per position t of the 4x4 transform:
 //   M_t (tiles x Cout) = V_t (tiles x Cin) @ U_t (Cin x Cout)
