@@ -567,7 +567,8 @@ static int use_transposed(const struct tl_gemm* g) {
 // All of A in pack_a's panels, KC block after KC block, filled by the first
 // call that gets here (the others wait for it) and read by every later call;
 // NULL when the kernel takes no packed copy. Header: state (0 empty, 1 being
-// filled, 2 filled), then the MR and the KC it was packed for.
+// filled, 2 filled), then the panel rows (MR, or NR when transposed), the KC
+// block (-NR for Winograd's U) and whether it is the transposed layout.
 static const float* packed_a(const struct tl_gemm* g, const float* a, void** args) {
   if (g->packed_a < 0) return NULL;
   int* header = (int*)args[g->packed_a];
