@@ -283,13 +283,15 @@ class CpuDevice : public Device {
   }
   // A first run's GEMM library compiles on a thread of its own, beside the
   // kernels that call it rather than after them: it is the longest compile
-  // of a cold start (about 2 s of its 3 here). No future when nothing waits;
-  // never called for the library's halves (their compile holds the mutex).
+  // of a cold start. No future when nothing waits, or when another thread
+  // holds the mutex (it is loading the library: open() waits for it, while
+  // this batch compiles); never called for the library's halves (their
+  // compile holds the mutex).
   std::future<void> gemm_library_beside(const std::string& source) {
     if (!calls_gemm_library(source)) return {};
     {
-      std::lock_guard<std::mutex> lock(gemm_library_mutex_);
-      if (gemm_library_) return {};
+      std::unique_lock<std::mutex> lock(gemm_library_mutex_, std::try_to_lock);
+      if (!lock.owns_lock() || gemm_library_) return {};
     }
     return std::async(std::launch::async, [this] { load_gemm_library(); });
   }
