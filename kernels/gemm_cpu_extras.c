@@ -1,8 +1,9 @@
 // The second half of the C device's GEMM library (the first is
 // kernels/gemm_cpu.c, which calls these by name): Winograd's F(2x2, 3x3)
-// convolutions (kernels/gemm_cpu_winograd.c, pasted in) and the product
-// computed as C^T. Compiled beside the first half on a first run, and loaded
-// before it into the global scope.
+// convolutions (kernels/gemm_cpu_winograd.c, pasted in), the depthwise
+// convolutions (kernels/gemm_cpu_depthwise.c, pasted in) and the product
+// computed as C^T. Compiled beside the first half on a first run (the halves
+// take about the same time), and loaded before it into the global scope.
 {{SHARED}}
 // A tile whose B side holds the weights, in NR-column panels: the
 // transposed product's and Winograd's, one copy for both. Their panels are
@@ -101,6 +102,8 @@ static ONE_COPY int gemm_block_t(const struct tl_gemm* g, float* restrict c, con
 
 {{WINOGRAD}}
 
+{{DEPTHWISE}}
+
 // What kernels/gemm_cpu.c calls.
 int tinylens_gemm_transposed(const struct tl_gemm* g, float* c, const float* a, const float* b, ptrdiff_t m0,
                              ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1, ptrdiff_t batch, const float* packed,
@@ -112,6 +115,14 @@ int tinylens_gemm_winograd(const struct tl_gemm* g, float* c, const float* image
   return winograd_rows(g, c, image, u, batch, ty0, ty1, args);
 }
 void tinylens_gemm_winograd_weights(const struct tl_gemm* g, const float* a, float* u) { winograd_pack_u(g, a, u); }
+int tinylens_gemm_gather_thin(const struct tl_gemm* g, float* c, const float* a, const float* image, ptrdiff_t m0,
+                              ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1, struct gather_work* wk) {
+  return gather_thin_block(g, c, a, image, m0, m1, n0, n1, wk);
+}
+int tinylens_gemm_depthwise_blocked(const struct tl_gemm* g, float* c, const float* a, const float* b, ptrdiff_t start,
+                                    ptrdiff_t end, void** args) {
+  return depthwise_blocked(g, c, a, b, start, end, args);
+}
 
 // The library's entry point, named like the library (the device loads a
 // library through its entry); it does nothing.

@@ -126,6 +126,24 @@ static inline void finish_block(const struct tl_gemm* g, float* restrict c, ptrd
   if (g->finish) g->finish(c, batch, m0, m1, n0, n1, args);
 }
 
+// gather_thin_block's buffers (kernels/gemm_cpu_depthwise.c), kept across
+// the batches (channels) of one call: the phases' zero borders then stay as they are between channels of
+// the same output rows.
+struct gather_work {
+  float* buf;
+  size_t floats;
+  ptrdiff_t oh0, oh1;  // the rows the phases were laid out for
+};
+
+// The valid rows x cols of an edge tile (rows NR floats apart in `tile`)
+// written to (or added to) c: one copy serves every copy of the
+// micro-kernel, whose compile time it would otherwise multiply.
+static ONE_COPY void store_edge(const float* restrict tile, int rows, int cols, float* restrict c, ptrdiff_t ldc,
+                                int accumulate) {
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + tile[i * NR + j] : tile[i * NR + j];
+}
+
 // acc[i][j] += a[i] * b[j] over kc steps (B's rows `ldb` apart: NR in a
 // packed panel, B's own row stride when read in place), then writes (or adds, when
 // `accumulate`) the tile to c. A's steps are `lda` apart (MR in a packed
@@ -191,8 +209,7 @@ static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptr
   for (int i = 0; i < mr; ++i)
 #pragma GCC unroll 8
     for (int j = 0; j < nv; ++j) *(vf*)&tile[i][j * VW] = acc[i][j];
-  for (int i = 0; i < rows; ++i)
-    for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + tile[i][j] : tile[i][j];
+  store_edge(&tile[0][0], rows, cols, c, ldc, accumulate);
 }
 
 // One tile of C, with the micro-kernel's copy that fits it: the short and

@@ -305,7 +305,9 @@ std::string gemm_c_library_source() {
 
 std::string gemm_c_extras_source() {
   return specialise(embedded_kernel("gemm_cpu_extras.c"),
-                    {{"SHARED", gemm_c_shared_source()}, {"WINOGRAD", embedded_kernel("gemm_cpu_winograd.c")}});
+                    {{"SHARED", gemm_c_shared_source()},
+                     {"WINOGRAD", embedded_kernel("gemm_cpu_winograd.c")},
+                     {"DEPTHWISE", embedded_kernel("gemm_cpu_depthwise.c")}});
 }
 
 }  // namespace tl

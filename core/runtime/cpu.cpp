@@ -273,9 +273,11 @@ class CpuDevice : public Device {
     auto library = compile(kGemmCLibraryEntry, gemm_c_library_source());
     gemm_extras_ = extras.get();
     // The first half would quietly fall back to the direct product.
-    for (const char* fn : {"tinylens_gemm_transposed", "tinylens_gemm_winograd", "tinylens_gemm_winograd_weights"})
-      if (!dlsym(RTLD_DEFAULT, fn))
-        throw DeviceError(std::string("cpu: the GEMM library's second half has no ") + fn + " in the global scope");
+    using MissingFn = const char* (*)();
+    auto missing = reinterpret_cast<MissingFn>(dlsym(RTLD_DEFAULT, "tinylens_gemm_missing_extra"));
+    if (!missing) throw DeviceError("cpu: the GEMM library has no tinylens_gemm_missing_extra");
+    if (const char* fn = missing())
+      throw DeviceError(std::string("cpu: the GEMM library's second half has no ") + fn + " in the global scope");
     gemm_library_ = library;
   }
   static bool is_gemm_library(const std::string& name) {

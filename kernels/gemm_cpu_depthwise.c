@@ -1,0 +1,253 @@
+// Depthwise convolutions in the C device's GEMM library, pasted into its
+// second half (kernels/gemm_cpu_extras.c), which exports them to the first
+// (kernels/gemm_cpu.c): a gathered B of one channel per batch (struct
+// tl_gather), computed without packing it.
+
+// acc[p] += sum over j < kw of w[j] * src[j][p]: one window row's taps, each
+// read from its own plane at its own offset. kw is a literal at each call, so
+// the taps unroll and the loop over p vectorises with unit-stride loads.
+static inline __attribute__((always_inline)) void window_taps(float* restrict acc, const float* const* src,
+                                                              const float* restrict w, ptrdiff_t len, int kw) {
+  for (ptrdiff_t p = 0; p < len; ++p) {
+    float s = acc[p];
+    for (int j = 0; j < kw; ++j) s += w[j] * src[j][p];
+    acc[p] = s;
+  }
+}
+
+// `nq` vectors of one output row (literal at each call): every vector sums all
+// of its taps in a register, nq independent chains of multiply-adds, and is
+// stored straight into C. at[q] is where vector q starts in the row.
+static inline __attribute__((always_inline)) void row_vectors(int nq, const float* const* tap, const float* w,
+                                                              int taps, ptrdiff_t from, const ptrdiff_t* at,
+                                                              float* restrict out) {
+  vf acc[4] = {{0}, {0}, {0}, {0}};
+#pragma GCC unroll 25
+  for (int t = 0; t < taps; ++t) {
+    const float* src = tap[t] + from;
+#pragma GCC unroll 4
+    for (int q = 0; q < nq; ++q) acc[q] += *(const vfu*)(src + at[q]) * w[t];
+  }
+#pragma GCC unroll 4
+  for (int q = 0; q < nq; ++q) *(vfu*)(out + at[q]) = acc[q];
+}
+
+// Most taps (kh * kw) the depthwise paths keep in arrays on the stack.
+#define DEPTHWISE_TAPS_MAX 49
+
+// Where window tap (row, col) (dilation applied) of output row oh0 starts in
+// gather_thin_block's phases: its phase for the remainders by the stride,
+// then the rows and columns it skips.
+static inline const float* phase_tap(const struct tl_gather* x, const float* planes, ptrdiff_t phase,
+                                     ptrdiff_t pitch, ptrdiff_t row, ptrdiff_t col) {
+  return planes + ((row % x->sh) * x->sw + col % x->sw) * phase + (row / x->sh) * pitch + col / x->sw;
+}
+
+// gather_thin_block's outputs when its range is whole output rows at least a
+// vector wide (56x56 and 112x112 maps): no accumulator array, no copy out.
+// Output row r reads the phases from (r - oh0) * pitch on; a row's last
+// vector ends at the row's end, overlapping the one before it.
+static void whole_rows(const struct tl_gemm* g, float* restrict c, const float* restrict a, const float* planes,
+                       ptrdiff_t m0, ptrdiff_t m1, ptrdiff_t oh0, ptrdiff_t oh1, ptrdiff_t phase, ptrdiff_t pitch) {
+  const struct tl_gather* x = &g->gather;
+  const ptrdiff_t kh = x->kh, kw = x->kw, ow_n = x->out_w;
+  const int taps = (int)(kh * kw), vectors = (int)((ow_n + VW - 1) / VW);
+  const float* tap[DEPTHWISE_TAPS_MAX];
+  float w[DEPTHWISE_TAPS_MAX];
+  for (ptrdiff_t ti = 0; ti < kh; ++ti)
+    for (ptrdiff_t j = 0; j < kw; ++j) tap[ti * kw + j] = phase_tap(x, planes, phase, pitch, ti * x->dh, j * x->dw);
+  for (ptrdiff_t i = m0; i < m1; ++i) {
+    for (int t = 0; t < taps; ++t) w[t] = a[i * SA1 + t * SA2];
+    for (ptrdiff_t r = oh0; r < oh1; ++r) {
+      float* out = c + i * G_N + r * ow_n;
+      const ptrdiff_t from = (r - oh0) * pitch;
+      for (int v0 = 0; v0 < vectors; v0 += 4) {
+        ptrdiff_t at[4];
+        for (int q = 0; q < 4; ++q) at[q] = MIN((ptrdiff_t)(v0 + q) * VW, ow_n - VW);
+        const int nq = MIN(4, vectors - v0);
+        // 3x3 and 5x5 windows get copies with their taps unrolled.
+        if (nq == 4 && taps == 9) row_vectors(4, tap, w, 9, from, at, out);
+        else if (nq == 4 && taps == 25) row_vectors(4, tap, w, 25, from, at, out);
+        else if (nq == 4) row_vectors(4, tap, w, taps, from, at, out);
+        else if (nq == 3) row_vectors(3, tap, w, taps, from, at, out);
+        else if (nq == 2 && taps == 9) row_vectors(2, tap, w, 9, from, at, out);
+        else if (nq == 2 && taps == 25) row_vectors(2, tap, w, 25, from, at, out);
+        else if (nq == 2) row_vectors(2, tap, w, taps, from, at, out);
+        else row_vectors(1, tap, w, taps, from, at, out);
+      }
+    }
+  }
+}
+
+// Widest window row, and largest padded image (floats), gather_thin_block takes.
+#define GATHER_KW_MAX 16
+#define GATHER_PLANE_MAX (1 << 22)
+
+// A few rows of C over a gathered B of one channel: a depthwise convolution
+// is a batch of one-row products, one per channel, each gathering from its
+// own plane. Packing B would build the im2col block only to use it once.
+// Instead the zero-padded image is copied once, split by stride into phases:
+// phase (a, b) holds padded rows a, a + sh, ... and columns b, b + sw, ...
+// Tap (i, j) then reads phase ((i*dh) % sh, (j*dw) % sw) from row
+// (i*dh) / sh and column (j*dw) / sw on, with unit stride and no bounds
+// test. Outputs are computed at the phases' pitch, every row in one loop
+// (the few columns past the output width are computed and dropped), so a
+// 7x7 map is one 77-long loop, not seven 7-wide ones. Taps are added in k
+// order. Returns 0 for gathers over several channels, or when the phases
+// would be too large: the packed path runs instead.
+static int gather_thin_block(const struct tl_gemm* g, float* restrict c, const float* restrict a,
+                             const float* restrict image, ptrdiff_t m0, ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1,
+                             struct gather_work* wk) {
+  const struct tl_gather* x = &g->gather;
+  const ptrdiff_t kh = x->kh, kw = x->kw, sh = x->sh, sw = x->sw, dh = x->dh, dw = x->dw;
+  const ptrdiff_t ow_n = x->out_w, oh0 = n0 / ow_n, oh1 = (n1 - 1) / ow_n + 1;
+  // The padded rows (from oh0 * sh on) and columns that outputs oh0..oh1 read.
+  const ptrdiff_t ph = (oh1 - 1 - oh0) * sh + (kh - 1) * dh + 1, pw = (ow_n - 1) * sw + (kw - 1) * dw + 1;
+  // A phase's pitch and rows; one row more for the dropped columns' reads.
+  const ptrdiff_t pitch = (pw + sw - 1) / sw, prows = (ph + sh - 1) / sh + 1;
+  const ptrdiff_t phase = prows * pitch, len = (oh1 - oh0) * pitch;
+  if (x->channels != 1 || kw > GATHER_KW_MAX || sh * sw * phase > GATHER_PLANE_MAX) return 0;
+  const size_t floats = (size_t)(sh * sw * phase + len);
+  if (wk->floats < floats) {
+    free(wk->buf);
+    wk->buf = calloc(floats, sizeof(float));
+    wk->floats = wk->buf ? floats : 0;
+    wk->oh0 = oh0, wk->oh1 = oh1;
+    if (!wk->buf) return 0;
+  } else if (wk->oh0 != oh0 || wk->oh1 != oh1) {
+    memset(wk->buf, 0, floats * sizeof(float));
+    wk->oh0 = oh0, wk->oh1 = oh1;
+  }
+  float* planes = wk->buf;
+  float* acc = planes + sh * sw * phase;
+  for (ptrdiff_t r = 0; r < ph; ++r) {
+    const ptrdiff_t y = oh0 * sh + r - x->pt;
+    if (y < 0 || y >= x->height) continue;
+    const float* src = image + y * x->width;
+    for (ptrdiff_t b = 0; b < sw; ++b) {
+      float* dst = planes + ((r % sh) * sw + b) * phase + (r / sh) * pitch;
+      // Window columns q*sw + b (below pw) that hold image column q*sw + off.
+      const ptrdiff_t off = b - x->pl, end = MIN(pw - b, x->width - off);
+      if (end <= 0) continue;
+      const ptrdiff_t first = off < 0 ? (-off + sw - 1) / sw : 0, last = (end - 1) / sw + 1;
+      if (sw == 1)
+        memcpy(dst + first, src + first + off, (size_t)MAX(last - first, 0) * sizeof(float));
+      else if (sw == 2)  // a literal stride: the loop vectorises
+        for (ptrdiff_t q = first; q < last; ++q) dst[q] = src[q * 2 + off];
+      else
+        for (ptrdiff_t q = first; q < last; ++q) dst[q] = src[q * sw + off];
+    }
+  }
+  if (n0 == oh0 * ow_n && n1 == oh1 * ow_n && ow_n >= VW && kh * kw <= DEPTHWISE_TAPS_MAX) {
+    whole_rows(g, c, a, planes, m0, m1, oh0, oh1, phase, pitch);
+    return 1;
+  }
+  const float* taps[GATHER_KW_MAX];
+  float w[GATHER_KW_MAX];
+  for (ptrdiff_t i = m0; i < m1; ++i) {
+    const float* ai = a + i * SA1;
+    for (ptrdiff_t p = 0; p < len; ++p) acc[p] = 0.0f;
+    for (ptrdiff_t ti = 0; ti < kh; ++ti) {
+      for (ptrdiff_t j = 0; j < kw; ++j) {
+        taps[j] = phase_tap(x, planes, phase, pitch, ti * dh, j * dw);
+        w[j] = ai[(ti * kw + j) * SA2];
+      }
+      if (kw == 3) window_taps(acc, taps, w, len, 3);
+      else if (kw == 5) window_taps(acc, taps, w, len, 5);
+      else
+        for (ptrdiff_t p = 0; p < len; ++p)
+          for (ptrdiff_t j = 0; j < kw; ++j) acc[p] += w[j] * taps[j][p];
+    }
+    // The outputs of [n0, n1): output row r's sit at (r - oh0) * pitch.
+    for (ptrdiff_t r = oh0; r < oh1; ++r) {
+      const ptrdiff_t from = r * ow_n > n0 ? r * ow_n : n0, to = MIN(n1, (r + 1) * ow_n);
+      memcpy(c + i * G_N + from, acc + (r - oh0) * pitch + (from - r * ow_n), (size_t)(to - from) * sizeof(float));
+    }
+  }
+  return 1;
+}
+
+// A depthwise convolution on a small map (7x7 to 16x16, or up to 32x32 when
+// strided): gather_thin_block's work per channel is then mostly its set-up
+// (7x7, 5x5 taps: 2.4x slower than this, one thread), so here the vectors run
+// across VW channels instead. Each block of channels is copied into a
+// zero-padded image with the channels innermost, every output is `taps`
+// vector multiply-adds, and the outputs are copied back per channel. On a
+// 56x56 map the per-channel planes are faster again.
+#define BLOCKED_MAP_MAX 256
+#define BLOCKED_STRIDED_MAP_MAX 1024
+static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const float* restrict a,
+                             const float* restrict b, ptrdiff_t start, ptrdiff_t end, void** args) {
+  const struct tl_gather* x = &g->gather;
+  const ptrdiff_t kh = x->kh, kw = x->kw, taps = kh * kw, ow_n = x->out_w;
+  if (!GATHERED || x->channels != 1 || G_M != 1 || g->split != 0 || UNITS_PER_BATCH != 1 || G_K != taps ||
+      G_N > (x->sh * x->sw > 1 ? BLOCKED_STRIDED_MAP_MAX : BLOCKED_MAP_MAX) || taps > DEPTHWISE_TAPS_MAX)
+    return 0;
+  const ptrdiff_t oh_n = G_N / ow_n;  // a plain B has no map: only now is out_w known to be set
+  const ptrdiff_t ph = (oh_n - 1) * x->sh + (kh - 1) * x->dh + 1, pw = (ow_n - 1) * x->sw + (kw - 1) * x->dw + 1;
+  const size_t img_floats = (size_t)(ph * pw) * VW, out_floats = (size_t)G_N * VW, w_floats = (size_t)taps * VW;
+  float* buf = aligned_alloc(64, (img_floats + out_floats + w_floats) * sizeof(float));
+  if (!buf) return 0;
+  float* im = buf;
+  float* out = im + img_floats;
+  float* w = out + out_floats;
+  ptrdiff_t off[DEPTHWISE_TAPS_MAX];
+  for (ptrdiff_t i = 0; i < kh; ++i)
+    for (ptrdiff_t j = 0; j < kw; ++j) off[i * kw + j] = (i * x->dh * pw + j * x->dw) * VW;
+  for (ptrdiff_t c0 = start; c0 < end; c0 += VW) {
+    const int lanes = (int)MIN(VW, end - c0);
+    memset(im, 0, img_floats * sizeof(float));
+    memset(w, 0, w_floats * sizeof(float));
+    const float* src[VW];
+    for (int l = 0; l < VW; ++l) src[l] = b + (c0 + MIN(l, lanes - 1)) * SB0;
+    const ptrdiff_t q0 = MAX(0, x->pl), q1 = MIN(pw, x->width + x->pl);
+    for (ptrdiff_t r = 0; r < ph; ++r) {
+      const ptrdiff_t y = r - x->pt;
+      if (y < 0 || y >= x->height) continue;
+      for (ptrdiff_t q = q0; q < q1; ++q) {
+        const ptrdiff_t at = y * x->width + q - x->pl;
+        float* dst = im + (r * pw + q) * VW;
+        for (int l = 0; l < VW; ++l) dst[l] = src[l][at];  // spare lanes repeat a channel; their weights are 0
+      }
+    }
+    for (int l = 0; l < lanes; ++l)
+      for (ptrdiff_t t = 0; t < taps; ++t) w[t * VW + l] = a[(c0 + l) * SA0 + t * SA2];
+    // Four outputs of a row at a time: four independent chains of
+    // multiply-adds instead of one that waits on each add.
+    for (ptrdiff_t oh = 0; oh < oh_n; ++oh) {
+      const float* row = im + oh * x->sh * pw * VW;
+      float* o = out + oh * ow_n * VW;
+      ptrdiff_t ow = 0;
+      for (; ow + 4 <= ow_n; ow += 4) {
+        const float* at = row + ow * x->sw * VW;
+        const ptrdiff_t step = x->sw * VW;
+        vf acc0 = {0}, acc1 = {0}, acc2 = {0}, acc3 = {0};
+        for (ptrdiff_t t = 0; t < taps; ++t) {
+          const vf wt = *(const vf*)(w + t * VW);
+          const float* p = at + off[t];
+          acc0 += wt * *(const vf*)p;
+          acc1 += wt * *(const vf*)(p + step);
+          acc2 += wt * *(const vf*)(p + 2 * step);
+          acc3 += wt * *(const vf*)(p + 3 * step);
+        }
+        *(vf*)(o + ow * VW) = acc0;
+        *(vf*)(o + (ow + 1) * VW) = acc1;
+        *(vf*)(o + (ow + 2) * VW) = acc2;
+        *(vf*)(o + (ow + 3) * VW) = acc3;
+      }
+      for (; ow < ow_n; ++ow) {
+        const float* at = row + ow * x->sw * VW;
+        vf acc = {0};
+        for (ptrdiff_t t = 0; t < taps; ++t) acc += *(const vf*)(w + t * VW) * *(const vf*)(at + off[t]);
+        *(vf*)(o + ow * VW) = acc;
+      }
+    }
+    for (int l = 0; l < lanes; ++l) {
+      float* dst = c + (c0 + l) * G_N;
+      for (ptrdiff_t n = 0; n < G_N; ++n) dst[n] = out[n * VW + l];
+      finish_block(g, dst, c0 + l, 0, 1, 0, G_N, args);
+    }
+  }
+  free(buf);
+  return 1;
+}
