@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Checks and times kernels/gemm_cpu.c on its own, without the rest of the
-# core: renders it through core/codegen/gemm_c.cpp, compiles it the way the C
-# device does, runs it on 2 threads, compares with a double-precision loop and
+# Checks and times the C device's GEMM on its own, without a model: renders
+# each shape through core/codegen/gemm_c.cpp (from the built core library),
+# compiles the GEMM library's two halves and each kernel the way the C device
+# does, runs them on 2 threads, compares with a double-precision loop and
 # prints GFLOP/s.
 #   scripts/bench_gemm_standalone.sh [correct|bench|small|big|all]
-# Extra compiler flags for the kernel (tuning): EXTRA="-DTL_KC=192" ...
+# Needs a build (BUILD, default build/: libtinylens_core.a). Extra compiler
+# flags for the library and kernels (tuning): EXTRA="-DTL_KC=192" ...
 # NumPy on the same shapes: scripts/bench_gemm_standalone.sh numpy
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -42,15 +44,6 @@ cat > "$work/harness.cpp" <<'CPP'
 #include <thread>
 #include <vector>
 #include "core/codegen/templates.h"
-namespace tl {
-const std::map<std::string, std::string>& embedded_kernels() {
-  static std::map<std::string, std::string> k = [] {
-    std::map<std::string, std::string> m;
-    std::ifstream f(std::string(getenv("TL_ROOT") ? getenv("TL_ROOT") : ".") + "/kernels/gemm_cpu.c"); std::stringstream ss; ss << f.rdbuf();
-    m["gemm_cpu.c"] = ss.str(); return m; }();
-  return k;
-}
-}
 typedef void (*kfn)(int, int, void**);
 struct Pool {
   std::atomic<int> gen{0}, done{0}; kfn f = nullptr; void** args; int g = 0; std::thread t; bool stop = false;
@@ -61,14 +54,26 @@ struct Pool {
 };
 static Pool* pool;
 static int counter = 0;
-kfn build(const tl::TemplateKernel& tk, const std::string& name) {
+// The C device's flags (core/runtime/cpu.cpp), plus EXTRA.
+static void* compile(const std::string& source, int scope) {
   std::string base = std::string(getenv("TL_TMP") ? getenv("TL_TMP") : "/tmp") + "/k" + std::to_string(counter++);
-  std::ofstream(base + ".c") << tk.source;
+  std::ofstream(base + ".c") << source;
   const char* extra = getenv("EXTRA");
-  std::string cmd = "gcc -O3 -march=native -std=gnu11 -fPIC -shared -fno-math-errno -Wall -Wextra " + std::string(extra ? extra : "") + " -o " + base + ".so " + base + ".c";
+  std::string cmd = "gcc -O3 -march=native -std=gnu11 -fPIC -shared -fno-math-errno -ffp-contract=off -fopenmp-simd "
+                    "-Wall -Wextra -Wno-unused-variable " + std::string(extra ? extra : "") + " -o " + base + ".so " + base + ".c";
   if (system(cmd.c_str()) != 0) { fprintf(stderr, "compile failed %s\n", base.c_str()); exit(1); }
-  void* h = dlopen((base + ".so").c_str(), RTLD_NOW); if (!h) { fprintf(stderr, "%s\n", dlerror()); exit(1); }
-  return (kfn)dlsym(h, name.c_str());
+  void* h = dlopen((base + ".so").c_str(), RTLD_NOW | scope); if (!h) { fprintf(stderr, "%s\n", dlerror()); exit(1); }
+  return h;
+}
+// The library's second half first: the first finds it in the global scope.
+static void load_library() {
+  compile(tl::gemm_c_extras_source(), RTLD_GLOBAL);
+  void* core = compile(tl::gemm_c_library_source(), RTLD_GLOBAL);
+  auto missing = (const char* (*)())dlsym(core, "tinylens_gemm_missing_extra");
+  if (!missing || missing()) { fprintf(stderr, "the GEMM library's halves do not link\n"); exit(1); }
+}
+kfn build(const tl::TemplateKernel& tk, const std::string& name) {
+  return (kfn)dlsym(compile(tk.source, RTLD_LOCAL), name.c_str());
 }
 // mode: 0 A row-major,B row-major; 1 B transposed; 2 A transposed; 3 both; +4: batch broadcast of B (stride 0)
 int check(int64_t batch, int64_t m, int64_t k, int64_t n, int mode, bool timeit, int reps = 0) {
@@ -77,11 +82,14 @@ int check(int64_t batch, int64_t m, int64_t k, int64_t n, int mode, bool timeit,
   s.a_strides[0] = m * k; s.a_strides[1] = at ? 1 : k; s.a_strides[2] = at ? m : 1;
   s.b_strides[0] = bcast ? 0 : k * n; s.b_strides[1] = bt ? 1 : n; s.b_strides[2] = bt ? k : 1;
   std::vector<float> A(batch * m * k), B((bcast ? 1 : batch) * k * n), C(batch * m * n, NAN);
+  // A weight's packed copy (the kernel's last argument when it takes one).
+  std::vector<float> packed;
   std::mt19937 rng(42); std::uniform_real_distribution<float> d(-1, 1);
   for (auto& x : A) x = d(rng); for (auto& x : B) x = d(rng);
   auto tk = tl::render_gemm_c(s, "gemm_test");
   kfn f = build(tk, "gemm_test");
-  void* args[3] = {C.data(), A.data(), B.data()};
+  if (tk.packed_bytes > 0) packed.assign(size_t(tk.packed_bytes) / sizeof(float) + 1, 0.0f);
+  void* args[4] = {C.data(), A.data(), B.data(), packed.empty() ? nullptr : packed.data()};
   pool->run(f, (int)tk.global[0], args);
   double maxerr = 0; int bad = 0;
   int64_t stepi = (timeit && m * n * k > 1e8) ? 7 : 1;  // subsample big ones
@@ -103,6 +111,7 @@ int check(int64_t batch, int64_t m, int64_t k, int64_t n, int mode, bool timeit,
   return bad;
 }
 int main(int argc, char** argv) {
+  load_library();
   Pool p; pool = &p; int bad = 0;
   std::string what = argc > 1 ? argv[1] : "all";
   if (what == "all" || what == "correct") {
@@ -134,6 +143,7 @@ int main(int argc, char** argv) {
   return bad != 0;
 }
 CPP
-g++ -O2 -std=c++20 -I "$root" -o "$work/harness" "$work/harness.cpp" "$root/core/codegen/gemm_c.cpp" \
-  "$root/core/codegen/templates.cpp" -ldl -lpthread
+core="${BUILD:-$root/build}/libtinylens_core.a"
+[[ -f "$core" ]] || { echo "bench_gemm_standalone: no $core: build first (scripts/build)" >&2; exit 1; }
+g++ -O2 -std=c++20 -I "$root" -o "$work/harness" "$work/harness.cpp" "$core" -ldl -lpthread
 TL_ROOT="$root" TL_TMP="$work" "$work/harness" "${1:-all}"
