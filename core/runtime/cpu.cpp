@@ -1,6 +1,9 @@
 // The CPU device: kernels rendered to C, compiled by the system compiler into
 // a shared library, loaded with dlopen and run over both cores.
 #include <dlfcn.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -126,6 +129,7 @@ std::string cpu_model() {
 class CpuDevice : public Device {
  public:
   CpuDevice() : pool_(std::max(1u, std::thread::hardware_concurrency())) {
+    keep_freed_memory();
     info_.name = "cpu";
     info_.kind = "CPU";
     info_.description = cpu_model();
@@ -166,6 +170,24 @@ class CpuDevice : public Device {
   // template asks for fma itself.
   std::string build_options() const override {
     return "-O3 -march=native -std=gnu11 -fPIC -shared -fno-math-errno -ffp-contract=off -fopenmp-simd -Wall -Wno-unused-variable";
+  }
+
+  // The GEMM library takes its scratch (packed panels, phased images,
+  // Winograd's V and M: up to a few MB) from malloc on every call, on every
+  // thread. By default glibc may give the freed top of a thread's heap back
+  // to the system (its thresholds adapt to the blocks freed), and the next
+  // call then faults it in again, page by page: with 2269ea7's scratch sizes
+  // ResNet-50 took 675 faults per run and 19.4-20.6 ms, against 24 and
+  // 18.4-18.5 ms with these settings (alternating, 4 rounds). Freed memory
+  // up to 64 MB is kept; blocks up to 32 MB come from the heap, not mmap.
+  static void keep_freed_memory() {
+#if defined(__GLIBC__)
+    static std::once_flag once;
+    std::call_once(once, [] {
+      mallopt(M_MMAP_THRESHOLD, 32 << 20);
+      mallopt(M_TRIM_THRESHOLD, 64 << 20);
+    });
+#endif
   }
 
   // source -> a shared library's bytes, compiled in a private temp folder.
