@@ -193,7 +193,6 @@ static int thin_block(const struct tl_gemm* g, float* restrict c, const float* r
   return 0;
 }
 
-
 // C[m0:m1, n0:n1] of batch `batch`; c, a, b already point at that batch.
 // `packed` is all of A in pack_a's panels (see packed_a), or NULL.
 static ONE_COPY void gemm_block(const struct tl_gemm* g, float* restrict c, const float* restrict a, const float* restrict b,
@@ -295,8 +294,6 @@ static ONE_COPY void gemm_block(const struct tl_gemm* g, float* restrict c, cons
   free(windows);
   free(image.data);
 }
-
-
 
 // Start of strip `u` in rows (or columns) of C. Edges snap down to the tile
 // size so only the last strip of a batch has a ragged tile; every thread
