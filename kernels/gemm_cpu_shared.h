@@ -127,8 +127,8 @@ static inline void finish_block(const struct tl_gemm* g, float* restrict c, ptrd
 }
 
 // gather_thin_block's buffers (kernels/gemm_cpu_depthwise.c), kept across
-// the batches (channels) of one call: the phases' zero borders then stay as they are between channels of
-// the same output rows.
+// the batches (channels) of one call: the phases' zero borders then stay as
+// they are between channels of the same output rows.
 struct gather_work {
   float* buf;
   size_t floats;
