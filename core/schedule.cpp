@@ -130,6 +130,18 @@ struct Planner {
         materialised.insert(n->matmul->a.get());
         materialised.insert(b_operand(n));
       }
+    // A Contiguous of a value that has a buffer anyway would only copy it:
+    // its readers read that buffer instead (an Inception block's max pool of
+    // the Concat that its 1x1 convolutions read too). Roots and GEMM
+    // operands keep their own buffer.
+    std::unordered_set<Node*> operands;
+    for (Node* n : order)
+      if (is_gemm(n)) operands.insert({n->matmul->a.get(), b_operand(n)});
+    for (Node* n : order) {
+      if (n->op != Op::Contiguous || root_set.count(n) || operands.count(n)) continue;
+      Node* s = n->src[0].get();
+      if (s->realized() || materialised.count(s)) materialised.erase(n);
+    }
   }
 
   KernelPlan plan_for(Node* out, const std::unordered_map<Node*, NodeRef>& refs) {
