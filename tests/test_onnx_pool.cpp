@@ -6,6 +6,10 @@
 // block) is read from that buffer, not copied into one of its own. The
 // reference is a direct convolution, ReLU, Concat and max pool in double
 // precision, for odd sizes, ceil mode, pads, strides and a batch of two.
+//
+// LRN (AlexNet, GoogLeNet): against the same formula in double precision,
+// with a base far from 1 so that a wrong exponent shows; its usual beta of
+// 0.75 is computed with square roots, not the scalar pow().
 #include <onnx/onnx_pb.h>
 
 #include <filesystem>
@@ -221,6 +225,62 @@ class TestOnnxPool : public QObject {
     fs::remove_all(dir);
   }
 
+  void lrnMatchesFormula_data() {
+    QTest::addColumn<int>("size");
+    QTest::addColumn<double>("alpha");
+    QTest::addColumn<double>("beta");
+    QTest::addColumn<double>("bias");
+    QTest::newRow("beta 0.75, size 5 (GoogLeNet's form)") << 5 << 2.0 << 0.75 << 1.0;
+    QTest::newRow("beta 0.75, size 3, bias 2") << 3 << 0.5 << 0.75 << 2.0;
+    QTest::newRow("beta 0.6: pow") << 3 << 1.0 << 0.6 << 1.0;
+    QTest::newRow("beta 0.75, bias 0: pow") << 3 << 1.0 << 0.75 << 0.0;
+  }
+  void lrnMatchesFormula() {
+    QFETCH(int, size);
+    QFETCH(double, alpha);
+    QFETCH(double, beta);
+    QFETCH(double, bias);
+    const int64_t n = 2, c = 7, s = 5;
+    std::mt19937 rng(uint32_t(size * 31 + int(beta * 100)));
+    Map x{n, c, s, random_values(size_t(n * c * s * s), rng, -3, 3)};
+    Map want = x;
+    const int64_t before = (size - 1) / 2, after = size - 1 - before;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t y = 0; y < s; ++y)
+          for (int64_t z = 0; z < s; ++z) {
+            double sum = 0;
+            for (int64_t k = std::max<int64_t>(0, ch - before); k <= std::min(c - 1, ch + after); ++k)
+              sum += x.at(i, k, y, z) * x.at(i, k, y, z);
+            want.at(i, ch, y, z) = x.at(i, ch, y, z) / std::pow(bias + alpha / size * sum, beta);
+          }
+    const fs::path dir = tltest::fresh_temp_dir("onnx-pool", "lrn");
+    Builder m(12);
+    const std::vector<std::string> dims = {"2", "7", "5", "5"};
+    m.input("x", dims);
+    m.output("y", dims);
+    auto* lrn = m.node("LRN", {"x"}, {"y"});
+    auto f = [&](const char* name, double v) {
+      auto* a = lrn->add_attribute();
+      a->set_name(name), a->set_type(onnx::AttributeProto::FLOAT), a->set_f(float(v));
+    };
+    f("alpha", alpha), f("beta", beta), f("bias", bias);
+    auto* sz = lrn->add_attribute();
+    sz->set_name("size"), sz->set_type(onnx::AttributeProto::INT), sz->set_i(size);
+    OnnxModel model(m.save(dir / "lrn.onnx"));
+    const Tensor input = Tensor::from_data(std::vector<float>(x.v.begin(), x.v.end()), {n, c, s, s}, "cpu");
+    ProfileCapture capture;
+    const std::vector<float> got = model.run({input})[0].to_vector();
+    QCOMPARE(got.size(), want.v.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      QVERIFY2(std::abs(got[i] - want.v[i]) <= 2e-6 * (1 + std::abs(want.v[i])),
+               qPrintable(QString("element %1: %2, reference %3").arg(i).arg(got[i]).arg(want.v[i])));
+    bool pow = false;
+    for (const auto& r : capture.records())
+      pow |= std::find(r.kernel->ops.begin(), r.kernel->ops.end(), "POW") != r.kernel->ops.end();
+    QCOMPARE(pow, beta != 0.75 || bias <= 0);
+    fs::remove_all(dir);
+  }
 };
 
 QTEST_GUILESS_MAIN(TestOnnxPool)

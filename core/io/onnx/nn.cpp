@@ -592,13 +592,25 @@ Value op_lrn(const Ctx& c) {
   if (size <= 0) bad(n, "size is required");
   if (size > kMaxUnrolledTaps) unsupported(n, c.opset, "size " + std::to_string(size) + " (more than " + std::to_string(kMaxUnrolledTaps) + ")");
   double alpha = attr_f(n, "alpha", 1e-4), beta = attr_f(n, "beta", 0.75), bias = attr_f(n, "bias", 1.0);
+  // x is read at `size` channels for each output: read it from a buffer
+  // (free when it has one anyway), not by recomputing the max pool or
+  // convolution epilogue it often is.
+  x = x.contiguous();
   std::vector<std::pair<int64_t, int64_t>> p(size_t(x.ndim()), {0, 0});
   p[1] = {(size - 1) / 2, size - 1 - (size - 1) / 2};
   Tensor sq = (x * x).pad(p, 0);
   TreeReduce window = sum_tree();
   for (int64_t k = 0; k < size; ++k) window.add(sq.slice(1, k, k + x.dim(1)));
-  Tensor acc = window.result();
-  return same(x / (acc * (alpha / double(size)) + bias).pow(beta));
+  Tensor base = window.result() * (alpha / double(size)) + bias;
+  // The usual beta of 0.75 (AlexNet, GoogLeNet) as square roots, which
+  // vectorise, where pow() is a scalar library call per element: b^0.75 is
+  // sqrt(b) * sqrt(sqrt(b)). Exact in the same cases as pow for b >= 0
+  // (bias > 0, alpha >= 0: b is positive, +inf or NaN).
+  if (beta == 0.75 && bias > 0 && alpha >= 0) {
+    Tensor root = base.sqrt();
+    return same(x / (root * root.sqrt()));
+  }
+  return same(x / base.pow(beta));
 }
 
 Value op_softmax(const Ctx& c) {
