@@ -340,6 +340,41 @@ class TestCompile : public QObject {
     }
   }
 
+  // Entries the build compiled (CMakeLists.txt: the GEMM library) are read
+  // from prebuilt-cache/ beside the executable when the user's cache has
+  // none: a first run with an empty cache then compiles nothing they hold.
+  // New entries still go to the user's cache; TINYLENS_NOPREBUILT=1 ignores
+  // the prebuilt ones.
+  void prebuiltEntriesAreReadBesideTheExecutable() {
+    namespace fs = std::filesystem;
+    const fs::path prebuilt = prebuilt_cache_directory();
+    QVERIFY(!prebuilt.empty());
+    QVERIFY2(!fs::exists(prebuilt), prebuilt.c_str());  // the build makes none beside the tests
+    struct Remove {
+      fs::path dir;
+      ~Remove() { std::error_code ec; fs::remove_all(dir, ec); }
+    } remove{prebuilt.parent_path()};
+    QTemporaryDir first(scratch_.path() + "/prebuild-XXXXXX"), user(scratch_.path() + "/user-XXXXXX"),
+        off(scratch_.path() + "/off-XXXXXX");
+    QVERIFY(first.isValid() && user.isValid() && off.isValid());
+    const Run built = run_six("cpu", first.path());
+    QVERIFY(built.compiler_runs > 0);
+    fs::create_directories(prebuilt.parent_path());
+    fs::copy(fs::path(first.path().toStdString()) / "tinylens", prebuilt, fs::copy_options::recursive);
+
+    const Run read = run_six("cpu", user.path());
+    QCOMPARE(read.compiler_runs, size_t(0));
+    QString why;
+    QVERIFY2(bit_equal(built, read, &why), qPrintable(why));
+    QVERIFY(!fs::exists(fs::path(user.path().toStdString()) / "tinylens"));  // nothing new to write
+
+    qputenv("TINYLENS_NOPREBUILT", "1");
+    const Run ignored = run_six("cpu", off.path());
+    qunsetenv("TINYLENS_NOPREBUILT");
+    QVERIFY(ignored.compiler_runs > 0);  // the kernels' batches (the GEMM library stays loaded in this process)
+    QVERIFY(fs::exists(fs::path(off.path().toStdString()) / "tinylens"));  // written to the user's cache
+  }
+
   void cleanupTestCase() {
     qunsetenv("TINYLENS_NOREPLAY");
     forget_compiled_kernels();

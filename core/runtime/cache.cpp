@@ -54,11 +54,27 @@ std::string cache_path(const std::string& key, const std::string& extension) {
   return cache_directory() + "/" + key.substr(0, 2) + "/" + key + extension;
 }
 
+std::string prebuilt_cache_directory() {
+  if (const char* off = std::getenv("TINYLENS_NOPREBUILT"); off && *off && std::string(off) != "0") return "";
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  return (exe.parent_path() / "prebuilt-cache" / "tinylens").string();
+}
+
 std::optional<std::string> cache_read(const std::string& path) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) return std::nullopt;
+  std::string found = path;
+  if (!fs::exists(path, ec)) {
+    // An entry the build compiled (the GEMM library) is read from beside
+    // the executable; what is built at run time goes to the user's cache.
+    const std::string user = cache_directory(), prebuilt = prebuilt_cache_directory();
+    if (prebuilt.empty() || path.compare(0, user.size(), user) != 0) return std::nullopt;
+    found = prebuilt + path.substr(user.size());
+    if (!fs::exists(found, ec)) return std::nullopt;
+  }
   try {
-    return io::read_whole_file(path, "cached kernel");
+    return io::read_whole_file(found, "cached kernel");
   } catch (const std::exception&) {
     return std::nullopt;
   }

@@ -14,10 +14,17 @@ struct KernelSource;
 class Device;
 
 std::string cache_directory();  // $XDG_CACHE_HOME/tinylens or ~/.cache/tinylens
+// Entries compiled by the build (CMakeLists.txt: the GEMM library, which every
+// model on the CPU device needs and which takes most of a first run's
+// compile time): prebuilt-cache/tinylens beside the executable, laid out as
+// cache_directory() and read after it; "" when TINYLENS_NOPREBUILT is set.
+std::string prebuilt_cache_directory();
 std::string cache_key(const std::string& source, const std::string& options, const std::string& device,
                       const std::string& driver);
 std::string cache_path(const std::string& key, const std::string& extension);
-std::optional<std::string> cache_read(const std::string& path);  // nullopt when missing or unreadable
+// nullopt when missing or unreadable, under cache_directory() and under
+// prebuilt_cache_directory() for a path in cache_directory().
+std::optional<std::string> cache_read(const std::string& path);
 bool cache_write(const std::string& path, const std::string& data);  // atomic
 // Where an entry about `text` on `device` lives: keyed like a compiled
 // kernel (build options, device, driver), so other entries, such as the
