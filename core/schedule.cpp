@@ -125,8 +125,10 @@ struct Planner {
       if (m) materialised.insert(n);
     }
     // operands marked after their own visit still need to count
+    std::unordered_set<Node*> operands;
     for (Node* n : order)
       if (is_gemm(n)) {
+        operands.insert({n->matmul->a.get(), b_operand(n)});
         materialised.insert(n->matmul->a.get());
         materialised.insert(b_operand(n));
       }
@@ -134,9 +136,6 @@ struct Planner {
     // its readers read that buffer instead (an Inception block's max pool of
     // the Concat that its 1x1 convolutions read too). Roots and GEMM
     // operands keep their own buffer.
-    std::unordered_set<Node*> operands;
-    for (Node* n : order)
-      if (is_gemm(n)) operands.insert({n->matmul->a.get(), b_operand(n)});
     for (Node* n : order) {
       if (n->op != Op::Contiguous || root_set.count(n) || operands.count(n)) continue;
       Node* s = n->src[0].get();

@@ -261,9 +261,8 @@ class TestOnnxPool : public QObject {
           }
     const fs::path dir = tltest::fresh_temp_dir("onnx-pool", "lrn");
     Builder m(12);
-    const std::vector<std::string> dims = {"2", "7", "5", "5"};
-    m.input("x", dims);
-    m.output("y", dims);
+    m.input("x", tltest::dims({n, c, s, s}));
+    m.output("y", tltest::dims({n, c, s, s}));
     auto* lrn = m.node("LRN", {"x"}, {"y"});
     auto f = [&](const char* name, double v) {
       auto* a = lrn->add_attribute();
