@@ -420,6 +420,30 @@ class TestReplay : public QObject {
     QVERIFY(same_bits(r2.to_vector(), direct(x2)));
     QVERIFY(same_bits(r1.to_vector(), direct(x1)));  // not overwritten by the replay
     QVERIFY(!same_bits(r1.to_vector(), r2.to_vector()));
+    {
+      // A replay makes a node only where the plan keeps an output (here the
+      // result alone); a timed profile names every fused node of each kernel,
+      // so it makes them all, new ones.
+      const uint64_t before = tl::Node::next_id();
+      Tensor r = jit(x1);
+      QCOMPARE(tl::Node::next_id() - before - 1, uint64_t(1));  // next_id() takes an id itself
+      QVERIFY(same_bits(r.to_vector(), direct(x1)));
+      tl::ProfileCapture capture;
+      const uint64_t timed_before = tl::Node::next_id();
+      QVERIFY(same_bits(jit(x2).to_vector(), direct(x2)));
+      QVERIFY(!capture.records().empty());
+      size_t named = 0;
+      for (const auto& rec : capture.records()) {
+        QVERIFY(rec.replayed);
+        QVERIFY(rec.kernel->output_node >= timed_before);
+        for (uint64_t id : rec.kernel->node_ids) {
+          QVERIFY(id >= timed_before);
+          ++named;
+        }
+      }
+      QVERIFY(named > 1);
+      QCOMPARE(calls, 1);
+    }
     Tensor r3 = jit(x3);  // another shape: the function runs
     QCOMPARE(calls, 2);
     QVERIFY(same_bits(r3.to_vector(), direct(x3)));
