@@ -2,7 +2,9 @@
 // error paths, external data, dynamic batch and the exported EfficientNet-Lite0.
 #include <onnx/onnx_pb.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -12,6 +14,7 @@
 #include "app/onnx_conformance.h"
 #include "core/io/onnx.h"
 #include "core/models/classifier.h"
+#include "core/profile.h"
 #include "tests/onnx_builder.h"
 #include "tests/testing.h"
 
@@ -686,6 +689,63 @@ class TestOnnx : public QObject {
       for (size_t i = 0; i < y.size(); ++i) QCOMPARE(y[i], x[i % 2]);
     }
     QVERIFY(!model.jit_captured("cpu"));
+  }
+
+  // core/io/onnx/math.cpp: Pow by a constant 2 or 3 is computed as products
+  // (no POW kernel), with pow's values: exactly x*x, within an ulp of x^3,
+  // the same on zeros, infinities and NaN; any other exponent, or one that
+  // would grow the shape, stays pow.
+  void powByConstantIsProducts_data() {
+    QTest::addColumn<double>("power");
+    QTest::addColumn<int>("elem");
+    QTest::addColumn<QString>("shape");  // the exponent's
+    QTest::addColumn<bool>("products");
+    QTest::newRow("2, float scalar") << 2.0 << int(TP::FLOAT) << "" << true;
+    QTest::newRow("3, int64 scalar") << 3.0 << int(TP::INT64) << "" << true;
+    QTest::newRow("2 per column") << 2.0 << int(TP::FLOAT) << "5" << true;
+    QTest::newRow("2, growing the shape: pow") << 2.0 << int(TP::FLOAT) << "3,1,5" << false;
+    QTest::newRow("2.5: pow") << 2.5 << int(TP::FLOAT) << "" << false;
+  }
+  void powByConstantIsProducts() {
+    QFETCH(double, power);
+    QFETCH(int, elem);
+    QFETCH(QString, shape);
+    QFETCH(bool, products);
+    std::vector<int64_t> eshape;
+    for (const auto& d : shape.split(',', Qt::SkipEmptyParts)) eshape.push_back(d.toLongLong());
+    int64_t count = 1;
+    for (auto d : eshape) count *= d;
+    const float inf = std::numeric_limits<float>::infinity();
+    std::vector<float> x = {1.5f, -1.25f, 0.0f, -0.0f, inf, -inf, std::nanf(""), 3.1e12f, -7.3e-14f, 0.3f};
+    const fs::path dir = temp_dir("pow");
+    Builder m(13);
+    m.input("x", {"2", "5"});
+    m.output("y", tltest::dims(eshape.size() == 3 ? std::vector<int64_t>{3, 2, 5} : std::vector<int64_t>{2, 5}));
+    auto* e = m.init("e", eshape, elem);
+    for (int64_t i = 0; i < count; ++i) {
+      if (elem == TP::INT64) e->add_int64_data(int64_t(power));
+      else e->add_float_data(float(power));
+    }
+    m.node("Pow", {"x", "e"}, {"y"});
+    OnnxModel model(m.save(dir / "pow.onnx"));
+    ProfileCapture capture;
+    const std::vector<float> got = model.run({Tensor::from_data(x, {2, 5}, "cpu")})[0].to_vector();
+    QCOMPARE(got.size(), size_t(eshape.size() == 3 ? 30 : 10));
+    for (size_t i = 0; i < got.size(); ++i) {
+      const float v = x[i % 10];
+      const float want = power == 2 ? v * v : float(std::pow(double(v), power));
+      const QString what = QString("x = %1: %2, want %3").arg(v).arg(got[i]).arg(want);
+      if (std::isnan(want)) QVERIFY2(std::isnan(got[i]), qPrintable(what));
+      else if (power == 2 || std::isinf(want) || want == 0)
+        QVERIFY2(got[i] == want && std::signbit(got[i]) == std::signbit(want), qPrintable(what));
+      else
+        QVERIFY2(std::abs(got[i] - want) <= 2.5e-7f * std::abs(want), qPrintable(what));
+    }
+    bool pow = false;
+    for (const auto& r : capture.records())
+      pow |= std::find(r.kernel->ops.begin(), r.kernel->ops.end(), "POW") != r.kernel->ops.end();
+    QCOMPARE(pow, !products);
+    fs::remove_all(dir);
   }
 
   void notAClassifier() {
