@@ -58,6 +58,11 @@ struct Dialect {
   // keep a vector of partial sums instead of one serial chain. Empty: the
   // loop adds in order.
   std::string reordered_sum_loop;
+  // The same for a maximum of floats into `acc`, which also ORs whether a
+  // value was NaN into `any_nan`: "#pragma omp simd reduction(max:acc)
+  // reduction(|:any_nan)". The result is NaN when any_nan is set, as the
+  // in-order maximum's. Empty: the loop takes the maximum in order.
+  std::string reordered_max_loop;
   std::string long_type = "long";                 // a 64-bit index: "long" (C LP64, OpenCL), "long long" (CUDA)
   // Spellings. Element type names, indexed by DType (dtype.h): float32,
   // int32, bool, float64.

@@ -8,6 +8,8 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <functional>
 #include <map>
 #include <regex>
@@ -19,12 +21,19 @@
 #include "core/codegen/expr.h"
 #include "core/profile.h"
 #include "core/tensor.h"
+#include "tests/testing.h"
 
 using namespace tl;
 
 namespace {
 
 using Vars = std::map<std::string, int64_t>;
+
+int occurrences(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + what.size())) ++n;
+  return n;
+}
 
 // The value of an integer expression, with C's truncating division. With
 // `check_ranges`, fails (throws) when a sub-expression leaves its [lo, hi].
@@ -880,7 +889,7 @@ class TestCodegen : public QObject {
         }
     QVERIFY(std::isnan(mx[2]) && std::isnan(mx[3 * 9 + 8]) && !std::isnan(mx[3 * 9 + 7]));
     // both kernels walk rows of 9 outputs with the compiler's hint
-    QVERIFY2(std::count(sources.begin(), sources.end(), '#') == 2 + 2, sources.c_str());  // two includes, two hints
+    QCOMPARE(occurrences(sources, "#pragma"), 2);  // two hints
     QVERIFY2(sources.find("#pragma omp simd\n    for (int x = 0; x < 9; ++x)") != std::string::npos, sources.c_str());
     QVERIFY2(sources.find("b0[gid*9+x] = acc") != std::string::npos, sources.c_str());
   }
@@ -927,13 +936,68 @@ class TestCodegen : public QObject {
       QVERIFY2(close(pooled[size_t(i)], want, magnitude), std::to_string(i).c_str());
       QCOMPARE(swapped[size_t(i)], in_order);  // exactly
     }
-    QVERIFY2(std::count(sources.begin(), sources.end(), '#') == 4 + 3, sources.c_str());  // 4 includes, 3 hints
+    QCOMPARE(occurrences(sources, "#pragma"), 3);  // 3 hints
     for (const char* loop : {"#pragma omp simd reduction(+:acc)\n      for (int r1 = 0; r1 < 400; ++r1)",
                              "#pragma omp simd reduction(+:acc)\n    for (int r = 0; r < 400; ++r)",
                              "#pragma omp simd reduction(+:acc)\n    for (int r0 = 0; r0 < 400; ++r0)",
                              "    for (int r0 = 0; r0 < 20; ++r0) {\n      for (int r1 = 0; r1 < 20; ++r1)"})
       QVERIFY2(sources.find(loop) != std::string::npos, (loop + std::string(" in\n") + sources).c_str());
     QVERIFY2(sources.find("for (int x") == std::string::npos, sources.c_str());
+  }
+
+  // A long maximum over neighbouring elements keeps lanes of maxima on the C
+  // device, with NaN tested apart: any NaN in a row gives NaN wherever it
+  // lies (first, middle, in the loop's scalar tail), an all -inf row -inf,
+  // and otherwise the exact maximum. A maximum read across rows keeps the
+  // in-order form. Every device computes the same values.
+  void longMaximaKeepNaN() {
+    const int rows = 6, n = 100;
+    Generator gen(17);
+    std::vector<float> v = Tensor::randn({rows, n}, gen, "cpu").to_vector();
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    v[1 * n + 0] = nan;
+    v[2 * n + 57] = nan;
+    v[3 * n + 99] = nan;
+    for (int i = 0; i < n; ++i) v[4 * n + i] = -inf;
+    v[5 * n + 33] = inf;
+    for (const auto& device : tltest::available_devices()) {
+      const Tensor x = Tensor::from_data(v, {rows, n}, device);
+      std::vector<float> along, pooled, across;
+      std::string sources;
+      {
+        ProfileCapture capture;
+        along = x.max({1}).to_vector();
+        pooled = x.reshape({rows, 10, 10}).max({1, 2}).to_vector();  // a global max pool's rows and columns
+        across = x.reshape({n, rows}).max({0}).to_vector();
+        for (auto& r : capture.records())
+          if (r.kernel->name[0] == 'R') sources += r.kernel->source + "\n";
+      }
+      auto want = [&](int stride, int count, int first) {
+        float m = -inf;
+        for (int i = 0; i < count; ++i) {
+          const float e = v[size_t(first + i * stride)];
+          if (std::isnan(e)) return nan;
+          m = std::max(m, e);
+        }
+        return m;
+      };
+      for (int r = 0; r < rows; ++r) {
+        const float w = want(1, n, r * n), got = along[size_t(r)];
+        QVERIFY2(std::isnan(w) ? std::isnan(got) : got == w, qPrintable(QString("%1 row %2: %3, want %4").arg(device.c_str()).arg(r).arg(got).arg(w)));
+        const float p = pooled[size_t(r)];
+        QVERIFY2(std::isnan(w) ? std::isnan(p) : p == w, qPrintable(QString("%1 pooled %2: %3, want %4").arg(device.c_str()).arg(r).arg(p).arg(w)));
+      }
+      for (int c = 0; c < rows; ++c) {
+        const float w = want(rows, n, c), got = across[size_t(c)];
+        QVERIFY2(std::isnan(w) ? std::isnan(got) : got == w, qPrintable(QString("%1 column %2: %3, want %4").arg(device.c_str()).arg(c).arg(got).arg(w)));
+      }
+      if (device == "cpu") {
+        const std::string hint = "#pragma omp simd reduction(max:acc) reduction(|:any_nan)\n    for (int ";
+        QCOMPARE(occurrences(sources, hint + "r = 0; r < 100; ++r)"), 1);
+        QCOMPARE(occurrences(sources, hint + "r0 = 0; r0 < 100; ++r0)"), 1);  // the two axes as one loop
+        QCOMPARE(occurrences(sources, "any_nan"), 8);  // declared, hinted, ORed, read; in two kernels
+      }
+    }
   }
 
   // Batch norm in training divides no index inside its loops: its statistics

@@ -199,8 +199,12 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
   // reduced axes at the input's end (a global pool's rows and columns) are
   // one loop for it, unless the index would divide inside it.
   const bool is_sum = out.op == Op::Sum, reorder = !rows && is_sum && !d.reordered_sum_loop.empty();
+  // A long maximum of floats the same way: lanes of maxima, NaN kept apart
+  // (the in-order form's NaN test is a dependence no compiler vectorises; a
+  // softmax's row maximum ran at 1 GFLOP/s).
+  const bool reorder_max = !rows && !is_sum && is_float(out.dtype) && !d.reordered_max_loop.empty();
   if (!rows) v = nullptr;
-  if (reorder && nested) {
+  if ((reorder || reorder_max) && nested) {
     size_t merge_from = red_shape.size(), pos = red_shape.size();
     for (size_t i = input.shape.size(); i-- > 0 && (reduced[i] || merge_from == red_shape.size());)
       if (reduced[i]) merge_from = --pos;
@@ -217,8 +221,9 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
   const std::string deeper = rows ? "  " : "";  // the serial body, inside the loop over x
   const E innermost = loops.back().first;
   const bool partial_sums = reorder && innermost->hi + 1 >= 32 && loads_near_along(v, innermost, 1);
-  const auto [loops_open, loops_close] =
-      reduce_loops(loops, deeper, partial_sums ? d.reordered_sum_loop : std::string());
+  const bool partial_max = reorder_max && innermost->hi + 1 >= 32 && loads_near_along(v, innermost, 1);
+  const auto [loops_open, loops_close] = reduce_loops(
+      loops, deeper, partial_sums ? d.reordered_sum_loop : partial_max ? d.reordered_max_loop : std::string());
   pr.indent = group ? "    " : deeper + std::string(4 + 2 * loops.size(), ' ');
   std::string val = pr(v);
   std::string acc_type = pr.type(out.dtype);
@@ -231,6 +236,12 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
     k.global[0] = n_out * group;
     k.local[0] = group;
     return grouped_reduce(d, group, r_count, is_sum, acc_type, init, pr.lines, val);
+  }
+  if (partial_max) {
+    const std::string value = Printer::strip(val);
+    return "    " + acc_type + " acc = " + init + ";\n    int any_nan = 0;\n" + loops_open + pr.lines + pr.indent +
+           "any_nan |= " + value + " != " + value + ";\n" + pr.indent + "acc = " + value + " > acc ? " + value +
+           " : acc;\n" + loops_close + "    b0[gid] = any_nan ? " + d.nan + " : acc;\n";
   }
   const std::string serial = deeper + "    " + acc_type + " acc = " + init + ";\n" + loops_open + pr.lines + pr.indent +
                              "acc = " + fold(is_sum, "acc", val) + ";\n" + loops_close;

@@ -151,6 +151,7 @@ class CpuDevice : public Device {
     dialect_.parallel_open = "for (int gid = start; gid < end; ++gid) {";
     dialect_.independent_loop = "#pragma omp simd";
     dialect_.reordered_sum_loop = "#pragma omp simd reduction(+:acc)";
+    dialect_.reordered_max_loop = "#pragma omp simd reduction(max:acc) reduction(|:any_nan)";
   }
 
   const DeviceInfo& info() const override { return info_; }
