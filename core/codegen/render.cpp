@@ -123,6 +123,18 @@ static bool divides(const E& e, const E& x) {
   return false;
 }
 
+// The serial body of a float maximum whose innermost loop the dialect
+// reorders (Dialect::reordered_max_loop): lanes of maxima, with whether a
+// value was NaN ORed apart, so the loop vectorises; the in-order form's NaN
+// test is a dependence no compiler vectorises (a softmax's row maximum ran
+// at 1 GFLOP/s). NaN anywhere gives NaN, as in order.
+static std::string lanes_of_maxima(const Dialect& d, const std::string& declare_acc, const std::string& loops_open,
+                                   const Printer& pr, const std::string& value, const std::string& loops_close) {
+  return "    " + declare_acc + ";\n    int any_nan = 0;\n" + loops_open + pr.lines + pr.indent + "any_nan |= " + value +
+         " != " + value + ";\n" + pr.indent + "acc = " + value + " > acc ? " + value + " : acc;\n" + loops_close +
+         "    b0[gid] = any_nan ? " + d.nan + " : acc;\n";
+}
+
 // A reduction kernel's body, in the serial or the grouped form; sets the
 // kernel's name, flops and launch sizes. The serial body runs inside the
 // dialect's parallel loop, the grouped one is the whole function body.
@@ -199,9 +211,7 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
   // reduced axes at the input's end (a global pool's rows and columns) are
   // one loop for it, unless the index would divide inside it.
   const bool is_sum = out.op == Op::Sum, reorder = !rows && is_sum && !d.reordered_sum_loop.empty();
-  // A long maximum of floats the same way: lanes of maxima, NaN kept apart
-  // (the in-order form's NaN test is a dependence no compiler vectorises; a
-  // softmax's row maximum ran at 1 GFLOP/s).
+  // A long maximum of floats the same way (lanes_of_maxima).
   const bool reorder_max = !rows && !is_sum && is_float(out.dtype) && !d.reordered_max_loop.empty();
   if (!rows) v = nullptr;
   if ((reorder || reorder_max) && nested) {
@@ -237,12 +247,7 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
     k.local[0] = group;
     return grouped_reduce(d, group, r_count, is_sum, acc_type, init, pr.lines, val);
   }
-  if (partial_max) {
-    const std::string value = Printer::strip(val);
-    return "    " + acc_type + " acc = " + init + ";\n    int any_nan = 0;\n" + loops_open + pr.lines + pr.indent +
-           "any_nan |= " + value + " != " + value + ";\n" + pr.indent + "acc = " + value + " > acc ? " + value +
-           " : acc;\n" + loops_close + "    b0[gid] = any_nan ? " + d.nan + " : acc;\n";
-  }
+  if (partial_max) return lanes_of_maxima(d, acc_type + " acc = " + init, loops_open, pr, Printer::strip(val), loops_close);
   const std::string serial = deeper + "    " + acc_type + " acc = " + init + ";\n" + loops_open + pr.lines + pr.indent +
                              "acc = " + fold(is_sum, "acc", val) + ";\n" + loops_close;
   if (!rows) return serial + "    b0[gid] = acc;\n";
