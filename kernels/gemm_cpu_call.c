@@ -2,14 +2,16 @@
 // product itself is in the GEMM library (kernels/gemm_cpu.c), compiled once
 // per machine; this file is what each shape compiles.
 //
-// Placeholders (filled in by core/codegen/gemm_c.cpp): NAME, LIBRARY, the API
-// (kernels/gemm_cpu.h), the tl_gemm fields BATCH M N K SA0 SA1 SA2 SB0 SB1
+// Placeholders (filled in by core/codegen/gemm_c.cpp): NAME, LIBRARY, MATH
+// (kernels/c_math.h: the epilogue's exp), the API (kernels/gemm_cpu.h), the
+// tl_gemm fields BATCH M N K SA0 SA1 SA2 SB0 SB1
 // SB2 SPLIT UNIT UNITS_PER_BATCH PACKED_A KC MC_TILES NC_TILES B_IN_PLACE GATHER (an initialiser of
 // struct tl_gather) WINOGRAD TRANSPOSED, and FINISH: the epilogue, as a
 // function NAME_finish over a block of C whose inner loop runs along a row, so
 // that the compiler keeps per-row values out of it and vectorises it.
 // Computed by the GEMM library whose source has digest {{LIBRARY}}.
 #include <math.h>
+{{MATH}}
 {{API}}
 
 {{FINISH}}

@@ -981,15 +981,16 @@ class TestCodegen : public QObject {
         }
         return m;
       };
+      auto same = [](float got, float w) { return std::isnan(w) ? std::isnan(got) : got == w; };
       for (int r = 0; r < rows; ++r) {
         const float w = want(1, n, r * n), got = along[size_t(r)];
-        QVERIFY2(std::isnan(w) ? std::isnan(got) : got == w, qPrintable(QString("%1 row %2: %3, want %4").arg(device.c_str()).arg(r).arg(got).arg(w)));
+        QVERIFY2(same(got, w), qPrintable(QString("%1 row %2: %3, want %4").arg(device.c_str()).arg(r).arg(got).arg(w)));
         const float p = pooled[size_t(r)];
-        QVERIFY2(std::isnan(w) ? std::isnan(p) : p == w, qPrintable(QString("%1 pooled %2: %3, want %4").arg(device.c_str()).arg(r).arg(p).arg(w)));
+        QVERIFY2(same(p, w), qPrintable(QString("%1 pooled %2: %3, want %4").arg(device.c_str()).arg(r).arg(p).arg(w)));
       }
       for (int c = 0; c < rows; ++c) {
         const float w = want(rows, n, c), got = across[size_t(c)];
-        QVERIFY2(std::isnan(w) ? std::isnan(got) : got == w, qPrintable(QString("%1 column %2: %3, want %4").arg(device.c_str()).arg(c).arg(got).arg(w)));
+        QVERIFY2(same(got, w), qPrintable(QString("%1 column %2: %3, want %4").arg(device.c_str()).arg(c).arg(got).arg(w)));
       }
       if (device == "cpu") {
         const std::string hint = "#pragma omp simd reduction(max:acc) reduction(|:any_nan)\n    for (int ";
@@ -998,6 +999,50 @@ class TestCodegen : public QObject {
         QCOMPARE(occurrences(sources, "any_nan"), 8);  // declared, hinted, ORed, read; in two kernels
       }
     }
+  }
+
+  // exp on the C device is kernels/c_math.h's tl_expf, which vectorises:
+  // within an ulp of the exact value across floats from -110 to 95, NaN,
+  // infinities, overflow and underflow as exp gives them, and the same bits
+  // for the same input wherever it lies (a vector lane or the scalar tail).
+  void expIsWithinAnUlpEverywhere() {
+    std::vector<float> x;
+    for (uint32_t u = 0; u < 0xffffffffu - 4099; u += 4099) {
+      float f;
+      std::memcpy(&f, &u, 4);
+      if (f > -110.0f && f < 95.0f) x.push_back(f);
+    }
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    for (float f : {0.0f, -0.0f, inf, -inf, nan, 88.7228393f, 88.7228470f, -87.4f, -103.9f, -104.5f, 1e-30f})
+      x.push_back(f);
+    for (int i = 0; i < 37; ++i) x.push_back(0.3f);  // one value across lanes and the tail
+    const int64_t n = int64_t(x.size());
+    std::vector<float> got;
+    std::string sources;
+    {
+      ProfileCapture capture;
+      got = Tensor::from_data(x, {n}, "cpu").exp().to_vector();
+      for (auto& r : capture.records()) sources += r.kernel->source;
+    }
+    auto order = [](float f) {
+      int32_t i;
+      std::memcpy(&i, &f, 4);
+      return i < 0 ? int64_t(INT32_MIN) - i : int64_t(i);
+    };
+    int64_t worst = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float want = float(std::exp(double(x[size_t(i)]))), g = got[size_t(i)];
+      const QString what = QString("exp(%1): %2, want %3").arg(double(x[size_t(i)]), 0, 'g', 9).arg(g).arg(want);
+      if (std::isnan(want) || std::isinf(want) || want == 0)
+        QVERIFY2(std::isnan(want) ? std::isnan(g) : g == want, qPrintable(what));
+      else
+        QVERIFY2(std::abs(order(g) - order(want)) <= 1, qPrintable(what));
+      worst = std::max(worst, std::isfinite(want) && want != 0 ? std::abs(order(g) - order(want)) : 0);
+    }
+    QVERIFY(x.size() > 500000);
+    for (int64_t i = n - 37; i < n; ++i) QCOMPARE(order(got[size_t(i)]), order(got[size_t(n - 1)]));
+    QVERIFY2(sources.find("tl_expf(v") != std::string::npos, sources.c_str());
+    qInfo("exp: %lld inputs, at most %lld ulp from the correctly rounded value", (long long)n, (long long)worst);
   }
 
   // Batch norm in training divides no index inside its loops: its statistics

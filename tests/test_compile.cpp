@@ -315,7 +315,9 @@ class TestCompile : public QObject {
       KernelSource broken = batch[0];
       broken.name = "the_broken_kernel";
       broken.source = rename_kernel(broken.source, batch[0].name, broken.name);
-      broken.source.insert(broken.source.find('{') + 1, "\n  int broken_here = ;\n");
+      // Inside the kernel's own body, not a helper of the preamble.
+      const size_t body = broken.source.find('{', broken.source.find(broken.name + "("));
+      broken.source.insert(body + 1, "\n  int broken_here = ;\n");
       batch.insert(batch.begin() + 1, broken);
 
       forget_compiled_kernels();

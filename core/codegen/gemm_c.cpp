@@ -219,6 +219,7 @@ TemplateKernel render_with(const GemmShape& s, const std::string& name, const Kn
                           {{"NAME", name},
                            {"LIBRARY", library_digest()},
                            {"API", embedded_kernel("gemm_cpu.h")},
+                           {"MATH", embedded_kernel("c_math.h")},
                            {"BATCH", num(s.batch)},
                            {"M", num(s.m)},
                            {"N", num(s.n)},

@@ -247,7 +247,8 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
     k.local[0] = group;
     return grouped_reduce(d, group, r_count, is_sum, acc_type, init, pr.lines, val);
   }
-  if (partial_max) return lanes_of_maxima(d, acc_type + " acc = " + init, loops_open, pr, Printer::strip(val), loops_close);
+  if (partial_max)
+    return lanes_of_maxima(d, acc_type + " acc = " + init, loops_open, pr, Printer::strip(val), loops_close);
   const std::string serial = deeper + "    " + acc_type + " acc = " + init + ";\n" + loops_open + pr.lines + pr.indent +
                              "acc = " + fold(is_sum, "acc", val) + ";\n" + loops_close;
   if (!rows) return serial + "    b0[gid] = acc;\n";

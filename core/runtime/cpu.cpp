@@ -144,7 +144,8 @@ class CpuDevice : public Device {
     find_compiler();
     dialect_.name = "c";
     dialect_.source_extension = ".c";
-    dialect_.preamble = "#include <math.h>\n";
+    dialect_.preamble = "#include <math.h>\n" + embedded_kernel("c_math.h");
+    dialect_.math_f32.exp = "tl_expf";
     dialect_.kernel_prefix = "void";
     dialect_.buffers_in_array = true;
     dialect_.restrict_kw = "restrict";
