@@ -92,16 +92,6 @@ Value unary(const Ctx& c) {
   return from_tensor(unary_f(c, op), x.elem);
 }
 
-// Whether `s` broadcasts to `to` without growing it.
-bool fits_into(const Shape& s, const Shape& to) {
-  if (s.size() > to.size()) return false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const int64_t d = s[s.size() - 1 - i];
-    if (d != 1 && d != to[to.size() - 1 - i]) return false;
-  }
-  return true;
-}
-
 // 2 or 3 when every element of a host exponent is that integer, else 0.
 int small_power(const Value& e) {
   if (!e.host || e.data.empty()) return 0;
@@ -158,7 +148,7 @@ Value binary(const Ctx& c, const std::string& op) {
       // zero so 9 * (1/3) does not land on 2.9999998.
       y = (y + y.sign() * 1e-5).cast(DType::i32);
     }
-  } else if (op == "Pow" && !ints && small_power(c.v(1)) && fits_into(b.shape(), a.shape())) {
+  } else if (op == "Pow" && !ints && small_power(c.v(1)) && broadcast(a.shape(), b.shape(), c.node) == a.shape()) {
     // A constant exponent of 2 (LayerNorm's variance) or 3 (GELU's tanh
     // form) as products: a multiply per element instead of a call to pow,
     // which does not vectorise. x*x is pow(x, 2) exactly (one rounding of
