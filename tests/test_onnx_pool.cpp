@@ -210,10 +210,10 @@ class TestOnnxPool : public QObject {
     for (const auto& r : capture.records()) {
       names += r.kernel->name + " ";
       const auto& ops = r.kernel->ops;
-      last_adds = std::find(ops.begin(), ops.end(), "ADD") != ops.end();
+      last_adds = tltest::fuses(*r.kernel, "ADD");
       if (r.kernel->name.rfind("GEMM", 0) == 0) {
         ++gemms;
-        gemm_adds |= std::find(ops.begin(), ops.end(), "ADD") != ops.end();
+        gemm_adds |= last_adds;
       } else {
         ++others;
         copies += ops == std::vector<std::string>{"CONTIGUOUS"};
@@ -279,10 +279,7 @@ class TestOnnxPool : public QObject {
     for (size_t i = 0; i < got.size(); ++i)
       QVERIFY2(std::abs(got[i] - want.v[i]) <= 2e-6 * (1 + std::abs(want.v[i])),
                qPrintable(QString("element %1: %2, reference %3").arg(i).arg(got[i]).arg(want.v[i])));
-    bool pow = false;
-    for (const auto& r : capture.records())
-      pow |= std::find(r.kernel->ops.begin(), r.kernel->ops.end(), "POW") != r.kernel->ops.end();
-    QCOMPARE(pow, beta != 0.75 || bias <= 0);
+    QCOMPARE(tltest::any_kernel_fuses(capture.records(), "POW"), beta != 0.75 || bias <= 0);
     fs::remove_all(dir);
   }
 };

@@ -2,6 +2,7 @@
 #pragma once
 #include <QtTest/QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -9,11 +10,21 @@
 #include <vector>
 
 #include "core/models/classifier.h"
+#include "core/profile.h"
 #include "core/runtime/registry.h"
 #include "core/tensor.h"
 #include "tests/compare.h"
 
 namespace tltest {
+
+// Whether a kernel computes `op` among its fused ops (KernelInfo::ops: "POW", "ADD").
+inline bool fuses(const tl::KernelInfo& kernel, const std::string& op) {
+  return std::find(kernel.ops.begin(), kernel.ops.end(), op) != kernel.ops.end();
+}
+inline bool any_kernel_fuses(const std::vector<tl::ProfileRecord>& records, const std::string& op) {
+  return std::any_of(records.begin(), records.end(),
+                     [&](const tl::ProfileRecord& r) { return fuses(*r.kernel, op); });
+}
 
 // Skips. A test that cannot run because something it needs is missing (a
 // library left out at configure time, a file scripts/setup downloads, a device
