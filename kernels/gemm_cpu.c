@@ -318,8 +318,9 @@ static ONE_COPY void pack_a_once(const struct tl_gemm* g, const float* restrict 
 // k=512 to k=4608 (2 threads, weights streamed from memory). 196 columns
 // (14x14) take 196 against 224: 0.83-1.05x, left to the tuner.
 static int use_transposed(const struct tl_gemm* g) {
-  if (g->winograd || g->split != 0) return 0;
+  if (g->winograd) return 0;
   if (g->transposed >= 0) return g->transposed;
+  if (g->split != 0) return 0;
   const ptrdiff_t rest = G_N % MR, by_rows = G_N - rest + (rest == 0 ? 0 : rest <= MR / 2 ? MR / 2 : MR);
   return G_N >= 2 * MR && G_N <= 512 && G_M >= 4 * NR && by_rows * 100 <= ROUND_UP(G_N, NR) * 85;
 }
@@ -372,11 +373,13 @@ void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args)
     const float* ab = a + batch * SA0;
     const float* bb = b + batch * SB0;
     if (transposed) {
-      // Rows snap to the transposed product's NR-row panels.
-      const ptrdiff_t m0 = strip_edge(g, first, G_M, NR), m1 = strip_edge(g, last, G_M, NR);
+      // Rows snap to the transposed product's NR-row panels, columns to its MR-row tiles.
+      const int rows = g->split == 0;
+      const ptrdiff_t m0 = rows ? strip_edge(g, first, G_M, NR) : 0, m1 = rows ? strip_edge(g, last, G_M, NR) : G_M;
+      const ptrdiff_t n0 = rows ? 0 : strip_edge(g, first, G_N, MR), n1 = rows ? G_N : strip_edge(g, last, G_N, MR);
       const transposed_fn by_columns = GEMM_TRANSPOSED;
-      if (m0 < m1 && !(by_columns && by_columns(g, cb, ab, bb, m0, m1, 0, G_N, batch, packed, args)))
-        gemm_block(g, cb, ab, bb, m0, m1, 0, G_N, batch, NULL, args, &wk);
+      if (m0 < m1 && n0 < n1 && !(by_columns && by_columns(g, cb, ab, bb, m0, m1, n0, n1, batch, packed, args)))
+        gemm_block(g, cb, ab, bb, m0, m1, n0, n1, batch, NULL, args, &wk);
     } else if (g->winograd) {
       // Units are rows of 2x2 tiles; without U or buffers, the direct
       // product computes the same output rows.

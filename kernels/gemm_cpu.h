@@ -48,9 +48,9 @@ struct tl_gemm {
   // and packed_a holds the transformed weights.
   int winograd;
   // 1: C is computed as C^T = B^T A^T (few columns, many rows: a 7x7 map's
-  // 49 fit the micro-kernel's rows better than its columns); 0: as C; -1:
-  // the library decides by its tile shape. Split 0 only; packed_a then
-  // holds A in the other orientation's panels.
+  // 49 fit the micro-kernel's rows better than its columns), its rows or
+  // its columns split; 0: as C; -1: the library decides by its tile shape
+  // (split 0 only). packed_a then holds A in the other orientation's panels.
   int transposed;
 };
 

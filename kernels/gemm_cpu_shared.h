@@ -200,7 +200,19 @@ static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptr
     return;
   }
   // Edge tile: the padding rows/columns were computed from zeros; only the
-  // valid part is written.
+  // valid part is written. Full rows (the last rows of a channel count
+  // that MR does not divide) are stored as vectors.
+  if (cols == nv * VW) {
+#pragma GCC unroll 64
+    for (int i = 0; i < mr; ++i)
+      if (i < rows)
+#pragma GCC unroll 8
+        for (int j = 0; j < nv; ++j) {
+          vfu* dst = (vfu*)(c + i * ldc + j * VW);
+          *dst = accumulate ? *dst + acc[i][j] : acc[i][j];
+        }
+    return;
+  }
   float tile[MR][NR] __attribute__((aligned(64)));
   // Already true; stated so the compiler sees the copy stays inside `tile`.
   if (rows > mr) rows = mr;
@@ -341,9 +353,16 @@ static inline void phased_taps(const struct tl_gather* x, const struct phased* i
 }
 
 // Where output column n0 + q starts in any phase: (oh - oh0)*pw + ow.
+// One division for the first column, then a walk along the rows: with a
+// short K (a network's first layer) a division per column cost as much as
+// the products.
 static inline void phased_columns(const struct tl_gather* x, const struct phased* im, ptrdiff_t n0, ptrdiff_t nc,
                            ptrdiff_t* restrict cols) {
-  for (ptrdiff_t q = 0; q < nc; ++q) cols[q] = ((n0 + q) / x->out_w - im->oh0) * im->pw + (n0 + q) % x->out_w;
+  ptrdiff_t oh = n0 / x->out_w, ow = n0 % x->out_w;
+  for (ptrdiff_t q = 0; q < nc; ++q) {
+    cols[q] = (oh - im->oh0) * im->pw + ow;
+    if (++ow == x->out_w) ow = 0, ++oh;
+  }
 }
 
 // pack_b's panels (`nr` columns wide: NR, or MR when the product is

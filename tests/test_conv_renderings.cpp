@@ -1,15 +1,16 @@
 // The renderings of a convolution's GEMM on the CPU device, each made the
 // winner by a fake clock and checked against a direct double-precision
 // convolution. Every candidate of gathered GEMMs (a stem's 3 channels at
-// stride 2, a 5x5 window, a 7x7 map of 256 outputs): the splits, the cache
-// blocks, B read in place from the image or packed, C computed as C^T or as
-// it is. And Winograd's F(2x2, 3x3) (kernels/gemm_cpu_winograd.c):
-// the default rendering of a 3x3 convolution at stride 1 whose transformed
-// weights fit the cache, a tuner candidate ("winograd") of the larger ones,
-// and the direct product ("direct") the other way round. Either, made the
-// winner by a fake clock, gives a direct double-precision convolution's
-// numbers for maps whose sides are odd and even, one pixel, valid windows,
-// explicit asymmetric pads, output channels that fill no whole panel, a
+// stride 2, a 5x5 window, a 7x7 map of 256 outputs, a 13x13 map of two
+// images): the splits, the cache blocks, B read in place from the image or
+// packed, C computed as C^T or as it is, C^T split by its columns. And
+// Winograd's F(2x2, 3x3) (kernels/gemm_cpu_winograd.c): the default
+// rendering of a 3x3 convolution at stride 1 whose transformed weights fit
+// the cache, a tuner candidate ("winograd") of the larger ones, and the
+// direct product ("direct") the other way round. Either, made the winner by
+// a fake clock, gives a direct double-precision convolution's numbers for
+// maps whose sides are odd and even, one pixel, valid windows, explicit
+// asymmetric pads, output channels that fill no whole panel, a
 // batch of two, chunks of tile rows and a fused bias, ReLU and residual.
 // Windows it does not compute (stride 2, dilation 2, 5x5) are not offered
 // it.
@@ -176,6 +177,7 @@ class TestConvRenderings : public QObject {
         {"5x5 at stride 1, K=200", 2, 8, 40, 12, 13, 2, 2, 2, 2, false, 5, 1, 1},
         {"3x3 at stride 2 to a 7x7 map, 256 outputs", 1, 24, 256, 14, 14, 1, 1, 1, 1, true, 3, 2, 1},
         {"3x3 at stride 1, 16 -> 40 channels", 1, 16, 40, 13, 13, 1, 1, 1, 1, false},
+        {"3x3 at stride 2 to a 13x13 map, two images, 128 outputs", 2, 16, 128, 26, 26, 1, 1, 1, 1, true, 3, 2, 1},
     };
     std::set<std::string> seen;
     for (const Case& c : cases) {
@@ -187,11 +189,11 @@ class TestConvRenderings : public QObject {
         QCOMPARE(run.gemm->tuned, label);
         QString why;
         QVERIFY2(matches(c, d, run.values, 1e-5, &why), qPrintable(QString(c.name) + ", " + label.c_str() + ": " + why));
-        for (const char* knob : {"b=", "c=", "split=", "winograd", "direct"})
+        for (const char* knob : {"b=", "c=", "split=", "winograd", "direct", "split=cols c=transposed"})
           if (label.find(knob) != std::string::npos) seen.insert(knob);
       }
     }
-    for (const char* knob : {"b=", "c=", "split=", "direct"}) QVERIFY2(seen.count(knob), knob);
+    for (const char* knob : {"b=", "c=", "split=", "direct", "split=cols c=transposed"}) QVERIFY2(seen.count(knob), knob);
   }
 
   // Strides, dilations and other windows are not Winograd's.

@@ -21,6 +21,7 @@ namespace {
 
 constexpr int64_t kRowUnit = 16;  // rows of C per unit when splitting rows
 constexpr int64_t kColUnit = 32;  // columns of C per unit when splitting columns
+constexpr int64_t kTransposedColUnit = 8;  // columns of C per unit when C^T splits its columns
 constexpr int64_t kThinRows = 4;  // the template's THIN_ROWS: up to this many rows, A is read in place
 constexpr int64_t kMaxTileRows = 16;  // the template's MR is at most this
 constexpr int64_t kInPlaceK = 64;     // up to this K, B is read in place where it can be
@@ -105,6 +106,7 @@ struct Knobs {
 // C^T's buffer in the library holds n x (rows of a thread) floats: offered
 // up to this many columns.
 constexpr int64_t kTransposedColumnsMax = 512;
+constexpr int64_t kTransposedSplitColumnsMin = 128;
 
 // "split=cols kc=576": what differs from the default rendering.
 std::string knob_label(const Knobs& k, const Knobs& base) {
@@ -115,7 +117,8 @@ std::string knob_label(const Knobs& k, const Knobs& base) {
   if (k.mc_tiles) add("mc=" + std::to_string(k.mc_tiles) + "t");
   if (k.nc_tiles) add("nc=" + std::to_string(k.nc_tiles) + "t");
   if (k.b_in_place != base.b_in_place) add(k.b_in_place ? "b=in-place" : "b=packed");
-  if (k.transposed != base.transposed && k.split_rows) add(k.transposed == 1 ? "c=transposed" : "c=as-is");
+  if (k.transposed != base.transposed && (k.split_rows || k.transposed == 1))
+    add(k.transposed == 1 ? "c=transposed" : "c=as-is");
   return out.empty() ? "default" : out;
 }
 
@@ -140,8 +143,14 @@ std::vector<Knobs> candidate_knobs(const GemmShape& s, const Knobs& base) {
   k.transposed = 0;
   out.push_back(k);
   // C computed as C^T, or as it is, whatever the library would decide.
-  if (base.split_rows && base.transposed == -1)
+  if (base.split_rows && base.transposed == -1) {
     for (int t : {1, 0}) k = base, k.transposed = t, out.push_back(k);
+    // C^T split by its columns (the micro-tiles' rows): each thread then
+    // gathers or packs only its own columns of B rather than all of them,
+    // and reads all of A instead of half. Offered where the columns make
+    // enough tiles to share (a 14x14 map's 196, not a 7x7 map's 49).
+    if (s.n >= kTransposedSplitColumnsMin) k = base, k.split_rows = false, k.transposed = 1, out.push_back(k);
+  }
   // The library reads B in place, or (gathered) walks the image's rows: no blocks to size.
   if (s.m <= kThinRows) return out;
   if (b_readable_in_place(s)) k = base, k.b_in_place = !base.b_in_place, out.push_back(k);
@@ -184,7 +193,8 @@ const std::string& library_digest() {
 
 TemplateKernel render_with(const GemmShape& s, const std::string& name, const Knobs& knobs) {
   const bool split_rows = knobs.split_rows;
-  const int64_t unit = split_rows ? kRowUnit : kColUnit;
+  // A transposed product's columns are its micro-tiles' rows: finer units.
+  const int64_t unit = split_rows ? kRowUnit : knobs.transposed == 1 ? kTransposedColUnit : kColUnit;
   // Winograd's units are rows of 2x2 output tiles.
   const int64_t units_per_batch =
       knobs.winograd ? ceil_div(s.n / s.gather.out_w, 2) : ceil_div(split_rows ? s.m : s.n, unit);
