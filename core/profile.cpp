@@ -53,6 +53,10 @@ std::string format_profile_totals(const ProfileTotals& t) {
   return out;
 }
 
+const char* run_label(const ProfileRecord& r) {
+  return r.kernel->assembled ? "assembled in place" : r.replayed ? "replayed" : "planned";
+}
+
 std::string format_tune_line(const KernelInfo& k) {
   if (k.tuned.empty()) return "";
   char num[64];
@@ -84,7 +88,7 @@ std::string format_profile_table(const std::vector<ProfileRecord>& records) {
     if (k.local[0] > 0) launch += "/" + std::to_string(k.local[0]);
     std::snprintf(line, sizeof line, "%4zu  %-28s %-14s %-18s %10.1f %9.2f %9.2f  %s\n", i, k.name.c_str(),
                   k.device.c_str(), launch.c_str(), r.seconds * 1e6, r.gflops(), r.gbps(),
-                  r.replayed ? "replayed" : "planned");
+                  run_label(r));
     out += line;
     if (!k.tuned.empty()) out += "      " + format_tune_line(k) + "\n";
   }

@@ -33,6 +33,8 @@ struct KernelInfo {
   std::string tuned;
   std::vector<std::pair<std::string, double>> tune_candidates;
   bool tune_searched = false;
+  // A concatenation that its inputs' kernels wrote in place: not launched.
+  bool assembled = false;
 };
 // "tuned: kc=576 412.0 us (searched; default 530.1, split=cols 611.0, kc=128 498.2)",
 // or "" for a kernel the tuner did not choose.
@@ -50,6 +52,9 @@ struct ProfileRecord {
   double gflops() const { return seconds > 0 ? kernel->flops / seconds * 1e-9 : 0; }
   double gbps() const { return seconds > 0 ? kernel->bytes / seconds * 1e-9 : 0; }
 };
+// How the record's kernel ran: "replayed", "planned", or "assembled in
+// place" (a concatenation its inputs' kernels wrote; KernelInfo::assembled).
+const char* run_label(const ProfileRecord& r);
 
 // Collects the launches made on this thread while it is alive (nestable).
 // An untimed capture counts the launches but leaves their seconds at 0: the

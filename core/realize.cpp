@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <thread>
 
+#include "core/assemble.h"
 #include "core/codegen/render.h"
 #include "core/error.h"
 #include "core/codegen/templates.h"
@@ -418,6 +419,7 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
     result->kernels.push_back(std::move(k));
   }
   plan_buffer_reuse(*result, plans, group);
+  assemble_concatenations(*result, plans, device);
   return result;
 }
 

@@ -199,20 +199,35 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
     for (size_t i = 0; i < n; ++i) {
       if (cancel_requested()) throw Cancelled();
       const Plan::Kernel& k = plan.kernels[i];
-      out[i] = output_buffer(k);
-      args.buffers.assign(1, out[i].get());
-      for (int a : k.args) {
-        Buffer* b = a >= 0 ? out[size_t(a)].get() : graph.inputs[size_t(~a)]->buffer.get();
-        if (b->device() != &device)
-          throw DeviceError("kernel " + k.info->name + " on " + device.name() + " reads a tensor that lives on " +
-                            b->device()->name() + "; use .to(\"" + device.name() + "\") first");
-        args.buffers.push_back(b);
+      if (k.into >= 0) {
+        // Its output is a part of a later concatenation's buffer, made by
+        // the first of that concatenation's inputs.
+        auto& whole = out[size_t(k.into)];
+        if (!whole) whole = output_buffer(plan.kernels[size_t(k.into)]);
+        out[i] = device.view(whole, k.into_offset, k.bytes);
+      } else if (!out[i]) {  // an assembled one's first input made it already
+        out[i] = output_buffer(k);
       }
-      if (k.packed_bytes) args.buffers.push_back(packed_copy(*args.buffers.at(1), k, device));
-      for (int d = 0; d < 3; ++d) args.global[d] = k.global[d], args.local[d] = k.local[d];
-      args.ints = k.ints, args.int_bytes = k.int_bytes;
-      if (!k.empty) k.program->enqueue(args, timed ? &seconds[i] : nullptr);
+      if (!k.assembled) {  // else its inputs' kernels wrote it
+        args.buffers.assign(1, out[i].get());
+        for (int a : k.args) {
+          Buffer* b = a >= 0 ? out[size_t(a)].get() : graph.inputs[size_t(~a)]->buffer.get();
+          if (b->device() != &device)
+            throw DeviceError("kernel " + k.info->name + " on " + device.name() + " reads a tensor that lives on " +
+                              b->device()->name() + "; use .to(\"" + device.name() + "\") first");
+          args.buffers.push_back(b);
+        }
+        if (k.packed_bytes) args.buffers.push_back(packed_copy(*args.buffers.at(1), k, device));
+        for (int d = 0; d < 3; ++d) args.global[d] = k.global[d], args.local[d] = k.local[d];
+        args.ints = k.ints, args.int_bytes = k.int_bytes;
+        if (!k.empty) k.program->enqueue(args, timed ? &seconds[i] : nullptr);
+      }
       for (int f : k.frees) {
+        // A view is a part of a live buffer: it serves no other kernel.
+        if (plan.kernels[size_t(f)].into >= 0) {
+          out[size_t(f)].reset();
+          continue;
+        }
         const size_t bytes = out[size_t(f)]->bytes();
         spare.emplace(bytes, std::move(out[size_t(f)]));
       }

@@ -72,6 +72,13 @@ struct Plan {
     // reads: once it is launched their buffers serve later kernels of the
     // same run, so a run's working set is its live tensors, not all of them.
     std::vector<int> frees;
+    // A concatenation whose inputs' kernels all write their outputs into
+    // its buffer (see `into`): allocated by the first of them, not launched.
+    bool assembled = false;
+    // >= 0: this kernel's output is bytes [into_offset, into_offset + bytes)
+    // of that later, assembled kernel's buffer (Device::view).
+    int into = -1;
+    size_t into_offset = 0;
   };
   std::vector<Kernel> kernels;
 };

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 #include "core/codegen/templates.h"
@@ -76,11 +77,17 @@ class HostBuffer : public Buffer {
  public:
   HostBuffer(Device* d, size_t bytes, std::shared_ptr<BlockPool> pool)
       : Buffer(d, bytes), data(pool->take(bytes)), pool_(std::move(pool)) {}
-  ~HostBuffer() override { pool_->give(data, bytes()); }
+  // A part of `whole` (Device::view): its memory stays whole's.
+  HostBuffer(Device* d, std::shared_ptr<Buffer> whole, size_t offset, size_t bytes)
+      : Buffer(d, bytes), data(static_cast<HostBuffer&>(*whole).data + offset), whole_(std::move(whole)) {}
+  ~HostBuffer() override {
+    if (pool_) pool_->give(data, bytes());
+  }
   unsigned char* data;
 
  private:
   std::shared_ptr<BlockPool> pool_;
+  std::shared_ptr<Buffer> whole_;
 };
 
 using KernelFn = void (*)(int, int, void**);
@@ -159,6 +166,12 @@ class CpuDevice : public Device {
   const Dialect& dialect() const override { return dialect_; }
 
   std::shared_ptr<Buffer> allocate(size_t bytes) override { return std::make_shared<HostBuffer>(this, bytes, blocks_); }
+  std::shared_ptr<Buffer> view(const std::shared_ptr<Buffer>& whole, size_t offset, size_t bytes) override {
+    if (!whole || whole->device() != this || offset > whole->bytes() || bytes > whole->bytes() - offset)
+      throw std::logic_error("cpu: a view outside its buffer");
+    return std::make_shared<HostBuffer>(this, whole, offset, bytes);
+  }
+  bool makes_views() const override { return true; }
   void copy_in(Buffer& dst, const void* src, size_t bytes) override {
     if (bytes) std::memcpy(static_cast<HostBuffer&>(dst).data, src, bytes);
   }

@@ -150,6 +150,15 @@ class Device {
   virtual std::shared_ptr<Buffer> allocate(size_t bytes) = 0;
   virtual void copy_in(Buffer& dst, const void* src, size_t bytes) = 0;
   virtual void copy_out(const Buffer& src, void* dst, size_t bytes) = 0;
+  // Optional slot: bytes [offset, offset + bytes) of `whole` as a buffer of
+  // their own, which keeps `whole` alive; a kernel that writes it writes
+  // that part of `whole`. A concatenation's inputs are computed straight
+  // into its buffer this way (realize.cpp). nullptr: the device has none.
+  virtual std::shared_ptr<Buffer> view(const std::shared_ptr<Buffer>& whole, size_t offset, size_t bytes) {
+    (void)whole, (void)offset, (void)bytes;
+    return nullptr;
+  }
+  virtual bool makes_views() const { return false; }
 
   // Slot: the language. The renderer spells every kernel with this table.
   virtual const Dialect& dialect() const = 0;

@@ -66,7 +66,7 @@ QVariant KernelTableModel::data(const QModelIndex& index, int role) const {
     case GFlops: return QString::number(r.gflops(), 'f', 2);
     case GBps: return QString::number(r.gbps(), 'f', 2);
     case Share: return QString::number(share, 'f', 1) + " %";
-    case Run: return r.replayed ? QStringLiteral("replayed") : QStringLiteral("planned");
+    case Run: return QString::fromLatin1(tl::run_label(r));
     case Tuned: return QString::fromStdString(k.tuned);
   }
   return {};
@@ -93,7 +93,7 @@ QString KernelTableModel::toCsv() const {
         << QString::number(k.ops.size()) << QString::number(r.seconds * 1e3, 'g', 9)
         << QString::number(r.gflops(), 'g', 9) << QString::number(r.gbps(), 'g', 9)
         << QString::number(total_ > 0 ? r.seconds / total_ * 100.0 : 0.0, 'g', 9)
-        << (r.replayed ? "replayed" : "planned") << quote(QString::fromStdString(k.tuned));
+        << tl::run_label(r) << quote(QString::fromStdString(k.tuned));
     out += row.join(',') + '\n';
   }
   return out;

@@ -10,7 +10,8 @@ namespace tlui {
 class KernelTableModel : public QAbstractTableModel {
   Q_OBJECT
  public:
-  // Run: "replayed" when the launch came from a remembered plan, else "planned".
+  // Run: "replayed" when the launch came from a remembered plan, else
+  // "planned"; "assembled in place" for a concatenation its inputs wrote.
   // Tuned: the rendering the tuner chose (core/tune.h), "" when none; its
   // tooltip lists every candidate's time (format_tune_line).
   enum Column { Index, Name, Device, Global, Local, Ops, TimeMs, GFlops, GBps, Share, Run, Tuned, ColumnCount };
