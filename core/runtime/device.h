@@ -153,7 +153,8 @@ class Device {
   // Optional slot: bytes [offset, offset + bytes) of `whole` as a buffer of
   // their own, which keeps `whole` alive; a kernel that writes it writes
   // that part of `whole`. A concatenation's inputs are computed straight
-  // into its buffer this way (realize.cpp). nullptr: the device has none.
+  // into its buffer this way (core/assemble.h). nullptr: the device has
+  // none, and says so with makes_views().
   virtual std::shared_ptr<Buffer> view(const std::shared_ptr<Buffer>& whole, size_t offset, size_t bytes) {
     (void)whole, (void)offset, (void)bytes;
     return nullptr;
