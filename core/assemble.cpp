@@ -128,13 +128,12 @@ void assemble_concatenations(Plan& plan, const std::vector<KernelPlan>& plans, D
       const int q = cat.args[size_t(input_index(plans[p], s.input))];
       if (q < 0) break;
       const Plan::Kernel& k = plan.kernels[size_t(q)];
-      if (k.keep || k.empty || k.into >= 0 || k.assembled) break;
+      if (k.keep || k.empty || k.into >= 0 || k.info->assembled) break;
       parts.emplace_back(q, size_t(s.offset) * dtype_size(plans[p].output->dtype));
     }
     if (parts.size() != slabs.size()) continue;
     for (auto& [q, offset] : parts) plan.kernels[size_t(q)].into = int(p), plan.kernels[size_t(q)].into_offset = offset;
     free_after_its_pieces(plan, int(p), parts);
-    cat.assembled = true;
     auto info = std::make_shared<KernelInfo>(*cat.info);
     info->assembled = true;
     cat.info = std::move(info);

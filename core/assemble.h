@@ -16,9 +16,10 @@ namespace tl {
 
 class Device;
 
-// Marks the plan's concatenations that can be assembled (Plan::Kernel::
-// assembled) and their inputs' kernels (into, into_offset). `plans` are the
-// kernels' schedules, in the plan's order; keep and frees are already set.
+// Marks the plan's concatenations that can be assembled (their KernelInfo's
+// `assembled`) and their inputs' kernels (Plan::Kernel::into, into_offset).
+// `plans` are the kernels' schedules, in the plan's order; keep and frees
+// are already set.
 // Nothing changes on a device without views.
 void assemble_concatenations(Plan& plan, const std::vector<KernelPlan>& plans, Device& device);
 

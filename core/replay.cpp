@@ -208,7 +208,7 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
       } else if (!out[i]) {  // an assembled one's first input made it already
         out[i] = output_buffer(k);
       }
-      if (!k.assembled) {  // else its inputs' kernels wrote it
+      if (!k.info->assembled) {  // else its inputs' kernels wrote it
         args.buffers.assign(1, out[i].get());
         for (int a : k.args) {
           Buffer* b = a >= 0 ? out[size_t(a)].get() : graph.inputs[size_t(~a)]->buffer.get();

@@ -72,11 +72,10 @@ struct Plan {
     // reads: once it is launched their buffers serve later kernels of the
     // same run, so a run's working set is its live tensors, not all of them.
     std::vector<int> frees;
-    // A concatenation whose inputs' kernels all write their outputs into
-    // its buffer (see `into`): allocated by the first of them, not launched.
-    bool assembled = false;
     // >= 0: this kernel's output is bytes [into_offset, into_offset + bytes)
-    // of that later, assembled kernel's buffer (Device::view).
+    // of that later kernel's buffer (Device::view): a concatenation that its
+    // inputs' kernels assemble in place (info->assembled), allocated by the
+    // first of them and not launched.
     int into = -1;
     size_t into_offset = 0;
   };
