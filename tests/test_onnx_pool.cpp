@@ -7,6 +7,9 @@
 // reference is a direct convolution, ReLU, Concat and max pool in double
 // precision, for odd sizes, ceil mode, pads, strides and a batch of two.
 //
+// AveragePool: against the same average in double precision, with and
+// without the padding counted; overlapping windows in two passes.
+//
 // LRN (AlexNet, GoogLeNet): against the same formula in double precision,
 // with a base far from 1 so that a wrong exponent shows; its usual beta of
 // 0.75 is computed with square roots, not the scalar pow().
@@ -87,6 +90,32 @@ Map max_pool(const Map& x, int64_t kernel, int64_t stride, int64_t pad, bool cei
               if (iy >= 0 && iy < x.s && ix >= 0 && ix < x.s)
                 y.at(i, ch, oy, ox) = std::max(y.at(i, ch, oy, ox), x.at(i, ch, iy, ix));
             }
+  return y;
+}
+
+// ONNX AveragePool: each window's sum over the real cells, divided by the
+// cells it covers (the explicit padding too when `include_pad`, never the
+// ceil-mode overhang past it).
+Map average_pool(const Map& x, int64_t kernel, int64_t stride, int64_t pad, bool ceil_mode, bool include_pad) {
+  const int64_t span = x.s + 2 * pad - kernel;
+  int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+  if (ceil_mode && (out - 1) * stride >= x.s + pad) --out;
+  Map y{x.n, x.c, out, {}};
+  y.v.assign(size_t(y.n * y.c * out * out), 0.0);
+  auto inside = [&](int64_t p) { return include_pad ? p >= -pad && p < x.s + pad : p >= 0 && p < x.s; };
+  for (int64_t i = 0; i < x.n; ++i)
+    for (int64_t ch = 0; ch < x.c; ++ch)
+      for (int64_t oy = 0; oy < out; ++oy)
+        for (int64_t ox = 0; ox < out; ++ox) {
+          double sum = 0, cells = 0;
+          for (int64_t ky = 0; ky < kernel; ++ky)
+            for (int64_t kx = 0; kx < kernel; ++kx) {
+              const int64_t iy = oy * stride + ky - pad, ix = ox * stride + kx - pad;
+              if (iy >= 0 && iy < x.s && ix >= 0 && ix < x.s) sum += x.at(i, ch, iy, ix);
+              cells += inside(iy) && inside(ix);
+            }
+          y.at(i, ch, oy, ox) = sum / cells;
+        }
   return y;
 }
 
@@ -280,6 +309,74 @@ class TestOnnxPool : public QObject {
       QVERIFY2(std::abs(got[i] - want.v[i]) <= 2e-6 * (1 + std::abs(want.v[i])),
                qPrintable(QString("element %1: %2, reference %3").arg(i).arg(got[i]).arg(want.v[i])));
     QCOMPARE(tltest::any_kernel_fuses(capture.records(), "POW"), beta != 0.75 || bias <= 0);
+    fs::remove_all(dir);
+  }
+
+  // AveragePool (Inception v2's 3x3 branches at stride 1): overlapping
+  // windows add along rows, store, then along columns, as MaxPool does, and
+  // the divisor is a product of per-axis counts made when the model loads.
+  // Against a double-precision pool of relu(x) with pads counted or not,
+  // ceil mode, odd and even maps and a batch of two.
+  void averagePoolAddsAlongOneAxisAtATime_data() {
+    QTest::addColumn<int>("size");
+    QTest::addColumn<int>("kernel");
+    QTest::addColumn<int>("stride");
+    QTest::addColumn<int>("pad");
+    QTest::addColumn<bool>("ceil");
+    QTest::addColumn<bool>("include_pad");
+    QTest::newRow("3x3 s1 pad 1, pads not counted (Inception)") << 9 << 3 << 1 << 1 << false << false;
+    QTest::newRow("3x3 s1 pad 1, pads counted") << 10 << 3 << 1 << 1 << false << true;
+    QTest::newRow("3x3 s2 pad 1 ceil: an overhang never counted") << 12 << 3 << 2 << 1 << true << true;
+    QTest::newRow("5x5 s1 pad 2") << 7 << 5 << 1 << 2 << false << false;
+    QTest::newRow("2x2 s2 ceil (no overlap: one pass)") << 11 << 2 << 2 << 0 << true << false;
+  }
+  void averagePoolAddsAlongOneAxisAtATime() {
+    QFETCH(int, size);
+    QFETCH(int, kernel);
+    QFETCH(int, stride);
+    QFETCH(int, pad);
+    QFETCH(bool, ceil);
+    QFETCH(bool, include_pad);
+    const int64_t n = 2, c = 3;
+    std::mt19937 rng(uint32_t(size * 131 + kernel * 17 + stride * 5 + pad + (include_pad ? 3 : 0)));
+    Map x{n, c, size, random_values(size_t(n * c * size * size), rng, -1, 1)};
+    Map relu = x;
+    for (double& v : relu.v) v = std::max(v, 0.0);
+    const Map want = average_pool(relu, kernel, stride, pad, ceil, include_pad);
+
+    const fs::path dir = tltest::fresh_temp_dir("onnx-pool", "average");
+    Builder m(12);
+    m.input("x", tltest::dims({n, c, size, size}));
+    m.output("y", tltest::dims({n, c, want.s, want.s}));
+    m.node("Relu", {"x"}, {"r"});
+    auto* pool = m.node("AveragePool", {"r"}, {"y"});
+    ints_attr(pool, "kernel_shape", {kernel, kernel});
+    ints_attr(pool, "strides", {stride, stride});
+    ints_attr(pool, "pads", {pad, pad, pad, pad});
+    for (auto [name, value] : {std::pair{"ceil_mode", ceil}, std::pair{"count_include_pad", include_pad}}) {
+      auto* a = pool->add_attribute();
+      a->set_name(name), a->set_type(onnx::AttributeProto::INT), a->set_i(value ? 1 : 0);
+    }
+    OnnxModel model(m.save(dir / "average.onnx"));
+    const Tensor input = Tensor::from_data(std::vector<float>(x.v.begin(), x.v.end()), {n, c, size, size}, "cpu");
+    model.run({input})[0].realize();  // compiles
+    ProfileCapture capture;
+    const Tensor y = model.run({input})[0];
+    const std::vector<float> got = y.to_vector();
+    QCOMPARE(y.shape(), (Shape{n, c, want.s, want.s}));
+    QCOMPARE(got.size(), want.v.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      QVERIFY2(std::abs(got[i] - want.v[i]) <= 1e-6 * (1 + std::abs(want.v[i])),
+               qPrintable(QString("element %1: %2, reference %3").arg(i).arg(got[i]).arg(want.v[i])));
+    // Overlapping windows: no kernel adds more than one axis of a window
+    // (kernel - 1 adds), nor a map of ones; others add a whole window in one.
+    size_t most_adds = 0;
+    std::string names;
+    for (const auto& r : capture.records()) {
+      names += r.kernel->name + " ";
+      most_adds = std::max<size_t>(most_adds, size_t(std::count(r.kernel->ops.begin(), r.kernel->ops.end(), "ADD")));
+    }
+    QVERIFY2(most_adds == size_t(kernel > stride ? kernel - 1 : kernel * kernel - 1), names.c_str());
     fs::remove_all(dir);
   }
 };

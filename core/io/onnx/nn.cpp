@@ -100,6 +100,27 @@ bool overlapping(const PoolGeometry& g) {
   return false;
 }
 
+// The windows of x (padded already) folded with `fold` (an empty tree).
+// Overlapping windows fold along one spatial axis at a time, each pass but
+// the last stored: a 3x3 window then costs 3 + 3 reads instead of 9, and the
+// first pass (along H) reads whole rows with unit stride.
+Tensor fold_windows(Tensor xp, const PoolGeometry& g, bool overlaps, const TreeReduce& fold) {
+  if (!overlaps) {
+    TreeReduce acc = fold;
+    for_each_tap(xp, g, [&](const Tensor& v, const Ints&) { acc.add(v); });
+    return acc.result();
+  }
+  for (size_t i = 0; i < g.kernel.size(); ++i) {
+    TreeReduce acc = fold;
+    for (int64_t t = 0; t < g.kernel[i]; ++t) {
+      const int64_t start = t * g.dilations[i];
+      acc.add(xp.slice(int(2 + i), start, start + (g.out[i] - 1) * g.strides[i] + 1, g.strides[i]));
+    }
+    xp = i + 1 < g.kernel.size() ? acc.result().contiguous() : acc.result();
+  }
+  return xp;
+}
+
 Tensor pool(const Ctx& c, bool is_max) {
   Tensor x = c.t(0);
   if (x.ndim() < 3) bad(c.node, "pooling needs (N, C, spatial...) input, got " + shape_str(x.shape()));
@@ -111,57 +132,40 @@ Tensor pool(const Ctx& c, bool is_max) {
     // dilations on AveragePool arrived in opset 19; earlier models never set them.
   }
   PoolGeometry g = geometry(c, spatial, kernel, ceil_mode);
+  // Overlapping windows read each input several times: an unmaterialised
+  // input (a convolution's bias and ReLU, a Concat) would be recomputed at
+  // every read, and the GEMM before it could not store it in its epilogue.
+  const bool overlaps = overlapping(g);
+  if (overlaps) x = x.contiguous();
   if (is_max) {
     if (attr_i(c.node, "storage_order", 0) != 0) unsupported(c.node, c.opset, "storage_order 1");
-    // Overlapping windows read each input several times: an unmaterialised
-    // input (a convolution's bias and ReLU, a Concat) would be recomputed at
-    // every read, and the GEMM before it could not store it in its epilogue.
-    const bool overlaps = overlapping(g);
-    if (overlaps) x = x.contiguous();
-    Tensor xp = x.pad(spatial_pads(g, true), kMaxPoolFill);
-    auto maximum = [](const Tensor& a, const Tensor& b) { return a.maximum(b); };
-    if (!overlaps) {
-      TreeReduce acc{maximum, {}};
-      for_each_tap(xp, g, [&](const Tensor& v, const Ints&) { acc.add(v); });
-      return acc.result();
-    }
-    // Separable: the maximum along one spatial axis at a time, each pass
-    // stored. A 3x3 window then costs 3 + 3 reads instead of 9, and the
-    // first pass (along H) reads whole rows with unit stride.
-    for (size_t i = 0; i < g.kernel.size(); ++i) {
-      TreeReduce acc{maximum, {}};
-      for (int64_t t = 0; t < g.kernel[i]; ++t) {
-        const int64_t start = t * g.dilations[i];
-        acc.add(xp.slice(int(2 + i), start, start + (g.out[i] - 1) * g.strides[i] + 1, g.strides[i]));
-      }
-      xp = i + 1 < g.kernel.size() ? acc.result().contiguous() : acc.result();
-    }
-    return xp;
+    return fold_windows(x.pad(spatial_pads(g, true), kMaxPoolFill), g, overlaps,
+                        TreeReduce{[](const Tensor& a, const Tensor& b) { return a.maximum(b); }, {}});
   }
   bool include_pad = attr_i(c.node, "count_include_pad", 0) != 0;
-  Tensor xp = x.pad(spatial_pads(g, true), 0);
-  TreeReduce taps = sum_tree();
-  for_each_tap(xp, g, [&](const Tensor& v, const Ints&) { taps.add(v); });
-  Tensor acc = taps.result();
+  Tensor acc = fold_windows(x.pad(spatial_pads(g, true), 0), g, overlaps, sum_tree());
   bool any_pad = false;
   for (size_t i = 0; i < g.kernel.size(); ++i) any_pad |= g.pad_begin[i] || g.pad_end[i] || g.extra_end[i];
   if (!any_pad) return acc * (1.0 / double(numel(g.kernel)));
   // The divisor counts the cells each window covers: real ones, plus the
   // explicit padding when count_include_pad, never the ceil_mode overhang.
-  Shape ones_shape = {1, 1};
-  ones_shape.insert(ones_shape.end(), spatial.begin(), spatial.end());
-  Tensor ones = Tensor::ones(ones_shape, DType::f32, x.device());
-  Tensor cover = include_pad ? ones.pad(spatial_pads(g, false), 1).pad(
-                                   [&] {
-                                     std::vector<std::pair<int64_t, int64_t>> p = {{0, 0}, {0, 0}};
-                                     for (auto e : g.extra_end) p.push_back({0, e});
-                                     return p;
-                                   }(),
-                                   0)
-                             : ones.pad(spatial_pads(g, true), 0);
-  TreeReduce counts = sum_tree();
-  for_each_tap(cover, g, [&](const Tensor& v, const Ints&) { counts.add(v); });
-  Tensor count = counts.result();
+  // A window is a box, so its count is a product of one count per axis,
+  // known here: no kernel adds up a map of ones.
+  Tensor count;
+  for (size_t i = 0; i < g.kernel.size(); ++i) {
+    const int64_t lo = include_pad ? -g.pad_begin[i] : 0;
+    const int64_t hi = spatial[i] + (include_pad ? g.pad_end[i] : 0);
+    std::vector<float> cells(size_t(g.out[i]), 0.f);
+    for (int64_t o = 0; o < g.out[i]; ++o)
+      for (int64_t t = 0; t < g.kernel[i]; ++t) {
+        const int64_t at = o * g.strides[i] + t * g.dilations[i] - g.pad_begin[i];
+        cells[size_t(o)] += at >= lo && at < hi ? 1.f : 0.f;
+      }
+    Shape axis(spatial.size() + 2, 1);
+    axis[i + 2] = g.out[i];
+    const Tensor along = Tensor::from_data(cells, axis, x.device());
+    count = count.defined() ? count * along : along;
+  }
   return acc / count;
 }
 
