@@ -68,7 +68,10 @@ std::vector<Slab> concat_slabs(const KernelPlan& p) {
       continue;
     }
     if (n->op != Op::Pad || n->value != 0 || n->src.size() != 1 || n->arg.size() != 2 * out.shape.size()) return {};
+    // A Reshape of an input (a convolution's output without an epilogue is
+    // its GEMM's, reshaped) lies in the input's memory as it is.
     const Node* in = n->src[0].get();
+    for (; in->op == Op::Reshape && input_index(p, in) < 0; in = in->src[0].get()) ++nodes;
     int64_t offset = 0;
     const int a = pad_axis(*n, out, offset);
     if (in->dtype != out.dtype || input_index(p, in) < 0 || a < 0 || (axis >= 0 && a != axis)) return {};
@@ -122,13 +125,15 @@ void assemble_concatenations(Plan& plan, const std::vector<KernelPlan>& plans, D
     if (slabs.empty()) continue;
     Plan::Kernel& cat = plan.kernels[p];
     // Each piece must be an earlier kernel's output that nothing else keeps
-    // and that is not already a part of another buffer.
+    // and that is not already a part of another buffer. It may be an
+    // assembled concatenation itself (DenseNet's chained Concats), whose
+    // pieces then write into their part of its part of this one.
     std::vector<std::pair<int, size_t>> parts;
     for (const Slab& s : slabs) {
       const int q = cat.args[size_t(input_index(plans[p], s.input))];
       if (q < 0) break;
       const Plan::Kernel& k = plan.kernels[size_t(q)];
-      if (k.keep || k.empty || k.into >= 0 || k.info->assembled) break;
+      if (k.keep || k.empty || k.into >= 0) break;
       parts.emplace_back(q, size_t(s.offset) * dtype_size(plans[p].output->dtype));
     }
     if (parts.size() != slabs.size()) continue;

@@ -5,7 +5,10 @@
 // concatenation's memory (the axis has only unit axes before it: a batch of
 // one joined along channels) and each is the output of an earlier kernel of
 // the same plan, those kernels write their outputs straight into their part
-// of its buffer (Device::view), and the concatenation is not launched.
+// of its buffer (Device::view), and the concatenation is not launched. A
+// piece may be an assembled concatenation itself (Tensor::cat stores a
+// concatenation that another one joins): its own pieces then write into
+// their part of its part, views in views.
 #pragma once
 #include <vector>
 

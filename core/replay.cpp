@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <list>
 #include <mutex>
@@ -196,18 +197,21 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
         }
       return device.acquire(k.bytes);
     };
+    // A kernel's output, made when it runs or when the first of an assembled
+    // concatenation's pieces does: a part of a later concatenation's buffer
+    // (Plan::Kernel::into, which may itself be a part of another), or a
+    // buffer of its own.
+    std::function<const std::shared_ptr<Buffer>&(size_t)> output_of = [&](size_t i) -> const std::shared_ptr<Buffer>& {
+      if (!out[i]) {
+        const Plan::Kernel& k = plan.kernels[i];
+        out[i] = k.into >= 0 ? device.view(output_of(size_t(k.into)), k.into_offset, k.bytes) : output_buffer(k);
+      }
+      return out[i];
+    };
     for (size_t i = 0; i < n; ++i) {
       if (cancel_requested()) throw Cancelled();
       const Plan::Kernel& k = plan.kernels[i];
-      if (k.into >= 0) {
-        // Its output is a part of a later concatenation's buffer, made by
-        // the first of that concatenation's inputs.
-        auto& whole = out[size_t(k.into)];
-        if (!whole) whole = output_buffer(plan.kernels[size_t(k.into)]);
-        out[i] = device.view(whole, k.into_offset, k.bytes);
-      } else if (!out[i]) {  // an assembled one's first input made it already
-        out[i] = output_buffer(k);
-      }
+      output_of(i);
       if (!k.info->assembled) {  // else its inputs' kernels wrote it
         args.buffers.assign(1, out[i].get());
         for (int a : k.args) {

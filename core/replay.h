@@ -75,7 +75,8 @@ struct Plan {
     // >= 0: this kernel's output is bytes [into_offset, into_offset + bytes)
     // of that later kernel's buffer (Device::view): a concatenation that its
     // inputs' kernels assemble in place (info->assembled), allocated by the
-    // first of them and not launched.
+    // first of them and not launched. That kernel may be a part of another
+    // in turn: views nest.
     int into = -1;
     size_t into_offset = 0;
   };

@@ -185,6 +185,15 @@ Tensor Tensor::flip(const std::vector<int>& axes) const {
   return Tensor(make(Op::Flip, {node_}, shape(), dtype(), arg));
 }
 
+// Whether n is an unrealized concatenation: Tensor::cat's tree of Adds over
+// zero Pads.
+static bool lazy_concatenation(const Node& n) {
+  if (n.realized() || n.op != Op::Add || n.src.size() != 2) return false;
+  for (const NodeRef& s : n.src)
+    if (!(s->op == Op::Pad && s->value == 0 && !s->realized()) && !lazy_concatenation(*s)) return false;
+  return true;
+}
+
 Tensor Tensor::cat(const std::vector<Tensor>& ts, int axis) {
   if (ts.empty()) throw ShapeError("cat: no tensors given");
   int a = norm_axis(axis, ts[0].ndim(), ts[0].shape(), "cat");
@@ -201,7 +210,13 @@ Tensor Tensor::cat(const std::vector<Tensor>& ts, int axis) {
   // additions is slow to schedule and deep enough to overflow the stack.
   std::vector<Tensor> parts;
   int64_t offset = 0;
-  for (auto& t : ts) {
+  for (Tensor t : ts) {
+    // A piece that is itself an unrealized concatenation is stored first:
+    // else every element of this one tests the bounds of all of its pieces
+    // (DenseNet's chained Concats: the last of a block reads 7 pieces deep at
+    // every element, and recomputes a pool among them). On the C device it
+    // is then assembled in place, inside this one (core/assemble.h).
+    if (lazy_concatenation(*t.node())) t = t.contiguous();
     std::vector<std::pair<int64_t, int64_t>> pads(t.ndim(), {0, 0});
     pads[a] = {offset, total - offset - t.shape()[a]};
     offset += t.shape()[a];
