@@ -186,11 +186,18 @@ Tensor Tensor::flip(const std::vector<int>& axes) const {
 }
 
 // Whether n is an unrealized concatenation: Tensor::cat's tree of Adds over
-// zero Pads.
+// zero Pads. Walked with a stack of its own, and only so far: a graph may
+// chain Adds deeper than the call stack goes.
 static bool lazy_concatenation(const Node& n) {
-  if (n.realized() || n.op != Op::Add || n.src.size() != 2) return false;
-  for (const NodeRef& s : n.src)
-    if (!(s->op == Op::Pad && s->value == 0 && !s->realized()) && !lazy_concatenation(*s)) return false;
+  constexpr size_t kMostNodes = 4096;
+  std::vector<const Node*> todo{&n};
+  for (size_t seen = 0; !todo.empty(); ++seen) {
+    const Node* a = todo.back();
+    todo.pop_back();
+    if (seen == kMostNodes || a->realized() || a->op != Op::Add || a->src.size() != 2) return false;
+    for (const NodeRef& s : a->src)
+      if (!(s->op == Op::Pad && s->value == 0 && !s->realized())) todo.push_back(s.get());
+  }
   return true;
 }
 
