@@ -216,8 +216,8 @@ static ONE_COPY void gemm_block(const struct tl_gemm* g, float* restrict c, cons
   const int in_place = g->b_in_place && (GATHERED || SB2 == 1) && m1 - m0 <= MC;
   // NR floats of slack for pack_b_gather's runs.
   const size_t bbytes = ROUND_UP((size_t)((in_place ? NR : ncap) * kcap + NR) * sizeof(float), 64);
-  float* abuf = packed ? NULL : aligned_alloc(64, abytes);
-  float* bbuf = aligned_alloc(64, bbytes);
+  float* abuf = packed ? NULL : scratch_alloc(abytes);
+  float* bbuf = scratch_alloc(bbytes);
   // A gathered B: its phased image, and where each column and tap of a
   // block starts in it (columns first).
   // B read in place: where each of its rows starts (a plain B's are SB1
@@ -225,14 +225,14 @@ static ONE_COPY void gemm_block(const struct tl_gemm* g, float* restrict c, cons
   struct phased image = {NULL, 0, 0, 0};
   ptrdiff_t* windows = NULL;
   if (GATHERED) image = phase_image(&g->gather, b, n0 / g->gather.out_w, (n1 - 1) / g->gather.out_w + 1);
-  if (GATHERED || in_place) windows = malloc((size_t)(ncap + kcap) * sizeof(ptrdiff_t));
+  if (GATHERED || in_place) windows = scratch_alloc((size_t)(ncap + kcap) * sizeof(ptrdiff_t));
   if (windows && !GATHERED)
     for (ptrdiff_t p = 0; p < kcap; ++p) windows[ncap + p] = p * SB1;
   if ((!packed && !abuf) || !bbuf || ((GATHERED || in_place) && !windows) || (GATHERED && !image.data)) {
-    free(abuf);
-    free(bbuf);
-    free(windows);
-    free(image.data);
+    scratch_free(abuf);
+    scratch_free(bbuf);
+    scratch_free(windows);
+    scratch_free(image.data);
     naive_block(g, c, a, b, m0, m1, n0, n1);
     finish_block(g, c, batch, m0, m1, n0, n1, args);
     return;
@@ -289,10 +289,10 @@ static ONE_COPY void gemm_block(const struct tl_gemm* g, float* restrict c, cons
       }
     }
   }
-  free(abuf);
-  free(bbuf);
-  free(windows);
-  free(image.data);
+  scratch_free(abuf);
+  scratch_free(bbuf);
+  scratch_free(windows);
+  scratch_free(image.data);
 }
 
 // Start of strip `u` in rows (or columns) of C. Edges snap down to the tile

@@ -186,7 +186,7 @@ static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const f
   const ptrdiff_t oh_n = G_N / ow_n;  // a plain B has no map: only now is out_w known to be set
   const ptrdiff_t ph = (oh_n - 1) * x->sh + (kh - 1) * x->dh + 1, pw = (ow_n - 1) * x->sw + (kw - 1) * x->dw + 1;
   const size_t img_floats = (size_t)(ph * pw) * VW, out_floats = (size_t)G_N * VW, w_floats = (size_t)taps * VW;
-  float* buf = aligned_alloc(64, (img_floats + out_floats + w_floats) * sizeof(float));
+  float* buf = scratch_alloc((img_floats + out_floats + w_floats) * sizeof(float));
   if (!buf) return 0;
   float* im = buf;
   float* out = im + img_floats;
@@ -248,6 +248,6 @@ static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const f
       finish_block(g, dst, c0 + l, 0, 1, 0, G_N, args);
     }
   }
-  free(buf);
+  scratch_free(buf);
   return 1;
 }

@@ -63,17 +63,17 @@ static ONE_COPY int gemm_block_t(const struct tl_gemm* g, float* restrict c, con
                         ptrdiff_t batch, const float* packed, void** args) {
   const ptrdiff_t kcap = MIN(KC, G_K), nn = n1 - n0, mm = m1 - m0, npad = ROUND_UP(nn, MR);
   // NR floats of slack for pack_b_gather's runs.
-  float* bt = aligned_alloc(64, ROUND_UP((size_t)(npad * kcap + NR) * sizeof(float), 64));
-  float* at = packed ? NULL : aligned_alloc(64, ROUND_UP((size_t)(NR * kcap) * sizeof(float), 64));
-  float* ct = aligned_alloc(64, ROUND_UP((size_t)(nn * mm) * sizeof(float), 64));
+  float* bt = scratch_alloc((size_t)(npad * kcap + NR) * sizeof(float));
+  float* at = packed ? NULL : scratch_alloc((size_t)(NR * kcap) * sizeof(float));
+  float* ct = scratch_alloc((size_t)(nn * mm) * sizeof(float));
   struct phased image = {NULL, 0, 0, 0};
   ptrdiff_t* windows = NULL;
   if (GATHERED) {
     image = phase_image(&g->gather, b, n0 / g->gather.out_w, (n1 - 1) / g->gather.out_w + 1);
-    windows = malloc((size_t)(npad + kcap) * sizeof(ptrdiff_t));
+    windows = scratch_alloc((size_t)(npad + kcap) * sizeof(ptrdiff_t));
   }
   if (!bt || (!packed && !at) || !ct || (GATHERED && (!windows || !image.data))) {
-    free(bt), free(at), free(ct), free(windows), free(image.data);
+    scratch_free(bt), scratch_free(at), scratch_free(ct), scratch_free(windows), scratch_free(image.data);
     return 0;
   }
   if (GATHERED) phased_columns(&g->gather, &image, n0, nn, windows);
@@ -96,7 +96,7 @@ static ONE_COPY int gemm_block_t(const struct tl_gemm* g, float* restrict c, con
   }
   transpose_into(ct, nn, mm, c + m0 * G_N + n0, G_N);
   finish_block(g, c, batch, m0, m1, n0, n1, args);
-  free(bt), free(at), free(ct), free(windows), free(image.data);
+  scratch_free(bt), scratch_free(at), scratch_free(ct), scratch_free(windows), scratch_free(image.data);
   return 1;
 }
 

@@ -114,6 +114,28 @@ typedef float vfu __attribute__((vector_size(VW * 4), aligned(4)));
 #endif
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 
+// Scratch of one call (packed panels, a phased image, Winograd's V and M,
+// the transposed product's tiles) comes from the device, which keeps a block
+// per thread and hands it out again call after call (core/runtime/scratch.h):
+// memory a kernel wrote a moment ago, where malloc may return a block that
+// other work evicted or that the allocator gave back to the system. The device
+// installs its functions once it loads a half of the library; until then,
+// and if it never does, malloc serves. Every scratch_alloc is paired with a
+// scratch_free on the same thread before the call returns.
+static void* (*scratch_take)(size_t) = NULL;
+static void (*scratch_give)(void*) = NULL;
+void tinylens_gemm_scratch(void* (*take)(size_t), void (*give)(void*)) {
+  scratch_take = take;
+  scratch_give = give;
+}
+static void* scratch_alloc(size_t bytes) {
+  return scratch_take ? scratch_take(bytes) : aligned_alloc(64, ROUND_UP(bytes ? bytes : 1, 64));
+}
+static void scratch_free(void* p) {
+  if (scratch_give) scratch_give(p);
+  else free(p);
+}
+
 // Applies the fused epilogue to C[m0:m1, n0:n1] of one batch once its sums
 // are complete: called per MC x NC block, which is still in L2, so each row's
 // loop is long and reads the epilogue's full-size inputs (a residual) along
@@ -309,7 +331,7 @@ static inline struct phased phase_image(const struct tl_gather* x, const float* 
   const double floats = (double)x->channels * sh * sw * out.ph * out.pw;
   if (floats > (double)(1 << 28)) return out;
   // NR floats of slack: pack_b_gather copies runs NR wide.
-  out.data = aligned_alloc(64, ROUND_UP((size_t)(floats + NR) * sizeof(float), 64));
+  out.data = scratch_alloc((size_t)(floats + NR) * sizeof(float));
   if (!out.data) return out;
   memset(out.data + (size_t)floats, 0, NR * sizeof(float));
   const ptrdiff_t h = x->height, w = x->width;

@@ -196,7 +196,7 @@ static ONE_COPY int winograd_rows(const struct tl_gemm* g, float* restrict c, co
   const ptrdiff_t chunks = (ty1 - ty0 + cap - 1) / cap, chunk = (ty1 - ty0 + chunks - 1) / chunks;
   const ptrdiff_t tpad = ROUND_UP(chunk * tw, MR);  // V's and M's tiles, rounded up to whole panels
   const size_t vfloats = (size_t)(16 * cin * tpad), mfloats = (size_t)(16 * tpad * coutp);
-  float* v = aligned_alloc(64, ROUND_UP((vfloats + mfloats + 4 * pw) * sizeof(float), 64));
+  float* v = scratch_alloc((vfloats + mfloats + 4 * pw) * sizeof(float));
   if (!v) return 0;
   float* m = v + vfloats;
   float* rows = m + mfloats;
@@ -224,6 +224,6 @@ static ONE_COPY int winograd_rows(const struct tl_gemm* g, float* restrict c, co
     winograd_output(g, c, m, tpad * coutp, coutp, cy, nt, tw);
     finish_block(g, c, batch, 0, cout, 2 * cy * ow, MIN(2 * cy1, oh) * ow, args);
   }
-  free(v);
+  scratch_free(v);
   return 1;
 }

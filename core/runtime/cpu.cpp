@@ -24,6 +24,7 @@
 #include "core/codegen/templates.h"
 #include "core/runtime/device.h"
 #include "core/runtime/registry.h"
+#include "core/runtime/scratch.h"
 #include "core/runtime/thread_pool.h"
 #include "core/runtime/together.h"
 
@@ -355,6 +356,15 @@ class CpuDevice : public Device {
     if (!fn) {
       dlclose(handle);
       throw DeviceError("cpu: kernel " + name + " has no entry point named " + name);
+    }
+    if (library) {  // its calls' scratch comes from each thread's block (core/runtime/scratch.h)
+      using InstallFn = void (*)(void* (*)(size_t), void (*)(void*));
+      auto install = reinterpret_cast<InstallFn>(dlsym(handle, "tinylens_gemm_scratch"));
+      if (!install) {
+        dlclose(handle);
+        throw DeviceError("cpu: the GEMM library " + name + " has no tinylens_gemm_scratch");
+      }
+      install(&scratch_take, &scratch_give);
     }
     return std::make_shared<CpuProgram>(handle, fn, pool_);
   }
