@@ -20,10 +20,14 @@
 // applies the fused epilogue to the chunk's output rows while they are in
 // cache.
 
-// Floats of V and M per chunk: small enough to stay in L2 (768 KiB), unless
-// U is large. Each chunk reads all of U, so a chunk then takes twice U's
-// size (up to 16 MiB), and only one V_t and one panel of U_t stay in L2.
-#define WINO_CHUNK_FLOATS (192 * 1024)
+// Floats of V and M per chunk: small enough to stay in L2 (256 KiB, a part
+// of it beside the image, C and U), unless U is large. Each chunk reads all
+// of U, so a chunk then takes twice U's size (up to 16 MiB), and only one V_t
+// and one panel of U_t stay in L2. With 768 KiB chunks SqueezeNet's 55x55
+// Winograd kernels took 500-560 us in profiled runs against 195-220 with
+// these (alternating builds, medians of 40 profiled runs); unprofiled runs
+// and ResNet-50's Winograd kernels did not change.
+#define WINO_CHUNK_FLOATS (64 * 1024)
 #define WINO_CHUNK_FLOATS_MAX (4 * 1024 * 1024)
 #if NR > 64
 #error "the renderer sizes Winograd's packed weights for NR <= 64"
