@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <numeric>
 
 #include "core/io/limits.h"
@@ -299,6 +301,28 @@ DType tl_dtype(int32_t e, const std::string& op) {
       throw OnnxUnsupported("unsupported ONNX element type " + std::string(elem_name(e)) + " (in " + op + ")",
                             "type:" + std::string(elem_name(e)));
   }
+}
+
+Tensor constant_tensor(const std::vector<float>& data, const Shape& shape, const std::string& device) {
+  constexpr size_t kMaxEntry = size_t{4} << 20, kMaxAll = size_t{64} << 20;
+  const size_t bytes = data.size() * sizeof(float);
+  if (bytes > kMaxEntry) return Tensor::from_data(data, shape, device);
+  std::string key = device + "|" + shape_str(shape) + "|";
+  key.append(reinterpret_cast<const char*>(data.data()), bytes);
+  static std::mutex mutex;
+  // Never destroyed: its tensors' buffers must not outlive their devices,
+  // which static destruction might tear down first.
+  static auto& made = *new std::map<std::string, Tensor>();
+  static size_t held = 0;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = made.find(key); it != made.end()) return it->second;
+  Tensor t = Tensor::from_data(data, shape, device);
+  if (held + bytes <= kMaxAll) {
+    t.realize();
+    made.emplace(std::move(key), t);
+    held += bytes;
+  }
+  return t;
 }
 
 Tensor& device_tensor(Value& v, const std::string& device) {

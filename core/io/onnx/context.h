@@ -47,6 +47,15 @@ void require_count(const onnx::NodeProto& n, const Ints& values, size_t count, c
 // the product overflows or it exceeds `max_elements`.
 int64_t checked_numel(const onnx::NodeProto& n, const Shape& s, int64_t max_elements, const std::string& what);
 
+// A float tensor of data a handler made on the host from attributes and
+// shapes (a pool's divisors, a prefix sum's triangle, a resize's weights):
+// the same realized tensor for the same device, shape and values, run after
+// run. A tensor made from host data during a run is one the Jit cannot
+// replay (core/jit.h: it might hold values read from the input), so a model
+// that made one on every run built its graph every time. Entries over 4 MiB,
+// or past 64 MiB in all, are made afresh each time.
+Tensor constant_tensor(const std::vector<float>& data, const Shape& shape, const std::string& device);
+
 struct Ctx {
   const onnx::NodeProto& node;
   std::vector<Value*>& in;

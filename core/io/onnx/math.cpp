@@ -358,7 +358,7 @@ Value cumsum(const Ctx& c) {
       bool on = reverse ? (exclusive ? i > j : i >= j) : (exclusive ? i < j : i <= j);
       tri[size_t(i * D + j)] = on ? 1.f : 0.f;
     }
-  Tensor T = Tensor::from_data(tri, {D, D}, x.device());
+  Tensor T = constant_tensor(tri, {D, D}, x.device());
   Tensor y = x.cast(float_type(x.dtype())).transpose(axis, int(r - 1)).matmul(T).transpose(axis, int(r - 1));
   int32_t elem = c.v(0).elem;
   return from_tensor(is_int_elem(elem) ? (y + y.sign() * 0.25).cast(DType::i32) : y, elem);

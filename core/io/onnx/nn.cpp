@@ -163,7 +163,7 @@ Tensor pool(const Ctx& c, bool is_max) {
       }
     Shape axis(spatial.size() + 2, 1);
     axis[i + 2] = g.out[i];
-    const Tensor along = Tensor::from_data(cells, axis, x.device());
+    const Tensor along = constant_tensor(cells, axis, x.device());
     count = count.defined() ? count * along : along;
   }
   return acc / count;
@@ -432,7 +432,7 @@ std::vector<Value> max_pool_with_indices(const Ctx& c) {
   Tensor xp = x.pad(spatial_pads(g, true), kMaxPoolFill);
   std::vector<float> base(size_t(N * C));
   for (int64_t i = 0; i < N * C; ++i) base[size_t(i)] = float(i * Hh * Ww);
-  Tensor plane = Tensor::from_data(base, {N, C, 1, 1}, x.device());
+  Tensor plane = constant_tensor(base, {N, C, 1, 1}, x.device());
   Tensor best, where_at;
   for_each_tap(xp, g, [&](const Tensor& v, const Ints& tap) {
     std::vector<float> pos(size_t(g.out[0] * g.out[1]));
@@ -444,7 +444,7 @@ std::vector<Value> max_pool_with_indices(const Ctx& c) {
         w = std::clamp<int64_t>(w, 0, Ww - 1);
         pos[size_t(oh * g.out[1] + ow)] = float(column_major ? w * Hh + h : h * Ww + w);
       }
-    Tensor idx = Tensor::from_data(pos, {1, 1, g.out[0], g.out[1]}, x.device()) + plane;
+    Tensor idx = constant_tensor(pos, {1, 1, g.out[0], g.out[1]}, x.device()) + plane;
     if (!best.defined()) {
       best = v;
       where_at = idx;

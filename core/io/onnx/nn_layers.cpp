@@ -193,12 +193,12 @@ Value resize(const Ctx& c) {
         M[size_t(o * I + jj)] += float(exclude && total != 0 ? w / total : w);
       }
     }
-    Tensor Mt = Tensor::from_data(M, {O, I}, x.device()).transpose(0, 1);  // (I, O)
+    Tensor Mt = constant_tensor(M, {O, I}, x.device()).transpose(0, 1);  // (I, O)
     y = y.transpose(int(a), int(r - 1)).matmul(Mt).transpose(int(a), int(r - 1));
     if (coord == "tf_crop_and_resize") {
       Shape s(size_t(r), 1);
       s[size_t(a)] = O;
-      Tensor m = Tensor::from_data(inside, s, x.device());
+      Tensor m = constant_tensor(inside, s, x.device());
       valid = valid.defined() ? valid * m : m;
     }
   }
