@@ -317,6 +317,77 @@ class TestOnnxPool : public QObject {
   // the divisor is a product of per-axis counts made when the model loads.
   // Against a double-precision pool of relu(x) with pads counted or not,
   // ceil mode, odd and even maps and a batch of two.
+  // An Inception reduction block joins a pool to convolutions. The pool of
+  // overlapping windows is stored by its own kernel, so the Concat reads one
+  // value per element and, on the C device, is assembled in place (it was a
+  // kernel that recomputed the window at every element of its pool part).
+  void poolJoinedToAConvolutionIsAssembled_data() {
+    QTest::addColumn<bool>("max");
+    QTest::addColumn<int>("size");
+    QTest::addColumn<int>("pad");
+    QTest::addColumn<bool>("ceil");
+    QTest::newRow("MaxPool 3x3 s2 ceil (Inception v2)") << true << 14 << 0 << true;
+    QTest::newRow("MaxPool 3x3 s2 pad 1") << true << 13 << 1 << false;
+    QTest::newRow("AveragePool 3x3 s2 pad 1 (divisors per axis)") << false << 13 << 1 << false;
+  }
+  void poolJoinedToAConvolutionIsAssembled() {
+    QFETCH(bool, max);
+    QFETCH(int, size);
+    QFETCH(int, pad);
+    QFETCH(bool, ceil);
+    const int64_t channels = 8, outputs = 16;
+    std::mt19937 rng(uint32_t(size + pad + (max ? 100 : 0)));
+    Map x{1, channels, size, random_values(size_t(channels * size * size), rng, -1, 1)};
+    const Map p = max ? max_pool(x, 3, 2, pad, ceil) : average_pool(x, 3, 2, pad, ceil, false);
+    // The other piece: relu of a 1x1 convolution of x at stride 2.
+    const auto w = random_values(size_t(outputs * channels), rng, -0.5, 0.5);
+    const auto b = random_values(size_t(outputs), rng, -0.5, 0.5);
+    const int64_t s2 = (size - 1) / 2 + 1;
+    QCOMPARE(p.s, s2);
+    Map want{1, channels + outputs, s2, p.v};
+    for (int64_t o = 0; o < outputs; ++o)
+      for (int64_t y = 0; y < s2; ++y)
+        for (int64_t xx = 0; xx < s2; ++xx) {
+          double acc = b[size_t(o)];
+          for (int64_t ch = 0; ch < channels; ++ch) acc += w[size_t(o * channels + ch)] * x.at(0, ch, 2 * y, 2 * xx);
+          want.v.push_back(std::max(acc, 0.0));
+        }
+
+    const fs::path dir = tltest::fresh_temp_dir("onnx-pool", "join");
+    Builder m(12);
+    m.input("x", tltest::dims({1, channels, size, size}));
+    m.output("y", tltest::dims({1, channels + outputs, s2, s2}));
+    auto* pool = m.node(max ? "MaxPool" : "AveragePool", {"x"}, {"p"});
+    ints_attr(pool, "kernel_shape", {3, 3});
+    ints_attr(pool, "strides", {2, 2});
+    ints_attr(pool, "pads", {pad, pad, pad, pad});
+    auto* mode = pool->add_attribute();
+    mode->set_name("ceil_mode"), mode->set_type(onnx::AttributeProto::INT), mode->set_i(ceil ? 1 : 0);
+    float_init(m, "W", {outputs, channels, 1, 1}, w);
+    float_init(m, "B", {outputs}, b);
+    ints_attr(m.node("Conv", {"x", "W", "B"}, {"c"}), "strides", {2, 2});
+    m.node("Relu", {"c"}, {"q"});
+    auto* cat = m.node("Concat", {"p", "q"}, {"y"})->add_attribute();
+    cat->set_name("axis"), cat->set_type(onnx::AttributeProto::INT), cat->set_i(1);
+    OnnxModel model(m.save(dir / "join.onnx"));
+    const Tensor input = Tensor::from_data(std::vector<float>(x.v.begin(), x.v.end()), {1, channels, size, size}, "cpu");
+    model.run({input})[0].realize();  // compiles
+    ProfileCapture capture;
+    const std::vector<float> got = model.run({input})[0].to_vector();
+    QCOMPARE(got.size(), want.v.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      QVERIFY2(std::abs(got[i] - want.v[i]) <= 1e-5 * (1 + std::abs(want.v[i])),
+               qPrintable(QString("element %1: %2, reference %3").arg(i).arg(got[i]).arg(want.v[i])));
+    int assembled = 0;
+    std::string names;
+    for (const auto& r : capture.records()) {
+      assembled += r.kernel->assembled ? 1 : 0;
+      names += r.kernel->name + " ";
+    }
+    QVERIFY2(assembled == 1, names.c_str());
+    fs::remove_all(dir);
+  }
+
   void averagePoolAddsAlongOneAxisAtATime_data() {
     QTest::addColumn<int>("size");
     QTest::addColumn<int>("kernel");

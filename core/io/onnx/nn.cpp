@@ -137,16 +137,23 @@ Tensor pool(const Ctx& c, bool is_max) {
   // every read, and the GEMM before it could not store it in its epilogue.
   const bool overlaps = overlapping(g);
   if (overlaps) x = x.contiguous();
+  // ... and its result is stored too: a consumer then reads one value per
+  // element, not a window. A Concat (Inception's reduction blocks join a
+  // pool to convolutions) would otherwise compute the pool inside its own
+  // kernel, reading every piece's branch at every element, and could not be
+  // assembled in place (core/assemble.h); a convolution stores its input
+  // anyway.
+  auto stored = [&](const Tensor& y) { return overlaps ? y.contiguous() : y; };
   if (is_max) {
     if (attr_i(c.node, "storage_order", 0) != 0) unsupported(c.node, c.opset, "storage_order 1");
-    return fold_windows(x.pad(spatial_pads(g, true), kMaxPoolFill), g, overlaps,
-                        TreeReduce{[](const Tensor& a, const Tensor& b) { return a.maximum(b); }, {}});
+    return stored(fold_windows(x.pad(spatial_pads(g, true), kMaxPoolFill), g, overlaps,
+                               TreeReduce{[](const Tensor& a, const Tensor& b) { return a.maximum(b); }, {}}));
   }
   bool include_pad = attr_i(c.node, "count_include_pad", 0) != 0;
   Tensor acc = fold_windows(x.pad(spatial_pads(g, true), 0), g, overlaps, sum_tree());
   bool any_pad = false;
   for (size_t i = 0; i < g.kernel.size(); ++i) any_pad |= g.pad_begin[i] || g.pad_end[i] || g.extra_end[i];
-  if (!any_pad) return acc * (1.0 / double(numel(g.kernel)));
+  if (!any_pad) return stored(acc * (1.0 / double(numel(g.kernel))));
   // The divisor counts the cells each window covers: real ones, plus the
   // explicit padding when count_include_pad, never the ceil_mode overhang.
   // A window is a box, so its count is a product of one count per axis,
@@ -166,7 +173,7 @@ Tensor pool(const Ctx& c, bool is_max) {
     const Tensor along = constant_tensor(cells, axis, x.device());
     count = count.defined() ? count * along : along;
   }
-  return acc / count;
+  return stored(acc / count);
 }
 
 // Convolution of padded X (N, C, ...) with W (O, C/groups, k...) as a sum over
