@@ -8,8 +8,9 @@
 // again, so the next call gets the same memory, which a kernel wrote a
 // moment ago and the cache still holds. From malloc, a Winograd call of
 // SqueezeNet took 2-2.5x its time in a profiled run (500-700 us against
-// 210-280): the profiler's host allocations between kernels moved malloc's
-// blocks; the per-thread block keeps it at its unprofiled time.
+// 210-280), likely because the profiler's host allocations between kernels
+// moved malloc's blocks (not pinned down); with the per-thread block it
+// kept its unprofiled time.
 //
 // A call that wants more than the block holds gets the rest from malloc and
 // the block grows to the call's whole need once it is free again, up to
