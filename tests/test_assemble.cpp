@@ -22,13 +22,7 @@ using tl::Tensor;
 
 namespace {
 
-std::vector<float> normal(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& e : v) e = d(gen);
-  return v;
-}
+std::vector<float> normal(size_t n, uint32_t seed) { return tltest::normal_floats(n, seed); }
 
 // relu(conv(x, w) + bias), a fire module's expand convolution: 1x1 or 3x3 with a pad of 1.
 Tensor expand(const Tensor& x, int64_t out, int64_t kernel, uint32_t seed) {

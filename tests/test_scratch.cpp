@@ -20,13 +20,7 @@ using tl::Tensor;
 
 namespace {
 
-std::vector<float> normal(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& e : v) e = d(gen);
-  return v;
-}
+std::vector<float> normal(size_t n, uint32_t seed) { return tltest::normal_floats(n, seed); }
 
 // relu(conv(x, w) + b) for one image, stride 1, zero padding `pad`, in double.
 std::vector<double> conv_reference(const std::vector<float>& x, const std::vector<float>& w,

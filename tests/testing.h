@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,15 @@ inline bool strict() { return qEnvironmentVariableIntValue("TINYLENS_STRICT") !=
 namespace tltest {
 
 inline std::string source_dir() { return TL_SOURCE_DIR; }
+
+// n standard-normal floats from a fixed seed (test inputs and weights).
+inline std::vector<float> normal_floats(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& e : v) e = d(gen);
+  return v;
+}
 
 // The sample photo the window suites classify (Debian's opencv-doc).
 inline const char* const kSquirrel = "/usr/share/doc/opencv-doc/examples/data/squirrel_cls.jpg";
