@@ -191,6 +191,37 @@ const std::string& library_digest() {
   return digest;
 }
 
+// The C device may share a kernel's units between its threads a piece at a
+// time (LaunchArgs::local[0], ThreadPool::parallel_for's grain): a core
+// slowed by other work then holds the others up by a piece rather than by
+// the rest of its slice. On 2 threads of a busy VM the thread that finished
+// first waited 100-250 us on average for the other in each of ResNet-50's
+// larger GEMMs. Offered where a piece costs what the same units cost in one
+// call: columns of C with A packed once (B's columns are packed per block
+// anyway; a gathered B phases the rows of its piece, so pieces span a few
+// output rows), rows of C whose plain B is read in place, Winograd's tile
+// rows while its transformed weights are small enough for each piece to
+// read them again from the cache, and the channels of a depthwise
+// convolution. Pieces are about a sixteenth of the units. 0: each thread
+// runs its slice in one call (a piece would pack all of B again, phase the
+// whole image again, or read all of a large U). Runs alternating with and
+// without sharing in one process: EfficientNet-Lite0 0.96-0.98 of the time,
+// ResNet-50 0.99-1.0, SqueezeNet 0.99-1.01. Elementwise kernels shared the
+// same way made SqueezeNet 4-5% slower (pieces of a short kernel land on
+// the core whose cache lacks their data), so they keep their slices.
+int64_t share_grain(const GemmShape& s, const Knobs& k, int64_t units_per_batch) {
+  constexpr int64_t kPieces = 16;
+  constexpr int64_t kWinogradSharedWeightsMax = int64_t(1) << 18;  // floats of U (1 MiB)
+  const int64_t units = s.batch * units_per_batch, grain = std::max<int64_t>(1, units / kPieces);
+  if (units < 4) return 0;
+  if (k.winograd) return 16 * s.gather.channels * s.m <= kWinogradSharedWeightsMax ? grain : 0;
+  if (k.transposed != 0) return 0;
+  if (s.gather.active() && s.m <= kThinRows && s.batch > 1 && k.split_rows) return units >= 4 * kPieces ? kPieces : 0;  // depthwise
+  if (k.split_rows) return k.b_in_place && packs_a(s) && !s.gather.active() ? grain : 0;
+  if (!packs_a(s)) return 0;
+  return s.gather.active() ? std::max(grain, ceil_div(2 * s.gather.out_w, kColUnit)) : grain;
+}
+
 TemplateKernel render_with(const GemmShape& s, const std::string& name, const Knobs& knobs) {
   const bool split_rows = knobs.split_rows;
   // A transposed product's columns are its micro-tiles' rows: finer units.
@@ -254,6 +285,7 @@ TemplateKernel render_with(const GemmShape& s, const std::string& name, const Kn
                            {"FINISH", finish},
                            {"FINISH_FN", finish.empty() ? "NULL" : name + "_finish"}});
   out.global[0] = s.batch * units_per_batch;
+  out.local[0] = share_grain(s, knobs, units_per_batch);
   return out;
 }
 

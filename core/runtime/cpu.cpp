@@ -103,7 +103,9 @@ class CpuProgram : public Program {
     for (auto* b : args.buffers) ptrs.push_back(static_cast<HostBuffer*>(b)->data);
     void** raw = ptrs.data();
     auto t0 = std::chrono::steady_clock::now();
-    pool_.parallel_for(args.global[0], [&](int64_t s, int64_t e) { fn_(int(s), int(e), raw); });
+    // local[0] > 0: the kernel's units may be run a few at a time by any
+    // thread (ThreadPool::parallel_for's grain).
+    pool_.parallel_for(args.global[0], [&](int64_t s, int64_t e) { fn_(int(s), int(e), raw); }, args.local[0]);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 

@@ -91,7 +91,10 @@ struct LaunchArgs {
   std::vector<int64_t> ints;
   int int_bytes = 4;
   int64_t global[3] = {1, 1, 1};
-  int64_t local[3] = {0, 0, 0};  // 0 = let the device choose
+  // 0 = let the device choose. The C device reads local[0] > 0 as the
+  // kernel's leave to have its threads share global[0]'s units a piece of
+  // local[0] at a time (ThreadPool::parallel_for's grain).
+  int64_t local[3] = {0, 0, 0};
 };
 
 // A compiled kernel. launch() may be called from any thread (lock what the

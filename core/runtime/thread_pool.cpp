@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace tl {
@@ -50,7 +51,7 @@ bool poll_until(Done done) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(unsigned threads) {
+ThreadPool::ThreadPool(unsigned threads) : slices_(std::max(1u, threads)) {
   for (unsigned i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
 }
 
@@ -68,7 +69,70 @@ static void slice(int64_t n, unsigned parts, unsigned i, int64_t& start, int64_t
   end = n * (i + 1) / parts;
 }
 
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+namespace {
+uint64_t pack_range(int64_t front, int64_t back) { return uint64_t(front) | uint64_t(back) << 32; }
+int64_t front_of(uint64_t r) { return int64_t(r & 0xffffffffu); }
+int64_t back_of(uint64_t r) { return int64_t(r >> 32); }
+}  // namespace
+
+bool ThreadPool::take_front(unsigned index, int64_t& start, int64_t& end) {
+  auto& range = slices_[index].range;
+  uint64_t r = range.load(std::memory_order_acquire);
+  for (;;) {
+    const int64_t front = front_of(r), back = back_of(r);
+    if (front >= back) return false;
+    const int64_t next = std::min(back, front + grain_);
+    if (range.compare_exchange_weak(r, pack_range(next, back), std::memory_order_acq_rel)) {
+      start = front, end = next;
+      return true;
+    }
+  }
+}
+
+bool ThreadPool::take_half(unsigned index, int64_t& start, int64_t& end) {
+  for (;;) {
+    // The slice with the most left, from its back: its owner keeps working
+    // from the front, on memory it has touched.
+    unsigned victim = index;
+    int64_t most = 0;
+    for (unsigned i = 0; i < slices_.size(); ++i) {
+      const uint64_t r = slices_[i].range.load(std::memory_order_acquire);
+      if (i != index && back_of(r) - front_of(r) > most) victim = i, most = back_of(r) - front_of(r);
+    }
+    if (victim == index) return false;
+    uint64_t r = slices_[victim].range.load(std::memory_order_acquire);
+    const int64_t front = front_of(r), back = back_of(r);
+    if (front >= back) continue;
+    const int64_t cut = back - (back - front + 1) / 2;
+    if (slices_[victim].range.compare_exchange_strong(r, pack_range(front, cut), std::memory_order_acq_rel)) {
+      start = cut, end = back;
+      return true;
+    }
+  }
+}
+
+void ThreadPool::run_part(unsigned index) {
+  const auto& fn = *job_;
+  int64_t start, end;
+  if (grain_ <= 0) {
+    slice(n_, size(), index, start, end);
+    if (start < end) fn(start, end);
+    return;
+  }
+  for (;;) {
+    if (take_front(index, start, end)) {
+      fn(start, end);
+    } else if (take_half(index, start, end)) {
+      // Taken whole, then worked through a piece at a time like an own
+      // slice, so that others may take from it in turn.
+      slices_[index].range.store(pack_range(start, end), std::memory_order_release);
+    } else {
+      return;
+    }
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain) {
   if (n <= 0) return;
   if (workers_.empty() || n == 1) {
     fn(0, n);
@@ -77,6 +141,13 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   std::lock_guard serial(launch_);  // one launch at a time shares the workers
   job_ = &fn;
   n_ = n;
+  grain_ = grain > 0 && n < (int64_t(1) << 31) ? grain : 0;
+  if (grain_ > 0)
+    for (unsigned i = 0; i < size(); ++i) {
+      int64_t start, end;
+      slice(n, size(), i, start, end);
+      slices_[i].range.store(pack_range(start, end), std::memory_order_relaxed);
+    }
   pending_.store(unsigned(workers_.size()), std::memory_order_relaxed);
   {
     // Under the mutex, so a worker that checks before it sleeps cannot miss it.
@@ -84,9 +155,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
-  int64_t start, end;
-  slice(n, size(), 0, start, end);
-  if (start < end) fn(start, end);
+  run_part(0);
   auto finished = [this] { return pending_.load(std::memory_order_acquire) == 0; };
   if (!poll_until(finished)) {
     std::unique_lock lock(mutex_);
@@ -107,11 +176,7 @@ void ThreadPool::work(unsigned index) {
     }
     if (stop_.load(std::memory_order_acquire)) return;
     seen = generation_.load(std::memory_order_acquire);
-    const auto* job = job_;
-    const int64_t n = n_;
-    int64_t start, end;
-    slice(n, size(), index, start, end);
-    if (start < end) (*job)(start, end);
+    run_part(index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard lock(mutex_);  // pairs with the caller's check before it sleeps
       done_.notify_one();
