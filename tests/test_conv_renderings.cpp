@@ -11,7 +11,8 @@
 // a fake clock, gives a direct double-precision convolution's numbers for
 // maps whose sides are odd and even, one pixel, valid windows, explicit
 // asymmetric pads, output channels that fill no whole panel, a
-// batch of two, chunks of tile rows and a fused bias, ReLU and residual.
+// batch of two, chunks of tile rows, output channels split in two groups
+// (an odd count of tile rows) and a fused bias, ReLU and residual.
 // Windows it does not compute (stride 2, dilation 2, 5x5) are not offered
 // it.
 #include <QtTest/QtTest>
@@ -49,7 +50,17 @@ const Case kCases[] = {
     {"28x28, 128 -> 96: several chunks of tile rows", 1, 128, 96, 28, 28, 1, 1, 1, 1, true},
     {"56x56, 64 -> 64 with bias, ReLU and residual", 1, 64, 64, 56, 56, 1, 1, 1, 1, true},
     {"7x7, 384 -> 384: 9 MiB of transformed weights", 1, 384, 384, 7, 7, 1, 1, 1, 1, true, 3, 1, 1, false},
+    {"13x13, 32 -> 136: 7 tile rows, two groups of channels", 1, 32, 136, 13, 13, 1, 1, 1, 1, true},
+    {"14x14, two images, 24 -> 128: two groups of channels", 2, 24, 128, 14, 14, 1, 1, 1, 1, false},
 };
+
+// Winograd's units (kernels/gemm_cpu.h): rows of 2x2 tiles, times two
+// groups of output channels where the rows are odd and fewer than 16 and
+// there are at least 128 channels.
+int64_t winograd_units(const Case& c, int OH) {
+  const int64_t rows = (OH + 1) / 2;
+  return c.N * rows * (rows % 2 == 1 && rows < 16 && c.O >= 128 ? 2 : 1);
+}
 
 bool runs_winograd(const KernelInfo& k) { return k.source.find(".winograd = 1") != std::string::npos; }
 
@@ -158,6 +169,8 @@ class TestConvRenderings : public QObject {
       QVERIFY2(first.gemm, c.name);
       QCOMPARE(first.gemm->tuned, std::string("default"));
       QVERIFY2(runs_winograd(*first.gemm) == c.winograd_default, c.name);
+      const KernelInfo& wino = c.winograd_default ? *first.gemm : *run_case(c, d, fresh_cache(), "winograd").gemm;
+      QVERIFY2(runs_winograd(wino) && wino.global[0] == winograd_units(c, d.OH), c.name);
       const std::string other = c.winograd_default ? "direct" : "winograd";
       const Run second = run_case(c, d, fresh_cache(), other);
       QCOMPARE(second.gemm->tuned, other);
