@@ -12,7 +12,8 @@
 // maps whose sides are odd and even, one pixel, valid windows, explicit
 // asymmetric pads, output channels that fill no whole panel, a
 // batch of two, chunks of tile rows, output channels split in two groups
-// (an odd count of tile rows) and a fused bias, ReLU and residual.
+// (a candidate where the tile rows are odd) and a fused bias, ReLU and
+// residual.
 // Windows it does not compute (stride 2, dilation 2, 5x5) are not offered
 // it.
 #include <QtTest/QtTest>
@@ -54,12 +55,12 @@ const Case kCases[] = {
     {"14x14, two images, 24 -> 128: two groups of channels", 2, 24, 128, 14, 14, 1, 1, 1, 1, false},
 };
 
-// Winograd's units (kernels/gemm_cpu.h): rows of 2x2 tiles, times two
-// groups of output channels where the rows are odd and fewer than 16 and
+// Winograd may split the output channels in two groups (a "groups=2"
+// candidate) where the rows of 2x2 tiles are odd and fewer than 16 and
 // there are at least 128 channels.
-int64_t winograd_units(const Case& c, int OH) {
-  const int64_t rows = (OH + 1) / 2;
-  return c.N * rows * (rows % 2 == 1 && rows < 16 && c.O >= 128 ? 2 : 1);
+bool groups_offered(const Case& c, int OH) {
+  const int rows = (OH + 1) / 2;
+  return rows % 2 == 1 && rows < 16 && c.O >= 128;
 }
 
 bool runs_winograd(const KernelInfo& k) { return k.source.find(".winograd = 1") != std::string::npos; }
@@ -169,8 +170,19 @@ class TestConvRenderings : public QObject {
       QVERIFY2(first.gemm, c.name);
       QCOMPARE(first.gemm->tuned, std::string("default"));
       QVERIFY2(runs_winograd(*first.gemm) == c.winograd_default, c.name);
-      const KernelInfo& wino = c.winograd_default ? *first.gemm : *run_case(c, d, fresh_cache(), "winograd").gemm;
-      QVERIFY2(runs_winograd(wino) && wino.global[0] == winograd_units(c, d.OH), c.name);
+      // Winograd's units (kernels/gemm_cpu.h): rows of 2x2 tiles, of one
+      // group of output channels or of both.
+      const int64_t rows = c.N * ((d.OH + 1) / 2);
+      const Run wino = c.winograd_default ? first : run_case(c, d, fresh_cache(), "winograd");
+      QVERIFY2(runs_winograd(*wino.gemm) && wino.gemm->global[0] == rows, c.name);
+      if (groups_offered(c, d.OH)) {
+        const std::string label = c.winograd_default ? "groups=2" : "winograd groups=2";
+        const Run grouped = run_case(c, d, fresh_cache(), label);
+        QCOMPARE(grouped.gemm->tuned, label);
+        QVERIFY2(runs_winograd(*grouped.gemm) && grouped.gemm->global[0] == 2 * rows, c.name);
+        QString why;
+        QVERIFY2(matches(c, d, grouped.values, 1e-5, &why), qPrintable(QString(c.name) + ", groups=2: " + why));
+      }
       const std::string other = c.winograd_default ? "direct" : "winograd";
       const Run second = run_case(c, d, fresh_cache(), other);
       QCOMPARE(second.gemm->tuned, other);
