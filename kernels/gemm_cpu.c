@@ -38,7 +38,7 @@
 typedef int (*transposed_fn)(const struct tl_gemm*, float*, const float*, const float*, ptrdiff_t, ptrdiff_t,
                              ptrdiff_t, ptrdiff_t, ptrdiff_t, const float*, void**);
 typedef int (*winograd_fn)(const struct tl_gemm*, float*, const float*, const float*, ptrdiff_t, ptrdiff_t,
-                           ptrdiff_t, ptrdiff_t, ptrdiff_t, void**);
+                           ptrdiff_t, void**);
 typedef void (*winograd_weights_fn)(const struct tl_gemm*, const float*, float*);
 typedef int (*gather_thin_fn)(const struct tl_gemm*, float*, const float*, const float*, ptrdiff_t, ptrdiff_t,
                               ptrdiff_t, ptrdiff_t, struct gather_work*);
@@ -368,7 +368,7 @@ void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args)
   while (u < end) {
     const ptrdiff_t batch = u / UNITS_PER_BATCH;
     const ptrdiff_t first = u % UNITS_PER_BATCH;
-    ptrdiff_t last = MIN(UNITS_PER_BATCH, first + (end - u));  // exclusive
+    const ptrdiff_t last = MIN(UNITS_PER_BATCH, first + (end - u));  // exclusive
     float* cb = c + batch * G_M * G_N;
     const float* ab = a + batch * SA0;
     const float* bb = b + batch * SB0;
@@ -381,19 +381,12 @@ void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args)
       if (m0 < m1 && n0 < n1 && !(by_columns && by_columns(g, cb, ab, bb, m0, m1, n0, n1, batch, packed, args)))
         gemm_block(g, cb, ab, bb, m0, m1, n0, n1, batch, NULL, args, &wk);
     } else if (g->winograd) {
-      // Units are rows of 2x2 tiles of one group of output channels (the
-      // groups split the NR-column panels evenly; one group: all of them),
-      // group by group; without U or buffers, the direct product computes
-      // the same outputs.
-      const ptrdiff_t ow = g->gather.out_w, rows = (G_N / ow + 1) / 2, groups = UNITS_PER_BATCH / rows;
-      const ptrdiff_t group = first / rows, panels = (G_M + NR - 1) / NR;
-      last = MIN(last, (group + 1) * rows);
-      const ptrdiff_t ty0 = first - group * rows, ty1 = last - group * rows;
-      const ptrdiff_t j0 = group * panels / groups * NR, j1 = MIN(G_M, (group + 1) * panels / groups * NR);
-      const ptrdiff_t n0 = 2 * ty0 * ow, n1 = MIN(G_N, 2 * ty1 * ow);
+      // Units are rows of 2x2 tiles; without U or buffers, the direct
+      // product computes the same output rows.
+      const ptrdiff_t ow = g->gather.out_w, n0 = 2 * first * ow, n1 = MIN(G_N, 2 * last * ow);
       const winograd_fn winograd = GEMM_WINOGRAD;
-      if (j0 < j1 && (!packed || !winograd || !winograd(g, cb, bb, packed, batch, ty0, ty1, j0, j1, args)))
-        gemm_block(g, cb, ab, bb, j0, j1, n0, n1, batch, NULL, args, &wk);
+      if (!packed || !winograd || !winograd(g, cb, bb, packed, batch, first, last, args))
+        gemm_block(g, cb, ab, bb, 0, G_M, n0, n1, batch, NULL, args, &wk);
     } else if (g->split == 0) {
       const ptrdiff_t m0 = strip_edge(g, first, G_M, MR), m1 = strip_edge(g, last, G_M, MR);
       if (m0 < m1) gemm_block(g, cb, ab, bb, m0, m1, 0, G_N, batch, packed, args, &wk);

@@ -111,8 +111,8 @@ int tinylens_gemm_transposed(const struct tl_gemm* g, float* c, const float* a, 
   return gemm_block_t(g, c, a, b, m0, m1, n0, n1, batch, packed, args);
 }
 int tinylens_gemm_winograd(const struct tl_gemm* g, float* c, const float* image, const float* u, ptrdiff_t batch,
-                           ptrdiff_t ty0, ptrdiff_t ty1, ptrdiff_t j0, ptrdiff_t j1, void** args) {
-  return winograd_rows(g, c, image, u, batch, ty0, ty1, j0, j1, args);
+                           ptrdiff_t ty0, ptrdiff_t ty1, void** args) {
+  return winograd_rows(g, c, image, u, batch, ty0, ty1, args);
 }
 void tinylens_gemm_winograd_weights(const struct tl_gemm* g, const float* a, float* u) { winograd_pack_u(g, a, u); }
 int tinylens_gemm_gather_thin(const struct tl_gemm* g, float* c, const float* a, const float* image, ptrdiff_t m0,

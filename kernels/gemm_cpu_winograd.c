@@ -14,12 +14,11 @@
 // with tiles as rows, so the micro-kernel's MR = 14 rows divide the tile
 // rows of 56x56, 28x28 and 14x14 maps. U = G g Gt is computed once per
 // weight into the packed-A buffer, in pack_b's NR-column panels. A thread
-// takes whole rows of tiles of a range of output channels (all of them, or
-// one of the groups of whole panels that the kernel's units name); it
-// transforms a chunk of the rows into V (tile index fastest, so the
-// micro-kernel reads V in place with A's stride `lda`), runs the 16
-// products for its channels into M, transforms M back into C and applies
-// the fused epilogue to the chunk's output rows while they are in cache.
+// takes whole rows of tiles; it transforms a chunk of them into V (tile
+// index fastest, so the micro-kernel reads V in place with A's stride
+// `lda`), runs the 16 products into M, transforms M back into C and
+// applies the fused epilogue to the chunk's output rows while they are in
+// cache.
 
 // Floats of V and M per chunk: small enough to stay in L2 (256 KiB, a part
 // of it beside the image, C and U), unless U is large. Each chunk reads all
@@ -121,26 +120,26 @@ static inline __attribute__((always_inline)) void winograd_tile_out(const float*
 // and the upper and lower outputs of 16 tiles are interleaved into 32
 // pixels of each of the two output rows.
 static void winograd_output(const struct tl_gemm* g, float* restrict c, const float* restrict m, ptrdiff_t mt,
-                            ptrdiff_t mw, ptrdiff_t ty0, ptrdiff_t nt, ptrdiff_t tw, ptrdiff_t j0, ptrdiff_t j1) {
+                            ptrdiff_t coutp, ptrdiff_t ty0, ptrdiff_t nt, ptrdiff_t tw) {
   static const vi lo = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
   static const vi hi = {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-  const ptrdiff_t ow = g->gather.out_w, oh = G_N / ow;
+  const ptrdiff_t cout = G_M, ow = g->gather.out_w, oh = G_N / ow;
   for (ptrdiff_t q0 = 0; q0 < nt; q0 += tw) {
     const ptrdiff_t oy = 2 * (ty0 + q0 / tw);
     for (ptrdiff_t tx0 = 0; tx0 < tw; tx0 += 16) {
       const int tiles = (int)MIN(16, tw - tx0);
       const ptrdiff_t ox = 2 * tx0, width = MIN(32, ow - ox);  // output columns of these tiles
-      for (ptrdiff_t c0 = j0; c0 < j1; c0 += VW) {
+      for (ptrdiff_t c0 = 0; c0 < cout; c0 += VW) {
         vf y[4][16];
         for (int i = 0; i < 16; ++i) {  // spare rows repeat the last tile
           vf one[4];
-          winograd_tile_out(m, mt, (q0 + tx0 + MIN(i, tiles - 1)) * mw + c0 - j0, one);
+          winograd_tile_out(m, mt, (q0 + tx0 + MIN(i, tiles - 1)) * coutp + c0, one);
 #pragma GCC unroll 4
           for (int k = 0; k < 4; ++k) y[k][i] = one[k];
         }
 #pragma GCC unroll 4
         for (int k = 0; k < 4; ++k) transpose16(y[k]);
-        const int lanes = (int)MIN(VW, j1 - c0);
+        const int lanes = (int)MIN(VW, cout - c0);
         for (int l = 0; l < lanes; ++l)
           for (int r = 0; r < 2 && oy + r < oh; ++r) {
             float* out = c + (c0 + l) * G_N + (oy + r) * ow + ox;
@@ -163,16 +162,16 @@ static void winograd_output(const struct tl_gemm* g, float* restrict c, const fl
 // At m A of the chunk's tiles: each tile's 2x2 outputs for VW output
 // channels at a time, written to C (skipping pixels past the map's edge).
 static void winograd_output(const struct tl_gemm* g, float* restrict c, const float* restrict m, ptrdiff_t mt,
-                            ptrdiff_t mw, ptrdiff_t ty0, ptrdiff_t nt, ptrdiff_t tw, ptrdiff_t j0, ptrdiff_t j1) {
-  const ptrdiff_t ow = g->gather.out_w, oh = G_N / ow;
+                            ptrdiff_t coutp, ptrdiff_t ty0, ptrdiff_t nt, ptrdiff_t tw) {
+  const ptrdiff_t cout = G_M, ow = g->gather.out_w, oh = G_N / ow;
   for (ptrdiff_t q = 0; q < nt; ++q) {
     const ptrdiff_t oy = 2 * (ty0 + q / tw), ox = 2 * (q % tw);
     const int right = ox + 1 < ow, below = oy + 1 < oh;
     float* out = c + oy * ow + ox;
-    for (ptrdiff_t c0 = j0; c0 < j1; c0 += VW) {
+    for (ptrdiff_t c0 = 0; c0 < cout; c0 += VW) {
       vf y[4];
-      winograd_tile_out(m, mt, q * mw + c0 - j0, y);
-      const int lanes = (int)MIN(VW, j1 - c0);
+      winograd_tile_out(m, mt, q * coutp + c0, y);
+      const int lanes = (int)MIN(VW, cout - c0);
       for (int l = 0; l < lanes; ++l) {
         float* o = out + (c0 + l) * G_N;
         o[0] = y[0][l];
@@ -188,21 +187,19 @@ static void winograd_output(const struct tl_gemm* g, float* restrict c, const fl
 #endif
 
 // Output rows [2 * ty0, 2 * ty1) of one batch item (c and image point at
-// it), output channels [j0, j1) (j0 on a panel's edge), epilogue applied.
-// Returns 0 when its buffers cannot be had: the caller then runs the
-// direct product.
+// it), every output channel, epilogue applied. Returns 0 when its buffers
+// cannot be had: the caller then runs the direct product.
 static ONE_COPY int winograd_rows(const struct tl_gemm* g, float* restrict c, const float* restrict image,
-                                  const float* restrict u, ptrdiff_t batch, ptrdiff_t ty0, ptrdiff_t ty1,
-                                  ptrdiff_t j0, ptrdiff_t j1, void** args) {
+                         const float* restrict u, ptrdiff_t batch, ptrdiff_t ty0, ptrdiff_t ty1, void** args) {
   const struct tl_gather* x = &g->gather;
-  const ptrdiff_t cin = x->channels, coutp = ROUND_UP(G_M, NR), mw = ROUND_UP(j1 - j0, NR);
+  const ptrdiff_t cin = x->channels, cout = G_M, coutp = ROUND_UP(cout, NR);
   const ptrdiff_t ow = x->out_w, oh = G_N / ow, tw = (ow + 1) / 2, pw = 2 * tw + 2;
   // Tile rows per chunk: as many as the budget allows, in equal chunks.
-  const ptrdiff_t budget = MIN(WINO_CHUNK_FLOATS_MAX, MAX(WINO_CHUNK_FLOATS, 2 * 16 * cin * mw));
-  const ptrdiff_t cap = MAX(1, budget / (16 * (cin + mw) * tw));
+  const ptrdiff_t budget = MIN(WINO_CHUNK_FLOATS_MAX, MAX(WINO_CHUNK_FLOATS, 2 * 16 * cin * coutp));
+  const ptrdiff_t cap = MAX(1, budget / (16 * (cin + coutp) * tw));
   const ptrdiff_t chunks = (ty1 - ty0 + cap - 1) / cap, chunk = (ty1 - ty0 + chunks - 1) / chunks;
   const ptrdiff_t tpad = ROUND_UP(chunk * tw, MR);  // V's and M's tiles, rounded up to whole panels
-  const size_t vfloats = (size_t)(16 * cin * tpad), mfloats = (size_t)(16 * tpad * mw);
+  const size_t vfloats = (size_t)(16 * cin * tpad), mfloats = (size_t)(16 * tpad * coutp);
   float* v = scratch_alloc((vfloats + mfloats + 4 * pw) * sizeof(float));
   if (!v) return 0;
   float* m = v + vfloats;
@@ -222,14 +219,14 @@ static ONE_COPY int winograd_rows(const struct tl_gemm* g, float* restrict c, co
         winograd_input_row(x, image + ci * x->height * x->width, ty, tw, pw, rows, v + ci * tpad + (ty - cy) * tw,
                            cin * tpad);
     for (int t = 0; t < 16; ++t)
-      for (ptrdiff_t j = j0; j < j1; j += NR) {
-        const float* bp = u + (t * coutp + j) * cin;
+      for (ptrdiff_t j0 = 0; j0 < cout; j0 += NR) {
+        const float* bp = u + (t * coutp + j0) * cin;
         for (ptrdiff_t q = 0; q < nt; q += MR)
-          tile_weights_in_b(cin, v + t * cin * tpad + q, tpad, bp, m + (t * tpad + q) * mw + j - j0, mw, 0,
-                            (int)MIN(MR, nt - q), (int)MIN(NR, j1 - j));
+          tile_weights_in_b(cin, v + t * cin * tpad + q, tpad, bp, m + (t * tpad + q) * coutp + j0, coutp, 0,
+                            (int)MIN(MR, nt - q), (int)MIN(NR, cout - j0));
       }
-    winograd_output(g, c, m, tpad * mw, mw, cy, nt, tw, j0, j1);
-    finish_block(g, c, batch, j0, j1, 2 * cy * ow, MIN(2 * cy1, oh) * ow, args);
+    winograd_output(g, c, m, tpad * coutp, coutp, cy, nt, tw);
+    finish_block(g, c, batch, 0, cout, 2 * cy * ow, MIN(2 * cy1, oh) * ow, args);
   }
   scratch_free(v);
   return 1;

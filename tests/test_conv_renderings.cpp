@@ -11,9 +11,7 @@
 // a fake clock, gives a direct double-precision convolution's numbers for
 // maps whose sides are odd and even, one pixel, valid windows, explicit
 // asymmetric pads, output channels that fill no whole panel, a
-// batch of two, chunks of tile rows, output channels split in two groups
-// (a candidate where the tile rows are odd) and a fused bias, ReLU and
-// residual.
+// batch of two, chunks of tile rows and a fused bias, ReLU and residual.
 // Windows it does not compute (stride 2, dilation 2, 5x5) are not offered
 // it.
 #include <QtTest/QtTest>
@@ -51,17 +49,7 @@ const Case kCases[] = {
     {"28x28, 128 -> 96: several chunks of tile rows", 1, 128, 96, 28, 28, 1, 1, 1, 1, true},
     {"56x56, 64 -> 64 with bias, ReLU and residual", 1, 64, 64, 56, 56, 1, 1, 1, 1, true},
     {"7x7, 384 -> 384: 9 MiB of transformed weights", 1, 384, 384, 7, 7, 1, 1, 1, 1, true, 3, 1, 1, false},
-    {"13x13, 32 -> 136: 7 tile rows, two groups of channels", 1, 32, 136, 13, 13, 1, 1, 1, 1, true},
-    {"14x14, two images, 24 -> 128: two groups of channels", 2, 24, 128, 14, 14, 1, 1, 1, 1, false},
 };
-
-// Winograd may split the output channels in two groups (a "groups=2"
-// candidate) where the rows of 2x2 tiles are odd and fewer than 16 and
-// there are at least 128 channels.
-bool groups_offered(const Case& c, int OH) {
-  const int rows = (OH + 1) / 2;
-  return rows % 2 == 1 && rows < 16 && c.O >= 128;
-}
 
 bool runs_winograd(const KernelInfo& k) { return k.source.find(".winograd = 1") != std::string::npos; }
 
@@ -170,19 +158,6 @@ class TestConvRenderings : public QObject {
       QVERIFY2(first.gemm, c.name);
       QCOMPARE(first.gemm->tuned, std::string("default"));
       QVERIFY2(runs_winograd(*first.gemm) == c.winograd_default, c.name);
-      // Winograd's units (kernels/gemm_cpu.h): rows of 2x2 tiles, of one
-      // group of output channels or of both.
-      const int64_t rows = c.N * ((d.OH + 1) / 2);
-      const Run wino = c.winograd_default ? first : run_case(c, d, fresh_cache(), "winograd");
-      QVERIFY2(runs_winograd(*wino.gemm) && wino.gemm->global[0] == rows, c.name);
-      if (groups_offered(c, d.OH)) {
-        const std::string label = c.winograd_default ? "groups=2" : "winograd groups=2";
-        const Run grouped = run_case(c, d, fresh_cache(), label);
-        QCOMPARE(grouped.gemm->tuned, label);
-        QVERIFY2(runs_winograd(*grouped.gemm) && grouped.gemm->global[0] == 2 * rows, c.name);
-        QString why;
-        QVERIFY2(matches(c, d, grouped.values, 1e-5, &why), qPrintable(QString(c.name) + ", groups=2: " + why));
-      }
       const std::string other = c.winograd_default ? "direct" : "winograd";
       const Run second = run_case(c, d, fresh_cache(), other);
       QCOMPARE(second.gemm->tuned, other);

@@ -88,7 +88,8 @@ class TestThreadPool : public QObject {
   // The C device's GEMM kernels ask for shared slices (local[0], the grain)
   // where a piece costs what its units cost in one call: the columns of a
   // 1x1 convolution (weights packed once, B packed per block anyway), not
-  // the rows of a product whose every piece would pack all of B again.
+  // the rows of a product whose every piece would pack all of B again;
+  // Winograd's rows of tiles in pieces of at least 28 tiles.
   void cGemmKernelsShareWherePiecesCostNoMore() {
     auto shape = [](int64_t m, int64_t n, int64_t k) {
       tl::GemmShape s;
@@ -104,6 +105,15 @@ class TestThreadPool : public QObject {
     const tl::TemplateKernel rows = tl::render_gemm_c(shape(1024, 196, 512), "rows");
     QCOMPARE(rows.global[0], int64_t(64));  // 16 rows a unit
     QCOMPARE(rows.local[0], int64_t(0));
+    // Winograd on a 13x13 map (7 rows of 7 tiles, 48 -> 192 channels): pieces
+    // of 4 rows, so that they fill the micro-kernel's 14-row panels of tiles.
+    tl::GemmShape wino = shape(192, 169, 48 * 9);
+    wino.gather.channels = 48, wino.gather.height = wino.gather.width = 15;  // padded by the graph
+    wino.gather.kernel_h = wino.gather.kernel_w = 3, wino.gather.out_w = 13;
+    const tl::TemplateKernel w = tl::render_gemm_c(wino, "wino");
+    QVERIFY(w.source.find(".winograd = 1") != std::string::npos);
+    QCOMPARE(w.global[0], int64_t(7));
+    QCOMPARE(w.local[0], int64_t(4));
     // A product of two activations packs no weights: nothing to share cheaply.
     tl::GemmShape plain = shape(256, 3136, 64);
     plain.a_constant = false;

@@ -92,19 +92,6 @@ bool winograd_by_default(const GemmShape& s) {
   return winograd_fits(s) && 16 * s.gather.channels * s.m <= kWinogradWeightsMax;
 }
 
-// Winograd's threads take rows of 2x2 tiles. An odd number of them (13x13
-// and 14x14 maps: 7) splits 3 + 4 between two threads; the kernel may also
-// split the output channels in two groups, so that a thread takes the rows
-// of a group: 14 units, 7 + 7. Each group then transforms all of the image
-// again. A tuner candidate ("groups=2"), not the default: in-model profiles
-// on 2 threads, SqueezeNet's 13x13 expand layers (48 -> 192, 64 -> 256)
-// took 113-117 and 172-173 us against 126 and 203 us, but ResNet-50's 14x14
-// layers (256 -> 256) took 810-1010 us against 690-790 us.
-bool winograd_groups_fit(const GemmShape& s) {
-  const int64_t rows = ceil_div(s.n / s.gather.out_w, 2);
-  return rows % 2 == 1 && rows < 16 && s.m >= 128;
-}
-
 // The rendering options of one GEMM kernel: which side of C the threads
 // split and the library's cache blocks (0 = its default; mc and nc count
 // micro-tiles, whose size only the compiled library knows).
@@ -113,7 +100,6 @@ struct Knobs {
   int64_t kc = 0, mc_tiles = 0, nc_tiles = 0;
   bool b_in_place = false;
   bool winograd = false;  // kernels/gemm_cpu_winograd.c: 3x3 windows at stride 1
-  int winograd_groups = 1;  // groups of output channels, each its own rows of tiles
   int transposed = 0;     // C computed as C^T: 1, 0, or -1 (the library decides by its tile shape)
 };
 
@@ -148,7 +134,7 @@ int64_t k_block(int64_t k, int64_t kc) {
 // B packed or read in place where its rows are contiguous, C computed as
 // C^T or as it is where the library may choose: at most 10 besides the
 // default. Candidates whose library blocks would come out the same are
-// left out. (Winograd's one knob, its groups of channels, is offered in render_gemm_c.)
+// left out. (Winograd's rendering has no knobs of its own.)
 std::vector<Knobs> candidate_knobs(const GemmShape& s, const Knobs& base) {
   constexpr int64_t kDefaultKc = 256;  // kernels/gemm_cpu.c's TL_KC
   std::vector<Knobs> out;
@@ -247,9 +233,9 @@ TemplateKernel render_with(const GemmShape& s, const std::string& name, const Kn
   const bool split_rows = knobs.split_rows;
   // A transposed product's columns are its micro-tiles' rows: finer units.
   const int64_t unit = split_rows ? kRowUnit : knobs.transposed == 1 ? kTransposedColUnit : kColUnit;
-  // Winograd's units are rows of 2x2 output tiles of a group of output channels.
-  const int64_t units_per_batch = knobs.winograd ? knobs.winograd_groups * ceil_div(s.n / s.gather.out_w, 2)
-                                                 : ceil_div(split_rows ? s.m : s.n, unit);
+  // Winograd's units are rows of 2x2 output tiles.
+  const int64_t units_per_batch =
+      knobs.winograd ? ceil_div(s.n / s.gather.out_w, 2) : ceil_div(split_rows ? s.m : s.n, unit);
 
   auto num = [](int64_t v) { return std::to_string(v); };
   TemplateKernel out;
@@ -346,11 +332,6 @@ TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
       chosen = wino;
     } else {
       others.insert(others.begin(), {wino, "winograd"});
-    }
-    if (winograd_groups_fit(s)) {
-      Knobs grouped = wino;
-      grouped.winograd_groups = 2;
-      others.emplace_back(grouped, winograd_by_default(s) ? "groups=2" : "winograd groups=2");
     }
   }
   TemplateKernel out = render_with(s, name, chosen);
