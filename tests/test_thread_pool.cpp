@@ -66,7 +66,8 @@ class TestThreadPool : public QObject {
         // The worker's own slice takes no time; it then takes half of what
         // is left of the caller's, again and again: most of it.
         QVERIFY2(by_worker_in_callers_slice.load() >= 8,
-                 qPrintable(QString("the worker ran %1 of the slow slice's 16 units").arg(by_worker_in_callers_slice.load())));
+                 qPrintable(QString("the worker ran %1 of the slow slice's 16 units")
+                                .arg(by_worker_in_callers_slice.load())));
       }
     }
   }

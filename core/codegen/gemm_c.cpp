@@ -212,18 +212,19 @@ const std::string& library_digest() {
 int64_t share_grain(const GemmShape& s, const Knobs& k, int64_t units_per_batch) {
   constexpr int64_t kPieces = 16;
   constexpr int64_t kWinogradSharedWeightsMax = int64_t(1) << 18;  // floats of U (1 MiB)
+  // A Winograd piece's tiles are the rows of the micro-kernel's tiles: at
+  // least two panels of 14 rows, or a 13x13 map's pieces of 7 tiles would
+  // leave half of each panel empty.
+  constexpr int64_t kWinogradPieceTiles = 28;
   const int64_t units = s.batch * units_per_batch, grain = std::max<int64_t>(1, units / kPieces);
   if (units < 4) return 0;
   if (k.winograd) {
-    // A piece's tiles are the rows of the micro-kernel's tiles: at least 28
-    // of them (two panels of 14 rows), or a 13x13 map's pieces of 7 tiles
-    // would leave half of each panel empty.
-    const int64_t tiles_per_row = ceil_div(s.gather.out_w, 2);
-    return 16 * s.gather.channels * s.m <= kWinogradSharedWeightsMax ? std::max(grain, ceil_div(28, tiles_per_row))
-                                                                      : 0;
+    if (16 * s.gather.channels * s.m > kWinogradSharedWeightsMax) return 0;
+    return std::max(grain, ceil_div(kWinogradPieceTiles, ceil_div(s.gather.out_w, 2)));  // rows of tiles
   }
   if (k.transposed != 0) return 0;
-  if (s.gather.active() && s.m <= kThinRows && s.batch > 1 && k.split_rows) return units >= 4 * kPieces ? kPieces : 0;  // depthwise
+  const bool depthwise = s.gather.active() && s.m <= kThinRows && s.batch > 1 && k.split_rows;
+  if (depthwise) return units >= 4 * kPieces ? kPieces : 0;
   if (k.split_rows) return k.b_in_place && packs_a(s) && !s.gather.active() ? grain : 0;
   if (!packs_a(s)) return 0;
   return s.gather.active() ? std::max(grain, ceil_div(2 * s.gather.out_w, kColUnit)) : grain;
