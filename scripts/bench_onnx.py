@@ -3,7 +3,8 @@
 
 For each model: `tinylens-cli bench onnx MODEL --runs R` (host inputs to host
 outputs, warm median) and ONNX Runtime's CPU provider with as many intra-op
-threads as the machine has cores, on random inputs of the same declared shapes
+threads as this process may use cores (its affinity mask, as tinylens's cpu device
+counts them: `taskset -c 0 scripts/bench_onnx.py` compares one thread each), on random inputs of the same declared shapes
 (dynamic dimensions taken as 1), warm median of the same number of runs. The
 two alternate for --rounds rounds so both see the same machine load; the table
 gives every round's ratio and the median.
@@ -75,7 +76,7 @@ def main():
     args = ap.parse_args()
     import onnxruntime as ort
     ort.set_default_logger_severity(3)  # light models carry unused initializers; ORT warns about each
-    threads = os.cpu_count() or 1
+    threads = len(os.sched_getaffinity(0)) or 1
     print(f"ONNX Runtime {ort.__version__} (CPU provider, {threads} intra-op threads) vs tinylens cpu device; "
           f"warm median of {args.runs} runs, {args.rounds} alternating rounds")
     print(f"{'model':<28} {'tinylens ms':>12} {'ORT ms':>9} {'ratio':>7}   (tinylens / ORT time; <= 1: as fast or faster)")

@@ -4,6 +4,7 @@
 // it taken by the others; without a grain each thread runs its own slice in
 // one call.
 #include <QtTest/QtTest>
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -119,6 +120,33 @@ class TestThreadPool : public QObject {
     tl::GemmShape plain = shape(256, 3136, 64);
     plain.a_constant = false;
     QCOMPARE(tl::render_gemm_c(plain, "plain").local[0], int64_t(0));
+  }
+
+  // The C device's thread count: TINYLENS_THREADS when it is a positive
+  // number, else the cores the process may run on, not all the machine has.
+  void threadCountFollowsTheAffinityMaskAndTheEnvironment() {
+    qunsetenv("TINYLENS_THREADS");
+    cpu_set_t all;
+    QCOMPARE(sched_getaffinity(0, sizeof all, &all), 0);
+    QCOMPARE(tl::default_thread_count(), unsigned(CPU_COUNT(&all)));
+    // Allowed one core (as `taskset -c N` would), the count is one.
+    int first = 0;
+    while (!CPU_ISSET(first, &all)) ++first;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    QCOMPARE(sched_setaffinity(0, sizeof one, &one), 0);
+    const unsigned restricted = tl::default_thread_count();
+    QCOMPARE(sched_setaffinity(0, sizeof all, &all), 0);
+    QCOMPARE(restricted, 1u);
+    qputenv("TINYLENS_THREADS", "3");
+    QCOMPARE(tl::default_thread_count(), 3u);
+    // Anything but a positive number is ignored.
+    for (const char* bad : {"0", "-2", "two", "3x", ""}) {
+      qputenv("TINYLENS_THREADS", bad);
+      QCOMPARE(tl::default_thread_count(), unsigned(CPU_COUNT(&all)));
+    }
+    qunsetenv("TINYLENS_THREADS");
   }
 };
 

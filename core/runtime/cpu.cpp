@@ -138,7 +138,7 @@ std::string cpu_model() {
 
 class CpuDevice : public Device {
  public:
-  CpuDevice() : pool_(std::max(1u, std::thread::hardware_concurrency())) {
+  CpuDevice() : pool_(default_thread_count()) {
     keep_freed_memory();
     info_.name = "cpu";
     info_.kind = "CPU";

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <string>
 
 namespace tl {
 
@@ -50,6 +52,17 @@ bool poll_until(Done done) {
 }
 
 }  // namespace
+
+unsigned default_thread_count() {
+  if (const char* env = std::getenv("TINYLENS_THREADS")) {
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && n > 0 && n <= 1024) return unsigned(n);
+  }
+  cpu_set_t mask;
+  if (sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) > 0) return unsigned(CPU_COUNT(&mask));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 
 ThreadPool::ThreadPool(unsigned threads) : slices_(std::max(1u, threads)) {
   for (unsigned i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });

@@ -11,6 +11,13 @@
 
 namespace tl {
 
+// How many threads the C device runs: TINYLENS_THREADS when it is a
+// positive number, otherwise the cores this process may run on (its
+// affinity mask: `taskset`, a container's cpuset), not every core the
+// machine has, which would put two threads on one core and make each
+// launch wait for the slower.
+unsigned default_thread_count();
+
 class ThreadPool {
  public:
   explicit ThreadPool(unsigned threads);
