@@ -336,6 +336,7 @@ int cmd_bench_onnx(const Args& a) {
                 profiled_runs(a, runs) > 1 ? "medians of the profiled runs" : "last run",
                 model.jit_captured(dev) ? ", replayed by the Jit: no graph built" : "");
     if (a.has("profile")) std::printf("%s", format_profile_table(records).c_str());
+    if (a.has("dump-kernels")) dump_kernels(records, a.get("dump-kernels"));
   }
   return 0;
 #else
@@ -558,7 +559,12 @@ const std::vector<Command>& commands() {
       {"bench onnx", "MODEL.onnx", "time any ONNX model on one device or all",
        "Random inputs of the declared shapes (dynamic dimensions taken as 1); outputs are read back to the host.\n"
        "Prints the cold run (compiles) and the median of the warm runs; scripts/bench onnx runs ONNX Runtime beside it.",
-       {device_option(true), {"runs", "N", "warm runs (default 10)"}, kProfile, kTune, kRetune},
+       {device_option(true),
+        {"runs", "N", "warm runs (default 10)"},
+        kProfile,
+        kTune,
+        kRetune,
+        {"dump-kernels", "DIR", "write each kernel's source and build log into DIR"}},
        cmd_bench_onnx},
       {"classify", "IMAGE...", "classify images and print the top-5 with timings",
        "For each image: the top-5 classes with their probabilities, and the cold and warm run times.",

@@ -188,6 +188,10 @@ class TestCli : public QObject {
                                   << QStringList{"--batch B", "(default 1)", "--repeat R", "(default 20)",
                                                  "--device NAME|all", "TINYLENS_REDUCE=serial"}
                                   << QStringList{"--n ", "--runs", "--model"};
+    QTest::newRow("bench onnx") << QStringList{"bench", "onnx"} << "usage: tinylens-cli bench onnx MODEL.onnx [OPTIONS]"
+                                << QStringList{"--runs N", "(default 10)", "--profile", "--tune", "--dump-kernels DIR",
+                                               "--device NAME|all"}
+                                << QStringList{"--n ", "--repeat", "--model"};
     QTest::newRow("classify") << QStringList{"classify"} << "usage: tinylens-cli classify IMAGE... [OPTIONS]"
                               << QStringList{"--model NAME|PATH", "--runs N", "(default 3)", "--dump-kernels DIR",
                                              "--profile", "--device NAME"}
@@ -360,6 +364,24 @@ class TestCli : public QObject {
     QVERIFY2(trusted.code == 0 && trusted.out.contains("warm median"), qPrintable(describe(trusted)));
     env.insert("TINYLENS_TRUST_FILES", "0");  // "0" is not trust
     QCOMPARE(run_cli(args, env).code, 1);
+  }
+
+  // bench onnx --dump-kernels: one source and one build log per kernel the
+  // model ran, the source the C device compiled (a C function per kernel).
+  void bench_onnx_dumps_its_kernels() {
+    const QString model = QString::fromStdString(tltest::source_dir()) + "/resources/onnx-node-tests/test_abs/model.onnx";
+    QVERIFY2(QFile::exists(model), qPrintable(model + " is missing: scripts/setup fetches it"));
+    const QString dir = scratch_.filePath("dumped");
+    Run r = run_cli({"bench", "onnx", model, "--device", "cpu", "--runs", "1", "--dump-kernels", dir});
+    QVERIFY2(r.code == 0 && r.out.contains("wrote 1 kernels (source and build log) to " + dir), qPrintable(describe(r)));
+    const QStringList files = QDir(dir).entryList(QDir::Files, QDir::Name);
+    QCOMPARE(files.size(), 2);
+    QVERIFY2(files[0].endsWith(".c") && files[1].endsWith(".log"), qPrintable(files.join(' ')));
+    QFile src(QDir(dir).filePath(files[0]));
+    QVERIFY(src.open(QIODevice::ReadOnly));
+    const QString text = QString::fromUtf8(src.readAll());
+    QVERIFY2(text.contains("void " + files[0].section('_', 1).section('.', 0, 0) + "(int start, int end, void** args)"),
+             qPrintable(text.right(400)));
   }
 
   // The progress bar needs compiles that take more than a second: a C
