@@ -3,11 +3,12 @@
 
 For each model: `tinylens-cli bench onnx MODEL --runs R` (host inputs to host
 outputs, warm median) and ONNX Runtime's CPU provider with as many intra-op
-threads as this process may use cores (its affinity mask, as tinylens's cpu device
-counts them: `taskset -c 0 scripts/bench_onnx.py` compares one thread each), on random inputs of the same declared shapes
-(dynamic dimensions taken as 1), warm median of the same number of runs. The
-two alternate for --rounds rounds so both see the same machine load; the table
-gives every round's ratio and the median.
+threads as this process may use cores (its affinity mask, as tinylens's cpu
+device counts them: `taskset -c 0 scripts/bench_onnx.py` compares one thread
+each), on random inputs of the same declared shapes (dynamic dimensions taken
+as 1), warm median of the same number of runs. The two alternate for
+--rounds rounds so both see the same machine load; the table gives every
+round's ratio and the median.
 
 ONNX Runtime comes from PyPI into a virtual environment under build/ for the
 benchmark only; it is never a dependency of the build or the tests.
