@@ -8,7 +8,7 @@ its speedup, and the time it loses against a perfect split (N-thread time
 minus one-thread time / N), the kernels that lose most first. A kernel whose
 speedup is far below N waits on one thread (units that do not divide
 evenly), on memory, or on data that the other core wrote: read it beside
-the kernel table's launch column and the tuner's choice (`tuned: split=...`).
+the kernel table's launch column and the tuner's choice, listed beside it.
 
   scripts/thread_scaling.py MODEL.onnx [--threads N] [--rounds 3] [--runs 30] [--top 20]
 """
@@ -21,6 +21,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROW = re.compile(r"^\s*(\d+)\s+(\S+)\s+cpu\s+\S+\s+([0-9.]+)\s")
+TUNED = re.compile(r"^\s+tuned: (.+?) [0-9.]+ us")
 
 
 def kernel_times(cli, model, runs, threads):
@@ -28,10 +29,15 @@ def kernel_times(cli, model, runs, threads):
     env.setdefault("TINYLENS_TUNE", "1")
     out = subprocess.run([cli, "bench", "onnx", model, "--device", "cpu", "--profile", "--runs", str(runs)],
                          check=True, capture_output=True, text=True, env=env).stdout
-    rows = [(int(m.group(1)), m.group(2), float(m.group(3))) for m in map(ROW.match, out.splitlines()) if m]
+    rows, choices = [], {}
+    for line in out.splitlines():
+        if m := ROW.match(line):
+            rows.append((int(m.group(1)), m.group(2), float(m.group(3))))
+        elif (t := TUNED.match(line)) and rows:
+            choices[rows[-1][0]] = t.group(1)  # the tuner's choice for the kernel above
     if not rows:
         sys.exit("thread_scaling: no kernel table in tinylens-cli's output:\n" + out)
-    return rows
+    return rows, choices
 
 
 def main():
@@ -46,10 +52,13 @@ def main():
     if a.threads < 2:
         sys.exit("thread_scaling: needs at least 2 threads to compare with one (--threads)")
     one, many = {}, {}
-    names = {}
+    names, chosen = {}, {}
     for _ in range(a.rounds):
         for threads, into in ((1, one), (a.threads, many)):
-            for index, name, us in kernel_times(a.cli, a.model, a.runs, threads):
+            rows, choices = kernel_times(a.cli, a.model, a.runs, threads)
+            if threads > 1:
+                chosen.update(choices)
+            for index, name, us in rows:
                 names.setdefault(index, name)
                 if names[index] != name:
                     sys.exit(f"thread_scaling: kernel {index} is {name} in one run and {names[index]} in another")
@@ -62,10 +71,11 @@ def main():
         rows.append((tn - t1 / a.threads, index, name, t1, tn))
     total1, totaln = sum(r[3] for r in rows), sum(r[4] for r in rows)
     print(f"{a.model}: kernel medians over {a.rounds} rounds of {a.runs} profiled runs, 1 thread vs {a.threads}")
-    print(f"{'#':>4}  {'kernel':28s} {'1 thread us':>12} {a.threads:>3} threads us {'speedup':>8} {'lost us':>8}")
+    print(f"{'#':>4}  {'kernel':28s} {'1 thread us':>12} {a.threads:>3} threads us {'speedup':>8} {'lost us':>8}"
+          "  tuned (on all threads)")
     rows.sort(reverse=True)
     for lost, index, name, t1, tn in rows[: a.top or len(rows)]:
-        print(f"{index:4d}  {name:28s} {t1:12.1f} {tn:14.1f} {t1 / tn:8.2f} {lost:8.1f}")
+        print(f"{index:4d}  {name:28s} {t1:12.1f} {tn:14.1f} {t1 / tn:8.2f} {lost:8.1f}  {chosen.get(index, '')}")
     print(f"all {len(rows)} launched kernels: {total1:.0f} us on 1 thread, {totaln:.0f} us on {a.threads}: "
           f"speedup {total1 / totaln:.2f}, {totaln - total1 / a.threads:.0f} us lost against a perfect split")
 
