@@ -219,8 +219,18 @@ class TestOpenCL : public QObject {
     QVERIFY(cache_home_.isValid());
     // Before anything reads it: the kernel cache (and PoCL's own) go here.
     qputenv("XDG_CACHE_HOME", cache_home_.path().toUtf8());
+    // Enumerating (PoCL's first device detection, in this process) adds no
+    // variable to the environment: an addition may move the environment's
+    // array under a getenv on another thread (the window enumerates on a
+    // worker). PoCL's HWLOC_PLUGINS_PATH is there before main (opencl.cpp).
+    const QStringList before = QProcessEnvironment::systemEnvironment().keys();
     for (auto& d : enumerate_opencl_devices())
       if (d->available()) devices_.push_back(d);
+    QStringList added;
+    for (const QString& key : QProcessEnvironment::systemEnvironment().keys())
+      if (!before.contains(key)) added << key;
+    QVERIFY2(added.isEmpty(), qPrintable("enumerating the OpenCL devices added " + added.join(", ")));
+    QVERIFY(qEnvironmentVariableIsSet("HWLOC_PLUGINS_PATH"));
     TL_REQUIRE(!devices_.empty(), "no available OpenCL device");
     for (auto& d : devices_) qInfo("testing %s: %s", d->name().c_str(), d->info().description.c_str());
 #endif

@@ -739,4 +739,13 @@ std::vector<std::shared_ptr<Device>> enumerate_opencl_devices() {
 
 static DeviceRegistrar registrar("opencl", 10, enumerate_opencl_devices);
 
+// PoCL sets HWLOC_PLUGINS_PATH (to /dev/null) while it detects a device, on
+// whichever thread enumerates the devices: the window's is a worker. A
+// setenv that adds a variable may move the environment's array, and a getenv
+// on another thread at that moment reads freed memory: test_ui_onnx crashed
+// so in CI, in QtTest's watchdog, while the window listed its devices. Added
+// here, before main, while no other thread runs, the variable exists when
+// PoCL runs, and its setenv only replaces the value in place.
+static const bool hwloc_plugins_path_added = ::setenv("HWLOC_PLUGINS_PATH", "/dev/null", 0) == 0;
+
 }  // namespace tl
