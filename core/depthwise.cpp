@@ -165,6 +165,55 @@ Tensor by_gather(const Tensor& x, const Tensor& weight, const Window2d& g, int64
 
 }  // namespace
 
+Tensor max_pool_by_gather(Tensor x, const Window2d& g) {
+  check_window(x, g);
+  const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3), K = g.kernel_h * g.kernel_w;
+  if (x.dtype() != DType::f32 || K < 2 || H >= (int64_t(1) << 29) || W >= (int64_t(1) << 29) ||
+      H * W >= (int64_t(1) << 31) || !gemm_template_gathers(Registry::instance().get(x.device())))
+    return Tensor();
+  const int64_t OH = out_size(H, g.pad_h, g.kernel_h, g.stride_h, g.dilation_h);
+  const int64_t OW = out_size(W, g.pad_w, g.kernel_w, g.stride_w, g.dilation_w);
+  // The value as the graph states it (autograd differentiates it): the
+  // taps of x padded with -inf, a balanced tree of maxima.
+  // The image is a GEMM operand, which the scheduler stores (row-major) in
+  // a buffer of its own, or reads where it is stored already. A copy that
+  // only stores a computed value (the caller's contiguous()) would be
+  // stored a second time beside it when that value has other readers too (a
+  // Concat that a convolution also reads): the value itself is the operand.
+  // A view (a movement op) is copied once.
+  auto stored_as_is = [](const Node& m) { return m.realized() || !is_movement(m.op); };
+  const NodeRef& n = x.node();
+  if (!n->realized() && n->op == Op::Contiguous && stored_as_is(*n->src[0]))
+    x = Tensor(n->src[0]);
+  else if (!stored_as_is(*n))
+    x = x.contiguous();
+  const Tensor xp = x.pad({{0, 0}, {0, 0}, g.pad_h, g.pad_w}, -INFINITY);
+  TreeReduce largest{[](const Tensor& a, const Tensor& b) { return a.maximum(b); }, {}};
+  for (int64_t kh = 0; kh < g.kernel_h; ++kh)
+    for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+      const int64_t r = kh * g.dilation_h, c = kw * g.dilation_w;
+      largest.add(xp.slice(2, r, r + (OH - 1) * g.stride_h + 1, g.stride_h)
+                      .slice(3, c, c + (OW - 1) * g.stride_w + 1, g.stride_w));
+    }
+  Tensor y = largest.result();
+  // ... and as the scheduler computes it: N x C one-row "products" whose B
+  // is gathered from each plane and maxed (ConvGather::max). A pool has no
+  // weights: A names the image again and is not read (a constant made here
+  // would be a new tensor at every call, which the Jit cannot replay).
+  auto hint = std::make_shared<MatmulHint>();
+  hint->a = hint->b = hint->image = x.node();
+  hint->batch = N * C, hint->m = 1, hint->n = OH * OW, hint->k = K;
+  hint->b_strides[0] = H * W;
+  ConvGather& w = hint->gather;
+  w.channels = 1, w.height = H, w.width = W;
+  w.kernel_h = g.kernel_h, w.kernel_w = g.kernel_w, w.stride_h = g.stride_h, w.stride_w = g.stride_w;
+  w.dilation_h = g.dilation_h, w.dilation_w = g.dilation_w, w.pad_top = g.pad_h.first, w.pad_left = g.pad_w.first;
+  w.out_w = OW, w.max = true;
+  hint->gather_only = true;
+  y.node()->matmul = hint;
+  return y;
+}
+
 std::vector<Tensor> window_taps(const Tensor& x, const Window2d& g) {
   check_window(x, g);
   return strided_views(x, g, out_size(x.dim(2), g.pad_h, g.kernel_h, g.stride_h, g.dilation_h),

@@ -36,4 +36,12 @@ std::vector<Tensor> window_taps(const Tensor& x, const Window2d& g);
 // A lazy zero pad of x's spatial axes is read through like the window's own.
 Tensor depthwise_conv2d(Tensor x, const Tensor& weight, const Tensor& bias, Window2d g);
 
+// y[n, c, i, j] = the largest of x[n, c, i * SH + kh * DH - PT, j * SW + kw * DW - PL]
+// over the taps inside x (padding is left out; NaN wins). Where the device's
+// GEMM template gathers (the C device), one kernel that reads x's planes in
+// place, the window's rows and columns in one pass; undefined elsewhere, for
+// other than float32, or for a window of one tap (the caller's generic
+// windows are then as good).
+Tensor max_pool_by_gather(Tensor x, const Window2d& g);
+
 }  // namespace tl

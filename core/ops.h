@@ -98,6 +98,10 @@ struct ConvGather {
   int64_t stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
   int64_t pad_top = 0, pad_left = 0;
   int64_t out_w = 0;  // output columns: n = oh * out_w + ow
+  // C[b, 0, n] is then column n's largest cell inside x instead of a
+  // product (a max pool of one channel per batch item; A is not read):
+  // cells outside x are left out, not zero.
+  bool max = false;
   bool active() const { return kernel_h > 0; }
 };
 

@@ -174,7 +174,7 @@ static std::string plan_signature(const KernelPlan& plan) {
     if (plan.inputs[1] == h.image) {  // B gathered from a convolution's image
       const ConvGather& g = h.gather;
       for (int64_t v : {g.kernel_h, g.kernel_w, g.stride_h, g.stride_w, g.dilation_h, g.dilation_w, g.pad_top,
-                        g.pad_left, g.out_w})
+                        g.pad_left, g.out_w, int64_t(g.max)})
         sig += ";" + std::to_string(v);
     }
   }

@@ -29,6 +29,7 @@
 // work next to the micro-kernel, whose loops do not depend on them.
 #define _GNU_SOURCE  // RTLD_DEFAULT
 #include <dlfcn.h>
+#include <math.h>  // INFINITY
 
 {{SHARED}}
 
@@ -44,10 +45,11 @@ typedef int (*gather_thin_fn)(const struct tl_gemm*, float*, const float*, const
                               ptrdiff_t, ptrdiff_t, struct gather_work*);
 typedef int (*depthwise_blocked_fn)(const struct tl_gemm*, float*, const float*, const float*, ptrdiff_t, ptrdiff_t,
                                     void**);
-enum { X_TRANSPOSED, X_WINOGRAD, X_WINOGRAD_WEIGHTS, X_GATHER_THIN, X_DEPTHWISE_BLOCKED, X_COUNT };
-static const char* const extra_names[X_COUNT] = {"tinylens_gemm_transposed", "tinylens_gemm_winograd",
+typedef int (*max_pool_fn)(const struct tl_gemm*, float*, const float*, ptrdiff_t, ptrdiff_t, void**);
+enum { X_TRANSPOSED, X_WINOGRAD, X_WINOGRAD_WEIGHTS, X_GATHER_THIN, X_DEPTHWISE_BLOCKED, X_MAX_POOL, X_COUNT };
+static const char* const extra_names[X_COUNT] = {"tinylens_gemm_transposed",       "tinylens_gemm_winograd",
                                                  "tinylens_gemm_winograd_weights", "tinylens_gemm_gather_thin",
-                                                 "tinylens_gemm_depthwise_blocked"};
+                                                 "tinylens_gemm_depthwise_blocked", "tinylens_gemm_max_pool"};
 static void* extra_slots[X_COUNT];
 static void* extra(int which) {
   void* f = __atomic_load_n(&extra_slots[which], __ATOMIC_ACQUIRE);
@@ -62,6 +64,7 @@ static void* extra(int which) {
 #define GEMM_WINOGRAD_WEIGHTS ((winograd_weights_fn)extra(X_WINOGRAD_WEIGHTS))
 #define GEMM_GATHER_THIN ((gather_thin_fn)extra(X_GATHER_THIN))
 #define GEMM_DEPTHWISE_BLOCKED ((depthwise_blocked_fn)extra(X_DEPTHWISE_BLOCKED))
+#define GEMM_MAX_POOL ((max_pool_fn)extra(X_MAX_POOL))
 
 // The name of the first extra the global scope lacks, or NULL: the device
 // asks once, after loading both halves, so a missing one is an error rather
@@ -355,10 +358,38 @@ static const float* packed_a(const struct tl_gemm* g, const float* a, void** arg
   return header[1] == rows && header[2] == block && header[3] == transposed ? panels : NULL;
 }
 
+// A max pool (tl_gather.max) when its extra cannot run: one cell at a
+// time, batches [start, end) (units are batches: the renderer splits rows
+// of one row).
+static void naive_max_pool(const struct tl_gemm* g, float* c, const float* b, ptrdiff_t start, ptrdiff_t end,
+                           void** args) {
+  const struct tl_gather* x = &g->gather;
+  for (ptrdiff_t p = start; p < end; ++p) {
+    for (ptrdiff_t n = 0; n < G_N; ++n) {
+      const ptrdiff_t oy = n / x->out_w * x->sh - x->pt, ox = n % x->out_w * x->sw - x->pl;
+      float m = -INFINITY;
+      for (ptrdiff_t i = 0; i < x->kh; ++i)
+        for (ptrdiff_t j = 0; j < x->kw; ++j) {
+          const ptrdiff_t y = oy + i * x->dh, col = ox + j * x->dw;
+          if (y < 0 || y >= x->height || col < 0 || col >= x->width) continue;
+          const float v = b[p * SB0 + y * x->width + col];
+          if (v > m || v != v) m = v;  // NaN wins
+        }
+      c[p * G_N + n] = m;
+    }
+    finish_block(g, c + p * G_N, p, 0, 1, 0, G_N, args);
+  }
+}
+
 void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args) {
   float* c = (float*)args[0];
   const float* a = (const float*)args[1];
   const float* b = (const float*)args[2];
+  if (GATHERED && g->gather.max) {
+    const max_pool_fn pool = GEMM_MAX_POOL;
+    if (!pool || !pool(g, c, b, start, end, args)) naive_max_pool(g, c, b, start, end, args);
+    return;
+  }
   const depthwise_blocked_fn depthwise = GATHERED ? GEMM_DEPTHWISE_BLOCKED : NULL;
   if (depthwise && depthwise(g, c, a, b, start, end, args)) return;
   const float* packed = packed_a(g, a, args);

@@ -16,10 +16,13 @@ typedef void (*tl_gemm_finish)(float* c, ptrdiff_t batch, ptrdiff_t m0, ptrdiff_
 // per batch, row-major; sb[0] is the batch stride) instead of read from
 // im2col columns: B[(c, i, j), (oh, ow)] = x[c, oh*sh + i*dh - pt,
 // ow*sw + j*dw - pl], zero outside x. kh = 0: B is a plain strided matrix.
+// max: C is not a product but each column's largest cell inside x (a max
+// pool of one channel per batch; A is not read).
 struct tl_gather {
   ptrdiff_t channels, height, width;
   ptrdiff_t kh, kw, sh, sw, dh, dw, pt, pl;
   ptrdiff_t out_w;  // n = oh * out_w + ow
+  int max;
 };
 
 // C[b] = A[b] @ B[b]: C is contiguous (batch x m x n); A and B are read

@@ -251,3 +251,181 @@ static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const f
   scratch_free(buf);
   return 1;
 }
+
+// Max pools (tl_gather.max): C[b, 0, n] is the largest cell of output n's
+// window over plane b, leaving out the cells outside the image (A is not
+// read). NaN wins, as in the generic kernels' maximum. One pass,
+// the window's rows and columns both in registers: the generic rendering
+// takes two (rows, then columns) and its column pass ends every row with a
+// scalar tail.
+
+#include <math.h>  // INFINITY
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
+typedef int vlane __attribute__((vector_size(VW * 4)));
+
+// Lane l holds start + l * step: a constant once inlined.
+static inline vlane lanes_from(int start, int step) {
+  vlane v;
+  for (int l = 0; l < VW; ++l) v[l] = start + step * l;
+  return v;
+}
+
+// The larger of a and b in each lane, NaN where either is. The instruction's
+// max returns its second operand when one is NaN, so the OR of both orders
+// keeps a NaN from either side (a compare and blend took 1.8x as long for
+// a 3x3 pool on AVX-512).
+static inline vf max_nan(vf a, vf b) {
+#if defined(__AVX512F__) && VW == 16
+  return (vf)((vlane)_mm512_max_ps(a, b) | (vlane)_mm512_max_ps(b, a));
+#elif defined(__AVX__) && VW == 8
+  return (vf)((vlane)_mm256_max_ps(a, b) | (vlane)_mm256_max_ps(b, a));
+#else
+  const vlane pick = (b > a) | (b != b);
+  return (vf)(((vlane)b & pick) | ((vlane)a & ~pick));
+#endif
+}
+// The same for one float, without a branch that random data would mispredict.
+static inline float max_nan1(float a, float b) { return max_nan((vf){a}, (vf){b})[0]; }
+
+// The largest of rows r[0..kh) at columns q .. q + VW.
+static inline __attribute__((always_inline)) vf rows_max(const float* const* r, int kh, ptrdiff_t q) {
+  vf m = *(const vfu*)(r[0] + q);
+  for (int i = 1; i < kh; ++i) m = max_nan(m, *(const vfu*)(r[i] + q));
+  return m;
+}
+
+// One output row of at least VW outputs from the window's rows r[0..kh),
+// each read from column 0 up to the last the row's windows cover; kh and
+// kw are literals at each call. Stride 2 (kw <= 3, dilation 1): the even
+// and odd lanes of two vectors of row maxima, and for kw = 3 the even lanes
+// moved down one with the next column's maximum last. Stride 1: kw
+// overlapping vectors. A row's last VW outputs overlap the ones before.
+// (kw = 1 at stride 2 would read a column past its windows.)
+static inline __attribute__((always_inline)) void pool_row(const float* const* r, int kh, int kw, int sw,
+                                                            ptrdiff_t dw, float* o, ptrdiff_t ow) {
+  for (ptrdiff_t j0 = 0; j0 < ow; j0 += VW) {
+    const ptrdiff_t j = MIN(j0, ow - VW);
+    vf m;
+    if (sw == 2) {
+      const ptrdiff_t b = 2 * j;
+      const vf v0 = rows_max(r, kh, b), v1 = rows_max(r, kh, b + VW);
+      const vf even = __builtin_shuffle(v0, v1, lanes_from(0, 2));
+      m = max_nan(even, __builtin_shuffle(v0, v1, lanes_from(1, 2)));
+      if (kw == 3) {
+        float next = r[0][b + 2 * VW];
+        for (int i = 1; i < kh; ++i) next = max_nan1(next, r[i][b + 2 * VW]);
+        m = max_nan(m, __builtin_shuffle(even, (vf){next}, lanes_from(1, 1)));
+      }
+    } else {
+      m = rows_max(r, kh, j);
+      for (int k = 1; k < kw; ++k) m = max_nan(m, rows_max(r, kh, j + k * dw));
+    }
+    *(vfu*)(o + j) = m;
+  }
+}
+
+// Any window, one output at a time.
+static inline void pool_row_any(const float* const* r, int kh, int kw, ptrdiff_t sw, ptrdiff_t dw, float* o,
+                                ptrdiff_t ow) {
+  for (ptrdiff_t j = 0; j < ow; ++j) {
+    float m = r[0][j * sw];
+    for (int i = 0; i < kh; ++i)
+      for (int k = 0; k < kw; ++k) m = max_nan1(m, r[i][j * sw + k * dw]);
+    o[j] = m;
+  }
+}
+
+// `rows` output rows of `ow` outputs each, o_pitch apart in o, whose windows
+// start every sh rows of `in` (rows `pitch` floats apart) and every sw
+// columns from its column 0. One loop over the rows inside each copy: a call
+// per row cost a 3x3 pool of 111 x 111 half its time again.
+static inline __attribute__((always_inline)) void pool_span(const float* in, ptrdiff_t pitch, ptrdiff_t sh,
+                                                             ptrdiff_t dh, int kh, int kw, int sw, ptrdiff_t dw,
+                                                             int vector, ptrdiff_t rows, float* o, ptrdiff_t o_pitch,
+                                                             ptrdiff_t ow) {
+  const float* r[DEPTHWISE_TAPS_MAX];
+  for (ptrdiff_t oh = 0; oh < rows; ++oh) {
+    for (int i = 0; i < kh; ++i) r[i] = in + (oh * sh + i * dh) * pitch;
+    if (vector) pool_row(r, kh, kw, sw, dw, o + oh * o_pitch, ow);
+    else pool_row_any(r, kh, kw, sw, dw, o + oh * o_pitch, ow);
+  }
+}
+
+// pool_span with copies for the common windows; rows at least VW outputs
+// wide at stride 1 or 2 (kw <= 3) vectorise.
+static void pool_rows(const struct tl_gather* x, const float* in, ptrdiff_t pitch, ptrdiff_t rows, float* o,
+                      ptrdiff_t o_pitch, ptrdiff_t ow) {
+  const int kh = (int)x->kh, kw = (int)x->kw;
+  const ptrdiff_t sh = x->sh, dh = x->dh;
+  const int vector = ow >= VW && x->dw == 1 && ((x->sw == 2 && kw >= 2 && kw <= 3) || x->sw == 1);
+  if (vector && x->sw == 2 && kh == 3 && kw == 3) pool_span(in, pitch, sh, dh, 3, 3, 2, 1, 1, rows, o, o_pitch, ow);
+  else if (vector && x->sw == 2 && kh == 2 && kw == 2) pool_span(in, pitch, sh, dh, 2, 2, 2, 1, 1, rows, o, o_pitch, ow);
+  else if (vector && x->sw == 1 && kh == 3 && kw == 3) pool_span(in, pitch, sh, dh, 3, 3, 1, 1, 1, rows, o, o_pitch, ow);
+  else if (vector) pool_span(in, pitch, sh, dh, kh, kw, (int)x->sw, 1, 1, rows, o, o_pitch, ow);
+  else pool_span(in, pitch, sh, dh, kh, kw, (int)x->sw, x->dw, 0, rows, o, o_pitch, ow);
+}
+
+// Floats of a padded band (pool_plane) at most, unless one window's rows need more.
+#define POOL_BAND_FLOATS 8192
+
+// The band's row pitch: the columns the windows cover, at least a vector
+// row's worth, rounded up, and 2 VW more for a vector row's reads past them.
+static ptrdiff_t pool_pitch(const struct tl_gather* x) {
+  return ROUND_UP(MAX((x->out_w - 1) * x->sw + (x->kw - 1) * x->dw + 1, x->sw * VW), VW) + 2 * VW;
+}
+
+// Plane `image` pooled into `out` (oh_n x out_w). Windows inside the image
+// on rows at least VW outputs wide read it in place. Otherwise bands of
+// output rows read a copy of their input rows, padded with -inf on every
+// side and past the last column any window reads (rows narrower than VW are
+// computed VW wide into `narrow` and copied out): `band` holds band_floats.
+static void pool_plane(const struct tl_gather* x, const float* image, float* out, ptrdiff_t oh_n, float* band,
+                       ptrdiff_t band_floats, float* narrow) {
+  const ptrdiff_t ow_n = x->out_w, span = (x->kh - 1) * x->dh + 1;
+  const ptrdiff_t pw = (ow_n - 1) * x->sw + (x->kw - 1) * x->dw + 1;  // columns the windows cover
+  if (x->pt == 0 && x->pl == 0 && (oh_n - 1) * x->sh + span <= x->height && pw <= x->width && ow_n >= VW) {
+    pool_rows(x, image, x->width, oh_n, out, ow_n, ow_n);
+    return;
+  }
+  const ptrdiff_t pitch = pool_pitch(x), band_n = MAX(1, (band_floats / pitch - span) / x->sh + 1);
+  for (ptrdiff_t oh0 = 0; oh0 < oh_n; oh0 += band_n) {
+    const ptrdiff_t oh1 = MIN(oh_n, oh0 + band_n), rows = (oh1 - 1 - oh0) * x->sh + span;
+    for (ptrdiff_t q = 0; q < rows; ++q) {
+      float* d = band + q * pitch;
+      const ptrdiff_t y = oh0 * x->sh - x->pt + q, c0 = MIN(x->pl, pitch), c1 = MAX(c0, MIN(pitch, x->pl + x->width));
+      for (ptrdiff_t c = 0; c < pitch; ++c) d[c] = -INFINITY;
+      if (y >= 0 && y < x->height && c1 > c0)
+        memcpy(d + c0, image + y * x->width + (c0 - x->pl), (size_t)(c1 - c0) * sizeof(float));
+    }
+    if (ow_n >= VW) {
+      pool_rows(x, band, pitch, oh1 - oh0, out + oh0 * ow_n, ow_n, ow_n);
+    } else {
+      pool_rows(x, band, pitch, oh1 - oh0, narrow, VW, VW);
+      for (ptrdiff_t oh = oh0; oh < oh1; ++oh)
+        memcpy(out + oh * ow_n, narrow + (oh - oh0) * VW, (size_t)ow_n * sizeof(float));
+    }
+  }
+}
+
+// tinylens_gemm_f32's max pools: planes [start, end), each then finished.
+// Returns 0 (nothing written) when a window has more rows than the row
+// pointers here hold or the band's buffer cannot be had.
+int tinylens_gemm_max_pool(const struct tl_gemm* g, float* restrict c, const float* restrict b, ptrdiff_t start,
+                           ptrdiff_t end, void** args) {
+  const struct tl_gather* x = &g->gather;
+  if (x->kh > DEPTHWISE_TAPS_MAX) return 0;
+  const ptrdiff_t oh_n = G_N / x->out_w, pitch = pool_pitch(x);
+  const ptrdiff_t band_floats = MAX(POOL_BAND_FLOATS, ((x->kh - 1) * x->dh + 1) * pitch);
+  // The band, then VW floats per output row it can hold.
+  float* band = scratch_alloc((size_t)(band_floats + (band_floats / pitch) * VW) * sizeof(float));
+  if (!band) return 0;
+  for (ptrdiff_t p = start; p < end; ++p) {
+    pool_plane(x, b + p * SB0, c + p * G_N, oh_n, band, band_floats, band + band_floats);
+    finish_block(g, c + p * G_N, p, 0, 1, 0, G_N, args);
+  }
+  scratch_free(band);
+  return 1;
+}

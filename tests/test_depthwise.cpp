@@ -164,9 +164,9 @@ class TestDepthwise : public QObject {
     QTest::addColumn<int>("stride");
     QTest::addColumn<QString>("gather");  // the gather's geometry, as the kernel initialises it
     // channels, height, width, kernel, stride, dilation, pad top and left, output width
-    QTest::newRow("5x5 s2, 24x24") << 24 << 5 << 2 << "{1, 24, 24, 5, 5, 2, 2, 1, 1, 1, 1, 12}";
-    QTest::newRow("3x3 s2, 32x32") << 32 << 3 << 2 << "{1, 32, 32, 3, 3, 2, 2, 1, 1, 0, 0, 16}";
-    QTest::newRow("5x5 s1, 7x7") << 7 << 5 << 1 << "{1, 7, 7, 5, 5, 1, 1, 1, 1, 2, 2, 7}";
+    QTest::newRow("5x5 s2, 24x24") << 24 << 5 << 2 << "{1, 24, 24, 5, 5, 2, 2, 1, 1, 1, 1, 12, 0}";
+    QTest::newRow("3x3 s2, 32x32") << 32 << 3 << 2 << "{1, 32, 32, 3, 3, 2, 2, 1, 1, 0, 0, 16, 0}";
+    QTest::newRow("5x5 s1, 7x7") << 7 << 5 << 1 << "{1, 7, 7, 5, 5, 1, 1, 1, 1, 2, 2, 7, 0}";
   }
   void renderingsOnTheCpuDevice() {
     QFETCH(int, size);
@@ -292,7 +292,7 @@ class TestDepthwise : public QObject {
     for (auto& n : names) all += n + " ";
     QVERIFY2(names.size() == 2 && names.front().rfind("GEMM", 0) == 0, all.c_str());
     // the convolution gathers from the unpadded 32x32 map
-    QVERIFY2(sources.back().find(".gather = {1, 32, 32, 3, 3, 2, 2, 1, 1, 0, 0, 16}") != std::string::npos,
+    QVERIFY2(sources.back().find(".gather = {1, 32, 32, 3, 3, 2, 2, 1, 1, 0, 0, 16, 0}") != std::string::npos,
              sources.back().c_str());
   }
 
@@ -369,6 +369,64 @@ class TestDepthwise : public QObject {
     QVERIFY(fails([&] { depthwise_conv2d(x, w, Tensor(), too_big); }, "larger than the padded input of 5"));
     negative.pad_w = {-1, 0};
     QVERIFY(fails([&] { depthwise_conv2d(x, w, Tensor(), negative); }, "negative padding"));
+  }
+
+  // max_pool_by_gather on the cpu device: one MAXPOOL kernel, equal to the
+  // largest cell of each window inside the image, computed here (a max is
+  // exact), NaN where a window holds one. The rows cover the kernel's
+  // paths (kernels/gemm_cpu_depthwise.c): in place (windows inside the
+  // image, rows >= 16 outputs) and through a padded band, rows narrower
+  // than a vector, vector rows at stride 2 (kw 2, 3) and 1, any window.
+  void maxPoolInOneKernel_data() {
+    QTest::addColumn<QVector<int>>("w");  // N C H W KH KW SH SW DH DW PT PB PL PR
+    QTest::newRow("3x3 s2 in place, 111 (SqueezeNet)") << QVector<int>{1, 3, 111, 111, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0};
+    QTest::newRow("3x3 s2 pad 1, 112 (ResNet)") << QVector<int>{1, 2, 112, 112, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1};
+    QTest::newRow("3x3 s2 ceil overhang, 13 (narrow)") << QVector<int>{2, 3, 13, 13, 3, 3, 2, 2, 1, 1, 0, 1, 0, 1};
+    QTest::newRow("2x2 s2 in place, 40x34") << QVector<int>{1, 2, 40, 34, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0};
+    QTest::newRow("3x3 s1 pad 1, 20x37 (Inception)") << QVector<int>{1, 2, 20, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
+    QTest::newRow("2x3 s1 dilation 2, 9x40") << QVector<int>{1, 2, 9, 40, 2, 3, 1, 1, 2, 2, 0, 1, 2, 0};
+    QTest::newRow("5x5 s3 pads (any window)") << QVector<int>{1, 2, 29, 70, 5, 5, 3, 3, 1, 1, 2, 1, 0, 2};
+    QTest::newRow("3x1 s2x1, one column") << QVector<int>{1, 2, 10, 1, 3, 1, 2, 1, 1, 1, 1, 1, 0, 0};
+  }
+  void maxPoolInOneKernel() {
+    QFETCH(QVector<int>, w);
+    const int N = w[0], C = w[1], H = w[2], W = w[3], KH = w[4], KW = w[5], SH = w[6], SW = w[7], DH = w[8], DW = w[9];
+    Window2d g;
+    g.kernel_h = KH, g.kernel_w = KW, g.stride_h = SH, g.stride_w = SW, g.dilation_h = DH, g.dilation_w = DW;
+    g.pad_h = {w[10], w[11]}, g.pad_w = {w[12], w[13]};
+    const int OH = (H + w[10] + w[11] - (KH - 1) * DH - 1) / SH + 1, OW = (W + w[12] + w[13] - (KW - 1) * DW - 1) / SW + 1;
+    std::vector<float> xv(size_t(N * C * H * W));
+    for (size_t i = 0; i < xv.size(); ++i) xv[i] = float((i * 7919) % 1013) - 506.f;
+    xv[5] = NAN;                           // first plane, top row
+    xv[xv.size() - 1] = NAN;               // last plane's last cell
+    if (xv.size() > 100) xv[xv.size() / 2] = -INFINITY;
+    const Tensor x = Tensor::from_data(xv, {N, C, H, W}, "cpu");
+    std::vector<std::string> names;
+    std::vector<float> got;
+    {
+      ProfileCapture capture;
+      Tensor y = max_pool_by_gather(x, g);
+      QVERIFY(y.defined());
+      QCOMPARE(y.shape(), (Shape{N, C, OH, OW}));
+      got = y.to_vector();
+      for (auto& r : capture.records()) names.push_back(r.kernel->name);
+    }
+    QVERIFY2(names.size() == 1 && names[0].rfind("MAXPOOL_", 0) == 0, names.empty() ? "no kernel" : names[0].c_str());
+    for (int p = 0; p < N * C; ++p)
+      for (int i = 0; i < OH; ++i)
+        for (int j = 0; j < OW; ++j) {
+          float want = -INFINITY;
+          for (int a = 0; a < KH; ++a)
+            for (int b = 0; b < KW; ++b) {
+              const int yy = i * SH - w[10] + a * DH, xx = j * SW - w[12] + b * DW;
+              if (yy < 0 || yy >= H || xx < 0 || xx >= W) continue;
+              const float v = xv[size_t((p * H + yy) * W + xx)];
+              if (v > want || std::isnan(v)) want = std::isnan(want) ? want : v;
+            }
+          const float have = got[size_t((p * OH + i) * OW + j)];
+          QVERIFY2(have == want || (std::isnan(have) && std::isnan(want)),
+                   qPrintable(QString("plane %1 (%2, %3): %4, want %5").arg(p).arg(i).arg(j).arg(have).arg(want)));
+        }
   }
 };
 

@@ -229,7 +229,8 @@ class TestOnnxPool : public QObject {
 
     // Each convolution is one GEMM that stores its bias and ReLU; overlapping
     // windows take two passes (rows, then columns), others one, and the last
-    // pass may be a later GEMM's epilogue. A Concat is stored once, by one
+    // pass may be a later GEMM's epilogue (on the cpu device a max pool is
+    // one MAXPOOL kernel: tests/test_depthwise.cpp). A Concat is stored once, by one
     // kernel that sums its padded halves. No kernel copies a stored value (a
     // kernel of CONTIGUOUS alone): the Inception block's pool reads the
     // Concat that its 1x1 convolution reads.

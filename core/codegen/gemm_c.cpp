@@ -138,6 +138,7 @@ int64_t k_block(int64_t k, int64_t kc) {
 std::vector<Knobs> candidate_knobs(const GemmShape& s, const Knobs& base) {
   constexpr int64_t kDefaultKc = 256;  // kernels/gemm_cpu.c's TL_KC
   std::vector<Knobs> out;
+  if (s.gather.max) return out;  // a max pool: whole planes per thread, nothing to choose
   Knobs k = base;
   k.split_rows = !base.split_rows;
   k.transposed = 0;
@@ -172,7 +173,7 @@ std::string gather_text(const ConvGather& g) {
   if (!g.active()) return "{0}";
   std::string out;
   for (int64_t v : {g.channels, g.height, g.width, g.kernel_h, g.kernel_w, g.stride_h, g.stride_w, g.dilation_h,
-                    g.dilation_w, g.pad_top, g.pad_left, g.out_w})
+                    g.dilation_w, g.pad_top, g.pad_left, g.out_w, int64_t(g.max)})
     out += (out.empty() ? "{" : ", ") + std::to_string(v);
   return out + "}";
 }
@@ -310,7 +311,8 @@ TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
   base.split_rows = ceil_div(s.m, kRowUnit) >= ceil_div(s.n, kColUnit);
   // A depthwise convolution (a batch of one-row products over gathered
   // planes): each thread takes whole channels, and walks their output rows.
-  if (s.gather.active() && s.m <= kThinRows && s.batch > 1) base.split_rows = true;
+  // A max pool's units are its planes, however many.
+  if (s.gather.active() && s.m <= kThinRows && (s.batch > 1 || s.gather.max)) base.split_rows = true;
   // With a short K, packing B costs about as much as the product: each
   // packed element serves only a few micro-tiles.
   base.b_in_place = b_readable_in_place(s) && s.k <= kInPlaceK;

@@ -488,8 +488,9 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
     for (int i = 0; i < 3; ++i) g.a_strides[i] = h.a_strides[i], g.b_strides[i] = h.b_strides[i];
     g.a_constant = plan.inputs[0]->realized();
     if (plan.inputs[1] == h.image) g.gather = h.gather;  // the scheduler gave the GEMM the image
-    k.name = "GEMM_" + std::to_string(h.batch) + "_" + std::to_string(h.m) + "_" + std::to_string(h.n) + "_" +
-             std::to_string(h.k);
+    const bool pool = g.gather.max;  // a max pool (ConvGather::max) says so in its name
+    k.name = (pool ? "MAXPOOL_" : "GEMM_") + std::to_string(h.batch) + "_" + std::to_string(h.m) + "_" +
+             std::to_string(h.n) + "_" + std::to_string(h.k);
     double epilogue_flops = 0;
     g.epilogue = render_gemm_epilogue(plan, d, gemm_epilogue_takes_flat(device), epilogue_flops);
     TemplateKernel t;
@@ -499,8 +500,8 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
     k.packed_bytes = t.packed_bytes, k.packed_key = t.packed_key;
     k.candidates = std::move(t.candidates);
     for (int i = 0; i < 3; ++i) k.global[i] = t.global[i], k.local[i] = t.local[i];
-    k.flops = 2.0 * double(h.batch) * double(h.m) * double(h.n) * double(h.k) + epilogue_flops;
-    k.ops.front() = "GEMM";
+    k.flops = (pool ? 1.0 : 2.0) * double(h.batch) * double(h.m) * double(h.n) * double(h.k) + epilogue_flops;
+    k.ops.front() = pool ? "MAXPOOL" : "GEMM";
     return k;
   }
 

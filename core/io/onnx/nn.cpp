@@ -146,6 +146,15 @@ Tensor pool(const Ctx& c, bool is_max) {
   auto stored = [&](const Tensor& y) { return overlaps ? y.contiguous() : y; };
   if (is_max) {
     if (attr_i(c.node, "storage_order", 0) != 0) unsupported(c.node, c.opset, "storage_order 1");
+    // A 2-D pool in one kernel where the device can (core/depthwise.h); the
+    // ceil_mode overhang is padding there too, and left out like it.
+    if (g.kernel.size() == 2) {
+      Window2d w;
+      w.kernel_h = g.kernel[0], w.kernel_w = g.kernel[1], w.stride_h = g.strides[0], w.stride_w = g.strides[1];
+      w.dilation_h = g.dilations[0], w.dilation_w = g.dilations[1];
+      w.pad_h = {g.pad_begin[0], g.pad_end[0] + g.extra_end[0]}, w.pad_w = {g.pad_begin[1], g.pad_end[1] + g.extra_end[1]};
+      if (Tensor y = max_pool_by_gather(x, w); y.defined()) return y;
+    }
     return stored(fold_windows(x.pad(spatial_pads(g, true), kMaxPoolFill), g, overlaps,
                                TreeReduce{[](const Tensor& a, const Tensor& b) { return a.maximum(b); }, {}}));
   }
