@@ -396,9 +396,13 @@ static void pool_plane(const struct tl_gather* x, const float* image, float* out
     for (ptrdiff_t q = 0; q < rows; ++q) {
       float* d = band + q * pitch;
       const ptrdiff_t y = oh0 * x->sh - x->pt + q, c0 = MIN(x->pl, pitch), c1 = MAX(c0, MIN(pitch, x->pl + x->width));
-      for (ptrdiff_t c = 0; c < pitch; ++c) d[c] = -INFINITY;
-      if (y >= 0 && y < x->height && c1 > c0)
-        memcpy(d + c0, image + y * x->width + (c0 - x->pl), (size_t)(c1 - c0) * sizeof(float));
+      if (y < 0 || y >= x->height) {
+        for (ptrdiff_t c = 0; c < pitch; ++c) d[c] = -INFINITY;
+        continue;
+      }
+      for (ptrdiff_t c = 0; c < c0; ++c) d[c] = -INFINITY;
+      if (c1 > c0) memcpy(d + c0, image + y * x->width + (c0 - x->pl), (size_t)(c1 - c0) * sizeof(float));
+      for (ptrdiff_t c = c1; c < pitch; ++c) d[c] = -INFINITY;
     }
     if (ow_n >= VW) {
       pool_rows(x, band, pitch, oh1 - oh0, out + oh0 * ow_n, ow_n, ow_n);
