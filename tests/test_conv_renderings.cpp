@@ -221,6 +221,29 @@ class TestConvRenderings : public QObject {
     for (auto& [label, seconds] : run.gemm->tune_candidates) offered |= label == "direct";
     QVERIFY(offered);
   }
+
+  // A 1x1 window at a stride (ResNet's downsampling shortcut) is a plain
+  // product over a dense copy of the pixels it reads, not a gather, in
+  // every rendering the tuner may pick.
+  void stridedOneByOneIsAPlainProduct() {
+    const Case cases[] = {
+        {"1x1 stride 2, 56x56 -> 28x28, 16 -> 40 channels", 1, 16, 40, 56, 56, 0, 0, 0, 0, true, 1, 2, 1},
+        {"1x1 stride 2, odd 15x9, two images", 2, 8, 24, 15, 9, 0, 0, 0, 0, true, 1, 2, 1},
+        {"1x1 stride 3, padded 1,0 / 2,1", 1, 6, 20, 10, 11, 1, 0, 2, 1, false, 1, 3, 1},
+    };
+    for (const Case& c : cases) {
+      const Data d = make_data(c);
+      const Run first = run_case(c, d, fresh_cache(), "default");
+      QVERIFY2(first.gemm, c.name);
+      QVERIFY2(first.gemm->source.find(".gather = {0}") != std::string::npos, c.name);
+      for (auto& [label, seconds] : first.gemm->tune_candidates) {
+        const Run run = label == "default" ? first : run_case(c, d, fresh_cache(), label);
+        QCOMPARE(run.gemm->tuned, label);
+        QString why;
+        QVERIFY2(matches(c, d, run.values, 1e-5, &why), qPrintable(QString(c.name) + ", " + label.c_str() + ": " + why));
+      }
+    }
+  }
 };
 
 QTEST_GUILESS_MAIN(TestConvRenderings)
