@@ -378,19 +378,32 @@ static ptrdiff_t pool_pitch(const struct tl_gather* x) {
 }
 
 // Plane `image` pooled into `out` (oh_n x out_w). Windows inside the image
-// on rows at least VW outputs wide read it in place. Otherwise bands of
-// output rows read a copy of their input rows, padded with -inf on every
-// side and past the last column any window reads (rows narrower than VW are
-// computed VW wide into `narrow` and copied out): `band` holds band_floats.
-static void pool_plane(const struct tl_gather* x, const float* image, float* out, ptrdiff_t oh_n, float* band,
-                       ptrdiff_t band_floats, float* narrow) {
+// read it in place: rows at least VW outputs wide straight into `out`,
+// narrower ones VW wide into `narrow` (then copied out) while those reads,
+// which run on into the next rows, stay before `end`, the end of the
+// images. Otherwise bands of output rows read a copy of their input rows,
+// padded with -inf on every side and past the last column any window reads
+// (narrow rows again through `narrow`): `band` holds band_floats, `narrow`
+// band_floats / pool_pitch rows of VW.
+static void pool_plane(const struct tl_gather* x, const float* image, const float* end, float* out, ptrdiff_t oh_n,
+                       float* band, ptrdiff_t band_floats, float* narrow) {
   const ptrdiff_t ow_n = x->out_w, span = (x->kh - 1) * x->dh + 1;
   const ptrdiff_t pw = (ow_n - 1) * x->sw + (x->kw - 1) * x->dw + 1;  // columns the windows cover
-  if (x->pt == 0 && x->pl == 0 && (oh_n - 1) * x->sh + span <= x->height && pw <= x->width && ow_n >= VW) {
+  const ptrdiff_t pitch = pool_pitch(x), narrow_n = band_floats / pitch;
+  const int inside = x->pt == 0 && x->pl == 0 && (oh_n - 1) * x->sh + span <= x->height && pw <= x->width;
+  if (inside && ow_n >= VW) {
     pool_rows(x, image, x->width, oh_n, out, ow_n, ow_n);
     return;
   }
-  const ptrdiff_t pitch = pool_pitch(x), band_n = MAX(1, (band_floats / pitch - span) / x->sh + 1);
+  if (inside && image + ((oh_n - 1) * x->sh + span - 1) * x->width + pitch <= end) {
+    for (ptrdiff_t oh0 = 0; oh0 < oh_n; oh0 += narrow_n) {
+      const ptrdiff_t rows = MIN(narrow_n, oh_n - oh0);
+      pool_rows(x, image + oh0 * x->sh * x->width, x->width, rows, narrow, VW, VW);
+      for (ptrdiff_t r = 0; r < rows; ++r) memcpy(out + (oh0 + r) * ow_n, narrow + r * VW, (size_t)ow_n * sizeof(float));
+    }
+    return;
+  }
+  const ptrdiff_t band_n = MAX(1, (narrow_n - span) / x->sh + 1);
   for (ptrdiff_t oh0 = 0; oh0 < oh_n; oh0 += band_n) {
     const ptrdiff_t oh1 = MIN(oh_n, oh0 + band_n), rows = (oh1 - 1 - oh0) * x->sh + span;
     for (ptrdiff_t q = 0; q < rows; ++q) {
@@ -426,8 +439,9 @@ int tinylens_gemm_max_pool(const struct tl_gemm* g, float* restrict c, const flo
   // The band, then VW floats per output row it can hold.
   float* band = scratch_alloc((size_t)(band_floats + (band_floats / pitch) * VW) * sizeof(float));
   if (!band) return 0;
+  const float* images_end = b + (g->batch - 1) * SB0 + x->height * x->width;
   for (ptrdiff_t p = start; p < end; ++p) {
-    pool_plane(x, b + p * SB0, c + p * G_N, oh_n, band, band_floats, band + band_floats);
+    pool_plane(x, b + p * SB0, images_end, c + p * G_N, oh_n, band, band_floats, band + band_floats);
     finish_block(g, c + p * G_N, p, 0, 1, 0, G_N, args);
   }
   scratch_free(band);

@@ -375,13 +375,17 @@ class TestDepthwise : public QObject {
   // largest cell of each window inside the image, computed here (a max is
   // exact), NaN where a window holds one. The rows cover the kernel's
   // paths (kernels/gemm_cpu_depthwise.c): in place (windows inside the
-  // image, rows >= 16 outputs) and through a padded band, rows narrower
-  // than a vector, vector rows at stride 2 (kw 2, 3) and 1, any window.
+  // image; rows narrower than a vector too, but for the last plane's) and
+  // through a padded band, vector rows at stride 2 (kw 2, 3) and 1, any
+  // window.
   void maxPoolInOneKernel_data() {
     QTest::addColumn<QVector<int>>("w");  // N C H W KH KW SH SW DH DW PT PB PL PR
     QTest::newRow("3x3 s2 in place, 111 (SqueezeNet)") << QVector<int>{1, 3, 111, 111, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0};
     QTest::newRow("3x3 s2 pad 1, 112 (ResNet)") << QVector<int>{1, 2, 112, 112, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1};
     QTest::newRow("3x3 s2 ceil overhang, 13 (narrow)") << QVector<int>{2, 3, 13, 13, 3, 3, 2, 2, 1, 1, 0, 1, 0, 1};
+    // In place but for the last plane, whose vector rows would read past the images.
+    QTest::newRow("3x3 s2 narrow in place, 27 -> 13") << QVector<int>{2, 3, 27, 27, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0};
+    QTest::newRow("2x2 s2 narrow in place, 9x12") << QVector<int>{1, 4, 9, 12, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0};
     QTest::newRow("2x2 s2 in place, 40x34") << QVector<int>{1, 2, 40, 34, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0};
     QTest::newRow("3x3 s1 pad 1, 20x37 (Inception)") << QVector<int>{1, 2, 20, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
     QTest::newRow("2x3 s1 dilation 2, 9x40") << QVector<int>{1, 2, 9, 40, 2, 3, 1, 1, 2, 2, 0, 1, 2, 0};
