@@ -173,8 +173,6 @@ Tensor max_pool_by_gather(Tensor x, const Window2d& g) {
     return Tensor();
   const int64_t OH = out_size(H, g.pad_h, g.kernel_h, g.stride_h, g.dilation_h);
   const int64_t OW = out_size(W, g.pad_w, g.kernel_w, g.stride_w, g.dilation_w);
-  // The value as the graph states it (autograd differentiates it): the
-  // taps of x padded with -inf, a balanced tree of maxima.
   // The image is a GEMM operand, which the scheduler stores (row-major) in
   // a buffer of its own, or reads where it is stored already. A copy that
   // only stores a computed value (the caller's contiguous()) would be
@@ -187,6 +185,8 @@ Tensor max_pool_by_gather(Tensor x, const Window2d& g) {
     x = Tensor(n->src[0]);
   else if (!stored_as_is(*n))
     x = x.contiguous();
+  // The value as the graph states it (autograd differentiates it): the
+  // taps of x padded with -inf, a balanced tree of maxima.
   const Tensor xp = x.pad({{0, 0}, {0, 0}, g.pad_h, g.pad_w}, -INFINITY);
   TreeReduce largest{[](const Tensor& a, const Tensor& b) { return a.maximum(b); }, {}};
   for (int64_t kh = 0; kh < g.kernel_h; ++kh)

@@ -371,10 +371,11 @@ static void pool_rows(const struct tl_gather* x, const float* in, ptrdiff_t pitc
 // Floats of a padded band (pool_plane) at most, unless one window's rows need more.
 #define POOL_BAND_FLOATS 8192
 
-// The band's row pitch: the columns the windows cover, at least a vector
-// row's worth, rounded up, and 2 VW more for a vector row's reads past them.
+// The band's row pitch: the columns the windows of a row cover, or of a
+// row of VW outputs when that is wider, rounded up, and 2 VW more for a
+// vector row's reads past them.
 static ptrdiff_t pool_pitch(const struct tl_gather* x) {
-  return ROUND_UP(MAX((x->out_w - 1) * x->sw + (x->kw - 1) * x->dw + 1, x->sw * VW), VW) + 2 * VW;
+  return ROUND_UP((MAX(x->out_w, VW) - 1) * x->sw + (x->kw - 1) * x->dw + 1, VW) + 2 * VW;
 }
 
 // Plane `image` pooled into `out` (oh_n x out_w). Windows inside the image

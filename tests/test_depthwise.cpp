@@ -390,6 +390,8 @@ class TestDepthwise : public QObject {
     QTest::newRow("3x3 s1 pad 1, 20x37 (Inception)") << QVector<int>{1, 2, 20, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
     QTest::newRow("2x3 s1 dilation 2, 9x40") << QVector<int>{1, 2, 9, 40, 2, 3, 1, 1, 2, 2, 0, 1, 2, 0};
     QTest::newRow("5x5 s3 pads (any window)") << QVector<int>{1, 2, 29, 70, 5, 5, 3, 3, 1, 1, 2, 1, 0, 2};
+    QTest::newRow("2x3 s3 dilation 1x9, 4 outputs a row") << QVector<int>{1, 2, 12, 30, 2, 3, 3, 3, 1, 9, 0, 0, 0, 0};
+    QTest::newRow("2x3 s3 dilation 1x9, padded") << QVector<int>{1, 2, 12, 30, 2, 3, 3, 3, 1, 9, 1, 0, 1, 0};
     QTest::newRow("3x1 s2x1, one column") << QVector<int>{1, 2, 10, 1, 3, 1, 2, 1, 1, 1, 1, 1, 0, 0};
   }
   void maxPoolInOneKernel() {
