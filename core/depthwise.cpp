@@ -100,6 +100,20 @@ std::pair<int64_t, int64_t> window_extent(const Window2d& g, int64_t OH, int64_t
           (OW - 1) * g.stride_w + (g.kernel_w - 1) * g.dilation_w + 1};
 }
 
+// Tap (kh, kw) of padded input xp for an output of OH x OW, in the order
+// kh * KW + kw: xp from (kh * DH, kw * DW) on, every SH-th row and SW-th
+// column.
+std::vector<Tensor> tap_views(const Tensor& xp, const Window2d& g, int64_t OH, int64_t OW) {
+  std::vector<Tensor> out;
+  for (int64_t kh = 0; kh < g.kernel_h; ++kh)
+    for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+      const int64_t r = kh * g.dilation_h, c = kw * g.dilation_w;
+      out.push_back(xp.slice(2, r, r + (OH - 1) * g.stride_h + 1, g.stride_h)
+                        .slice(3, c, c + (OW - 1) * g.stride_w + 1, g.stride_w));
+    }
+  return out;
+}
+
 // The taps' views (window_taps) of an output of OH x OW: tap (kh, kw) is the
 // padded input from (kh * DH, kw * DW) on, every SH-th row and SW-th column.
 // - stride 1, or strided rows narrower than kThroughPadFrom: the views read a
@@ -115,16 +129,8 @@ std::pair<int64_t, int64_t> window_extent(const Window2d& g, int64_t OH, int64_t
 //   output's size.
 // `guarded`: read through the pad at any stride and width (guarded_form).
 std::vector<Tensor> strided_views(const Tensor& x, const Window2d& g, int64_t OH, int64_t OW, bool guarded = false) {
-  const int64_t SH = g.stride_h, SW = g.stride_w;
-  const bool through_pad = guarded || ((SH > 1 || SW > 1) && OW >= kThroughPadFrom);
-  const Tensor xp = pad_to(x, {g.pad_h.first, g.pad_w.first}, window_extent(g, OH, OW), through_pad);
-  std::vector<Tensor> out;
-  for (int64_t kh = 0; kh < g.kernel_h; ++kh)
-    for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
-      const int64_t r = kh * g.dilation_h, c = kw * g.dilation_w;
-      out.push_back(xp.slice(2, r, r + (OH - 1) * SH + 1, SH).slice(3, c, c + (OW - 1) * SW + 1, SW));
-    }
-  return out;
+  const bool through_pad = guarded || ((g.stride_h > 1 || g.stride_w > 1) && OW >= kThroughPadFrom);
+  return tap_views(pad_to(x, {g.pad_h.first, g.pad_w.first}, window_extent(g, OH, OW), through_pad), g, OH, OW);
 }
 
 // The taps' views times their weights, summed as a balanced tree.
@@ -168,8 +174,8 @@ Tensor by_gather(const Tensor& x, const Tensor& weight, const Window2d& g, int64
 Tensor max_pool_by_gather(Tensor x, const Window2d& g) {
   check_window(x, g);
   const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3), K = g.kernel_h * g.kernel_w;
-  if (x.dtype() != DType::f32 || K < 2 || H >= (int64_t(1) << 29) || W >= (int64_t(1) << 29) ||
-      H * W >= (int64_t(1) << 31) || !gemm_template_gathers(Registry::instance().get(x.device())))
+  if (x.dtype() != DType::f32 || K < 2 || !detail::plane_fits_int(H, W) ||
+      !gemm_template_gathers(Registry::instance().get(x.device())))
     return Tensor();
   const int64_t OH = out_size(H, g.pad_h, g.kernel_h, g.stride_h, g.dilation_h);
   const int64_t OW = out_size(W, g.pad_w, g.kernel_w, g.stride_w, g.dilation_w);
@@ -189,12 +195,7 @@ Tensor max_pool_by_gather(Tensor x, const Window2d& g) {
   // taps of x padded with -inf, a balanced tree of maxima.
   const Tensor xp = x.pad({{0, 0}, {0, 0}, g.pad_h, g.pad_w}, -INFINITY);
   TreeReduce largest{[](const Tensor& a, const Tensor& b) { return a.maximum(b); }, {}};
-  for (int64_t kh = 0; kh < g.kernel_h; ++kh)
-    for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
-      const int64_t r = kh * g.dilation_h, c = kw * g.dilation_w;
-      largest.add(xp.slice(2, r, r + (OH - 1) * g.stride_h + 1, g.stride_h)
-                      .slice(3, c, c + (OW - 1) * g.stride_w + 1, g.stride_w));
-    }
+  for (const Tensor& tap : tap_views(xp, g, OH, OW)) largest.add(tap);
   Tensor y = largest.result();
   // ... and as the scheduler computes it: N x C one-row "products" whose B
   // is gathered from each plane and maxed (ConvGather::max). A pool has no

@@ -32,5 +32,8 @@ Tensor matmul_split_k(const Tensor& a, const Tensor& b, int64_t parts);
 // kernel. Undefined where that does not apply (tensor_nn.cpp; used by
 // core/depthwise.cpp).
 Tensor depthwise_by_gather(const Tensor& padded, const Tensor& image, const Tensor& weight, ConvGather window);
+// Whether the GEMM library can gather from an image plane of h x w: it
+// indexes the plane, and rows and columns around it, in int.
+bool plane_fits_int(int64_t h, int64_t w);
 
 }  // namespace tl::detail

@@ -225,9 +225,7 @@ static Tensor windows_2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, in
   return t.permute({0, 1, 4, 2, 5, 3});          // (N, C, OH, OW, KH, KW)
 }
 
-// Whether the GEMM library can gather from an image plane of h x w: it
-// indexes the plane, and rows and columns around it, in int.
-static bool plane_fits_int(int64_t h, int64_t w) {
+bool detail::plane_fits_int(int64_t h, int64_t w) {
   return h < (int64_t(1) << 29) && w < (int64_t(1) << 29) && h * w < (int64_t(1) << 31);
 }
 

@@ -94,6 +94,17 @@ std::vector<std::pair<int64_t, int64_t>> spatial_pads(const PoolGeometry& g, boo
   return p;
 }
 
+// A 2-D geometry as core/depthwise.h's window; `with_extra`: the ceil_mode
+// overhang joins the end padding.
+Window2d window_2d(const PoolGeometry& g, bool with_extra) {
+  Window2d w;
+  w.kernel_h = g.kernel[0], w.kernel_w = g.kernel[1], w.stride_h = g.strides[0], w.stride_w = g.strides[1];
+  w.dilation_h = g.dilations[0], w.dilation_w = g.dilations[1];
+  w.pad_h = {g.pad_begin[0], g.pad_end[0] + (with_extra ? g.extra_end[0] : 0)};
+  w.pad_w = {g.pad_begin[1], g.pad_end[1] + (with_extra ? g.extra_end[1] : 0)};
+  return w;
+}
+
 bool overlapping(const PoolGeometry& g) {
   for (size_t i = 0; i < g.kernel.size(); ++i)
     if ((g.kernel[i] - 1) * g.dilations[i] + 1 > g.strides[i]) return true;
@@ -148,13 +159,8 @@ Tensor pool(const Ctx& c, bool is_max) {
     if (attr_i(c.node, "storage_order", 0) != 0) unsupported(c.node, c.opset, "storage_order 1");
     // A 2-D pool in one kernel where the device can (core/depthwise.h); the
     // ceil_mode overhang is padding there too, and left out like it.
-    if (g.kernel.size() == 2) {
-      Window2d w;
-      w.kernel_h = g.kernel[0], w.kernel_w = g.kernel[1], w.stride_h = g.strides[0], w.stride_w = g.strides[1];
-      w.dilation_h = g.dilations[0], w.dilation_w = g.dilations[1];
-      w.pad_h = {g.pad_begin[0], g.pad_end[0] + g.extra_end[0]}, w.pad_w = {g.pad_begin[1], g.pad_end[1] + g.extra_end[1]};
-      if (Tensor y = max_pool_by_gather(x, w); y.defined()) return y;
-    }
+    if (g.kernel.size() == 2)
+      if (Tensor y = max_pool_by_gather(x, window_2d(g, true)); y.defined()) return y;
     return stored(fold_windows(x.pad(spatial_pads(g, true), kMaxPoolFill), g, overlaps,
                                TreeReduce{[](const Tensor& a, const Tensor& b) { return a.maximum(b); }, {}}));
   }
@@ -241,15 +247,7 @@ Tensor conv(const Ctx& c) {
     // core/depthwise.h's; other ranks sum strided views of a padded copy.
     Tensor wt = w.reshape({groups, numel(g.kernel)}).transpose(0, 1);  // tap-major
     if (bias.defined()) bias = per_channel(c.node, bias, x.shape(), "bias");
-    if (x.ndim() == 4) {
-      Window2d win;
-      win.kernel_h = g.kernel[0], win.kernel_w = g.kernel[1];
-      win.stride_h = g.strides[0], win.stride_w = g.strides[1];
-      win.dilation_h = g.dilations[0], win.dilation_w = g.dilations[1];
-      win.pad_h = {g.pad_begin[0], g.pad_end[0]};
-      win.pad_w = {g.pad_begin[1], g.pad_end[1]};
-      return depthwise_conv2d(x, wt, bias, win);
-    }
+    if (x.ndim() == 4) return depthwise_conv2d(x, wt, bias, window_2d(g, false));
     xp = xp.contiguous();
     Shape ws(size_t(x.ndim()), 1);
     ws[1] = groups;
