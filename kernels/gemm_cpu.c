@@ -240,6 +240,9 @@ static ONE_COPY void gemm_block(const struct tl_gemm* g, float* restrict c, cons
     finish_block(g, c, batch, m0, m1, n0, n1, args);
     return;
   }
+  // The fused epilogue's operands (tl_gemm.fused).
+  const float* bias = g->fused && g->bias >= 0 ? (const float*)args[g->bias] : NULL;
+  const float clamp[2] = {g->lo, g->hi};
   for (ptrdiff_t jc = n0; jc < n1; jc += NC) {
     const ptrdiff_t nc = MIN(NC, n1 - jc);
     if (GATHERED) phased_columns(&g->gather, &image, jc, nc, windows);
@@ -280,15 +283,19 @@ static ONE_COPY void gemm_block(const struct tl_gemm* g, float* restrict c, cons
             const int rows = (int)MIN(MR, mc - ir);
             float* ct = c + (ic + ir) * G_N + jc + jr;
             const float* ap = apanels + ir * kc;
+            // The fused epilogue: the first K block starts from the bias,
+            // the last one clamps.
+            const float* tb = bias && pc == 0 ? bias + ic + ir : NULL;
+            const float* tc = g->fused && pc + kc == G_K ? clamp : NULL;
             // A literal stride for packed panels keeps their addressing
             // constant; B in place is read through its rows' offsets.
             if (boff)
-              tile(kc, ap, MR, bp, 0, ct, G_N, pc > 0, rows, cols, 0, boff);
+              tile(kc, ap, MR, bp, 0, ct, G_N, pc > 0, rows, cols, 0, boff, tb, tc);
             else
-              tile(kc, ap, MR, bp, NR, ct, G_N, pc > 0, rows, cols, 0, NULL);
+              tile(kc, ap, MR, bp, NR, ct, G_N, pc > 0, rows, cols, 0, NULL, tb, tc);
           }
         }
-        if (pc + kc == G_K) finish_block(g, c, batch, ic, ic + mc, jc, jc + nc, args);
+        if (pc + kc == G_K && !g->fused) finish_block(g, c, batch, ic, ic + mc, jc, jc + nc, args);
       }
     }
   }

@@ -12,9 +12,9 @@ static ONE_COPY void tile_weights_in_b(ptrdiff_t kc, const float* restrict ap, p
                                        const float* restrict bp, float* restrict c, ptrdiff_t ldc, int accumulate,
                                        int rows, int cols) {
   if (MR >= 4 && rows <= MR / 2)
-    micro_tile(MR / 2, NV, kc, ap, lda, bp, NR, c, ldc, accumulate, rows, cols, 1, NULL);
+    micro_tile(MR / 2, NV, kc, ap, lda, bp, NR, c, ldc, accumulate, rows, cols, 1, NULL, NULL, NULL);
   else
-    micro_tile(MR, NV, kc, ap, lda, bp, NR, c, ldc, accumulate, rows, cols, 1, NULL);
+    micro_tile(MR, NV, kc, ap, lda, bp, NR, c, ldc, accumulate, rows, cols, 1, NULL, NULL, NULL);
 }
 
 // Columns [n0, n0+nc) x k [k0, k0+kc) of a plain B into MR-column panels

@@ -157,13 +157,32 @@ struct gather_work {
   ptrdiff_t oh0, oh1;  // the rows the phases were laid out for
 };
 
+// clamp(v, lo, hi) as the fused epilogue computes it (tl_gemm.fused): lo
+// where v <= lo, hi where v >= hi, else v, so NaN stays NaN.
+static inline float clamp_f(float v, const float* clamp) {
+  if (v <= clamp[0]) v = clamp[0];
+  if (v >= clamp[1]) v = clamp[1];
+  return v;
+}
+typedef int vclamp_mask __attribute__((vector_size(VW * 4)));
+static inline __attribute__((always_inline)) vf clamp_v(vf v, vf lo, vf hi) {
+  vclamp_mask m = v <= lo;
+  v = (vf)(((vclamp_mask)lo & m) | ((vclamp_mask)v & ~m));
+  m = v >= hi;
+  return (vf)(((vclamp_mask)hi & m) | ((vclamp_mask)v & ~m));
+}
+
 // The valid rows x cols of an edge tile (rows NR floats apart in `tile`)
-// written to (or added to) c: one copy serves every copy of the
-// micro-kernel, whose compile time it would otherwise multiply.
+// written to (or added to) c, then clamped when `clamp` ({lo, hi}) is
+// given: one copy serves every copy of the micro-kernel, whose compile time
+// it would otherwise multiply.
 static ONE_COPY void store_edge(const float* restrict tile, int rows, int cols, float* restrict c, ptrdiff_t ldc,
-                                int accumulate) {
+                                int accumulate, const float* restrict clamp) {
   for (int i = 0; i < rows; ++i)
-    for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + tile[i * NR + j] : tile[i * NR + j];
+    for (int j = 0; j < cols; ++j) {
+      const float v = accumulate ? c[i * ldc + j] + tile[i * NR + j] : tile[i * NR + j];
+      c[i * ldc + j] = clamp ? clamp_f(v, clamp) : v;
+    }
 }
 
 // acc[i][j] += a[i] * b[j] over kc steps (B's rows `ldb` apart: NR in a
@@ -173,17 +192,23 @@ static ONE_COPY void store_edge(const float* restrict tile, int rows, int cols, 
 // B read in place from its phased image). `mr` and `nv` are literals at every call so each
 // copy is specialised: the short and narrow copies serve edge tiles of at most
 // MR/2 rows or VW columns (m=49, N=16 layers) without the work of a full one.
-// A panels keep their MR stride whatever mr is.
+// A panels keep their MR stride whatever mr is. The fused epilogue
+// (tl_gemm.fused): the sums start from `bias` (the tile's rows' values, or
+// NULL: zero), and `clamp` ({lo, hi}, or NULL) bounds what is stored.
 static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptrdiff_t kc, const float* restrict ap,
                                                              ptrdiff_t lda, const float* restrict bp, ptrdiff_t ldb,
                                                              float* restrict c, ptrdiff_t ldc, int accumulate,
                                                              int rows, int cols, int weights_in_b,
-                                                             const ptrdiff_t* restrict boff) {
+                                                             const ptrdiff_t* restrict boff,
+                                                             const float* restrict bias,
+                                                             const float* restrict clamp) {
   vf acc[MR][NV];
 #pragma GCC unroll 64
-  for (int i = 0; i < MR; ++i)
+  for (int i = 0; i < MR; ++i) {
+    const float start = bias && i < rows ? bias[i] : 0.0f;
 #pragma GCC unroll 8
-    for (int j = 0; j < NV; ++j) acc[i][j] = (vf){0};
+    for (int j = 0; j < NV; ++j) acc[i][j] = (vf){0} + start;
+  }
 
 #pragma GCC unroll 2
   for (ptrdiff_t p = 0; p < kc; ++p) {
@@ -211,13 +236,15 @@ static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptr
     bp += ldb;
   }
 
+  const vf lo = (vf){0} + (clamp ? clamp[0] : 0.0f), hi = (vf){0} + (clamp ? clamp[1] : 0.0f);
   if (rows == mr && cols == nv * VW) {
 #pragma GCC unroll 64
     for (int i = 0; i < mr; ++i)
 #pragma GCC unroll 8
       for (int j = 0; j < nv; ++j) {
         vfu* dst = (vfu*)(c + i * ldc + j * VW);
-        *dst = accumulate ? *dst + acc[i][j] : acc[i][j];
+        const vf v = accumulate ? *dst + acc[i][j] : acc[i][j];
+        *dst = clamp ? clamp_v(v, lo, hi) : v;
       }
     return;
   }
@@ -231,7 +258,8 @@ static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptr
 #pragma GCC unroll 8
         for (int j = 0; j < nv; ++j) {
           vfu* dst = (vfu*)(c + i * ldc + j * VW);
-          *dst = accumulate ? *dst + acc[i][j] : acc[i][j];
+          const vf v = accumulate ? *dst + acc[i][j] : acc[i][j];
+          *dst = clamp ? clamp_v(v, lo, hi) : v;
         }
     return;
   }
@@ -243,7 +271,7 @@ static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptr
   for (int i = 0; i < mr; ++i)
 #pragma GCC unroll 8
     for (int j = 0; j < nv; ++j) *(vf*)&tile[i][j * VW] = acc[i][j];
-  store_edge(&tile[0][0], rows, cols, c, ldc, accumulate);
+  store_edge(&tile[0][0], rows, cols, c, ldc, accumulate, clamp);
 }
 
 // One tile of C, with the micro-kernel's copy that fits it: the short and
@@ -251,16 +279,17 @@ static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptr
 static inline __attribute__((always_inline)) void tile(ptrdiff_t kc, const float* restrict ap, ptrdiff_t lda,
                                                        const float* restrict bp, ptrdiff_t ldb, float* restrict c,
                                                        ptrdiff_t ldc, int accumulate, int rows, int cols,
-                                                       int weights_in_b, const ptrdiff_t* restrict boff) {
+                                                       int weights_in_b, const ptrdiff_t* restrict boff,
+                                                       const float* restrict bias, const float* restrict clamp) {
   const int narrow = NV > 1 && cols <= VW, short_tile = MR >= 4 && rows <= MR / 2;
   if (narrow && short_tile)
-    micro_tile(MR / 2, 1, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff);
+    micro_tile(MR / 2, 1, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff, bias, clamp);
   else if (narrow)
-    micro_tile(MR, 1, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff);
+    micro_tile(MR, 1, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff, bias, clamp);
   else if (short_tile)
-    micro_tile(MR / 2, NV, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff);
+    micro_tile(MR / 2, NV, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff, bias, clamp);
   else
-    micro_tile(MR, NV, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff);
+    micro_tile(MR, NV, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff, bias, clamp);
 }
 
 // Rows [m0, m0+mc) x k [k0, k0+kc) of A into `mr`-row panels (MR, or NR

@@ -17,6 +17,7 @@
 #include <QtTest/QtTest>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <set>
 
@@ -109,6 +110,23 @@ Run run_case(const Case& c, const Data& d, const QString& cache_home, const std:
   return run;
 }
 
+// The convolution's output (n, o, oy, ox) in double precision, and the sum
+// of the magnitudes that make it.
+double convolved(const Case& c, const Data& d, int n, int o, int oy, int ox, double* mag) {
+  double s = 0;
+  *mag = 0;
+  for (int ci = 0; ci < c.C; ++ci)
+    for (int ky = 0; ky < c.KH; ++ky)
+      for (int kx = 0; kx < c.KH; ++kx) {
+        const int iy = oy * c.SH + ky * c.DH - c.top, ix = ox * c.SH + kx * c.DH - c.left;
+        if (iy < 0 || iy >= c.H || ix < 0 || ix >= c.W) continue;
+        const double p = double(d.x[size_t(((n * c.C + ci) * c.H + iy) * c.W + ix)]) *
+                         d.w[size_t(((o * c.C + ci) * c.KH + ky) * c.KH + kx)];
+        s += p, *mag += std::fabs(p);
+      }
+  return s;
+}
+
 // Every output within `tol` of the sum of the magnitudes that make it.
 bool matches(const Case& c, const Data& d, const std::vector<float>& got, double tol, QString* why) {
   if (got.size() != size_t(c.N * c.O * d.OH * d.OW)) return *why = "wrong size", false;
@@ -117,16 +135,8 @@ bool matches(const Case& c, const Data& d, const std::vector<float>& got, double
     for (int o = 0; o < c.O; ++o)
       for (int oy = 0; oy < d.OH; ++oy)
         for (int ox = 0; ox < d.OW; ++ox, ++at) {
-          double s = 0, mag = 0;
-          for (int ci = 0; ci < c.C; ++ci)
-            for (int ky = 0; ky < c.KH; ++ky)
-              for (int kx = 0; kx < c.KH; ++kx) {
-                const int iy = oy * c.SH + ky * c.DH - c.top, ix = ox * c.SH + kx * c.DH - c.left;
-                if (iy < 0 || iy >= c.H || ix < 0 || ix >= c.W) continue;
-                const double p = double(d.x[size_t(((n * c.C + ci) * c.H + iy) * c.W + ix)]) *
-                                 d.w[size_t(((o * c.C + ci) * c.KH + ky) * c.KH + kx)];
-                s += p, mag += std::fabs(p);
-              }
+          double mag;
+          double s = convolved(c, d, n, o, oy, ox, &mag);
           if (c.epilogue) {
             s = std::max(0.0, s + d.bias[size_t(o)]) + d.residual[at];
             mag += std::fabs(d.bias[size_t(o)]) + std::fabs(d.residual[at]);
@@ -220,6 +230,90 @@ class TestConvRenderings : public QObject {
     bool offered = false;
     for (auto& [label, seconds] : run.gemm->tune_candidates) offered |= label == "direct";
     QVERIFY(offered);
+  }
+
+  // A bias and a clamp (ReLU, ReLU6, any bounds) after a convolution are
+  // applied by the direct product's micro-kernel in registers (the GEMM's
+  // source says .fused = 1 and names them), in every rendering the tuner
+  // may pick: over two K blocks (K = 306: the sums start from the bias in
+  // the first, the clamp bounds the last), on edge tiles of rows and
+  // columns, over two images, on a plain B (1x1), and with a NaN in the
+  // image, which stays NaN through the clamp.
+  void biasAndClampInTheMicroKernel() {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    struct Tail {
+      const char* name;
+      Case c;
+      bool bias;
+      double lo, hi;
+      const char* source;  // what the default's source says
+    };
+    const Tail tails[] = {
+        {"relu(conv + bias), K = 306 at stride 2, 17 outputs, two images",
+         {"", 2, 34, 17, 15, 23, 1, 1, 1, 1, false, 3, 2, 1}, true, 0.0, INFINITY,
+         ".fused = 1, .bias = 3, .lo = (float)0, .hi = INFINITY"},
+        {"relu6(conv + bias), 1x1, 30 outputs", {"", 1, 20, 30, 9, 21, 0, 0, 0, 0, false, 1, 1, 1}, true, 0.0, 6.0,
+         ".fused = 1, .bias = 3, .lo = (float)0, .hi = (float)6"},
+        {"clip(conv, -0.5, 0.25), 5x5", {"", 1, 6, 40, 12, 13, 2, 2, 2, 2, false, 5, 1, 1}, false, -0.5, 0.25,
+         ".fused = 1, .bias = -1, .lo = (float)-0.5, .hi = (float)0.25"},
+        {"conv + bias, 3x3 at stride 2", {"", 1, 7, 64, 20, 37, 1, 1, 1, 1, false, 3, 2, 1}, true, -INFINITY, INFINITY,
+         ".fused = 1, .bias = 3, .lo = -INFINITY, .hi = INFINITY"},
+    };
+    for (const Tail& t : tails) {
+      const Case& c = t.c;
+      Data d = make_data(c);
+      for (auto& v : d.x) v *= 3.0f;  // past ReLU6's 6 now and then
+      d.x[size_t(c.C * c.H * c.W / 2 + 5)] = nan;  // channel C/2 of the first image
+      auto run = [&](const std::string& winner) {
+        qputenv("XDG_CACHE_HOME", fresh_cache().toUtf8());
+        qputenv("TINYLENS_TUNE", "1");
+        forget_compiled_kernels();
+        set_tune_clock([winner](const std::string& label, double) { return label == winner ? 1e-3 : 2e-3; });
+        Tensor x = Tensor::from_data(d.x, {c.N, c.C, c.H, c.W}, "cpu").realize();
+        Tensor w = Tensor::from_data(d.w, {c.O, c.C, c.KH, c.KH}, "cpu").realize();
+        Conv2dOptions opt;
+        opt.stride_h = opt.stride_w = c.SH;
+        opt.pad_h = c.top, opt.pad_w = c.left;
+        Tensor out = x.conv2d(w, Tensor(), opt);
+        if (t.bias) out = out + Tensor::from_data(d.bias, {1, c.O, 1, 1}, "cpu").realize();
+        if (t.lo == 0.0 && t.hi == 6.0) out = out.relu6();
+        else if (t.lo == 0.0 && std::isinf(t.hi)) out = out.relu();
+        else if (!std::isinf(t.lo)) out = out.clip(t.lo, t.hi);
+        Run r;
+        ProfileCapture capture;
+        out.realize();
+        for (auto& rec : capture.records())
+          if (rec.kernel->name.rfind("GEMM_", 0) == 0) r.gemm = rec.kernel;
+        r.values = out.to_vector();
+        set_tune_clock(nullptr);
+        return r;
+      };
+      const Run first = run("default");
+      QVERIFY2(first.gemm && first.gemm->source.find(t.source) != std::string::npos, t.name);
+      QVERIFY2(first.gemm->tune_candidates.size() >= 2, t.name);
+      for (auto& [label, seconds] : first.gemm->tune_candidates) {
+        const Run got = label == "default" ? first : run(label);
+        QCOMPARE(got.gemm->tuned, label);
+        QCOMPARE(got.values.size(), size_t(c.N * c.O * d.OH * d.OW));
+        size_t at = 0, nans = 0;
+        for (int n = 0; n < c.N; ++n)
+          for (int o = 0; o < c.O; ++o)
+            for (int oy = 0; oy < d.OH; ++oy)
+              for (int ox = 0; ox < d.OW; ++ox, ++at) {
+                double mag;
+                double s = convolved(c, d, n, o, oy, ox, &mag);
+                if (t.bias) s += d.bias[size_t(o)], mag += std::fabs(d.bias[size_t(o)]);
+                if (s <= t.lo) s = t.lo;
+                if (s >= t.hi) s = t.hi;
+                const float v = got.values[at];
+                const bool ok = std::isnan(s) ? std::isnan(v) : std::fabs(v - s) <= 1e-5 * mag + 1e-6;
+                nans += std::isnan(s);
+                QVERIFY2(ok, qPrintable(QString("%1, %2: image %3, channel %4, pixel (%5, %6): %7, reference %8")
+                                            .arg(t.name, label.c_str()).arg(n).arg(o).arg(oy).arg(ox).arg(v).arg(s)));
+              }
+        QVERIFY2(nans > 0, t.name);  // the planted NaN reached some outputs
+      }
+    }
   }
 
   // A 1x1 window at a stride (ResNet's downsampling shortcut) is a plain

@@ -9,6 +9,7 @@
 // snaps strip edges to its micro-tile size, which the renderer cannot know
 // because it depends on the instruction set the kernel is compiled for.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -66,6 +67,14 @@ std::string finish_text(const GemmEpilogue& e, int64_t n, const std::string& nam
   return out + "  for (ptrdiff_t row = m0; row < m1; ++row)\n#pragma GCC ivdep\n" +
          "    for (ptrdiff_t col = n0; col < n1; ++col) {\n      const float acc = " + at + ";\n" + body + "      " +
          at + " = " + e.value + ";\n    }\n}";
+}
+
+// A float of tl_gemm (the fused epilogue's bounds) as C source.
+std::string float_text(double v) {
+  if (std::isinf(v)) return v > 0 ? "INFINITY" : "-INFINITY";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "(float)%.17g", v);
+  return buf;
 }
 
 // A constant A shared by every batch (a convolution's weights) that the
@@ -292,7 +301,11 @@ TemplateKernel render_with(const GemmShape& s, const std::string& name, const Kn
                            {"WINOGRAD", knobs.winograd ? "1" : "0"},
                            {"TRANSPOSED", num(knobs.transposed)},
                            {"FINISH", finish},
-                           {"FINISH_FN", finish.empty() ? "NULL" : name + "_finish"}});
+                           {"FINISH_FN", finish.empty() ? "NULL" : name + "_finish"},
+                           {"FUSED", s.epilogue.row_bias_clamp && !finish.empty() ? "1" : "0"},
+                           {"BIAS", num(s.epilogue.bias)},
+                           {"LO", float_text(s.epilogue.lo)},
+                           {"HI", float_text(s.epilogue.hi)}});
   out.global[0] = s.batch * units_per_batch;
   out.local[0] = share_grain(s, knobs, units_per_batch);
   return out;

@@ -430,6 +430,47 @@ static std::string row_loops(Printer& pr, const E& value, const E& x, const std:
   return out;
 }
 
+// Whether `value` (the lowered epilogue) is clamp(acc + bias[row], lo, hi):
+// maxima and minima (-max(-x, -c)) with constants around acc plus an f32
+// buffer read at [row], or acc alone. Each bound is folded in from the
+// inside out, clamp(x, l, h) then max c = clamp(x, max(l, c), max(h, c)),
+// so any order of them is one clamp; NaN passes each of them unchanged.
+static void match_row_bias_clamp(const E& value, GemmEpilogue& ep) {
+  auto constant_of = [](const E& e, double& c) {
+    if (e->op != ExprOp::Const || e->dtype != DType::f32 || std::isnan(e->value)) return false;
+    c = e->value;
+    return true;
+  };
+  std::vector<std::pair<bool, double>> bounds;  // outermost first: (is a maximum, its constant)
+  E v = value;
+  for (double c;;) {
+    if (v->op == ExprOp::Max && constant_of(v->src[1], c)) {
+      bounds.push_back({true, c}), v = v->src[0];
+    } else if (v->op == ExprOp::Max && constant_of(v->src[0], c)) {
+      bounds.push_back({true, c}), v = v->src[1];
+    } else if (v->op == ExprOp::Neg && v->src[0]->op == ExprOp::Max && v->src[0]->src[0]->op == ExprOp::Neg &&
+               constant_of(v->src[0]->src[1], c)) {
+      bounds.push_back({false, -c}), v = v->src[0]->src[0]->src[0];
+    } else {
+      break;
+    }
+  }
+  auto is_acc = [](const E& e) { return e->op == ExprOp::Var && e->name == "acc"; };
+  auto is_row_load = [](const E& e) {
+    return e->op == ExprOp::Load && e->dtype == DType::f32 && e->src.size() == 1 && e->src[0]->op == ExprOp::Var &&
+           e->src[0]->name == "row";
+  };
+  int bias = -1;
+  if (v->op == ExprOp::Add && is_acc(v->src[0]) && is_row_load(v->src[1])) bias = v->src[1]->buffer;
+  else if (v->op == ExprOp::Add && is_acc(v->src[1]) && is_row_load(v->src[0])) bias = v->src[0]->buffer;
+  else if (!is_acc(v)) return;
+  double lo = -INFINITY, hi = INFINITY;
+  for (auto it = bounds.rbegin(); it != bounds.rend(); ++it)
+    if (it->first) lo = std::max(lo, it->second), hi = std::max(hi, it->second);
+    else lo = std::min(lo, it->second), hi = std::min(hi, it->second);
+  ep.row_bias_clamp = true, ep.bias = bias, ep.lo = lo, ep.hi = hi;
+}
+
 // The elementwise ops a GEMM plan fused after its product, as a GEMM
 // template's epilogue (templates.h); `flops` gets their count over all of C.
 static GemmEpilogue render_gemm_epilogue(const KernelPlan& plan, const Dialect& d, bool flat, double& flops) {
@@ -461,6 +502,7 @@ static GemmEpilogue render_gemm_epilogue(const KernelPlan& plan, const Dialect& 
   }
   ix->flat = flat_of(*c_ix);
   E value = cast(low.lower(plan.output, ix), DType::f32);
+  match_row_bias_clamp(value, ep);
   // The template's `flat` stands for that index wherever it survived
   // lowering (a full tensor's load), so the text names no size of C; what
   // was simplified (a bias's b[row]) never needed it.

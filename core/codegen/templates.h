@@ -1,6 +1,7 @@
 // Hand-written kernel templates (kernels/) specialised with constants at run
 // time. The scheduler uses them where a generic kernel would be slow (GEMM).
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -30,6 +31,13 @@ struct GemmEpilogue {
   std::string statements, value = "acc";
   std::vector<std::string> buffers;
   bool flat = false;
+  // Set where `value` is clamp(acc + b<bias>[row], lo, hi) with NaN kept
+  // (bias -1: none; lo, hi possibly infinite): a conv's bias and ReLU or
+  // ReLU6. A template may then apply it in registers (the C device's
+  // micro-kernel) instead of rendering `value`.
+  bool row_bias_clamp = false;
+  int bias = -1;
+  double lo = -INFINITY, hi = INFINITY;
 };
 
 // C[b, m, n] = epilogue(sum_k A[b*sa[0] + m*sa[1] + k*sa[2]] * B[b*sb[0] + k*sb[1] + n*sb[2]])
