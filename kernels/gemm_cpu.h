@@ -56,8 +56,8 @@ struct tl_gemm {
   // (split 0 only). packed_a then holds A in the other orientation's panels.
   int transposed;
   // The epilogue's most common form, which the direct product (the library's
-  // blocked path) applies to each tile in registers instead of in a pass of
-  // `finish` over C: C = clamp(sum + bias[row], lo, hi), NaN kept, where
+  // blocked path) and Winograd's output transform apply in registers
+  // instead of in a pass of `finish` over C: C = clamp(sum + bias[row], lo, hi), NaN kept, where
   // bias is the argument that holds one float per row of C (-1: none) and
   // lo, hi may be infinite. `finish` is the same epilogue, for the library's
   // other paths. fused = 0: `finish` alone.

@@ -111,6 +111,24 @@ static inline __attribute__((always_inline)) void winograd_tile_out(const float*
   y[2] = r1[0] + r1[1] + r1[2], y[3] = r1[1] - r1[2] - r1[3];
 }
 
+// The fused epilogue (tl_gemm.fused) on tile outputs y of output channels
+// [c0, c0 + VW) (lanes past the last channel take no bias).
+static inline __attribute__((always_inline)) void winograd_fused(const struct tl_gemm* g, void** args, ptrdiff_t c0,
+                                                                 vf y[4]) {
+  if (!g->fused) return;
+  vf bias = {0};
+  if (g->bias >= 0) {
+    const float* b = (const float*)args[g->bias] + c0;
+    if (c0 + VW <= G_M)
+      bias = *(const vfu*)b;
+    else
+      for (int l = 0; l < G_M - c0; ++l) bias[l] = b[l];
+  }
+  const vf lo = (vf){0} + g->lo, hi = (vf){0} + g->hi;
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) y[k] = clamp_v(y[k] + bias, lo, hi);
+}
+
 #if FAST_TRANSPOSE
 #include <immintrin.h>
 
@@ -120,7 +138,7 @@ static inline __attribute__((always_inline)) void winograd_tile_out(const float*
 // and the upper and lower outputs of 16 tiles are interleaved into 32
 // pixels of each of the two output rows.
 static void winograd_output(const struct tl_gemm* g, float* restrict c, const float* restrict m, ptrdiff_t mt,
-                            ptrdiff_t coutp, ptrdiff_t ty0, ptrdiff_t nt, ptrdiff_t tw) {
+                            ptrdiff_t coutp, ptrdiff_t ty0, ptrdiff_t nt, ptrdiff_t tw, void** args) {
   static const vi lo = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
   static const vi hi = {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
   const ptrdiff_t cout = G_M, ow = g->gather.out_w, oh = G_N / ow;
@@ -134,6 +152,7 @@ static void winograd_output(const struct tl_gemm* g, float* restrict c, const fl
         for (int i = 0; i < 16; ++i) {  // spare rows repeat the last tile
           vf one[4];
           winograd_tile_out(m, mt, (q0 + tx0 + MIN(i, tiles - 1)) * coutp + c0, one);
+          winograd_fused(g, args, c0, one);
 #pragma GCC unroll 4
           for (int k = 0; k < 4; ++k) y[k][i] = one[k];
         }
@@ -162,7 +181,7 @@ static void winograd_output(const struct tl_gemm* g, float* restrict c, const fl
 // At m A of the chunk's tiles: each tile's 2x2 outputs for VW output
 // channels at a time, written to C (skipping pixels past the map's edge).
 static void winograd_output(const struct tl_gemm* g, float* restrict c, const float* restrict m, ptrdiff_t mt,
-                            ptrdiff_t coutp, ptrdiff_t ty0, ptrdiff_t nt, ptrdiff_t tw) {
+                            ptrdiff_t coutp, ptrdiff_t ty0, ptrdiff_t nt, ptrdiff_t tw, void** args) {
   const ptrdiff_t cout = G_M, ow = g->gather.out_w, oh = G_N / ow;
   for (ptrdiff_t q = 0; q < nt; ++q) {
     const ptrdiff_t oy = 2 * (ty0 + q / tw), ox = 2 * (q % tw);
@@ -171,6 +190,7 @@ static void winograd_output(const struct tl_gemm* g, float* restrict c, const fl
     for (ptrdiff_t c0 = 0; c0 < cout; c0 += VW) {
       vf y[4];
       winograd_tile_out(m, mt, q * coutp + c0, y);
+      winograd_fused(g, args, c0, y);
       const int lanes = (int)MIN(VW, cout - c0);
       for (int l = 0; l < lanes; ++l) {
         float* o = out + (c0 + l) * G_N;
@@ -225,8 +245,8 @@ static ONE_COPY int winograd_rows(const struct tl_gemm* g, float* restrict c, co
           tile_weights_in_b(cin, v + t * cin * tpad + q, tpad, bp, m + (t * tpad + q) * coutp + j0, coutp, 0,
                             (int)MIN(MR, nt - q), (int)MIN(NR, cout - j0));
       }
-    winograd_output(g, c, m, tpad * coutp, coutp, cy, nt, tw);
-    finish_block(g, c, batch, 0, cout, 2 * cy * ow, MIN(2 * cy1, oh) * ow, args);
+    winograd_output(g, c, m, tpad * coutp, coutp, cy, nt, tw, args);
+    if (!g->fused) finish_block(g, c, batch, 0, cout, 2 * cy * ow, MIN(2 * cy1, oh) * ow, args);
   }
   scratch_free(v);
   return 1;

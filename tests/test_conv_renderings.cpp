@@ -233,9 +233,9 @@ class TestConvRenderings : public QObject {
   }
 
   // A bias and a clamp (ReLU, ReLU6, any bounds) after a convolution are
-  // applied by the direct product's micro-kernel in registers (the GEMM's
-  // source says .fused = 1 and names them), in every rendering the tuner
-  // may pick: over two K blocks (K = 306: the sums start from the bias in
+  // applied in registers by the direct product's micro-kernel and by
+  // Winograd's output transform (the GEMM's source says .fused = 1 and
+  // names them), in every rendering the tuner may pick: over two K blocks (K = 306: the sums start from the bias in
   // the first, the clamp bounds the last), on edge tiles of rows and
   // columns, over two images, on a plain B (1x1), and with a NaN in the
   // image, which stays NaN through the clamp.
@@ -258,6 +258,9 @@ class TestConvRenderings : public QObject {
          ".fused = 1, .bias = -1, .lo = (float)-0.5, .hi = (float)0.25"},
         {"conv + bias, 3x3 at stride 2", {"", 1, 7, 64, 20, 37, 1, 1, 1, 1, false, 3, 2, 1}, true, -INFINITY, INFINITY,
          ".fused = 1, .bias = 3, .lo = -INFINITY, .hi = INFINITY"},
+        {"relu6(conv + bias), 3x3 at stride 1 (Winograd's by default), 20 outputs",
+         {"", 1, 12, 20, 11, 14, 1, 1, 1, 1, false, 3, 1, 1}, true, 0.0, 6.0,
+         ".fused = 1, .bias = 3, .lo = (float)0, .hi = (float)6"},
     };
     for (const Tail& t : tails) {
       const Case& c = t.c;
@@ -290,6 +293,7 @@ class TestConvRenderings : public QObject {
       };
       const Run first = run("default");
       QVERIFY2(first.gemm && first.gemm->source.find(t.source) != std::string::npos, t.name);
+      QVERIFY2(runs_winograd(*first.gemm) == (c.KH == 3 && c.SH == 1), t.name);
       QVERIFY2(first.gemm->tune_candidates.size() >= 2, t.name);
       for (auto& [label, seconds] : first.gemm->tune_candidates) {
         const Run got = label == "default" ? first : run(label);
