@@ -208,7 +208,8 @@ static ONE_COPY void gemm_block(const struct tl_gemm* g, float* restrict c, cons
     return;
   }
   const ptrdiff_t kcap = MIN(KC, G_K);
-  const ptrdiff_t mcap = ROUND_UP(MIN(MC, m1 - m0), MR);
+  // Rows are cut into panels by wide_rows; a block's last may add SR rows.
+  const ptrdiff_t wide = wide_rows(G_M), mcap = ROUND_UP(MIN(MC, m1 - m0), MR) + SR;
   const ptrdiff_t ncap = ROUND_UP(MIN(NC, n1 - n0), NR);
   const size_t abytes = ROUND_UP((size_t)(mcap * kcap) * sizeof(float), 64);
   // B read in place needs a buffer only for a ragged last sliver. With more
@@ -253,10 +254,11 @@ static ONE_COPY void gemm_block(const struct tl_gemm* g, float* restrict c, cons
         if (!in_place) pack_b_gather(image.data, windows + ncap, kc, nc, windows, bbuf, NR);
       } else if (!in_place)
         pack_b(g, b, pc, kc, jc, nc, bbuf);
-      for (ptrdiff_t ic = m0; ic < m1; ic += MC) {
-        const ptrdiff_t mc = MIN(MC, m1 - ic);
-        // ic is a multiple of MR, so the packed panels of these rows start
-        // at row ic of block pc.
+      for (ptrdiff_t ic = m0, next; ic < m1; ic = next) {
+        next = MIN(m1, panel_floor(G_M, wide, ic + MC));
+        const ptrdiff_t mc = next - ic;
+        // ic starts a panel, so the packed panels of these rows start at
+        // row ic of block pc.
         const float* apanels = packed ? packed + ROUND_UP(G_M, MR) * pc + ic * kc : abuf;
         if (!packed) pack_a(g, a, ic, mc, pc, kc, abuf, MR);
         for (ptrdiff_t jr = 0; jr < nc; jr += NR) {
@@ -279,8 +281,9 @@ static ONE_COPY void gemm_block(const struct tl_gemm* g, float* restrict c, cons
             pack_b(g, b, pc, kc, jc + jr, cols, bbuf);
             bp = bbuf;
           }
-          for (ptrdiff_t ir = 0; ir < mc; ir += MR) {
-            const int rows = (int)MIN(MR, mc - ir);
+          for (ptrdiff_t ir = 0, h; ir < mc; ir += h) {
+            h = ic + ir < wide ? MR : SR;
+            const int rows = (int)MIN(h, mc - ir);
             float* ct = c + (ic + ir) * G_N + jc + jr;
             const float* ap = apanels + ir * kc;
             // The fused epilogue: the first K block starts from the bias,
@@ -290,9 +293,9 @@ static ONE_COPY void gemm_block(const struct tl_gemm* g, float* restrict c, cons
             // A literal stride for packed panels keeps their addressing
             // constant; B in place is read through its rows' offsets.
             if (boff)
-              tile(kc, ap, MR, bp, 0, ct, G_N, pc > 0, rows, cols, 0, boff, tb, tc);
+              tile(kc, ap, (int)h, bp, 0, ct, G_N, pc > 0, rows, cols, 0, boff, tb, tc);
             else
-              tile(kc, ap, MR, bp, NR, ct, G_N, pc > 0, rows, cols, 0, NULL, tb, tc);
+              tile(kc, ap, (int)h, bp, NR, ct, G_N, pc > 0, rows, cols, 0, NULL, tb, tc);
           }
         }
         if (pc + kc == G_K && !g->fused) finish_block(g, c, batch, ic, ic + mc, jc, jc + nc, args);
@@ -426,7 +429,10 @@ void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args)
       if (!packed || !winograd || !winograd(g, cb, bb, packed, batch, first, last, args))
         gemm_block(g, cb, ab, bb, 0, G_M, n0, n1, batch, NULL, args, &wk);
     } else if (g->split == 0) {
-      const ptrdiff_t m0 = strip_edge(g, first, G_M, MR), m1 = strip_edge(g, last, G_M, MR);
+      // Strips of rows start at panel boundaries (wide_rows).
+      const ptrdiff_t wide = wide_rows(G_M);
+      const ptrdiff_t m0 = panel_floor(G_M, wide, strip_edge(g, first, G_M, 1));
+      const ptrdiff_t m1 = panel_floor(G_M, wide, strip_edge(g, last, G_M, 1));
       if (m0 < m1) gemm_block(g, cb, ab, bb, m0, m1, 0, G_N, batch, packed, args, &wk);
     } else {
       const ptrdiff_t n0 = strip_edge(g, first, G_N, NR), n1 = strip_edge(g, last, G_N, NR);

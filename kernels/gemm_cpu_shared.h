@@ -74,6 +74,19 @@
 #error "the renderer sizes packed A for MR <= 16"
 #endif
 #define NR (NV * VW)
+#if MR == NR
+#error "pack_a tells A's MR-row panels from a transposed product's NR-row ones by their height"
+#endif
+// The last rows of C may go in panels of SR < MR rows where those waste
+// fewer rows (wide_rows below); SR = MR: never.
+#ifndef TL_SR
+#if MR == 14
+#define TL_SR 8
+#else
+#define TL_SR MR
+#endif
+#endif
+#define SR TL_SR
 
 // Cache blocking: a KC x NR sliver of B stays in L1 while the MC x KC block of
 // A streams from L2; the KC x NC block of B (1 MiB with AVX-512) stays in L2
@@ -192,7 +205,7 @@ static ONE_COPY void store_edge(const float* restrict tile, int rows, int cols, 
 // B read in place from its phased image). `mr` and `nv` are literals at every call so each
 // copy is specialised: the short and narrow copies serve edge tiles of at most
 // MR/2 rows or VW columns (m=49, N=16 layers) without the work of a full one.
-// A panels keep their MR stride whatever mr is. The fused epilogue
+// A's panels keep their stride (lda) whatever mr is. The fused epilogue
 // (tl_gemm.fused): the sums start from `bias` (the tile's rows' values, or
 // NULL: zero), and `clamp` ({lo, hi}, or NULL) bounds what is stored.
 static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptrdiff_t kc, const float* restrict ap,
@@ -274,32 +287,66 @@ static inline __attribute__((always_inline)) void micro_tile(int mr, int nv, ptr
   store_edge(&tile[0][0], rows, cols, c, ldc, accumulate, clamp);
 }
 
-// One tile of C, with the micro-kernel's copy that fits it: the short and
-// narrow copies serve edge tiles of at most MR/2 rows or VW columns.
-static inline __attribute__((always_inline)) void tile(ptrdiff_t kc, const float* restrict ap, ptrdiff_t lda,
+// One tile of C, with the micro-kernel's copy that fits it: A's panel has
+// `panel` rows (MR, or SR for the last rows, see wide_rows), and in an MR-row
+// panel the short and narrow copies serve edge tiles of at most MR/2 rows or
+// VW columns.
+static inline __attribute__((always_inline)) void tile(ptrdiff_t kc, const float* restrict ap, int panel,
                                                        const float* restrict bp, ptrdiff_t ldb, float* restrict c,
                                                        ptrdiff_t ldc, int accumulate, int rows, int cols,
                                                        int weights_in_b, const ptrdiff_t* restrict boff,
                                                        const float* restrict bias, const float* restrict clamp) {
   const int narrow = NV > 1 && cols <= VW, short_tile = MR >= 4 && rows <= MR / 2;
-  if (narrow && short_tile)
-    micro_tile(MR / 2, 1, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff, bias, clamp);
+  if (SR != MR && panel == SR)
+    micro_tile(SR, NV, kc, ap, SR, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff, bias, clamp);
+  else if (narrow && short_tile)
+    micro_tile(MR / 2, 1, kc, ap, MR, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff, bias, clamp);
   else if (narrow)
-    micro_tile(MR, 1, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff, bias, clamp);
+    micro_tile(MR, 1, kc, ap, MR, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff, bias, clamp);
   else if (short_tile)
-    micro_tile(MR / 2, NV, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff, bias, clamp);
+    micro_tile(MR / 2, NV, kc, ap, MR, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff, bias, clamp);
   else
-    micro_tile(MR, NV, kc, ap, lda, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff, bias, clamp);
+    micro_tile(MR, NV, kc, ap, MR, bp, ldb, c, ldc, accumulate, rows, cols, weights_in_b, boff, bias, clamp);
 }
 
-// Rows [m0, m0+mc) x k [k0, k0+kc) of A into `mr`-row panels (MR, or NR
-// when the product is computed transposed), k-major inside a panel, zero
-// rows past mc.
+// How C's rows are cut into micro-tiles: MR-row panels for rows [0, w),
+// then SR-row panels for the rest, with w = wide_rows(m) chosen to compute
+// the fewest rows (the last panel may be partial; a last MR-row panel of at
+// most MR/2 rows runs the short copy, MR/2 rows). An SR-row tile counts as
+// SR + 2 rows: it does fewer products per load, and 4 x 8 rows took 1.08x
+// the time of 14 + 14 + 7 (m = 32, k = 256, 2 threads). With MR = 14 and
+// SR = 8: m = 64 takes 4 x 14 + 8 rows instead of 5 x 14, m = 16 two
+// panels of 8 instead of 14 + 7 (0.8x the time at k = 64 and 128). A's
+// packed panels follow the same cut, so the panel that starts at row r
+// starts r * kc floats into its K block.
+static inline ptrdiff_t wide_rows(ptrdiff_t m) {
+  if (SR == MR) return m;
+  const ptrdiff_t full = (m + MR - 1) / MR, rest = m - (full - 1) * MR;
+  ptrdiff_t best = full, cost = (full - 1) * MR + (MR >= 4 && rest <= MR / 2 ? MR / 2 : MR);
+  // SR-row panels that replace more than SR MR-row ones only repeat a cut.
+  for (ptrdiff_t a = full - 1; a >= 0 && a >= full - SR; --a) {
+    const ptrdiff_t c = a * MR + (m - a * MR + SR - 1) / SR * (SR + 2);
+    if (c < cost) cost = c, best = a;
+  }
+  return MIN(m, best * MR);
+}
+// The first panel boundary at or below row r (r <= m), for rows cut by
+// wide_rows: where thread strips and cache blocks of rows may start.
+static inline ptrdiff_t panel_floor(ptrdiff_t m, ptrdiff_t wide, ptrdiff_t r) {
+  if (r >= m) return m;
+  return r <= wide ? r / MR * MR : wide + (r - wide) / SR * SR;
+}
+
+// Rows [m0, m0+mc) x k [k0, k0+kc) of A into `mr`-row panels (MR, cut by
+// wide_rows, or NR when the product is computed transposed), k-major inside
+// a panel, zero rows past mc. m0 starts a panel.
 static inline __attribute__((always_inline)) void pack_a(const struct tl_gemm* g, const float* restrict a,
                                                          ptrdiff_t m0, ptrdiff_t mc, ptrdiff_t k0, ptrdiff_t kc,
                                                          float* restrict dst, int mr) {
-  for (ptrdiff_t i0 = 0; i0 < mc; i0 += mr) {
-    const ptrdiff_t rows = MIN(mr, mc - i0);
+  const ptrdiff_t wide = mr == MR ? wide_rows(G_M) : G_M;
+  for (ptrdiff_t i0 = 0; i0 < mc;) {
+    const int h = m0 + i0 < wide ? mr : SR;
+    const ptrdiff_t rows = MIN(h, mc - i0);
     const float* src = a + (m0 + i0) * SA1 + k0 * SA2;
     if (rows == mr) {
       for (ptrdiff_t p = 0; p < kc; ++p)
@@ -307,9 +354,10 @@ static inline __attribute__((always_inline)) void pack_a(const struct tl_gemm* g
         for (int i = 0; i < mr; ++i) dst[p * mr + i] = src[i * SA1 + p * SA2];
     } else {
       for (ptrdiff_t p = 0; p < kc; ++p)
-        for (int i = 0; i < mr; ++i) dst[p * mr + i] = i < rows ? src[i * SA1 + p * SA2] : 0.0f;
+        for (int i = 0; i < h; ++i) dst[p * h + i] = i < rows ? src[i * SA1 + p * SA2] : 0.0f;
     }
-    dst += mr * kc;
+    dst += h * kc;
+    i0 += h;
   }
 }
 
