@@ -318,7 +318,7 @@ void forget_compiled_kernels() {
 }
 
 // A cold model run is dominated by compilation (realize.h says how).
-void compile_new_kernels(Device& device, const std::vector<KernelSource>& kernels) {
+size_t compile_new_kernels(Device& device, const std::vector<KernelSource>& kernels) {
   std::vector<const KernelSource*> fresh;
   {
     std::lock_guard lock(memo_mutex);
@@ -326,7 +326,7 @@ void compile_new_kernels(Device& device, const std::vector<KernelSource>& kernel
     for (auto& k : kernels)
       if (!memo().count({device.name(), k.source}) && seen.insert(k.source).second) fresh.push_back(&k);
   }
-  if (fresh.empty()) return;
+  if (fresh.empty()) return 0;
   ProgressCount progress{0, fresh.size()};
   CompileProgress::notify(0, fresh.size());
   std::vector<const KernelSource*> missing;
@@ -338,7 +338,7 @@ void compile_new_kernels(Device& device, const std::vector<KernelSource>& kernel
       missing.push_back(k);
     }
   }
-  if (missing.empty() || cancel_requested()) return;
+  if (missing.empty() || cancel_requested()) return 0;
   // One job per kernel, or, when the device builds kernels together, one
   // batch per core: fewer compiler runs, and every core still busy.
   std::vector<std::vector<const KernelSource*>> jobs;
@@ -350,6 +350,7 @@ void compile_new_kernels(Device& device, const std::vector<KernelSource>& kernel
     for (auto* k : missing) jobs.push_back({k});
   }
   compile_in_parallel(device, jobs, progress);
+  return missing.size();
 }
 
 // Which outputs the plan keeps, and after which kernel each other one's
@@ -385,7 +386,8 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
       sources.push_back({c.entry.empty() ? rendered.back().name : c.entry, c.source});
   }
   double t0 = now_seconds();
-  compile_new_kernels(device, sources);
+  const size_t built = compile_new_kernels(device, sources);
+  if (tune && built > 0 && sources.size() > plans.size()) settle_before_tuning();  // some kernel has candidates
   std::vector<TuneOutcome> tuned(plans.size());
   for (size_t p = 0; tune && p < plans.size(); ++p)
     tuned[p] = tune_kernel(device, plans[p], rendered[p], [&](const TemplateKernel& c) {

@@ -103,7 +103,8 @@ class CompileProgress {
 // a value other than 0, else kernel by kernel; either way one compiler per
 // core. A batch that fails is built again kernel by kernel, so the
 // CompileError names the broken kernel and carries its own source and log.
-void compile_new_kernels(Device& device, const std::vector<KernelSource>& kernels);
+// Returns how many it built (not loaded).
+size_t compile_new_kernels(Device& device, const std::vector<KernelSource>& kernels);
 bool batching_enabled();  // false when TINYLENS_NOBATCH=1
 
 // Forgets every kernel this process rendered and compiled (not the disk

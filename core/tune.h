@@ -48,6 +48,11 @@ struct TuneOutcome {
 using TuneClock = std::function<double(const std::string& label, double measured_seconds)>;
 void set_tune_clock(TuneClock clock);
 
+// What a tuned realize calls after it has built kernels and before it times
+// any: it keeps the host busy for a while first (tune.cpp says why), unless
+// a tune clock is installed.
+void settle_before_tuning();
+
 // Searches run in this process (tests check that a stored choice is read,
 // not searched again, by count rather than by time).
 size_t tune_searches();
