@@ -214,6 +214,77 @@ class TestOnnxConvGather : public QObject {
                ("warm run kernels: " + all).c_str());
     }
   }
+
+  // Clip after a Conv, its bounds given by the file (opset 13: inputs, here
+  // initializers): on the cpu device one GEMM whose micro-kernel adds the
+  // bias and clamps (.fused = 1 with the bounds as constants). A bound
+  // computed from the input (the second model's upper one: the larger of
+  // 0.5 and the input's least element) stays a tensor that the epilogue
+  // reads. Values against the direct convolution, clamped, on every device.
+  void clipBoundsFromTheFile_data() {
+    QTest::addColumn<QString>("device");
+    for (const std::string& d : tltest::available_devices()) QTest::newRow(d.c_str()) << QString::fromStdString(d);
+  }
+  void clipBoundsFromTheFile() {
+    QFETCH(QString, device);
+    const std::string dev = device.toStdString();
+    const Case c = {"3x3 s1 pad 1", 5, 20, 12, 13, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, {0, 0, 0, 0}, false, 1, 1, 1};
+    std::mt19937 rng(91);
+    std::uniform_real_distribution<double> u(-1, 1);
+    std::vector<double> x(size_t(c.C * c.H * c.W)), w(size_t(c.O * c.C * 9)), b(size_t(c.O));
+    for (auto* v : {&x, &w, &b})
+      for (double& e : *v) e = float(u(rng));
+    const double lo = -0.25, hi = 0.5;
+    for (bool computed_hi : {false, true}) {
+      Builder m;
+      m.input("x", dims({1, c.C, c.H, c.W}));
+      m.output("y", dims({1, c.O, c.H, c.W}));
+      auto scalar = [&](const char* name, double v) { m.init(name, {}, TP::FLOAT)->add_float_data(float(v)); };
+      auto* wt = m.init("W", {c.O, c.C, 3, 3}, TP::FLOAT);
+      for (double e : w) wt->add_float_data(float(e));
+      auto* bt = m.init("B", {c.O}, TP::FLOAT);
+      for (double e : b) bt->add_float_data(float(e));
+      scalar("lo", lo);
+      scalar("hi", hi);
+      auto* conv = m.node("Conv", {"x", "W", "B"}, {"h"});
+      ints_attr(conv, "kernel_shape", {3, 3});
+      ints_attr(conv, "pads", {1, 1, 1, 1});
+      std::string upper = "hi";
+      if (computed_hi) {  // max(hi, the input's least element): hi, computed from the input
+        auto* least = m.node("ReduceMin", {"x"}, {"least"});
+        auto* keep = least->add_attribute();
+        keep->set_name("keepdims");
+        keep->set_type(onnx::AttributeProto::INT);
+        keep->set_i(0);
+        m.node("Max", {"hi", "least"}, {"hi2"});
+        upper = "hi2";
+      }
+      m.node("Clip", {"h", "lo", upper}, {"y"});
+      const std::string path =
+          m.save(tltest::fresh_temp_dir("conv-gather", computed_hi ? "clip-computed" : "clip") / "clip.onnx");
+      OnnxModel model(path);
+      const Tensor input = Tensor::from_data(std::vector<float>(x.begin(), x.end()), {1, c.C, c.H, c.W}, dev);
+      model.run({input});
+      std::vector<float> got;
+      std::string gemm_source;
+      {
+        ProfileCapture capture;
+        got = model.run({input})[0].to_vector();
+        for (auto& r : capture.records())
+          if (r.kernel->name.rfind("GEMM", 0) == 0) gemm_source = r.kernel->source;
+      }
+      std::vector<double> want = direct_conv(x, w, b, 1, c, 1, 1, c.H, c.W);
+      for (double& v : want) v = std::min(std::max(v, lo), hi);
+      double worst = 0;
+      const std::string bad = tltest::first_mismatch(got, want, 5e-5, worst);
+      QVERIFY2(bad.empty(), bad.c_str());
+      if (dev == "cpu") {
+        const bool fused = gemm_source.find(".fused = 1, .bias = 3, .lo = (float)-0.25, .hi = (float)0.5") !=
+                           std::string::npos;
+        QVERIFY2(fused != computed_hi, gemm_source.c_str());
+      }
+    }
+  }
 };
 
 QTEST_GUILESS_MAIN(TestOnnxConvGather)

@@ -265,8 +265,19 @@ Value op_clip(const Ctx& c) {
   if (c.opset < 11) {
     return same(x.clip(attr_f(n, "min", -FLT_MAX), attr_f(n, "max", FLT_MAX)));
   }
-  if (c.has(1)) x = x.maximum(c.t(1));
-  if (c.has(2)) x = x.minimum(c.t(2));
+  // A float bound the file holds as one number (an initializer or a folded
+  // constant, which stay host values) becomes a constant of the graph, as
+  // ReLU6's 0 and 6 are: a convolution's GEMM then clamps in registers
+  // (tl_gemm.fused, kernels/gemm_cpu.h) instead of reading the bound from a
+  // buffer in a pass of its own. Same values, NaN bounds included.
+  auto bounded = [&](size_t i, bool lower) {
+    const Value& b = c.v(i);
+    if (!ints && b.host && b.data.size() == 1 && b.shape.size() <= x.shape().size())
+      return lower ? x.maximum(b.data[0]) : x.minimum(b.data[0]);
+    return lower ? x.maximum(c.t(i)) : x.minimum(c.t(i));
+  };
+  if (c.has(1)) x = bounded(1, true);
+  if (c.has(2)) x = bounded(2, false);
   return same(ints ? x.cast(DType::i32) : x);
 }
 
