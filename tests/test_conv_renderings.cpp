@@ -17,6 +17,7 @@
 #include <QtTest/QtTest>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <random>
 #include <set>
@@ -82,8 +83,10 @@ struct Run {
 };
 
 // The case's convolution on the CPU device, the tuner preferring `winner`
-// (nothing searched before: a cache of its own).
-Run run_case(const Case& c, const Data& d, const QString& cache_home, const std::string& winner) {
+// (nothing searched before: a cache of its own). `tail`, when given, is
+// applied to the convolution instead of the case's epilogue.
+Run run_case(const Case& c, const Data& d, const QString& cache_home, const std::string& winner,
+             const std::function<Tensor(const Tensor&)>& tail = nullptr) {
   qputenv("XDG_CACHE_HOME", cache_home.toUtf8());
   qputenv("TINYLENS_TUNE", "1");
   forget_compiled_kernels();
@@ -95,7 +98,9 @@ Run run_case(const Case& c, const Data& d, const QString& cache_home, const std:
   opt.stride_h = opt.stride_w = c.SH;
   opt.dilation_h = opt.dilation_w = c.DH;
   Tensor out = padded.conv2d(w, Tensor(), opt);
-  if (c.epilogue) {
+  if (tail) {
+    out = tail(out);
+  } else if (c.epilogue) {
     Tensor bias = Tensor::from_data(d.bias, {1, c.O, 1, 1}, "cpu").realize();
     Tensor residual = Tensor::from_data(d.residual, {c.N, c.O, d.OH, d.OW}, "cpu").realize();
     out = (out + bias).relu() + residual;
@@ -268,30 +273,14 @@ class TestConvRenderings : public QObject {
       Data d = make_data(c);
       for (auto& v : d.x) v *= 3.0f;  // past ReLU6's 6 now and then
       d.x[size_t(c.C * c.H * c.W / 2 + 5)] = nan;  // channel C/2 of the first image
-      auto run = [&](const std::string& winner) {
-        qputenv("XDG_CACHE_HOME", fresh_cache().toUtf8());
-        qputenv("TINYLENS_TUNE", "1");
-        forget_compiled_kernels();
-        set_tune_clock([winner](const std::string& label, double) { return label == winner ? 1e-3 : 2e-3; });
-        Tensor x = Tensor::from_data(d.x, {c.N, c.C, c.H, c.W}, "cpu").realize();
-        Tensor w = Tensor::from_data(d.w, {c.O, c.C, c.KH, c.KH}, "cpu").realize();
-        Conv2dOptions opt;
-        opt.stride_h = opt.stride_w = c.SH;
-        opt.pad_h = c.top, opt.pad_w = c.left;
-        Tensor out = x.conv2d(w, Tensor(), opt);
+      auto tail = [&](const Tensor& conv) {
+        Tensor out = conv;
         if (t.bias) out = out + Tensor::from_data(d.bias, {1, c.O, 1, 1}, "cpu").realize();
-        if (t.lo == 0.0 && t.hi == 6.0) out = out.relu6();
-        else if (t.lo == 0.0 && std::isinf(t.hi)) out = out.relu();
-        else if (!std::isinf(t.lo)) out = out.clip(t.lo, t.hi);
-        Run r;
-        ProfileCapture capture;
-        out.realize();
-        for (auto& rec : capture.records())
-          if (rec.kernel->name.rfind("GEMM_", 0) == 0) r.gemm = rec.kernel;
-        r.values = out.to_vector();
-        set_tune_clock(nullptr);
-        return r;
+        if (t.lo == 0.0 && t.hi == 6.0) return out.relu6();
+        if (t.lo == 0.0 && std::isinf(t.hi)) return out.relu();
+        return std::isinf(t.lo) ? out : out.clip(t.lo, t.hi);
       };
+      auto run = [&](const std::string& winner) { return run_case(c, d, fresh_cache(), winner, tail); };
       const Run first = run("default");
       QVERIFY2(first.gemm && first.gemm->source.find(t.source) != std::string::npos, t.name);
       QVERIFY2(runs_winograd(*first.gemm) == (c.KH == 3 && c.SH == 1), t.name);
