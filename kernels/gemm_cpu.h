@@ -55,12 +55,13 @@ struct tl_gemm {
   // its columns split; 0: as C; -1: the library decides by its tile shape
   // (split 0 only). packed_a then holds A in the other orientation's panels.
   int transposed;
-  // The epilogue's most common form, which the direct product (the library's
-  // blocked path) and Winograd's output transform apply in registers
-  // instead of in a pass of `finish` over C: C = clamp(sum + bias[row], lo, hi), NaN kept, where
-  // bias is the argument that holds one float per row of C (-1: none) and
-  // lo, hi may be infinite. `finish` is the same epilogue, for the library's
-  // other paths. fused = 0: `finish` alone.
+  // The epilogue's most common form, which the direct product (the
+  // library's blocked path) and Winograd's output transform apply in
+  // registers instead of in a pass of `finish` over C:
+  //   C = clamp(sum + bias[row], lo, hi), NaN kept,
+  // where bias is the argument that holds one float per row of C (-1: none)
+  // and lo, hi may be infinite. `finish` is the same epilogue, for the
+  // library's other paths. fused = 0: `finish` alone.
   int fused, bias;
   float lo, hi;
 };

@@ -316,7 +316,7 @@ static inline __attribute__((always_inline)) void tile(ptrdiff_t kc, const float
 // SR + 2 rows: it does fewer products per load, and 4 x 8 rows took 1.08x
 // the time of 14 + 14 + 7 (m = 32, k = 256, 2 threads). With MR = 14 and
 // SR = 8: m = 64 takes 4 x 14 + 8 rows instead of 5 x 14, m = 16 two
-// panels of 8 instead of 14 + 7 (0.8x the time at k = 64 and 128). A's
+// panels of 8 instead of 14 + 7 (0.85x the time at k = 64 and 128). A's
 // packed panels follow the same cut, so the panel that starts at row r
 // starts r * kc floats into its K block.
 static inline ptrdiff_t wide_rows(ptrdiff_t m) {
@@ -337,9 +337,10 @@ static inline ptrdiff_t panel_floor(ptrdiff_t m, ptrdiff_t wide, ptrdiff_t r) {
   return r <= wide ? r / MR * MR : wide + (r - wide) / SR * SR;
 }
 
-// Rows [m0, m0+mc) x k [k0, k0+kc) of A into `mr`-row panels (MR, cut by
-// wide_rows, or NR when the product is computed transposed), k-major inside
-// a panel, zero rows past mc. m0 starts a panel.
+// Rows [m0, m0+mc) x k [k0, k0+kc) of A into `mr`-row panels (MR, or NR
+// when the product is computed transposed), k-major inside a panel, zero
+// rows past mc. MR-row panels from row wide_rows(m) on have SR rows, as
+// gemm_block's tiles do from the same m0.
 static inline __attribute__((always_inline)) void pack_a(const struct tl_gemm* g, const float* restrict a,
                                                          ptrdiff_t m0, ptrdiff_t mc, ptrdiff_t k0, ptrdiff_t kc,
                                                          float* restrict dst, int mr) {
