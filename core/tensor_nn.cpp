@@ -323,14 +323,12 @@ Tensor Tensor::conv2d(const Tensor& weight, const Tensor& bias, const Conv2dOpti
   // GEMM: (O/G, C/G * KH * KW) @ (C/G * KH * KW, OH * OW) each. Groups of
   // one channel (depthwise) are multiply-adds over the taps, below.
   const int64_t CG = C / G;
-  // A 1x1 window at a stride (ResNet's downsampling shortcuts) reads every
-  // stride-th pixel: copied once into a dense image, they make it a plain
-  // product, which reads B's rows as they lie instead of gathering them.
-  if (KH == 1 && KW == 1 && (opt.stride_h > 1 || opt.stride_w > 1) && G == 1) {
-    x = x.slice(2, 0, x.dim(2), opt.stride_h).slice(3, 0, x.dim(3), opt.stride_w).contiguous();
-    OH = x.dim(2), OW = x.dim(3);
-    out = weight.reshape({O, C}).matmul(x.reshape({N, C, OH * OW}));
-  } else if (KH == 1 && KW == 1 && opt.stride_h == 1 && opt.stride_w == 1 && G == 1) {
+  if (KH == 1 && KW == 1 && G == 1) {
+    // A 1x1 window at a stride (ResNet's downsampling shortcuts) reads every
+    // stride-th pixel: copied once into a dense image, they make it a plain
+    // product, which reads B's rows as they lie instead of gathering them.
+    if (opt.stride_h > 1 || opt.stride_w > 1)
+      x = x.slice(2, 0, x.dim(2), opt.stride_h).slice(3, 0, x.dim(3), opt.stride_w).contiguous();
     OH = x.dim(2), OW = x.dim(3);
     out = weight.reshape({O, C}).matmul(x.reshape({N, C, OH * OW}));
   } else if (KH == 1 && KW == 1 && opt.stride_h == 1 && opt.stride_w == 1 && CG > 1) {
