@@ -308,6 +308,11 @@ bool batching_enabled() {
   return !(off && *off && std::strcmp(off, "0") != 0);
 }
 
+bool pool_fusion_enabled() {
+  const char* off = std::getenv("TINYLENS_NOPOOLFUSION");
+  return !(off && *off && std::strcmp(off, "0") != 0);
+}
+
 void forget_compiled_kernels() {
   {
     std::lock_guard lock(memo_mutex);
@@ -374,7 +379,8 @@ static void plan_buffer_reuse(Plan& result, const std::vector<KernelPlan>& plans
 // plan that run_plan can launch, now and (through the plan cache) again.
 static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const GraphKey& graph, Device& device,
                                        double& compile_seconds) {
-  auto plans = schedule(group, has_gemm_template(device), gemm_template_gathers(device));
+  auto plans = schedule(group, has_gemm_template(device), gemm_template_gathers(device),
+                        [&](const KernelPlan& p) { return pool_fusion_enabled() && gemm_epilogue_in_registers(p, device); });
   for (auto& plan : plans) require_dtypes(plan, device);
   std::vector<RenderedKernel> rendered;
   std::vector<KernelSource> sources;

@@ -106,6 +106,10 @@ class CompileProgress {
 // Returns how many it built (not loaded).
 size_t compile_new_kernels(Device& device, const std::vector<KernelSource>& kernels);
 bool batching_enabled();  // false when TINYLENS_NOBATCH=1
+// Whether a convolution and the max pool that alone reads it run as one
+// kernel where the device can (KernelPlan::pool); false when
+// TINYLENS_NOPOOLFUSION=1, to compare.
+bool pool_fusion_enabled();
 
 // Forgets every kernel this process rendered and compiled (not the disk
 // cache): the next realize renders, then compiles or loads, as a new process

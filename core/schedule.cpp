@@ -224,9 +224,55 @@ void fuse_epilogues(std::vector<KernelPlan>& plans, const std::vector<NodeRef>& 
   plans = std::move(kept);
 }
 
+// Hands each max pool (a GEMM plan whose hint has ConvGather::max) whose
+// image is a convolution's result, read by nothing else, to that
+// convolution's kernel (KernelPlan::pool) where `pools` accepts the merged
+// plan: the convolution's output, the largest tensor of many networks'
+// first layers, is then pooled while the cache holds it and never stored.
+// The merged kernel takes the pool's place in the order.
+void fuse_pools(std::vector<KernelPlan>& plans, const std::vector<NodeRef>& roots,
+                const std::function<bool(const KernelPlan&)>& pools) {
+  std::unordered_map<const Node*, int> readers, gemm_plan;
+  for (auto& p : plans) {
+    std::unordered_set<const Node*> read(p.inputs.size());
+    for (auto& in : p.inputs)
+      if (read.insert(in.get()).second) readers[in.get()] += 1;  // a pool reads its image as A and B
+  }
+  for (auto& r : roots) readers[r.get()] += 1;
+  for (size_t i = 0; i < plans.size(); ++i)
+    if (plans[i].kind == KernelPlan::Kind::Gemm) gemm_plan[plans[i].output.get()] = int(i);
+  std::vector<bool> merged(plans.size(), false);
+  for (auto& p : plans) {
+    if (p.kind != KernelPlan::Kind::Gemm || !p.gemm().matmul->gather.max || p.output->requires_grad) continue;
+    const MatmulHint& pool = *p.gemm().matmul;
+    const Node* image = pool.image.get();
+    auto g = gemm_plan.find(image);
+    if (g == gemm_plan.end() || merged[g->second] || readers[image] != 1 || image->requires_grad) continue;
+    const KernelPlan& conv = plans[g->second];
+    const MatmulHint& h = *conv.gemm().matmul;
+    // A convolution (B gathered from an image) whose planes are the pool's:
+    // the pool's batch items are its batch x rows, each an out_w-wide plane.
+    if (conv.pool || !h.gather.active() || h.gather.max || conv.inputs[1] != h.image || h.batch * h.m != pool.batch ||
+        pool.gather.height * pool.gather.width != h.n || pool.gather.width != h.gather.out_w)
+      continue;
+    KernelPlan both = conv;
+    both.fused.push_back(p.output);
+    both.output = p.output;
+    both.pool = p.output;
+    if (!pools(both)) continue;
+    merged[g->second] = true;
+    p = std::move(both);
+  }
+  std::vector<KernelPlan> kept;
+  for (size_t i = 0; i < plans.size(); ++i)
+    if (!merged[i]) kept.push_back(std::move(plans[i]));
+  plans = std::move(kept);
+}
+
 }  // namespace
 
-std::vector<KernelPlan> schedule(const std::vector<NodeRef>& roots, bool gemm, bool gather) {
+std::vector<KernelPlan> schedule(const std::vector<NodeRef>& roots, bool gemm, bool gather,
+                                 const std::function<bool(const KernelPlan&)>& pools) {
   Planner planner{gemm, gemm && gather, {}, {}, {}, {}};
   for (auto& r : roots) planner.visit(r.get());
   planner.decide(roots);
@@ -246,6 +292,7 @@ std::vector<KernelPlan> schedule(const std::vector<NodeRef>& roots, bool gemm, b
   for (Node* n : planner.order)
     if (planner.materialised.count(n) && !n->realized()) plans.push_back(planner.plan_for(n, refs));
   if (gemm) fuse_epilogues(plans, roots);
+  if (gemm && gather && pools) fuse_pools(plans, roots, pools);
   return plans;
 }
 

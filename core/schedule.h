@@ -5,6 +5,7 @@
 // read by several consumers. A GEMM's elementwise consumers (bias, batch-norm,
 // activation, residual add) are written by the GEMM's own store.
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "core/ops.h"
@@ -20,12 +21,22 @@ struct KernelPlan {
   // when inputs[1] is its MatmulHint's `image`), then what the epilogue reads;
   // fused[0] is the product, the rest its epilogue, applied as C is stored.
   const Node& gemm() const { return *fused.front(); }
+  // Kind::Gemm: a max pool of the epilogue's result (a node whose hint has
+  // ConvGather::max) computed by the same kernel, or null. The epilogue then
+  // ends at the pool's image, and `output` is the pool, the last of `fused`:
+  // C itself is never stored.
+  NodeRef pool;
+  const NodeRef& epilogue_end() const { return pool ? pool->matmul->image : output; }
 };
 
 // Kernels in execution order. `gemm` says whether the target device has a
 // GEMM template; without one, matmuls stay generic reductions. `gather` says
 // whether that template reads a convolution's B from its image (ConvGather):
 // the GEMM's inputs are then A and the image, and no im2col copy is made.
-std::vector<KernelPlan> schedule(const std::vector<NodeRef>& roots, bool gemm, bool gather = false);
+// `pools`, where given, says whether the template computes a convolution
+// with a max pool of its result (KernelPlan::pool) as that merged plan asks;
+// a convolution whose only reader is a max pool is then merged with it.
+std::vector<KernelPlan> schedule(const std::vector<NodeRef>& roots, bool gemm, bool gather = false,
+                                 const std::function<bool(const KernelPlan&)>& pools = {});
 
 }  // namespace tl

@@ -46,10 +46,13 @@ typedef int (*gather_thin_fn)(const struct tl_gemm*, float*, const float*, const
 typedef int (*depthwise_blocked_fn)(const struct tl_gemm*, float*, const float*, const float*, ptrdiff_t, ptrdiff_t,
                                     void**);
 typedef int (*max_pool_fn)(const struct tl_gemm*, float*, const float*, ptrdiff_t, ptrdiff_t, void**);
-enum { X_TRANSPOSED, X_WINOGRAD, X_WINOGRAD_WEIGHTS, X_GATHER_THIN, X_DEPTHWISE_BLOCKED, X_MAX_POOL, X_COUNT };
-static const char* const extra_names[X_COUNT] = {"tinylens_gemm_transposed",       "tinylens_gemm_winograd",
-                                                 "tinylens_gemm_winograd_weights", "tinylens_gemm_gather_thin",
-                                                 "tinylens_gemm_depthwise_blocked", "tinylens_gemm_max_pool"};
+typedef int (*pool_planes_fn)(const struct tl_gather*, const float*, ptrdiff_t, ptrdiff_t, float*, ptrdiff_t,
+                              ptrdiff_t);
+enum { X_TRANSPOSED, X_WINOGRAD, X_WINOGRAD_WEIGHTS, X_GATHER_THIN, X_DEPTHWISE_BLOCKED, X_MAX_POOL, X_POOL_PLANES, X_COUNT };
+static const char* const extra_names[X_COUNT] = {"tinylens_gemm_transposed",        "tinylens_gemm_winograd",
+                                                 "tinylens_gemm_winograd_weights",  "tinylens_gemm_gather_thin",
+                                                 "tinylens_gemm_depthwise_blocked", "tinylens_gemm_max_pool",
+                                                 "tinylens_gemm_pool_planes"};
 static void* extra_slots[X_COUNT];
 static void* extra(int which) {
   void* f = __atomic_load_n(&extra_slots[which], __ATOMIC_ACQUIRE);
@@ -65,6 +68,7 @@ static void* extra(int which) {
 #define GEMM_GATHER_THIN ((gather_thin_fn)extra(X_GATHER_THIN))
 #define GEMM_DEPTHWISE_BLOCKED ((depthwise_blocked_fn)extra(X_DEPTHWISE_BLOCKED))
 #define GEMM_MAX_POOL ((max_pool_fn)extra(X_MAX_POOL))
+#define GEMM_POOL_PLANES ((pool_planes_fn)extra(X_POOL_PLANES))
 
 // The name of the first extra the global scope lacks, or NULL: the device
 // asks once, after loading both halves, so a missing one is an error rather
@@ -104,15 +108,25 @@ static void pack_b(const struct tl_gemm* g, const float* restrict b, ptrdiff_t k
   }
 }
 
-// Without packing buffers there is still a (slow) answer.
+// The fused epilogue's clamp (tl_gemm.fused), NaN kept, for one float.
+static inline float clamp_nan(float v, float lo, float hi) {
+  v = v <= lo ? lo : v;
+  return v >= hi ? hi : v;
+}
+
+// Without packing buffers there is still a (slow) answer. The fused
+// epilogue is `finish`'s, or, for a pooled product's band, which has no
+// `finish` (pooled_product), applied here.
 static void naive_block(const struct tl_gemm* g, float* restrict c, const float* restrict a, const float* restrict b,
-                        ptrdiff_t m0, ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1) {
+                        ptrdiff_t m0, ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1, void** args) {
+  const int fused = g->fused && !g->finish;
+  const float* bias = fused && g->bias >= 0 ? (const float*)args[g->bias] : NULL;
   for (ptrdiff_t i = m0; i < m1; ++i)
     for (ptrdiff_t j = n0; j < n1; ++j) {
-      float s = 0.0f;
+      float s = bias ? bias[i] : 0.0f;
       for (ptrdiff_t p = 0; p < G_K; ++p)
         s += a[i * SA1 + p * SA2] * (GATHERED ? gathered_b(&g->gather, b, p, j) : b[p * SB1 + j * SB2]);
-      c[i * G_N + j] = s;
+      c[i * G_N + j] = fused ? clamp_nan(s, g->lo, g->hi) : s;
     }
 }
 
@@ -253,7 +267,7 @@ static ONE_COPY void gemm_block(const struct tl_gemm* g, float* restrict c, cons
     scratch_free(bbuf);
     scratch_free(windows);
     scratch_free(image.data);
-    naive_block(g, c, a, b, m0, m1, n0, n1);
+    naive_block(g, c, a, b, m0, m1, n0, n1, args);
     finish_block(g, c, batch, m0, m1, n0, n1, args);
     return;
   }
@@ -407,6 +421,103 @@ static void naive_max_pool(const struct tl_gemm* g, float* c, const float* b, pt
   }
 }
 
+// The larger of m and v where NaN wins, as a max pool's graph states it.
+static inline float max_nan(float m, float v) { return v > m || v != v ? v : m; }
+
+// The fused epilogue of a pooled product with few rows, applied to the
+// pooled values (the thin path has no fused form): max commutes with
+// clamp(x + bias), which never decreases. NaN stays NaN.
+static void pooled_epilogue(float* restrict o, ptrdiff_t n, const float* bias, float lo, float hi) {
+  if (bias)
+    for (ptrdiff_t i = 0; i < n; ++i) o[i] += *bias;
+  if (lo > -INFINITY || hi < INFINITY)
+    for (ptrdiff_t i = 0; i < n; ++i) o[i] = clamp_nan(o[i], lo, hi);
+}
+
+// pooled_product without scratch: each window's cells one dot product at a time.
+static void naive_pooled_product(const struct tl_gemm* g, float* c, const float* a, const float* b, ptrdiff_t start,
+                                 ptrdiff_t end, void** args) {
+  const struct tl_gather* p = &g->pool;
+  const float* bias = g->fused && g->bias >= 0 ? (const float*)args[g->bias] : NULL;
+  const float lo = g->fused ? g->lo : -INFINITY, hi = g->fused ? g->hi : INFINITY;
+  for (ptrdiff_t u = start; u < end; ++u) {
+    const ptrdiff_t batch = u / UNITS_PER_BATCH, py0 = u % UNITS_PER_BATCH * UNIT, py1 = MIN(g->pool_h, py0 + UNIT);
+    for (ptrdiff_t m = 0; m < G_M; ++m)
+      for (ptrdiff_t py = py0; py < py1; ++py)
+        for (ptrdiff_t px = 0; px < p->out_w; ++px) {
+          float v = -INFINITY;
+          for (ptrdiff_t i = 0; i < p->kh; ++i)
+            for (ptrdiff_t j = 0; j < p->kw; ++j) {
+              const ptrdiff_t y = py * p->sh - p->pt + i * p->dh, x = px * p->sw - p->pl + j * p->dw;
+              if (y < 0 || y >= p->height || x < 0 || x >= p->width) continue;
+              float s = 0.0f;
+              for (ptrdiff_t k = 0; k < G_K; ++k)
+                s += a[batch * SA0 + m * SA1 + k * SA2] * gathered_b(&g->gather, b + batch * SB0, k, y * p->width + x);
+              v = max_nan(v, s);
+            }
+          if (bias) v += bias[m];
+          c[((batch * G_M + m) * g->pool_h + py) * p->out_w + px] = clamp_nan(v, lo, hi);
+        }
+  }
+}
+
+// A product whose C is max-pooled as it is computed (tl_gemm.pool). Unit u
+// of a batch item is UNIT pooled rows: the rows of C their windows read are
+// computed, for every row of A, into a band in scratch as a product of
+// their own (the same one with the image's top padding moved down, so that
+// each row of A's plane of the band is contiguous), then pooled into c as
+// planes of those rows (the first unit's windows may start in the top
+// padding). The rows the next unit's windows read again are copied to the
+// start of the next band rather than computed twice, within one call.
+// Returns 0 when scratch is short or the window is too tall for the
+// extras' pools.
+static int pooled_product(const struct tl_gemm* g, float* c, const float* a, const float* b, ptrdiff_t start,
+                          ptrdiff_t end, void** args) {
+  const struct tl_gather* p = &g->pool;
+  const ptrdiff_t w = p->width, plane = g->pool_h * p->out_w;
+  const ptrdiff_t span = (p->kh - 1) * p->dh + 1, most = (UNIT - 1) * p->sh + span;  // rows of C a unit reads
+  const pool_planes_fn pool_planes = GEMM_POOL_PLANES;
+  float* band = pool_planes ? scratch_alloc((size_t)(G_M * most * w) * sizeof(float)) : NULL;
+  float* kept = pool_planes ? scratch_alloc((size_t)(G_M * span * w) * sizeof(float)) : NULL;
+  const float* packed = packed_a(g, a, args);
+  const float* bias = g->fused && g->bias >= 0 ? (const float*)args[g->bias] : NULL;
+  struct gather_work wk = {NULL, 0, 0, 0};
+  // The band's epilogue: in registers, as the direct product applies it,
+  // except on the thin path (few rows), which has only `finish`: then on
+  // the pooled values.
+  const int after = g->fused && G_M <= THIN_ROWS;
+  struct tl_gemm part = *g;
+  part.fused = g->fused && !after, part.finish = NULL, part.pool.kh = 0;
+  ptrdiff_t q0 = 0, q1 = 0, batch_of = -1;  // the band holds rows [q0, q1) of C of batch item batch_of
+  int done = band && kept;
+  for (ptrdiff_t u = start; u < end && done; ++u) {
+    const ptrdiff_t batch = u / UNITS_PER_BATCH, py0 = u % UNITS_PER_BATCH * UNIT, py1 = MIN(g->pool_h, py0 + UNIT);
+    const ptrdiff_t top = py0 * p->sh - p->pt, r0 = MAX(0, top), r1 = MIN(p->height, (py1 - 1) * p->sh - p->pt + span);
+    // Rows [r0, q1) are the band's last ones: moved to its start (through
+    // `kept`, since the planes' pitch changes with the band's height).
+    const ptrdiff_t again = batch == batch_of && r0 >= q0 && r0 < q1 ? MIN(q1, r1) - r0 : 0;
+    for (ptrdiff_t m = 0; m < G_M && again; ++m)
+      memcpy(kept + m * again * w, band + (m * (q1 - q0) + r0 - q0) * w, (size_t)(again * w) * sizeof(float));
+    part.n = (r1 - r0) * w;
+    for (ptrdiff_t m = 0; m < G_M && again; ++m)
+      memcpy(band + m * part.n, kept + m * again * w, (size_t)(again * w) * sizeof(float));
+    part.gather.pt = g->gather.pt - r0 * g->gather.sh;
+    if (again * w < part.n)
+      gemm_block(&part, band, a + batch * SA0, b + batch * SB0, 0, G_M, again * w, part.n, batch, packed, args, &wk);
+    q0 = r0, q1 = r1, batch_of = batch;
+    struct tl_gather rows = *p;
+    rows.height = r1 - r0, rows.pt = r0 - top;
+    float* out = c + batch * G_M * plane + py0 * p->out_w;
+    done = pool_planes(&rows, band, G_M, part.n, out, plane, py1 - py0);
+    for (ptrdiff_t m = 0; m < G_M && done && after; ++m)
+      pooled_epilogue(out + m * plane, (py1 - py0) * p->out_w, bias ? bias + m : NULL, g->lo, g->hi);
+  }
+  scratch_free(band);
+  scratch_free(kept);
+  free(wk.buf);
+  return done;
+}
+
 void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args) {
   float* c = (float*)args[0];
   const float* a = (const float*)args[1];
@@ -414,6 +525,10 @@ void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args)
   if (GATHERED && g->gather.max) {
     const max_pool_fn pool = GEMM_MAX_POOL;
     if (!pool || !pool(g, c, b, start, end, args)) naive_max_pool(g, c, b, start, end, args);
+    return;
+  }
+  if (g->pool.kh > 0) {
+    if (!pooled_product(g, c, a, b, start, end, args)) naive_pooled_product(g, c, a, b, start, end, args);
     return;
   }
   const depthwise_blocked_fn depthwise = GATHERED ? GEMM_DEPTHWISE_BLOCKED : NULL;

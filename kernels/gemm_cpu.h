@@ -64,6 +64,14 @@ struct tl_gemm {
   // library's other paths. fused = 0: `finish` alone.
   int fused, bias;
   float lo, hi;
+  // kh > 0: C's planes (one per batch item and row of C, pool.height x
+  // pool.width, the convolution's output) are max-pooled through this
+  // window as they are computed, into planes of pool_h x pool.out_w, and
+  // only those are stored (batch x m planes); a unit is then `unit` pooled
+  // rows of one batch item. The fused epilogue is applied to the pooled
+  // values, and there is no `finish`.
+  struct tl_gather pool;
+  ptrdiff_t pool_h;
 };
 
 void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args);

@@ -428,6 +428,24 @@ static void pool_plane(const struct tl_gather* x, const float* image, const floa
   }
 }
 
+// Planes [0, count) of `in`, plane_stride floats apart (x->height x
+// x->width each, read up to `in`'s last plane's end), max-pooled into oh_n
+// x x->out_w planes of `out`, out_stride apart (kernels/gemm_cpu.c's
+// pooled_product: a band of a convolution's output rows for every channel).
+// Returns 0, with nothing written, as tinylens_gemm_max_pool does.
+int tinylens_gemm_pool_planes(const struct tl_gather* x, const float* in, ptrdiff_t count, ptrdiff_t plane_stride,
+                              float* out, ptrdiff_t out_stride, ptrdiff_t oh_n) {
+  if (x->kh > DEPTHWISE_TAPS_MAX) return 0;
+  const ptrdiff_t pitch = pool_pitch(x), band_floats = MAX(POOL_BAND_FLOATS, ((x->kh - 1) * x->dh + 1) * pitch);
+  float* band = scratch_alloc((size_t)(band_floats + (band_floats / pitch) * VW) * sizeof(float));
+  if (!band) return 0;
+  const float* end = in + (count - 1) * plane_stride + x->height * x->width;
+  for (ptrdiff_t p = 0; p < count; ++p)
+    pool_plane(x, in + p * plane_stride, end, out + p * out_stride, oh_n, band, band_floats, band + band_floats);
+  scratch_free(band);
+  return 1;
+}
+
 // tinylens_gemm_f32's max pools: planes [start, end), each then finished.
 // Returns 0 (nothing written) when a window has more rows than the row
 // pointers here hold or the band's buffer cannot be had.

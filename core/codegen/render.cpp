@@ -495,13 +495,14 @@ static GemmEpilogue render_gemm_epilogue(const KernelPlan& plan, const Dialect& 
                         {var("batch", 0, h.batch - 1), var("row", 0, h.m - 1), var("col", 0, h.n - 1)}, nullptr);
   // Both forms are known: loads of full tensors use the flat index (affine in
   // col), broadcast vectors the regrouped axes (a bias reads b[row]).
-  IndexRef ix = regroup(*c_ix, plan.output->shape);
+  const NodeRef& end = plan.epilogue_end();
+  IndexRef ix = regroup(*c_ix, end->shape);
   if (!ix) {
     ix = std::make_shared<Index>();
-    ix->shape = plan.output->shape;
+    ix->shape = end->shape;
   }
   ix->flat = flat_of(*c_ix);
-  E value = cast(low.lower(plan.output, ix), DType::f32);
+  E value = cast(low.lower(end, ix), DType::f32);
   match_row_bias_clamp(value, ep);
   // The template's `flat` stands for that index wherever it survived
   // lowering (a full tensor's load), so the text names no size of C; what
@@ -511,6 +512,12 @@ static GemmEpilogue render_gemm_epilogue(const KernelPlan& plan, const Dialect& 
   ep.statements = pr.lines;
   flops = pr.flops_per_item * double(h.batch * h.m * h.n);
   return ep;
+}
+
+bool gemm_epilogue_in_registers(const KernelPlan& plan, const Device& device) {
+  double flops = 0;
+  const GemmEpilogue ep = render_gemm_epilogue(plan, device.dialect(), gemm_epilogue_takes_flat(device), flops);
+  return ep.row_bias_clamp || plan.fused.size() == 1;
 }
 
 RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
@@ -533,6 +540,13 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
     const bool pool = g.gather.max;  // a max pool (ConvGather::max) says so in its name
     k.name = (pool ? "MAXPOOL_" : "GEMM_") + std::to_string(h.batch) + "_" + std::to_string(h.m) + "_" +
              std::to_string(h.n) + "_" + std::to_string(h.k);
+    double pool_flops = 0;
+    if (plan.pool) {  // a max pool of C computed with it (KernelPlan::pool), named after its window too
+      const MatmulHint& p = *plan.pool->matmul;
+      g.pool = p.gather, g.pool_h = p.n / p.gather.out_w;
+      k.name += "_MAXPOOL_" + std::to_string(p.k);
+      pool_flops = double(p.batch) * double(p.n) * double(p.k);
+    }
     double epilogue_flops = 0;
     g.epilogue = render_gemm_epilogue(plan, d, gemm_epilogue_takes_flat(device), epilogue_flops);
     TemplateKernel t;
@@ -542,7 +556,8 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
     k.packed_bytes = t.packed_bytes, k.packed_key = t.packed_key;
     k.candidates = std::move(t.candidates);
     for (int i = 0; i < 3; ++i) k.global[i] = t.global[i], k.local[i] = t.local[i];
-    k.flops = (pool ? 1.0 : 2.0) * double(h.batch) * double(h.m) * double(h.n) * double(h.k) + epilogue_flops;
+    k.flops = (pool ? 1.0 : 2.0) * double(h.batch) * double(h.m) * double(h.n) * double(h.k) + epilogue_flops +
+              pool_flops;
     k.ops.front() = pool ? "MAXPOOL" : "GEMM";
     return k;
   }

@@ -26,6 +26,9 @@ struct RenderedKernel {
 };
 
 RenderedKernel render_kernel(const KernelPlan& plan, const Device& device);
+// Whether a GEMM plan's epilogue is the form a template may apply in
+// registers (GemmEpilogue::row_bias_clamp), or there is none.
+bool gemm_epilogue_in_registers(const KernelPlan& plan, const Device& device);
 
 // The name of r's function in its source.
 inline const std::string& entry_of(const RenderedKernel& r) { return r.entry.empty() ? r.name : r.entry; }

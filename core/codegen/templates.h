@@ -54,6 +54,13 @@ struct GemmShape {
   // Active: B is a convolution's image, read through this gather (the
   // template said it can, gemm_template_gathers); b_strides are then unused.
   ConvGather gather;
+  // Active: C's planes (one per batch item and row, gather.out_w wide) are
+  // max-pooled through this window (ConvGather::max) as they are computed,
+  // into pool_h x pool.out_w planes; C itself is not stored
+  // (KernelPlan::pool: the C device's template, with an epilogue in
+  // registers or none).
+  ConvGather pool;
+  int64_t pool_h = 0;
 };
 
 struct TemplateKernel {
