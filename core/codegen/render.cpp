@@ -520,6 +520,40 @@ bool gemm_epilogue_in_registers(const KernelPlan& plan, const Device& device) {
   return ep.row_bias_clamp || plan.fused.size() == 1;
 }
 
+// A GEMM plan's kernel (k has its ops and bytes): the device's template,
+// specialised with the product's shape, gather, pool and epilogue.
+static RenderedKernel render_gemm_kernel(const KernelPlan& plan, const Device& device, RenderedKernel k) {
+  const MatmulHint& h = *plan.gemm().matmul;
+  GemmShape g;
+  g.batch = h.batch, g.m = h.m, g.n = h.n, g.k = h.k;
+  for (int i = 0; i < 3; ++i) g.a_strides[i] = h.a_strides[i], g.b_strides[i] = h.b_strides[i];
+  g.a_constant = plan.inputs[0]->realized();
+  if (plan.inputs[1] == h.image) g.gather = h.gather;  // the scheduler gave the GEMM the image
+  const bool pool = g.gather.max;  // a max pool (ConvGather::max) says so in its name
+  k.name = (pool ? "MAXPOOL_" : "GEMM_") + std::to_string(h.batch) + "_" + std::to_string(h.m) + "_" +
+           std::to_string(h.n) + "_" + std::to_string(h.k);
+  double pool_flops = 0;
+  if (plan.pool) {  // a max pool of C computed with it (KernelPlan::pool), named after its window too
+    const MatmulHint& p = *plan.pool->matmul;
+    g.pool = p.gather, g.pool_h = p.n / p.gather.out_w;
+    k.name += "_MAXPOOL_" + std::to_string(p.k);
+    pool_flops = double(p.batch) * double(p.n) * double(p.k);
+  }
+  double epilogue_flops = 0;
+  g.epilogue = render_gemm_epilogue(plan, device.dialect(), gemm_epilogue_takes_flat(device), epilogue_flops);
+  TemplateKernel t;
+  if (!render_gemm(device, g, k.name, t)) throw std::logic_error("GEMM planned for a device without a template");
+  k.source = t.source;
+  k.entry = t.entry, k.ints = t.ints, k.int_bytes = t.int_bytes;
+  k.packed_bytes = t.packed_bytes, k.packed_key = t.packed_key;
+  k.candidates = std::move(t.candidates);
+  for (int i = 0; i < 3; ++i) k.global[i] = t.global[i], k.local[i] = t.local[i];
+  k.flops = (pool ? 1.0 : 2.0) * double(h.batch) * double(h.m) * double(h.n) * double(h.k) + epilogue_flops +
+            pool_flops;
+  k.ops.front() = pool ? "MAXPOOL" : "GEMM";
+  return k;
+}
+
 RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
   const Dialect& d = device.dialect();
   RenderedKernel k;
@@ -530,37 +564,7 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
   for (auto& i : plan.inputs) in_bytes += double(numel(i->shape)) * dtype_size(i->dtype);
   k.bytes = out_bytes + in_bytes;
 
-  if (plan.kind == KernelPlan::Kind::Gemm) {
-    const MatmulHint& h = *plan.gemm().matmul;
-    GemmShape g;
-    g.batch = h.batch, g.m = h.m, g.n = h.n, g.k = h.k;
-    for (int i = 0; i < 3; ++i) g.a_strides[i] = h.a_strides[i], g.b_strides[i] = h.b_strides[i];
-    g.a_constant = plan.inputs[0]->realized();
-    if (plan.inputs[1] == h.image) g.gather = h.gather;  // the scheduler gave the GEMM the image
-    const bool pool = g.gather.max;  // a max pool (ConvGather::max) says so in its name
-    k.name = (pool ? "MAXPOOL_" : "GEMM_") + std::to_string(h.batch) + "_" + std::to_string(h.m) + "_" +
-             std::to_string(h.n) + "_" + std::to_string(h.k);
-    double pool_flops = 0;
-    if (plan.pool) {  // a max pool of C computed with it (KernelPlan::pool), named after its window too
-      const MatmulHint& p = *plan.pool->matmul;
-      g.pool = p.gather, g.pool_h = p.n / p.gather.out_w;
-      k.name += "_MAXPOOL_" + std::to_string(p.k);
-      pool_flops = double(p.batch) * double(p.n) * double(p.k);
-    }
-    double epilogue_flops = 0;
-    g.epilogue = render_gemm_epilogue(plan, d, gemm_epilogue_takes_flat(device), epilogue_flops);
-    TemplateKernel t;
-    if (!render_gemm(device, g, k.name, t)) throw std::logic_error("GEMM planned for a device without a template");
-    k.source = t.source;
-    k.entry = t.entry, k.ints = t.ints, k.int_bytes = t.int_bytes;
-    k.packed_bytes = t.packed_bytes, k.packed_key = t.packed_key;
-    k.candidates = std::move(t.candidates);
-    for (int i = 0; i < 3; ++i) k.global[i] = t.global[i], k.local[i] = t.local[i];
-    k.flops = (pool ? 1.0 : 2.0) * double(h.batch) * double(h.m) * double(h.n) * double(h.k) + epilogue_flops +
-              pool_flops;
-    k.ops.front() = pool ? "MAXPOOL" : "GEMM";
-    return k;
-  }
+  if (plan.kind == KernelPlan::Kind::Gemm) return render_gemm_kernel(plan, device, std::move(k));
 
   Lowerer low;
   std::vector<std::pair<std::string, bool>> bufs;
