@@ -89,7 +89,8 @@ class TestThreadPool : public QObject {
 
   // The C device's GEMM kernels ask for shared slices (local[0], the grain)
   // where a piece costs what its units cost in one call: the columns of a
-  // 1x1 convolution (weights packed once, B packed per block anyway), not
+  // 1x1 convolution (weights packed once, B packed per block anyway; pieces
+  // larger where the weights are large), not
   // the rows of a product whose every piece would pack all of B again;
   // Winograd's rows of tiles in pieces of at least 28 tiles.
   void cGemmKernelsShareWherePiecesCostNoMore() {
@@ -104,6 +105,11 @@ class TestThreadPool : public QObject {
     const tl::TemplateKernel columns = tl::render_gemm_c(shape(256, 3136, 64), "columns");
     QCOMPARE(columns.global[0], int64_t(98));  // 32 columns a unit
     QCOMPARE(columns.local[0], int64_t(6));    // about a sixteenth
+    // Larger weights stream through the cache once per piece: pieces of up
+    // to 8 units while 4 remain (A of 256 x 512 floats, 512 KB; of 512 x 1024
+    // on 98 units, 8).
+    QCOMPARE(tl::render_gemm_c(shape(256, 784, 512), "streamed").local[0], int64_t(6));
+    QCOMPARE(tl::render_gemm_c(shape(512, 3136, 1024), "streamed").local[0], int64_t(8));
     const tl::TemplateKernel rows = tl::render_gemm_c(shape(1024, 196, 512), "rows");
     QCOMPARE(rows.global[0], int64_t(64));  // 16 rows a unit
     QCOMPARE(rows.local[0], int64_t(0));

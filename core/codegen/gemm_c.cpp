@@ -226,6 +226,7 @@ int64_t share_grain(const GemmShape& s, const Knobs& k, int64_t units_per_batch)
   // least two panels of 14 rows, or a 13x13 map's pieces of 7 tiles would
   // leave half of each panel empty.
   constexpr int64_t kWinogradPieceTiles = 28;
+  constexpr int64_t kStreamedA = int64_t(128) << 10;
   const int64_t units = s.batch * units_per_batch, grain = std::max<int64_t>(1, units / kPieces);
   if (units < 4) return 0;
   if (k.winograd) {
@@ -237,7 +238,14 @@ int64_t share_grain(const GemmShape& s, const Knobs& k, int64_t units_per_batch)
   if (depthwise) return units >= 4 * kPieces ? kPieces : 0;
   if (k.split_rows) return k.b_in_place && packs_a(s) && !s.gather.active() ? grain : 0;
   if (!packs_a(s)) return 0;
-  return s.gather.active() ? std::max(grain, ceil_div(2 * s.gather.out_w, kColUnit)) : grain;
+  // Each piece streams all of A's panels through the L2 cache: with A
+  // larger than kStreamedA, pieces of up to 8 units (256 columns), as long
+  // as there are 4 of them to share. ResNet-50's 3x3 convolution at stride
+  // 2 from 128 channels (56x56 to 28x28, A 590 KB, 25 units): 618 us alone
+  // with pieces of 8 units, 630 with 6, against 718 with 2 (610 with no
+  // sharing, which a core slowed by other work holds up).
+  const int64_t least = s.m * s.k * int64_t(sizeof(float)) > kStreamedA ? std::min<int64_t>(8, units / 4) : 1;
+  return std::max({grain, least, s.gather.active() ? ceil_div(2 * s.gather.out_w, kColUnit) : 1});
 }
 
 // Pooled rows per unit of a pooled product (GemmShape::pool): the rows of
