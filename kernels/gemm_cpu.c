@@ -379,8 +379,8 @@ static const float* packed_a(const struct tl_gemm* g, const float* a, void** arg
   float* panels = (float*)((char*)header + 64);
   int state = __atomic_load_n(&header[0], __ATOMIC_ACQUIRE);
   // Panels of NR rows for a transposed product; Winograd's weights (U, in
-  // NR-column panels) are marked by a K block of -NR.
-  const int transposed = use_transposed(g), rows = transposed ? NR : MR, block = g->winograd ? -NR : (int)KC;
+  // NR-column panels) are marked by a K block of -NR, or -2 NR for F(4x4, 3x3)'s.
+  const int transposed = use_transposed(g), rows = transposed ? NR : MR, block = g->winograd ? -NR * g->winograd : (int)KC;
   if (state == 0 && __atomic_compare_exchange_n(&header[0], &state, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
     const winograd_weights_fn pack_u = g->winograd ? GEMM_WINOGRAD_WEIGHTS : NULL;
     if (pack_u)
@@ -553,9 +553,10 @@ void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args)
       if (m0 < m1 && n0 < n1 && !(by_columns && by_columns(g, cb, ab, bb, m0, m1, n0, n1, batch, packed, args)))
         gemm_block(g, cb, ab, bb, m0, m1, n0, n1, batch, NULL, args, &wk);
     } else if (g->winograd) {
-      // Units are rows of 2x2 tiles; without U or buffers, the direct
-      // product computes the same output rows.
-      const ptrdiff_t ow = g->gather.out_w, n0 = 2 * first * ow, n1 = MIN(G_N, 2 * last * ow);
+      // Units are rows of 2x2 tiles (4x4 with winograd 2); without U or
+      // buffers, the direct product computes the same output rows.
+      const ptrdiff_t f = g->winograd == 2 ? 4 : 2, ow = g->gather.out_w;
+      const ptrdiff_t n0 = f * first * ow, n1 = MIN(G_N, f * last * ow);
       const winograd_fn winograd = GEMM_WINOGRAD;
       if (!packed || !winograd || !winograd(g, cb, bb, packed, batch, first, last, args))
         gemm_block(g, cb, ab, bb, 0, G_M, n0, n1, batch, NULL, args, &wk);

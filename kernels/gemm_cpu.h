@@ -47,8 +47,8 @@ struct tl_gemm {
   int b_in_place;
   struct tl_gather gather;
   // Nonzero: a 3x3 window at stride 1 computed by Winograd's F(2x2, 3x3)
-  // (kernels/gemm_cpu_winograd.c); units are then rows of 2x2 output tiles,
-  // and packed_a holds the transformed weights.
+  // (1) or F(4x4, 3x3) (2) (kernels/gemm_cpu_winograd.c); units are then
+  // rows of 2x2 (4x4) output tiles, and packed_a holds the transformed weights.
   int winograd;
   // 1: C is computed as C^T = B^T A^T (few columns, many rows: a 7x7 map's
   // 49 fit the micro-kernel's rows better than its columns), its rows or

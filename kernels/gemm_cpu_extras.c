@@ -114,7 +114,12 @@ int tinylens_gemm_winograd(const struct tl_gemm* g, float* c, const float* image
                            ptrdiff_t ty0, ptrdiff_t ty1, void** args) {
   return winograd_rows(g, c, image, u, batch, ty0, ty1, args);
 }
-void tinylens_gemm_winograd_weights(const struct tl_gemm* g, const float* a, float* u) { winograd_pack_u(g, a, u); }
+void tinylens_gemm_winograd_weights(const struct tl_gemm* g, const float* a, float* u) {
+  if (g->winograd == 2)
+    winograd4_pack_u(g, a, u);
+  else
+    winograd_pack_u(g, a, u);
+}
 int tinylens_gemm_gather_thin(const struct tl_gemm* g, float* c, const float* a, const float* image, ptrdiff_t m0,
                               ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1, struct gather_work* wk) {
   return gather_thin_block(g, c, a, image, m0, m1, n0, n1, wk);

@@ -20,6 +20,14 @@
 // applies the fused epilogue to the chunk's output rows while they are in
 // cache.
 
+// F(4x4, 3x3) (tl_gemm.winograd = 2, a rendering the tuner may pick) takes
+// 6x6 patches to 4x4 tiles through the same steps: 36 GEMMs, 0.56x the
+// multiply-adds of F(2x2, 3x3), larger constants in its transforms (up to
+// 8 and 1/24) and about 10x its rounding. Its transforms mix every column
+// of a patch into every output, so a value that is not finite would reach
+// outputs whose windows lack it: a call that meets one computes its rows
+// by the direct product instead.
+
 // Floats of V and M per chunk: small enough to stay in L2 (256 KiB, a part
 // of it beside the image, C and U), unless U is large. Each chunk reads all
 // of U, so a chunk then takes twice U's size (up to 16 MiB), and only one V_t
@@ -114,7 +122,7 @@ static inline __attribute__((always_inline)) void winograd_tile_out(const float*
 // The fused epilogue (tl_gemm.fused) on tile outputs y of output channels
 // [c0, c0 + VW) (lanes past the last channel take no bias).
 static inline __attribute__((always_inline)) void winograd_fused(const struct tl_gemm* g, void** args, ptrdiff_t c0,
-                                                                 vf y[4]) {
+                                                                 vf* y, int n) {
   if (!g->fused) return;
   vf bias = {0};
   if (g->bias >= 0) {
@@ -125,8 +133,8 @@ static inline __attribute__((always_inline)) void winograd_fused(const struct tl
       for (int l = 0; l < G_M - c0; ++l) bias[l] = b[l];
   }
   const vf lo = (vf){0} + g->lo, hi = (vf){0} + g->hi;
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) y[k] = clamp_v(y[k] + bias, lo, hi);
+#pragma GCC unroll 16
+  for (int k = 0; k < n; ++k) y[k] = clamp_v(y[k] + bias, lo, hi);
 }
 
 #if FAST_TRANSPOSE
@@ -152,7 +160,7 @@ static void winograd_output(const struct tl_gemm* g, float* restrict c, const fl
         for (int i = 0; i < 16; ++i) {  // spare rows repeat the last tile
           vf one[4];
           winograd_tile_out(m, mt, (q0 + tx0 + MIN(i, tiles - 1)) * coutp + c0, one);
-          winograd_fused(g, args, c0, one);
+          winograd_fused(g, args, c0, one, 4);
 #pragma GCC unroll 4
           for (int k = 0; k < 4; ++k) y[k][i] = one[k];
         }
@@ -190,7 +198,7 @@ static void winograd_output(const struct tl_gemm* g, float* restrict c, const fl
     for (ptrdiff_t c0 = 0; c0 < cout; c0 += VW) {
       vf y[4];
       winograd_tile_out(m, mt, q * coutp + c0, y);
-      winograd_fused(g, args, c0, y);
+      winograd_fused(g, args, c0, y, 4);
       const int lanes = (int)MIN(VW, cout - c0);
       for (int l = 0; l < lanes; ++l) {
         float* o = out + (c0 + l) * G_N;
@@ -206,48 +214,294 @@ static void winograd_output(const struct tl_gemm* g, float* restrict c, const fl
 }
 #endif
 
-// Output rows [2 * ty0, 2 * ty1) of one batch item (c and image point at
-// it), every output channel, epilogue applied. Returns 0 when its buffers
-// cannot be had: the caller then runs the direct product.
-static ONE_COPY int winograd_rows(const struct tl_gemm* g, float* restrict c, const float* restrict image,
-                         const float* restrict u, ptrdiff_t batch, ptrdiff_t ty0, ptrdiff_t ty1, void** args) {
+// F(4x4, 3x3) (tl_gemm.winograd = 2): 6x6 patches give 4x4 output tiles,
+// 36 products per tile and channel pair for 16 outputs where F(2x2, 3x3)
+// takes 64, with the points 0, +-1, +-2 (constants up to 8 and 1/24), so
+// rounding grows a few times more. The same steps as F(2x2, 3x3)'s, with
+// G (6x3), Bt (6x6) and At (4x6):
+static const float wino4_g[6][3] = {{0.25f, 0, 0},
+                                    {-1.0f / 6, -1.0f / 6, -1.0f / 6},
+                                    {-1.0f / 6, 1.0f / 6, -1.0f / 6},
+                                    {1.0f / 24, 1.0f / 12, 1.0f / 6},
+                                    {1.0f / 24, -1.0f / 12, 1.0f / 6},
+                                    {0, 0, 1}};
+
+// U_t = (G g Gt)[t] of every weight, laid out as winograd_pack_u's (36 t).
+static void winograd4_pack_u(const struct tl_gemm* g, const float* restrict a, float* restrict u) {
+  const ptrdiff_t cin = g->gather.channels, cout = G_M, coutp = ROUND_UP(cout, NR);
+  memset(u, 0, (size_t)(36 * cin * coutp) * sizeof(float));
+  for (ptrdiff_t o = 0; o < cout; ++o)
+    for (ptrdiff_t ci = 0; ci < cin; ++ci) {
+      double w[3][3], gw[6][3];
+      for (int q = 0; q < 9; ++q) w[q / 3][q % 3] = a[o * SA1 + (ci * 9 + q) * SA2];
+      for (int i = 0; i < 6; ++i)  // G g
+        for (int j = 0; j < 3; ++j) gw[i][j] = wino4_g[i][0] * w[0][j] + wino4_g[i][1] * w[1][j] + wino4_g[i][2] * w[2][j];
+      for (int i = 0; i < 6; ++i)  // (G g) Gt
+        for (int j = 0; j < 6; ++j)
+          u[((i * 6 + j) * coutp + o / NR * NR) * cin + ci * NR + o % NR] =
+              (float)(gw[i][0] * wino4_g[j][0] + gw[i][1] * wino4_g[j][1] + gw[i][2] * wino4_g[j][2]);
+    }
+}
+
+#if FAST_TRANSPOSE
+// Columns 4 q + k (k = 0..5) of 16 tiles q from t: o[k] along the tiles.
+// Reads t[0 .. 67].
+static inline __attribute__((always_inline)) void wino4_columns(const float* restrict t, vf o[6]) {
+  static const vi even = {0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29};
+  static const vi odd = {2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31};
+  static const vi lo = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23};
+  static const vi hi = {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31};
+#pragma GCC unroll 2
+  for (int s = 0; s < 2; ++s) {  // s = 1: columns 4 and 5 are columns 0 and 1 of the next tile
+    const float* p = t + 4 * s;
+    const vf a = *(const vfu*)p, b = *(const vfu*)(p + 16), c = *(const vfu*)(p + 32), d = *(const vfu*)(p + 48);
+    const vf ab = __builtin_shuffle(a, b, even), cd = __builtin_shuffle(c, d, even);
+    o[4 * s] = __builtin_shuffle(ab, cd, lo);
+    o[4 * s + 1] = __builtin_shuffle(ab, cd, hi);
+    if (s == 0) {
+      const vf ab2 = __builtin_shuffle(a, b, odd), cd2 = __builtin_shuffle(c, d, odd);
+      o[2] = __builtin_shuffle(ab2, cd2, lo);
+      o[3] = __builtin_shuffle(ab2, cd2, hi);
+    }
+  }
+}
+#endif
+
+// One row of 4x4 tiles (tile row ty, tw tiles) of one channel into V, as
+// winograd_input_row does for 2x2 tiles: six image rows zero-padded into
+// `rows` (6 x pw floats, pw = 4 tw + 2), Bt d down the columns, then d B
+// along the rows, one loop over the tiles per t. Returns whether V got a
+// value that is not finite: F(4x4, 3x3) would spread it to outputs whose
+// windows lack it (F(2x2, 3x3)'s transforms never mix a column or row into
+// outputs that do not read it), so the caller computes those rows directly.
+static int winograd4_input_row(const struct tl_gather* x, const float* restrict plane, ptrdiff_t ty, ptrdiff_t tw,
+                               ptrdiff_t pw, float* restrict rows, float* restrict v, ptrdiff_t vt) {
+  const ptrdiff_t h = x->height, w = x->width, x0 = -x->pl;
+  const ptrdiff_t lo = MIN(pw, MAX(0, -x0)), hi = MAX(lo, MIN(pw, w - x0));
+  for (int r = 0; r < 6; ++r) {
+    float* dst = rows + r * pw;
+    const ptrdiff_t y = 4 * ty - x->pt + r;
+    if (y < 0 || y >= h) {
+      memset(dst, 0, (size_t)pw * sizeof(float));
+      continue;
+    }
+    memset(dst, 0, (size_t)lo * sizeof(float));
+    memcpy(dst + lo, plane + y * w + x0 + lo, (size_t)(hi - lo) * sizeof(float));
+    memset(dst + hi, 0, (size_t)(pw - hi) * sizeof(float));
+  }
+  float* restrict r[6];
+  for (int i = 0; i < 6; ++i) r[i] = rows + i * pw;
+  for (ptrdiff_t p = 0; p < pw; ++p) {  // Bt d, in place
+    const float a0 = r[0][p], a1 = r[1][p], a2 = r[2][p], a3 = r[3][p], a4 = r[4][p], a5 = r[5][p];
+    r[0][p] = 4 * a0 - 5 * a2 + a4;
+    r[1][p] = -4 * a1 - 4 * a2 + a3 + a4;
+    r[2][p] = 4 * a1 - 4 * a2 - a3 + a4;
+    r[3][p] = -2 * a1 - a2 + 2 * a3 + a4;
+    r[4][p] = 2 * a1 - a2 - 2 * a3 + a4;
+    r[5][p] = 4 * a1 - 5 * a3 + a5;
+  }
+  int spread = 0;  // x - x is 0 for every finite x, NaN for infinities and NaN
+  for (int i = 0; i < 6; ++i) {  // (Bt d) B
+    const float* restrict t = r[i];
+    float* restrict vj[6];
+    for (int j = 0; j < 6; ++j) vj[j] = v + (6 * i + j) * vt;
+    ptrdiff_t q = 0;
+#if FAST_TRANSPOSE
+    // 16 tiles at a time, their columns 4 q + k turned into vectors; the
+    // reads run past the row (into the next, or the buffer's slack), and
+    // only the row's tiles are stored and checked.
+    for (; q < tw; q += 16) {
+      vf a[6], b[6];
+      wino4_columns(t + 4 * q, a);
+      b[0] = 4 * a[0] - 5 * a[2] + a[4];
+      b[1] = -4 * a[1] - 4 * a[2] + a[3] + a[4];
+      b[2] = 4 * a[1] - 4 * a[2] - a[3] + a[4];
+      b[3] = -2 * a[1] - a[2] + 2 * a[3] + a[4];
+      b[4] = 2 * a[1] - a[2] - 2 * a[3] + a[4];
+      b[5] = 4 * a[1] - 5 * a[3] + a[5];
+      const __mmask16 lanes = (__mmask16)(tw - q >= 16 ? 0xffffu : (1u << (tw - q)) - 1);
+#pragma GCC unroll 6
+      for (int j = 0; j < 6; ++j) {
+        _mm512_mask_storeu_ps(vj[j] + q, lanes, (__m512)b[j]);
+        spread |= (lanes & _mm512_cmp_ps_mask((__m512)(b[j] - b[j]), _mm512_setzero_ps(), _CMP_NEQ_UQ)) != 0;
+      }
+    }
+#endif
+    for (; q < tw; ++q) {
+      const float a0 = t[4 * q], a1 = t[4 * q + 1], a2 = t[4 * q + 2], a3 = t[4 * q + 3], a4 = t[4 * q + 4],
+                  a5 = t[4 * q + 5];
+      const float b[6] = {4 * a0 - 5 * a2 + a4,         -4 * a1 - 4 * a2 + a3 + a4, 4 * a1 - 4 * a2 - a3 + a4,
+                          -2 * a1 - a2 + 2 * a3 + a4, 2 * a1 - a2 - 2 * a3 + a4,  4 * a1 - 5 * a3 + a5};
+      for (int j = 0; j < 6; ++j) vj[j][q] = b[j], spread |= b[j] - b[j] != 0;
+    }
+  }
+  return spread;
+}
+
+// At applied to s[0], s[st], ... s[5 st]: four outputs.
+static inline __attribute__((always_inline)) void wino4_at(const vf* s, int st, vf* o, int ot) {
+  const vf a = s[st] + s[2 * st], b = s[st] - s[2 * st], c = s[3 * st] + s[4 * st], d = s[3 * st] - s[4 * st];
+  o[0] = s[0] + a + c;
+  o[ot] = b + 2 * d;
+  o[2 * ot] = a + 4 * c;
+  o[3 * ot] = b + 8 * d + s[5 * st];
+}
+
+// At m A of tile `at`'s VW output channels: its 4x4 outputs, y[4 k + l] at
+// row k, column l of the tile.
+static inline __attribute__((always_inline)) void winograd4_tile_out(const float* restrict m, ptrdiff_t mt,
+                                                                     ptrdiff_t at, vf y[16]) {
+  vf s[36], r[24];
+#pragma GCC unroll 36
+  for (int t = 0; t < 36; ++t) s[t] = *(const vf*)(m + t * mt + at);
+#pragma GCC unroll 6
+  for (int j = 0; j < 6; ++j) wino4_at(s + j, 6, r + j, 6);  // down the columns: r[6 k + j]
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) wino4_at(r + 6 * k, 1, y + 4 * k, 1);  // along the rows
+}
+
+#if FAST_TRANSPOSE
+// The chunk's outputs, 16 tiles of a tile row x 16 output channels at a
+// time, as winograd_output does: 16 outputs per tile across channels,
+// turned (transpose16) so that a channel's outputs lie along the tiles,
+// then the four columns of each tile interleaved into 64 pixels of each
+// of its four output rows.
+static void winograd4_output(const struct tl_gemm* g, float* restrict c, const float* restrict m, ptrdiff_t mt,
+                             ptrdiff_t coutp, ptrdiff_t ty0, ptrdiff_t nt, ptrdiff_t tw, void** args) {
+  static const vi lo = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
+  static const vi hi = {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  static const vi lo2 = {0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23};
+  static const vi hi2 = {8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31};
+  const ptrdiff_t cout = G_M, ow = g->gather.out_w, oh = G_N / ow;
+  for (ptrdiff_t q0 = 0; q0 < nt; q0 += tw) {
+    const ptrdiff_t oy = 4 * (ty0 + q0 / tw);
+    for (ptrdiff_t tx0 = 0; tx0 < tw; tx0 += 16) {
+      const int tiles = (int)MIN(16, tw - tx0);
+      const ptrdiff_t ox = 4 * tx0, width = MIN(64, ow - ox);  // output columns of these tiles
+      for (ptrdiff_t c0 = 0; c0 < cout; c0 += VW) {
+        vf y[16][16];
+        for (int i = 0; i < 16; ++i) {  // spare rows repeat the last tile
+          vf one[16];
+          winograd4_tile_out(m, mt, (q0 + tx0 + MIN(i, tiles - 1)) * coutp + c0, one);
+          winograd_fused(g, args, c0, one, 16);
+#pragma GCC unroll 16
+          for (int k = 0; k < 16; ++k) y[k][i] = one[k];
+        }
+        for (int k = 0; k < 16; ++k) transpose16(y[k]);
+        const int lanes = (int)MIN(VW, cout - c0);
+        for (int l = 0; l < lanes; ++l)
+          for (int r = 0; r < 4 && oy + r < oh; ++r) {
+            float* out = c + (c0 + l) * G_N + (oy + r) * ow + ox;
+            const vf p0 = __builtin_shuffle(y[4 * r][l], y[4 * r + 1][l], lo);
+            const vf p1 = __builtin_shuffle(y[4 * r][l], y[4 * r + 1][l], hi);
+            const vf q0v = __builtin_shuffle(y[4 * r + 2][l], y[4 * r + 3][l], lo);
+            const vf q1v = __builtin_shuffle(y[4 * r + 2][l], y[4 * r + 3][l], hi);
+            const vf px[4] = {__builtin_shuffle(p0, q0v, lo2), __builtin_shuffle(p0, q0v, hi2),
+                              __builtin_shuffle(p1, q1v, lo2), __builtin_shuffle(p1, q1v, hi2)};
+#pragma GCC unroll 4
+            for (int part = 0; part < 4; ++part) {
+              const ptrdiff_t left = width - 16 * part;
+              if (left >= 16)
+                *(vfu*)(out + 16 * part) = px[part];
+              else if (left > 0)
+                _mm512_mask_storeu_ps(out + 16 * part, (__mmask16)((1u << left) - 1), (__m512)px[part]);
+            }
+          }
+      }
+    }
+  }
+}
+#else
+// At m A of the chunk's tiles: each tile's 4x4 outputs for VW output
+// channels at a time, written to C (skipping pixels past the map's edge).
+static void winograd4_output(const struct tl_gemm* g, float* restrict c, const float* restrict m, ptrdiff_t mt,
+                             ptrdiff_t coutp, ptrdiff_t ty0, ptrdiff_t nt, ptrdiff_t tw, void** args) {
+  const ptrdiff_t cout = G_M, ow = g->gather.out_w, oh = G_N / ow;
+  for (ptrdiff_t q = 0; q < nt; ++q) {
+    const ptrdiff_t oy = 4 * (ty0 + q / tw), ox = 4 * (q % tw);
+    for (ptrdiff_t c0 = 0; c0 < cout; c0 += VW) {
+      vf y[16];
+      winograd4_tile_out(m, mt, q * coutp + c0, y);
+      winograd_fused(g, args, c0, y, 16);
+      const int lanes = (int)MIN(VW, cout - c0);
+      for (int l = 0; l < lanes; ++l)
+        for (int k = 0; k < 4 && oy + k < oh; ++k)
+          for (int j = 0; j < 4 && ox + j < ow; ++j) c[(c0 + l) * G_N + (oy + k) * ow + ox + j] = y[4 * k + j][l];
+    }
+  }
+}
+#endif
+
+// Output rows [f * ty0, f * ty1) of one batch item (c and image point at
+// it), every output channel, epilogue applied, by F(f x f, 3x3) (f = 2 or
+// 4, a literal at each call). Returns 0 when its buffers cannot be had, or
+// F(4x4, 3x3) meets a value it would spread: the caller then runs the
+// direct product for all of the rows.
+static inline __attribute__((always_inline)) int winograd_rows_f(const struct tl_gemm* g, float* restrict c,
+                                                                 const float* restrict image, const float* restrict u,
+                                                                 ptrdiff_t batch, ptrdiff_t ty0, ptrdiff_t ty1,
+                                                                 void** args, const int f) {
+  const int T = (f + 2) * (f + 2);  // transform positions
   const struct tl_gather* x = &g->gather;
   const ptrdiff_t cin = x->channels, cout = G_M, coutp = ROUND_UP(cout, NR);
-  const ptrdiff_t ow = x->out_w, oh = G_N / ow, tw = (ow + 1) / 2, pw = 2 * tw + 2;
+  const ptrdiff_t ow = x->out_w, oh = G_N / ow, tw = (ow + f - 1) / f, pw = f * tw + 2;
   // Tile rows per chunk: as many as the budget allows, in equal chunks.
-  const ptrdiff_t budget = MIN(WINO_CHUNK_FLOATS_MAX, MAX(WINO_CHUNK_FLOATS, 2 * 16 * cin * coutp));
-  const ptrdiff_t cap = MAX(1, budget / (16 * (cin + coutp) * tw));
+  const ptrdiff_t budget = MIN(WINO_CHUNK_FLOATS_MAX, MAX(WINO_CHUNK_FLOATS, 2 * T * cin * coutp));
+  const ptrdiff_t cap = MAX(1, budget / (T * (cin + coutp) * tw));
   const ptrdiff_t chunks = (ty1 - ty0 + cap - 1) / cap, chunk = (ty1 - ty0 + chunks - 1) / chunks;
   const ptrdiff_t tpad = ROUND_UP(chunk * tw, MR);  // V's and M's tiles, rounded up to whole panels
-  const size_t vfloats = (size_t)(16 * cin * tpad), mfloats = (size_t)(16 * tpad * coutp);
-  float* v = scratch_alloc((vfloats + mfloats + 4 * pw) * sizeof(float));
+  // M starts on a cache line, as its aligned loads want (36 x cin x tpad may not).
+  const size_t vfloats = ROUND_UP((size_t)(T * cin * tpad), 16), mfloats = (size_t)(T * tpad * coutp);
+  // 68 floats of slack after the rows: winograd4_input_row reads past them.
+  float* v = scratch_alloc((vfloats + mfloats + (f + 2) * pw + 68) * sizeof(float));
   if (!v) return 0;
   float* m = v + vfloats;
   float* rows = m + mfloats;
+  memset(rows + (f + 2) * pw, 0, 68 * sizeof(float));
   // Lanes read but never written are zeroed so they hold ordinary numbers:
   // V's rows past a chunk's tiles (the micro-kernel reads whole panels) and,
   // when Cout is not a whole number of vectors, M's lanes past it (the output
   // transform reads whole vectors). Not all of V and M on every call: that
   // was about 1 MB of stores per call for 256 channels on a 14x14 map.
   const ptrdiff_t used = chunk * tw;
-  for (ptrdiff_t r = 0; r < 16 * cin; ++r) memset(v + r * tpad + used, 0, (size_t)(tpad - used) * sizeof(float));
+  for (ptrdiff_t r = 0; r < T * cin; ++r) memset(v + r * tpad + used, 0, (size_t)(tpad - used) * sizeof(float));
   if (G_M % VW) memset(m, 0, mfloats * sizeof(float));
   for (ptrdiff_t cy = ty0; cy < ty1; cy += chunk) {
     const ptrdiff_t cy1 = MIN(ty1, cy + chunk), nt = (cy1 - cy) * tw;
+    int spread = 0;  // a value F(4x4, 3x3) would spread (winograd4_input_row)
     for (ptrdiff_t ci = 0; ci < cin; ++ci)
-      for (ptrdiff_t ty = cy; ty < cy1; ++ty)
-        winograd_input_row(x, image + ci * x->height * x->width, ty, tw, pw, rows, v + ci * tpad + (ty - cy) * tw,
-                           cin * tpad);
-    for (int t = 0; t < 16; ++t)
+      for (ptrdiff_t ty = cy; ty < cy1; ++ty) {
+        const float* plane = image + ci * x->height * x->width;
+        float* vq = v + ci * tpad + (ty - cy) * tw;
+        if (f == 4)
+          spread |= winograd4_input_row(x, plane, ty, tw, pw, rows, vq, cin * tpad);
+        else
+          winograd_input_row(x, plane, ty, tw, pw, rows, vq, cin * tpad);
+      }
+    if (spread) {
+      scratch_free(v);
+      return 0;
+    }
+    for (int t = 0; t < T; ++t)
       for (ptrdiff_t j0 = 0; j0 < cout; j0 += NR) {
         const float* bp = u + (t * coutp + j0) * cin;
         for (ptrdiff_t q = 0; q < nt; q += MR)
           tile_weights_in_b(cin, v + t * cin * tpad + q, tpad, bp, m + (t * tpad + q) * coutp + j0, coutp, 0,
                             (int)MIN(MR, nt - q), (int)MIN(NR, cout - j0));
       }
-    winograd_output(g, c, m, tpad * coutp, coutp, cy, nt, tw, args);
-    if (!g->fused) finish_block(g, c, batch, 0, cout, 2 * cy * ow, MIN(2 * cy1, oh) * ow, args);
+    if (f == 4)
+      winograd4_output(g, c, m, tpad * coutp, coutp, cy, nt, tw, args);
+    else
+      winograd_output(g, c, m, tpad * coutp, coutp, cy, nt, tw, args);
+    if (!g->fused) finish_block(g, c, batch, 0, cout, f * cy * ow, MIN(f * cy1, oh) * ow, args);
   }
   scratch_free(v);
   return 1;
+}
+
+// Rows [ty0, ty1) of tiles of tl_gemm.winograd's size: 2x2 (1) or 4x4 (2).
+static ONE_COPY int winograd_rows(const struct tl_gemm* g, float* restrict c, const float* restrict image,
+                                  const float* restrict u, ptrdiff_t batch, ptrdiff_t ty0, ptrdiff_t ty1, void** args) {
+  return g->winograd == 2 ? winograd_rows_f(g, c, image, u, batch, ty0, ty1, args, 4)
+                          : winograd_rows_f(g, c, image, u, batch, ty0, ty1, args, 2);
 }

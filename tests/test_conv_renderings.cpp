@@ -53,7 +53,13 @@ const Case kCases[] = {
     {"7x7, 384 -> 384: 9 MiB of transformed weights", 1, 384, 384, 7, 7, 1, 1, 1, 1, true, 3, 1, 1, false},
 };
 
-bool runs_winograd(const KernelInfo& k) { return k.source.find(".winograd = 1") != std::string::npos; }
+// Winograd's F(2x2, 3x3) (1) or F(4x4, 3x3) (2), or 0: the direct product.
+int winograd_size(const KernelInfo& k) {
+  return k.source.find(".winograd = 1") != std::string::npos   ? 1
+         : k.source.find(".winograd = 2") != std::string::npos ? 2
+                                                                : 0;
+}
+bool runs_winograd(const KernelInfo& k) { return winograd_size(k) > 0; }
 
 struct Data {
   std::vector<float> x, w, bias, residual;
@@ -188,11 +194,18 @@ class TestConvRenderings : public QObject {
       const Run second = run_case(c, d, fresh_cache(), other);
       QCOMPARE(second.gemm->tuned, other);
       QVERIFY2(runs_winograd(*second.gemm) != c.winograd_default, c.name);
+      // F(4x4, 3x3) is a rendering wherever F(2x2, 3x3) is, never the default.
+      if (c.winograd_default) QCOMPARE(winograd_size(*first.gemm), 1);
+      const Run third = run_case(c, d, fresh_cache(), "winograd4");
+      QCOMPARE(third.gemm->tuned, std::string("winograd4"));
+      QCOMPARE(winograd_size(*third.gemm), 2);
       QString why;
-      // F(2x2, 3x3)'s transforms add a few roundings of float32; both stay
-      // within the direct product's bound (measured: within 2e-6 here).
+      // F(2x2, 3x3)'s transforms add a few roundings of float32, F(4x4,
+      // 3x3)'s more (constants up to 8 and 1/24); all stay within the
+      // direct product's bound here.
       QVERIFY2(matches(c, d, first.values, 1e-5, &why), qPrintable(QString(c.name) + ": " + why));
       QVERIFY2(matches(c, d, second.values, 1e-5, &why), qPrintable(QString(c.name) + ": " + why));
+      QVERIFY2(matches(c, d, third.values, 1e-5, &why), qPrintable(QString(c.name) + ", " + third.gemm->tuned.c_str() + ": " + why));
     }
   }
 

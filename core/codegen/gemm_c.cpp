@@ -108,7 +108,7 @@ struct Knobs {
   bool split_rows = true;
   int64_t kc = 0, mc_tiles = 0, nc_tiles = 0;
   bool b_in_place = false;
-  bool winograd = false;  // kernels/gemm_cpu_winograd.c: 3x3 windows at stride 1
+  int winograd = 0;  // kernels/gemm_cpu_winograd.c, 3x3 windows at stride 1: F(2x2, 3x3) 1, F(4x4, 3x3) 2
   int transposed = 0;     // C computed as C^T: 1, 0, or -1 (the library decides by its tile shape)
 };
 
@@ -230,8 +230,9 @@ int64_t share_grain(const GemmShape& s, const Knobs& k, int64_t units_per_batch)
   const int64_t units = s.batch * units_per_batch, grain = std::max<int64_t>(1, units / kPieces);
   if (units < 4) return 0;
   if (k.winograd) {
-    if (16 * s.gather.channels * s.m > kWinogradSharedWeightsMax) return 0;
-    return std::max(grain, ceil_div(kWinogradPieceTiles, ceil_div(s.gather.out_w, 2)));  // rows of tiles
+    const int64_t f = k.winograd == 2 ? 4 : 2, positions = (f + 2) * (f + 2);
+    if (positions * s.gather.channels * s.m > kWinogradSharedWeightsMax) return 0;
+    return std::max(grain, ceil_div(kWinogradPieceTiles, ceil_div(s.gather.out_w, f)));  // rows of tiles
   }
   if (k.transposed != 0) return 0;
   const bool depthwise = s.gather.active() && s.m <= kThinRows && s.batch > 1 && k.split_rows;
@@ -272,7 +273,7 @@ TemplateKernel render_with(const GemmShape& s, const std::string& name, const Kn
                                                : kColUnit;
   // Winograd's units are rows of 2x2 output tiles.
   const int64_t units_per_batch = s.pool.active() ? ceil_div(s.pool_h, unit)
-                                  : knobs.winograd ? ceil_div(s.n / s.gather.out_w, 2)
+                                  : knobs.winograd ? ceil_div(s.n / s.gather.out_w, knobs.winograd == 2 ? 4 : 2)
                                                    : ceil_div(split_rows ? s.m : s.n, unit);
 
   auto num = [](int64_t v) { return std::to_string(v); };
@@ -283,11 +284,12 @@ TemplateKernel render_with(const GemmShape& s, const std::string& name, const Kn
   const bool pack = packs_a(s);
   const int64_t packed_arg = 1 + std::max<int64_t>(2, int64_t(s.epilogue.buffers.size()));
   if (knobs.winograd) {
-    // 16 transformed weights per (row, channel), rows padded to the
-    // library's NR (at most 64).
-    out.packed_bytes = 64 + 16 * s.gather.channels * (s.m + 64) * int64_t(sizeof(float));
-    out.packed_key = "gemm_cpu_winograd.c U m=" + num(s.m) + " k=" + num(s.k) + " strides=" + num(s.a_strides[1]) +
-                     "," + num(s.a_strides[2]);
+    // 16 transformed weights per (row, channel), 36 for F(4x4, 3x3), rows
+    // padded to the library's NR (at most 64).
+    const int64_t positions = knobs.winograd == 2 ? 36 : 16;
+    out.packed_bytes = 64 + positions * s.gather.channels * (s.m + 64) * int64_t(sizeof(float));
+    out.packed_key = std::string("gemm_cpu_winograd.c ") + (knobs.winograd == 2 ? "U4" : "U") + " m=" + num(s.m) +
+                     " k=" + num(s.k) + " strides=" + num(s.a_strides[1]) + "," + num(s.a_strides[2]);
   } else if (pack) {
     // A transposed product's panels have NR rows (at most 64); with the
     // choice left to the library it depends on n, which the key then names.
@@ -326,7 +328,7 @@ TemplateKernel render_with(const GemmShape& s, const std::string& name, const Kn
                            {"NC_TILES", num(knobs.nc_tiles)},
                            {"B_IN_PLACE", knobs.b_in_place ? "1" : "0"},
                            {"GATHER", gather_text(s.gather)},
-                           {"WINOGRAD", knobs.winograd ? "1" : "0"},
+                           {"WINOGRAD", num(knobs.winograd)},
                            {"TRANSPOSED", num(knobs.transposed)},
                            {"FINISH", finish},
                            {"FINISH_FN", finish.empty() ? "NULL" : name + "_finish"},
@@ -377,8 +379,8 @@ TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
     if (!s.pool.active() || (!k.split_rows && k.transposed == 0)) others.emplace_back(k, knob_label(k, base));
   Knobs chosen = base;
   if (winograd_fits(s) && !s.pool.active()) {
-    Knobs wino = base;
-    wino.winograd = true, wino.transposed = 0;
+    Knobs wino = base, wino4 = base;
+    wino.winograd = 1, wino4.winograd = 2, wino.transposed = wino4.transposed = 0;
     if (winograd_by_default(s)) {
       for (auto& [k, label] : others) label += " direct";
       others.insert(others.begin(), {base, "direct"});
@@ -386,6 +388,16 @@ TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
     } else {
       others.insert(others.begin(), {wino, "winograd"});
     }
+    // F(4x4, 3x3) (kernels/gemm_cpu_winograd.c), the tuner's to choose: it
+    // does 0.56x F(2x2, 3x3)'s products for more additions, and rounds
+    // about 10x more (6e-5 of a 360-term sum's scale against 5.8e-6 in
+    // tests/test_onnx_conv_gather.cpp's first case), so it is not the default.
+    // Tuned on 2 threads, against F(2x2, 3x3): 55x55 16 -> 64 channels 76
+    // us against 102, 56x56 64 -> 64 230 against 315, 27x27 32 -> 128 75
+    // against 84, 28x28 128 -> 128 231 against 297; slower on 14x14 256 ->
+    // 256 (420 against 377) and 13x13 48 -> 192 (72 against 52), whose
+    // ragged 4x4 tiles compute 16x16 for 13x13.
+    others.insert(others.begin() + 1, {wino4, "winograd4"});
   }
   TemplateKernel out = render_with(s, name, chosen);
   out.label = "default";
