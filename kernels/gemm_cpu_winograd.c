@@ -64,18 +64,16 @@ static void winograd_pack_u(const struct tl_gemm* g, const float* restrict a, fl
     }
 }
 
-// Bt d B of every tile of tile row `ty` for channel plane `plane`, into
-// v[t * vt + q0 + tx]: the tile row's four image rows are copied zero-padded
-// into `rows` (4 x pw floats), combined down the columns (Bt d), then along
-// the rows (d B), one vectorisable loop over the tiles per t.
-static void winograd_input_row(const struct tl_gather* x, const float* restrict plane, ptrdiff_t ty, ptrdiff_t tw,
-                               ptrdiff_t pw, float* restrict rows, float* restrict v, ptrdiff_t vt) {
+// Image rows y0 .. y0 + n - 1 of `plane` into `rows` (n x pw floats), from
+// the window's first padded column on, zero outside the image.
+static void padded_rows(const struct tl_gather* x, const float* restrict plane, ptrdiff_t y0, int n, ptrdiff_t pw,
+                        float* restrict rows) {
   const ptrdiff_t h = x->height, w = x->width, x0 = -x->pl;
   // Padded columns [lo, hi) hold image columns x0 + lo ...; the rest are zero.
   const ptrdiff_t lo = MIN(pw, MAX(0, -x0)), hi = MAX(lo, MIN(pw, w - x0));
-  for (int r = 0; r < 4; ++r) {
+  for (int r = 0; r < n; ++r) {
     float* dst = rows + r * pw;
-    const ptrdiff_t y = 2 * ty - x->pt + r;
+    const ptrdiff_t y = y0 + r;
     if (y < 0 || y >= h) {
       memset(dst, 0, (size_t)pw * sizeof(float));
       continue;
@@ -84,6 +82,15 @@ static void winograd_input_row(const struct tl_gather* x, const float* restrict 
     memcpy(dst + lo, plane + y * w + x0 + lo, (size_t)(hi - lo) * sizeof(float));
     memset(dst + hi, 0, (size_t)(pw - hi) * sizeof(float));
   }
+}
+
+// Bt d B of every tile of tile row `ty` for channel plane `plane`, into
+// v[t * vt + q0 + tx]: the tile row's four image rows are copied zero-padded
+// into `rows` (4 x pw floats), combined down the columns (Bt d), then along
+// the rows (d B), one vectorisable loop over the tiles per t.
+static void winograd_input_row(const struct tl_gather* x, const float* restrict plane, ptrdiff_t ty, ptrdiff_t tw,
+                               ptrdiff_t pw, float* restrict rows, float* restrict v, ptrdiff_t vt) {
+  padded_rows(x, plane, 2 * ty - x->pt, 4, pw, rows);
   float* restrict r0 = rows;
   float* restrict r1 = rows + pw;
   float* restrict r2 = rows + 2 * pw;
@@ -139,79 +146,6 @@ static inline __attribute__((always_inline)) void winograd_fused(const struct tl
 
 #if FAST_TRANSPOSE
 #include <immintrin.h>
-
-// The chunk's outputs, 16 tiles of a tile row x 16 output channels at a
-// time: each tile's outputs are computed across channels, then turned in
-// registers (transpose16) so that a channel's outputs lie along the tiles,
-// and the upper and lower outputs of 16 tiles are interleaved into 32
-// pixels of each of the two output rows.
-static void winograd_output(const struct tl_gemm* g, float* restrict c, const float* restrict m, ptrdiff_t mt,
-                            ptrdiff_t coutp, ptrdiff_t ty0, ptrdiff_t nt, ptrdiff_t tw, void** args) {
-  static const vi lo = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
-  static const vi hi = {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-  const ptrdiff_t cout = G_M, ow = g->gather.out_w, oh = G_N / ow;
-  for (ptrdiff_t q0 = 0; q0 < nt; q0 += tw) {
-    const ptrdiff_t oy = 2 * (ty0 + q0 / tw);
-    for (ptrdiff_t tx0 = 0; tx0 < tw; tx0 += 16) {
-      const int tiles = (int)MIN(16, tw - tx0);
-      const ptrdiff_t ox = 2 * tx0, width = MIN(32, ow - ox);  // output columns of these tiles
-      for (ptrdiff_t c0 = 0; c0 < cout; c0 += VW) {
-        vf y[4][16];
-        for (int i = 0; i < 16; ++i) {  // spare rows repeat the last tile
-          vf one[4];
-          winograd_tile_out(m, mt, (q0 + tx0 + MIN(i, tiles - 1)) * coutp + c0, one);
-          winograd_fused(g, args, c0, one, 4);
-#pragma GCC unroll 4
-          for (int k = 0; k < 4; ++k) y[k][i] = one[k];
-        }
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; ++k) transpose16(y[k]);
-        const int lanes = (int)MIN(VW, cout - c0);
-        for (int l = 0; l < lanes; ++l)
-          for (int r = 0; r < 2 && oy + r < oh; ++r) {
-            float* out = c + (c0 + l) * G_N + (oy + r) * ow + ox;
-            const vf a = y[2 * r][l], b = y[2 * r + 1][l];
-            const vf even = __builtin_shuffle(a, b, lo), odd = __builtin_shuffle(a, b, hi);
-            if (width == 32) {
-              *(vfu*)out = even;
-              *(vfu*)(out + 16) = odd;
-            } else {  // masked stores: only the map's columns
-              const unsigned bits = width >= 32 ? 0xffffffffu : (1u << width) - 1;
-              _mm512_mask_storeu_ps(out, (__mmask16)(bits & 0xffff), (__m512)even);
-              _mm512_mask_storeu_ps(out + 16, (__mmask16)(bits >> 16), (__m512)odd);
-            }
-          }
-      }
-    }
-  }
-}
-#else
-// At m A of the chunk's tiles: each tile's 2x2 outputs for VW output
-// channels at a time, written to C (skipping pixels past the map's edge).
-static void winograd_output(const struct tl_gemm* g, float* restrict c, const float* restrict m, ptrdiff_t mt,
-                            ptrdiff_t coutp, ptrdiff_t ty0, ptrdiff_t nt, ptrdiff_t tw, void** args) {
-  const ptrdiff_t cout = G_M, ow = g->gather.out_w, oh = G_N / ow;
-  for (ptrdiff_t q = 0; q < nt; ++q) {
-    const ptrdiff_t oy = 2 * (ty0 + q / tw), ox = 2 * (q % tw);
-    const int right = ox + 1 < ow, below = oy + 1 < oh;
-    float* out = c + oy * ow + ox;
-    for (ptrdiff_t c0 = 0; c0 < cout; c0 += VW) {
-      vf y[4];
-      winograd_tile_out(m, mt, q * coutp + c0, y);
-      winograd_fused(g, args, c0, y, 4);
-      const int lanes = (int)MIN(VW, cout - c0);
-      for (int l = 0; l < lanes; ++l) {
-        float* o = out + (c0 + l) * G_N;
-        o[0] = y[0][l];
-        if (right) o[1] = y[1][l];
-        if (below) {
-          o[ow] = y[2][l];
-          if (right) o[ow + 1] = y[3][l];
-        }
-      }
-    }
-  }
-}
 #endif
 
 // F(4x4, 3x3) (tl_gemm.winograd = 2): 6x6 patches give 4x4 output tiles,
@@ -276,19 +210,7 @@ static inline __attribute__((always_inline)) void wino4_columns(const float* res
 // outputs that do not read it), so the caller computes those rows directly.
 static int winograd4_input_row(const struct tl_gather* x, const float* restrict plane, ptrdiff_t ty, ptrdiff_t tw,
                                ptrdiff_t pw, float* restrict rows, float* restrict v, ptrdiff_t vt) {
-  const ptrdiff_t h = x->height, w = x->width, x0 = -x->pl;
-  const ptrdiff_t lo = MIN(pw, MAX(0, -x0)), hi = MAX(lo, MIN(pw, w - x0));
-  for (int r = 0; r < 6; ++r) {
-    float* dst = rows + r * pw;
-    const ptrdiff_t y = 4 * ty - x->pt + r;
-    if (y < 0 || y >= h) {
-      memset(dst, 0, (size_t)pw * sizeof(float));
-      continue;
-    }
-    memset(dst, 0, (size_t)lo * sizeof(float));
-    memcpy(dst + lo, plane + y * w + x0 + lo, (size_t)(hi - lo) * sizeof(float));
-    memset(dst + hi, 0, (size_t)(pw - hi) * sizeof(float));
-  }
+  padded_rows(x, plane, 4 * ty - x->pt, 6, pw, rows);
   float* restrict r[6];
   for (int i = 0; i < 6; ++i) r[i] = rows + i * pw;
   for (ptrdiff_t p = 0; p < pw; ++p) {  // Bt d, in place
@@ -360,46 +282,62 @@ static inline __attribute__((always_inline)) void winograd4_tile_out(const float
   for (int k = 0; k < 4; ++k) wino4_at(r + 6 * k, 1, y + 4 * k, 1);  // along the rows
 }
 
+// At m A of tile `at`'s VW output channels for F(f x f, 3x3): y[f k + l]
+// at row k, column l of the tile.
+static inline __attribute__((always_inline)) void winograd_tile_out_f(const float* restrict m, ptrdiff_t mt,
+                                                                      ptrdiff_t at, vf* y, const int f) {
+  if (f == 4)
+    winograd4_tile_out(m, mt, at, y);
+  else
+    winograd_tile_out(m, mt, at, y);
+}
+
 #if FAST_TRANSPOSE
-// The chunk's outputs, 16 tiles of a tile row x 16 output channels at a
-// time, as winograd_output does: 16 outputs per tile across channels,
-// turned (transpose16) so that a channel's outputs lie along the tiles,
-// then the four columns of each tile interleaved into 64 pixels of each
-// of its four output rows.
-static void winograd4_output(const struct tl_gemm* g, float* restrict c, const float* restrict m, ptrdiff_t mt,
-                             ptrdiff_t coutp, ptrdiff_t ty0, ptrdiff_t nt, ptrdiff_t tw, void** args) {
+// The chunk's outputs (F(f x f, 3x3), f a literal), 16 tiles of a tile row
+// x 16 output channels at a time: each tile's outputs are computed across
+// channels, then turned in registers (transpose16) so that a channel's
+// outputs lie along the tiles, and the f columns of 16 tiles are
+// interleaved into 16 f pixels of each of their f output rows.
+static inline __attribute__((always_inline)) void winograd_output_f(const struct tl_gemm* g, float* restrict c,
+                                                                    const float* restrict m, ptrdiff_t mt,
+                                                                    ptrdiff_t coutp, ptrdiff_t ty0, ptrdiff_t nt,
+                                                                    ptrdiff_t tw, void** args, const int f) {
   static const vi lo = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
   static const vi hi = {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
   static const vi lo2 = {0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23};
   static const vi hi2 = {8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31};
   const ptrdiff_t cout = G_M, ow = g->gather.out_w, oh = G_N / ow;
   for (ptrdiff_t q0 = 0; q0 < nt; q0 += tw) {
-    const ptrdiff_t oy = 4 * (ty0 + q0 / tw);
+    const ptrdiff_t oy = f * (ty0 + q0 / tw);
     for (ptrdiff_t tx0 = 0; tx0 < tw; tx0 += 16) {
       const int tiles = (int)MIN(16, tw - tx0);
-      const ptrdiff_t ox = 4 * tx0, width = MIN(64, ow - ox);  // output columns of these tiles
+      const ptrdiff_t ox = f * tx0, width = MIN(16 * f, ow - ox);  // output columns of these tiles
       for (ptrdiff_t c0 = 0; c0 < cout; c0 += VW) {
         vf y[16][16];
         for (int i = 0; i < 16; ++i) {  // spare rows repeat the last tile
           vf one[16];
-          winograd4_tile_out(m, mt, (q0 + tx0 + MIN(i, tiles - 1)) * coutp + c0, one);
-          winograd_fused(g, args, c0, one, 16);
+          winograd_tile_out_f(m, mt, (q0 + tx0 + MIN(i, tiles - 1)) * coutp + c0, one, f);
+          winograd_fused(g, args, c0, one, f * f);
 #pragma GCC unroll 16
-          for (int k = 0; k < 16; ++k) y[k][i] = one[k];
+          for (int k = 0; k < f * f; ++k) y[k][i] = one[k];
         }
-        for (int k = 0; k < 16; ++k) transpose16(y[k]);
+#pragma GCC unroll 16
+        for (int k = 0; k < f * f; ++k) transpose16(y[k]);
         const int lanes = (int)MIN(VW, cout - c0);
         for (int l = 0; l < lanes; ++l)
-          for (int r = 0; r < 4 && oy + r < oh; ++r) {
+          for (int r = 0; r < f && oy + r < oh; ++r) {
             float* out = c + (c0 + l) * G_N + (oy + r) * ow + ox;
-            const vf p0 = __builtin_shuffle(y[4 * r][l], y[4 * r + 1][l], lo);
-            const vf p1 = __builtin_shuffle(y[4 * r][l], y[4 * r + 1][l], hi);
-            const vf q0v = __builtin_shuffle(y[4 * r + 2][l], y[4 * r + 3][l], lo);
-            const vf q1v = __builtin_shuffle(y[4 * r + 2][l], y[4 * r + 3][l], hi);
-            const vf px[4] = {__builtin_shuffle(p0, q0v, lo2), __builtin_shuffle(p0, q0v, hi2),
-                              __builtin_shuffle(p1, q1v, lo2), __builtin_shuffle(p1, q1v, hi2)};
+            // Columns 0 and 1 of the tiles interleaved (and 2 and 3, then the pairs).
+            const vf a = y[f * r][l], b = y[f * r + 1][l];
+            vf px[4] = {__builtin_shuffle(a, b, lo), __builtin_shuffle(a, b, hi)};
+            if (f == 4) {
+              const vf a2 = y[f * r + 2][l], b2 = y[f * r + 3][l];
+              const vf p0 = px[0], p1 = px[1], q0v = __builtin_shuffle(a2, b2, lo), q1v = __builtin_shuffle(a2, b2, hi);
+              px[0] = __builtin_shuffle(p0, q0v, lo2), px[1] = __builtin_shuffle(p0, q0v, hi2);
+              px[2] = __builtin_shuffle(p1, q1v, lo2), px[3] = __builtin_shuffle(p1, q1v, hi2);
+            }
 #pragma GCC unroll 4
-            for (int part = 0; part < 4; ++part) {
+            for (int part = 0; part < f; ++part) {  // masked where the map ends
               const ptrdiff_t left = width - 16 * part;
               if (left >= 16)
                 *(vfu*)(out + 16 * part) = px[part];
@@ -412,25 +350,39 @@ static void winograd4_output(const struct tl_gemm* g, float* restrict c, const f
   }
 }
 #else
-// At m A of the chunk's tiles: each tile's 4x4 outputs for VW output
-// channels at a time, written to C (skipping pixels past the map's edge).
-static void winograd4_output(const struct tl_gemm* g, float* restrict c, const float* restrict m, ptrdiff_t mt,
-                             ptrdiff_t coutp, ptrdiff_t ty0, ptrdiff_t nt, ptrdiff_t tw, void** args) {
+// At m A of the chunk's tiles (F(f x f, 3x3), f a literal): each tile's f x
+// f outputs for VW output channels at a time, written to C (skipping
+// pixels past the map's edge).
+static inline __attribute__((always_inline)) void winograd_output_f(const struct tl_gemm* g, float* restrict c,
+                                                                    const float* restrict m, ptrdiff_t mt,
+                                                                    ptrdiff_t coutp, ptrdiff_t ty0, ptrdiff_t nt,
+                                                                    ptrdiff_t tw, void** args, const int f) {
   const ptrdiff_t cout = G_M, ow = g->gather.out_w, oh = G_N / ow;
   for (ptrdiff_t q = 0; q < nt; ++q) {
-    const ptrdiff_t oy = 4 * (ty0 + q / tw), ox = 4 * (q % tw);
+    const ptrdiff_t oy = f * (ty0 + q / tw), ox = f * (q % tw);
     for (ptrdiff_t c0 = 0; c0 < cout; c0 += VW) {
       vf y[16];
-      winograd4_tile_out(m, mt, q * coutp + c0, y);
-      winograd_fused(g, args, c0, y, 16);
+      winograd_tile_out_f(m, mt, q * coutp + c0, y, f);
+      winograd_fused(g, args, c0, y, f * f);
       const int lanes = (int)MIN(VW, cout - c0);
       for (int l = 0; l < lanes; ++l)
-        for (int k = 0; k < 4 && oy + k < oh; ++k)
-          for (int j = 0; j < 4 && ox + j < ow; ++j) c[(c0 + l) * G_N + (oy + k) * ow + ox + j] = y[4 * k + j][l];
+        for (int k = 0; k < f && oy + k < oh; ++k)
+          for (int j = 0; j < f && ox + j < ow; ++j) c[(c0 + l) * G_N + (oy + k) * ow + ox + j] = y[f * k + j][l];
     }
   }
 }
 #endif
+// One copy of each size (their own names in a profile).
+static ONE_COPY void winograd_output(const struct tl_gemm* g, float* restrict c, const float* restrict m,
+                                     ptrdiff_t mt, ptrdiff_t coutp, ptrdiff_t ty0, ptrdiff_t nt, ptrdiff_t tw,
+                                     void** args) {
+  winograd_output_f(g, c, m, mt, coutp, ty0, nt, tw, args, 2);
+}
+static ONE_COPY void winograd4_output(const struct tl_gemm* g, float* restrict c, const float* restrict m,
+                                      ptrdiff_t mt, ptrdiff_t coutp, ptrdiff_t ty0, ptrdiff_t nt, ptrdiff_t tw,
+                                      void** args) {
+  winograd_output_f(g, c, m, mt, coutp, ty0, nt, tw, args, 4);
+}
 
 // Output rows [f * ty0, f * ty1) of one batch item (c and image point at
 // it), every output channel, epilogue applied, by F(f x f, 3x3) (f = 2 or
