@@ -429,40 +429,41 @@ static void pool_plane(const struct tl_gather* x, const float* image, const floa
 }
 
 // Planes [0, count) of `in`, plane_stride floats apart (x->height x
-// x->width each, read up to `in`'s last plane's end), max-pooled into oh_n
-// x x->out_w planes of `out`, out_stride apart (kernels/gemm_cpu.c's
-// pooled_product: a band of a convolution's output rows for every channel).
-// Returns 0, with nothing written, as tinylens_gemm_max_pool does.
-int tinylens_gemm_pool_planes(const struct tl_gather* x, const float* in, ptrdiff_t count, ptrdiff_t plane_stride,
-                              float* out, ptrdiff_t out_stride, ptrdiff_t oh_n) {
+// x->width each), max-pooled into oh_n x x->out_w planes of `out`,
+// out_stride apart; reads may run on to `end`, no further. With g, plane p
+// is then finished as batch item first + p. Returns 0, with nothing
+// written, when a window has more rows than the row pointers here hold or
+// the band's buffer cannot be had.
+static int pool_planes(const struct tl_gather* x, const float* in, const float* end, ptrdiff_t count,
+                       ptrdiff_t plane_stride, float* out, ptrdiff_t out_stride, ptrdiff_t oh_n,
+                       const struct tl_gemm* g, ptrdiff_t first, void** args) {
   if (x->kh > DEPTHWISE_TAPS_MAX) return 0;
   const ptrdiff_t pitch = pool_pitch(x), band_floats = MAX(POOL_BAND_FLOATS, ((x->kh - 1) * x->dh + 1) * pitch);
+  // The band, then VW floats per output row it can hold.
   float* band = scratch_alloc((size_t)(band_floats + (band_floats / pitch) * VW) * sizeof(float));
   if (!band) return 0;
-  const float* end = in + (count - 1) * plane_stride + x->height * x->width;
-  for (ptrdiff_t p = 0; p < count; ++p)
+  for (ptrdiff_t p = 0; p < count; ++p) {
     pool_plane(x, in + p * plane_stride, end, out + p * out_stride, oh_n, band, band_floats, band + band_floats);
+    if (g) finish_block(g, out + p * out_stride, first + p, 0, 1, 0, G_N, args);
+  }
   scratch_free(band);
   return 1;
 }
 
+// kernels/gemm_cpu.c's pooled_product: a band of a convolution's output
+// rows for every channel, pooled (pool_planes, reading no further than the
+// last plane).
+int tinylens_gemm_pool_planes(const struct tl_gather* x, const float* in, ptrdiff_t count, ptrdiff_t plane_stride,
+                              float* out, ptrdiff_t out_stride, ptrdiff_t oh_n) {
+  const float* end = in + (count - 1) * plane_stride + x->height * x->width;
+  return pool_planes(x, in, end, count, plane_stride, out, out_stride, oh_n, NULL, 0, NULL);
+}
+
 // tinylens_gemm_f32's max pools: planes [start, end), each then finished.
-// Returns 0 (nothing written) when a window has more rows than the row
-// pointers here hold or the band's buffer cannot be had.
 int tinylens_gemm_max_pool(const struct tl_gemm* g, float* restrict c, const float* restrict b, ptrdiff_t start,
                            ptrdiff_t end, void** args) {
   const struct tl_gather* x = &g->gather;
-  if (x->kh > DEPTHWISE_TAPS_MAX) return 0;
-  const ptrdiff_t oh_n = G_N / x->out_w, pitch = pool_pitch(x);
-  const ptrdiff_t band_floats = MAX(POOL_BAND_FLOATS, ((x->kh - 1) * x->dh + 1) * pitch);
-  // The band, then VW floats per output row it can hold.
-  float* band = scratch_alloc((size_t)(band_floats + (band_floats / pitch) * VW) * sizeof(float));
-  if (!band) return 0;
   const float* images_end = b + (g->batch - 1) * SB0 + x->height * x->width;
-  for (ptrdiff_t p = start; p < end; ++p) {
-    pool_plane(x, b + p * SB0, images_end, c + p * G_N, oh_n, band, band_floats, band + band_floats);
-    finish_block(g, c + p * G_N, p, 0, 1, 0, G_N, args);
-  }
-  scratch_free(band);
-  return 1;
+  return pool_planes(x, b + start * SB0, images_end, end - start, SB0, c + start * G_N, G_N, G_N / x->out_w, g,
+                     start, args);
 }
