@@ -379,8 +379,9 @@ static void plan_buffer_reuse(Plan& result, const std::vector<KernelPlan>& plans
 // plan that run_plan can launch, now and (through the plan cache) again.
 static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const GraphKey& graph, Device& device,
                                        double& compile_seconds) {
-  auto plans = schedule(group, has_gemm_template(device), gemm_template_gathers(device),
-                        [&](const KernelPlan& p) { return pool_fusion_enabled() && gemm_epilogue_in_registers(p, device); });
+  std::function<bool(const KernelPlan&)> pools;  // none: no pool is merged (TINYLENS_NOPOOLFUSION)
+  if (pool_fusion_enabled()) pools = [&](const KernelPlan& p) { return gemm_epilogue_in_registers(p, device); };
+  auto plans = schedule(group, has_gemm_template(device), gemm_template_gathers(device), pools);
   for (auto& plan : plans) require_dtypes(plan, device);
   std::vector<RenderedKernel> rendered;
   std::vector<KernelSource> sources;

@@ -186,17 +186,32 @@ bool reads_in_place(const KernelPlan& plan, const Node* product) {
   return reaches[plan.output.get()];
 }
 
+// The GEMM plans by the node each writes.
+std::unordered_map<const Node*, int> gemm_plans(const std::vector<KernelPlan>& plans) {
+  std::unordered_map<const Node*, int> out;
+  for (size_t i = 0; i < plans.size(); ++i)
+    if (plans[i].kind == KernelPlan::Kind::Gemm) out[plans[i].output.get()] = int(i);
+  return out;
+}
+
+// Removes the plans that were merged into others (merged[i]), keeping the order.
+void drop_merged(std::vector<KernelPlan>& plans, const std::vector<bool>& merged) {
+  std::vector<KernelPlan> kept;
+  for (size_t i = 0; i < plans.size(); ++i)
+    if (!merged[i]) kept.push_back(std::move(plans[i]));
+  plans = std::move(kept);
+}
+
 // Hands each elementwise kernel that is the only reader of a GEMM's result,
 // and reads it in place, to that GEMM's store: one kernel instead of two, and
 // the product never makes a round trip through memory. The merged kernel
 // takes the elementwise kernel's place in the order, after all its inputs.
 void fuse_epilogues(std::vector<KernelPlan>& plans, const std::vector<NodeRef>& roots) {
-  std::unordered_map<const Node*, int> readers, gemm_plan;
+  std::unordered_map<const Node*, int> readers;
   for (auto& p : plans)
     for (auto& in : p.inputs) readers[in.get()] += 1;
   for (auto& r : roots) readers[r.get()] += 1;  // the caller reads roots too
-  for (size_t i = 0; i < plans.size(); ++i)
-    if (plans[i].kind == KernelPlan::Kind::Gemm) gemm_plan[plans[i].output.get()] = int(i);
+  const std::unordered_map<const Node*, int> gemm_plan = gemm_plans(plans);
   std::vector<bool> merged(plans.size(), false);
   for (auto& p : plans) {
     if (p.kind != KernelPlan::Kind::Elementwise || p.output->dtype != DType::f32) continue;
@@ -218,10 +233,7 @@ void fuse_epilogues(std::vector<KernelPlan>& plans, const std::vector<NodeRef>& 
       break;
     }
   }
-  std::vector<KernelPlan> kept;
-  for (size_t i = 0; i < plans.size(); ++i)
-    if (!merged[i]) kept.push_back(std::move(plans[i]));
-  plans = std::move(kept);
+  drop_merged(plans, merged);
 }
 
 // Hands each max pool (a GEMM plan whose hint has ConvGather::max) whose
@@ -232,15 +244,14 @@ void fuse_epilogues(std::vector<KernelPlan>& plans, const std::vector<NodeRef>& 
 // The merged kernel takes the pool's place in the order.
 void fuse_pools(std::vector<KernelPlan>& plans, const std::vector<NodeRef>& roots,
                 const std::function<bool(const KernelPlan&)>& pools) {
-  std::unordered_map<const Node*, int> readers, gemm_plan;
+  std::unordered_map<const Node*, int> readers;
   for (auto& p : plans) {
     std::unordered_set<const Node*> read(p.inputs.size());
     for (auto& in : p.inputs)
       if (read.insert(in.get()).second) readers[in.get()] += 1;  // a pool reads its image as A and B
   }
   for (auto& r : roots) readers[r.get()] += 1;
-  for (size_t i = 0; i < plans.size(); ++i)
-    if (plans[i].kind == KernelPlan::Kind::Gemm) gemm_plan[plans[i].output.get()] = int(i);
+  const std::unordered_map<const Node*, int> gemm_plan = gemm_plans(plans);
   std::vector<bool> merged(plans.size(), false);
   for (auto& p : plans) {
     if (p.kind != KernelPlan::Kind::Gemm || !p.gemm().matmul->gather.max || p.output->requires_grad) continue;
@@ -263,10 +274,7 @@ void fuse_pools(std::vector<KernelPlan>& plans, const std::vector<NodeRef>& root
     merged[g->second] = true;
     p = std::move(both);
   }
-  std::vector<KernelPlan> kept;
-  for (size_t i = 0; i < plans.size(); ++i)
-    if (!merged[i]) kept.push_back(std::move(plans[i]));
-  plans = std::move(kept);
+  drop_merged(plans, merged);
 }
 
 }  // namespace

@@ -351,11 +351,11 @@ TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
   if (s.batch < 1 || s.m < 1 || s.n < 1 || s.k < 1)
     throw ShapeError("gemm: every size must be at least 1, got batch=" + std::to_string(s.batch) +
                      " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k));
+  if (s.pool.active() && !s.epilogue.row_bias_clamp && !(s.epilogue.statements.empty() && s.epilogue.value == "acc"))
+    throw std::logic_error("a pooled GEMM's epilogue must be one the library applies in registers");
   // Split the side of C that cuts into more strips: that balances the threads
   // best (m=192, n=49 splits rows; m=49, n=1280 columns), and every thread
   // packs all of the other operand, which is then the smaller one.
-  if (s.pool.active() && !s.epilogue.row_bias_clamp && !(s.epilogue.statements.empty() && s.epilogue.value == "acc"))
-    throw std::logic_error("a pooled GEMM's epilogue must be one the library applies in registers");
   Knobs base;
   base.split_rows = ceil_div(s.m, kRowUnit) >= ceil_div(s.n, kColUnit) && !s.pool.active();
   // A depthwise convolution (a batch of one-row products over gathered
