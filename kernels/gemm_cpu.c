@@ -398,6 +398,9 @@ static const float* packed_a(const struct tl_gemm* g, const float* a, void** arg
   return header[1] == rows && header[2] == block && header[3] == transposed ? panels : NULL;
 }
 
+// The larger of m and v where NaN wins, as a max pool's graph states it.
+static inline float max_nan(float m, float v) { return v > m || v != v ? v : m; }
+
 // A max pool (tl_gather.max) when its extra cannot run: one cell at a
 // time, batches [start, end) (units are batches: the renderer splits rows
 // of one row).
@@ -413,16 +416,13 @@ static void naive_max_pool(const struct tl_gemm* g, float* c, const float* b, pt
           const ptrdiff_t y = oy + i * x->dh, col = ox + j * x->dw;
           if (y < 0 || y >= x->height || col < 0 || col >= x->width) continue;
           const float v = b[p * SB0 + y * x->width + col];
-          if (v > m || v != v) m = v;  // NaN wins
+          m = max_nan(m, v);
         }
       c[p * G_N + n] = m;
     }
     finish_block(g, c + p * G_N, p, 0, 1, 0, G_N, args);
   }
 }
-
-// The larger of m and v where NaN wins, as a max pool's graph states it.
-static inline float max_nan(float m, float v) { return v > m || v != v ? v : m; }
 
 // The fused epilogue of a pooled product with few rows, applied to the
 // pooled values (the thin path has no fused form): max commutes with
