@@ -201,6 +201,12 @@ static inline __attribute__((always_inline)) void wino4_columns(const float* res
 }
 #endif
 
+// b = Bt a for F(4x4, 3x3), six values of a (floats or vectors) to six of b.
+#define WINO4_BT(b, a)                                                                        \
+  ((b)[0] = 4 * (a)[0] - 5 * (a)[2] + (a)[4], (b)[1] = -4 * (a)[1] - 4 * (a)[2] + (a)[3] + (a)[4], \
+   (b)[2] = 4 * (a)[1] - 4 * (a)[2] - (a)[3] + (a)[4], (b)[3] = -2 * (a)[1] - (a)[2] + 2 * (a)[3] + (a)[4], \
+   (b)[4] = 2 * (a)[1] - (a)[2] - 2 * (a)[3] + (a)[4], (b)[5] = 4 * (a)[1] - 5 * (a)[3] + (a)[5])
+
 // One row of 4x4 tiles (tile row ty, tw tiles) of one channel into V, as
 // winograd_input_row does for 2x2 tiles: six image rows zero-padded into
 // `rows` (6 x pw floats, pw = 4 tw + 2), Bt d down the columns, then d B
@@ -214,13 +220,11 @@ static int winograd4_input_row(const struct tl_gather* x, const float* restrict 
   float* restrict r[6];
   for (int i = 0; i < 6; ++i) r[i] = rows + i * pw;
   for (ptrdiff_t p = 0; p < pw; ++p) {  // Bt d, in place
-    const float a0 = r[0][p], a1 = r[1][p], a2 = r[2][p], a3 = r[3][p], a4 = r[4][p], a5 = r[5][p];
-    r[0][p] = 4 * a0 - 5 * a2 + a4;
-    r[1][p] = -4 * a1 - 4 * a2 + a3 + a4;
-    r[2][p] = 4 * a1 - 4 * a2 - a3 + a4;
-    r[3][p] = -2 * a1 - a2 + 2 * a3 + a4;
-    r[4][p] = 2 * a1 - a2 - 2 * a3 + a4;
-    r[5][p] = 4 * a1 - 5 * a3 + a5;
+    const float a[6] = {r[0][p], r[1][p], r[2][p], r[3][p], r[4][p], r[5][p]};
+    float b[6];
+    WINO4_BT(b, a);
+#pragma GCC unroll 6
+    for (int j = 0; j < 6; ++j) r[j][p] = b[j];
   }
   int spread = 0;  // x - x is 0 for every finite x, NaN for infinities and NaN
   for (int i = 0; i < 6; ++i) {  // (Bt d) B
@@ -235,12 +239,7 @@ static int winograd4_input_row(const struct tl_gather* x, const float* restrict 
     for (; q < tw; q += 16) {
       vf a[6], b[6];
       wino4_columns(t + 4 * q, a);
-      b[0] = 4 * a[0] - 5 * a[2] + a[4];
-      b[1] = -4 * a[1] - 4 * a[2] + a[3] + a[4];
-      b[2] = 4 * a[1] - 4 * a[2] - a[3] + a[4];
-      b[3] = -2 * a[1] - a[2] + 2 * a[3] + a[4];
-      b[4] = 2 * a[1] - a[2] - 2 * a[3] + a[4];
-      b[5] = 4 * a[1] - 5 * a[3] + a[5];
+      WINO4_BT(b, a);
       const __mmask16 lanes = (__mmask16)(tw - q >= 16 ? 0xffffu : (1u << (tw - q)) - 1);
 #pragma GCC unroll 6
       for (int j = 0; j < 6; ++j) {
@@ -250,10 +249,8 @@ static int winograd4_input_row(const struct tl_gather* x, const float* restrict 
     }
 #endif
     for (; q < tw; ++q) {
-      const float a0 = t[4 * q], a1 = t[4 * q + 1], a2 = t[4 * q + 2], a3 = t[4 * q + 3], a4 = t[4 * q + 4],
-                  a5 = t[4 * q + 5];
-      const float b[6] = {4 * a0 - 5 * a2 + a4,         -4 * a1 - 4 * a2 + a3 + a4, 4 * a1 - 4 * a2 - a3 + a4,
-                          -2 * a1 - a2 + 2 * a3 + a4, 2 * a1 - a2 - 2 * a3 + a4,  4 * a1 - 5 * a3 + a5};
+      float b[6];
+      WINO4_BT(b, t + 4 * q);
       for (int j = 0; j < 6; ++j) vj[j][q] = b[j], spread |= b[j] - b[j] != 0;
     }
   }
