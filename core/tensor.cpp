@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "core/error.h"
@@ -432,13 +433,24 @@ Tensor operator/(double a, const Tensor& b) { return b.reciprocal().mul(a); }
 
 // ----------------------------------------------------------- reductions ----
 
+// The start of a maximum: below every value of the type.
+static double lowest_value(DType t) {
+  return is_float(t) ? -INFINITY : t == DType::boolean ? 0.0 : double(std::numeric_limits<int32_t>::min());
+}
+
 static Tensor reduce_op(Op op, const Tensor& x, const std::vector<int>& axes, bool keepdim, const char* what) {
   auto ax = norm_axes(axes, x.shape(), what);
   Shape kept = x.shape();
   for (int a : ax) kept[a] = 1;
   Tensor t = x;
   if (op == Op::Sum && t.dtype() == DType::boolean) t = t.cast(DType::i32);
-  Tensor r = ax.empty() ? t : Tensor(make(op, {t.node()}, kept, t.dtype(), std::vector<int64_t>(ax.begin(), ax.end())));
+  const bool over_nothing = std::any_of(ax.begin(), ax.end(), [&](int a) { return x.shape()[a] == 0; });
+  Tensor r = ax.empty() ? t
+             : over_nothing
+                 // Nothing to reduce: each output is the fold's start, 0 or the lowest value (no kernel
+                 // loops over an empty axis).
+                 ? Tensor::full(kept, op == Op::Sum ? 0.0 : lowest_value(t.dtype()), t.dtype(), t.device())
+                 : Tensor(make(op, {t.node()}, kept, t.dtype(), std::vector<int64_t>(ax.begin(), ax.end())));
   if (keepdim) return r;
   Shape s;
   for (int i = 0; i < x.ndim(); ++i)

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -227,6 +228,35 @@ class TestOps : public QObject {
       QCOMPARE(idx.lt(zero).to_ints(), (std::vector<int32_t>{1, 0, 0, 1}));
       QCOMPARE(idx.gt(zero).to_ints(), (std::vector<int32_t>{0, 1, 0, 0}));
       QCOMPARE((idx.cast(tl::DType::i32) + 3).to_ints(), (std::vector<int32_t>{2, 5, 3, -4}));
+    }
+  }
+
+  // A reduction over an axis of no elements gives the fold's start: a sum 0,
+  // a maximum the lowest value, a mean NaN (0/0); over several axes too,
+  // where the kernel's nested loops once divided by the empty axis (a fuzzed
+  // ReduceMax over (3, 2, 0)). A product with K = 0 is zeros.
+  void reductions_over_an_empty_axis() {
+    const float inf = INFINITY;
+    for (auto& d : tltest::available_devices()) {
+      Tensor x = Tensor::zeros({3, 2, 0}, tl::DType::f32, d);
+      QCOMPARE(x.sum({0, 1, 2}, true).shape(), (tl::Shape{1, 1, 1}));
+      QCOMPARE(x.sum({0, 1, 2}, true).to_vector(), (std::vector<float>{0}));
+      QCOMPARE(x.max({0, 1, 2}, true).to_vector(), (std::vector<float>{-inf}));
+      QCOMPARE(x.max({1, 2}).shape(), (tl::Shape{3}));
+      QCOMPARE(x.max({1, 2}).to_vector(), (std::vector<float>{-inf, -inf, -inf}));
+      QCOMPARE(x.min({0, 2}).to_vector(), (std::vector<float>{inf, inf}));
+      QCOMPARE(x.sum({2}).to_vector(), (std::vector<float>(6, 0.0f)));
+      QCOMPARE((x.sum({0, 2}) + 1.5).to_vector(), (std::vector<float>{1.5f, 1.5f}));
+      auto mean = x.mean({1, 2}).to_vector();
+      QCOMPARE(mean.size(), size_t(3));
+      for (float m : mean) QVERIFY(std::isnan(m));
+      QCOMPARE(x.sum({0, 1}).shape(), (tl::Shape{0}));  // nothing reduced away from the empty axis
+      Tensor ints = Tensor::zeros({2, 0, 4}, tl::DType::i32, d);
+      QCOMPARE(ints.max({0, 1}).to_ints(), (std::vector<int32_t>(4, std::numeric_limits<int32_t>::min())));
+      QCOMPARE(ints.sum({1}).to_ints(), (std::vector<int32_t>(8, 0)));
+      Tensor a = Tensor::zeros({3, 0}, tl::DType::f32, d), b = Tensor::zeros({0, 5}, tl::DType::f32, d);
+      QCOMPARE(a.matmul(b).shape(), (tl::Shape{3, 5}));
+      QCOMPARE(a.matmul(b).to_vector(), (std::vector<float>(15, 0.0f)));
     }
   }
 
