@@ -483,6 +483,11 @@ Tensor Tensor::std(const std::vector<int>& axes, bool keepdim, int correction) c
 Tensor Tensor::argmax(int axis, bool keepdim) const {
   int a = norm_axis(axis, ndim(), shape(), "argmax");
   int64_t n = shape()[a];
+  Shape others = shape();
+  others.erase(others.begin() + a);
+  if (n == 0 && tl::numel(others) > 0)
+    throw ShapeError("argmax: axis " + std::to_string(axis) + " of a tensor of shape " + shape_str(shape()) +
+                     " has no elements, so it has no largest");
   Tensor x = cast(float_type(dtype())).detach();
   Tensor m = x.max({a}, true);
   Shape s(ndim(), 1);

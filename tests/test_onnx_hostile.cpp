@@ -6,6 +6,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -675,6 +676,34 @@ class TestOnnxHostile : public QObject {
       });
       EXPECT_ERROR(run_error(b, "resize0"), "axis 2 has length 0: no values to resize to length 4");
     }
+  }
+
+  // Every Reduce* over an input of shape (3, 2, 0), all axes kept: the
+  // value ONNX defines over no elements (a kernel once divided by the empty
+  // axis: found by fuzz_onnx). ArgMax along the empty axis has no answer.
+  void reductionsOverAnEmptyAxis() {
+    const float inf = INFINITY;
+    const std::map<std::string, float> expect = {
+        {"ReduceSum", 0},       {"ReduceMax", -inf},    {"ReduceMin", inf},    {"ReduceProd", 1},
+        {"ReduceSumSquare", 0}, {"ReduceL1", 0},        {"ReduceL2", 0},       {"ReduceLogSum", -inf},
+        {"ReduceLogSumExp", -inf}, {"ReduceMean", NAN}};
+    fs::path dir = temp_dir("reduce0");
+    for (const auto& [op, value] : expect) {
+      Builder b(18);
+      b.input("x", {"3", "2", "0"});
+      b.output("y", {});
+      b.node(op, {"x"}, {"y"});
+      OnnxModel m(b.save(dir / (op + ".onnx")));
+      std::vector<float> y;
+      const std::string err = error_of([&] { y = m.run({Tensor::zeros({3, 2, 0})})[0].to_vector(); });
+      QVERIFY2(err.empty(), (op + ": " + err).c_str());
+      QVERIFY2(y.size() == 1 && (std::isnan(value) ? std::isnan(y[0]) : y[0] == value),
+               (op + ": got " + (y.empty() ? std::string("nothing") : std::to_string(y[0]))).c_str());
+    }
+    fs::remove_all(dir);
+    auto arg = one_node("ArgMax", {"x"}, [](Builder& b) { floats(b, "x", {3, 0}, {}); },
+                        [](onnx::NodeProto* n) { int_attr(n, "axis", 1); });
+    EXPECT_ERROR(run_error(arg, "argmax0"), "has no elements");
   }
 
   // ---- Tensor's own size arithmetic ----

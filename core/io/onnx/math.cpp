@@ -330,8 +330,8 @@ Value reduce(const Ctx& c, const std::string& op) {
     Tensor mag = xf.abs().log().sum(axes, keep).exp();
     Tensor negs = xf.lt(Tensor::scalar(0, DType::f32, x.device())).cast(DType::f32).sum(axes, keep);
     Tensor odd = (negs - (negs * 0.5).cast(DType::i32).cast(DType::f32) * 2.0);
-    Tensor zero = xf.eq(Tensor::scalar(0, DType::f32, x.device())).cast(DType::f32).max(axes, keep);
-    y = mag * (1.0 - odd * 2.0) * (1.0 - zero);
+    Tensor zeros = xf.eq(Tensor::scalar(0, DType::f32, x.device())).cast(DType::f32).sum(axes, keep);
+    y = mag * (1.0 - odd * 2.0) * (1.0 - zeros.minimum(1.0));  // 1 over no elements
   } else unsupported(c.node, c.opset, "");
   if (is_int_elem(elem) && is_float(y.dtype()) && op != "ReduceMean") y = y.cast(DType::i32);
   return from_tensor(is_int_elem(elem) && op == "ReduceMean" ? y.cast(DType::i32) : y, elem);
