@@ -76,7 +76,8 @@ bool one_clear_line(const QString& msg) { return !msg.startsWith('<') && !msg.co
 #ifdef TL_HAVE_PTH
 // ---- pickles, opcode by opcode (protocol 2, as torch.save writes them) ----
 struct Pickle {
-  Bytes b{0x80, 2};  // PROTO 2
+  Bytes b;
+  Pickle() { op(0x80).op(2); }  // PROTO 2 (GCC 12 warns of an initializer list here, wrongly)
   Pickle& op(uint8_t code) {
     b.push_back(code);
     return *this;
