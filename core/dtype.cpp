@@ -1,5 +1,10 @@
 #include "core/dtype.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
 #include "core/error.h"
 
 namespace tl {
@@ -12,6 +17,14 @@ std::string shape_str(const Shape& s) {
   }
   if (s.size() == 1) out += ",";
   return out + ")";
+}
+
+double value_of_type(double v, DType t) {
+  if (t == DType::boolean) return v != 0 ? 1.0 : 0.0;
+  if (t != DType::i32) return v;
+  if (std::isnan(v)) return 0;
+  return std::clamp(std::trunc(v), double(std::numeric_limits<int32_t>::min()),
+                    double(std::numeric_limits<int32_t>::max()));
 }
 
 int64_t numel(const Shape& s) {

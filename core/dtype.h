@@ -36,6 +36,11 @@ inline bool is_float(DType t) { return dtype_info(t).is_float; }
 inline DType promote(DType a, DType b) { return dtype_info(a).rank >= dtype_info(b).rank ? a : b; }
 // The float type math on `t` computes in: float64 stays, the rest is float32.
 inline DType float_type(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
+// `v` as a value of `t`: an integer type truncates and saturates at its
+// range (NaN is 0), a boolean is v != 0, floats are unchanged. Constants and
+// pad fills go through it, so that no out-of-range value reaches a
+// conversion to an integer (undefined) or a kernel's literal.
+double value_of_type(double v, DType t);
 
 using Shape = std::vector<int64_t>;
 

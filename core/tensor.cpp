@@ -101,7 +101,7 @@ NodeRef make(Op op, std::vector<NodeRef> src, Shape shape, DType dtype, std::vec
 }
 
 NodeRef constant_node(double v, const Shape& shape, DType t, const std::string& device) {
-  auto n = make(Op::Const, {}, shape, t, {}, v);
+  auto n = make(Op::Const, {}, shape, t, {}, value_of_type(v, t));
   n->device = resolve(device);
   return n;
 }

@@ -123,7 +123,7 @@ Tensor Tensor::pad(const std::vector<std::pair<int64_t, int64_t>>& padding, doub
                              std::to_string(grow[2 * i]) + ", " + std::to_string(grow[2 * i + 1]) + ")";
     ps[i] = add_sizes(add_sizes(ps[i], grow[2 * i], what), grow[2 * i + 1], what);
   }
-  return Tensor(make(Op::Pad, {t.node_}, ps, dtype(), grow, value));
+  return Tensor(make(Op::Pad, {t.node_}, ps, dtype(), grow, value_of_type(value, dtype())));
 }
 
 Tensor Tensor::slice(int axis, int64_t start, int64_t stop, int64_t step) const {

@@ -260,6 +260,24 @@ class TestOps : public QObject {
     }
   }
 
+  // An integer constant or pad fill beyond its type's range saturates, NaN
+  // is 0 (ONNX's MaxPool of uint8 once padded with -3e38: a conversion to
+  // an integer that is undefined, found by fuzz_onnx's sanitizers).
+  void integer_constants_saturate() {
+    const int32_t lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
+    for (auto& d : tltest::available_devices()) {
+      QCOMPARE(Tensor::full({2}, 3e38, tl::DType::i32, d).to_ints(), (std::vector<int32_t>{hi, hi}));
+      QCOMPARE(Tensor::full({1}, -1e300, tl::DType::i32, d).to_ints(), (std::vector<int32_t>{lo}));
+      QCOMPARE(Tensor::full({1}, NAN, tl::DType::i32, d).to_ints(), (std::vector<int32_t>{0}));
+      QCOMPARE(Tensor::full({1}, -2.7, tl::DType::i32, d).to_ints(), (std::vector<int32_t>{-2}));
+      Tensor x = Tensor::from_ints({5, -6}, {2}, d);
+      QCOMPARE(x.pad({{1, 1}}, -3e38).to_ints(), (std::vector<int32_t>{lo, 5, -6, lo}));
+      QCOMPARE(x.pad({{0, 1}}, INFINITY).to_ints(), (std::vector<int32_t>{5, -6, hi}));
+      QCOMPARE(Tensor::scalar(-INFINITY, tl::DType::f32, d).cast(tl::DType::i32).to_ints(), (std::vector<int32_t>{lo}));
+      QCOMPARE(Tensor::scalar(NAN, tl::DType::f32, d).cast(tl::DType::i32).to_ints(), (std::vector<int32_t>{0}));
+    }
+  }
+
   void every_case_has_a_family() {
     for (auto& c : golden_cases()) QVERIFY2(!family(c.name).empty(), c.name.c_str());
   }

@@ -456,6 +456,9 @@ E assume_range(const E& e, int64_t lo, int64_t hi) {
 }
 
 E constant(double v, DType t) {
+  // An integer constant's value converts to int64_t below and in every fold:
+  // NaN and values beyond its range (a hostile file's) would be undefined.
+  if (is_integer(t)) v = std::isnan(v) ? 0 : std::clamp(v, -0x1p63, std::nextafter(0x1p63, 0.0));
   auto e = std::make_shared<Expr>();
   e->op = ExprOp::Const;
   e->dtype = t;
@@ -499,12 +502,9 @@ E unary(ExprOp op, E a) {
 
 E cast(E a, DType t) {
   if (a->dtype == t) return a;
-  // A constant: convert it now (to int truncates toward zero as C does).
+  // A constant: convert it now (to an int it truncates toward zero as C does, and saturates).
   if (a->op == ExprOp::Const) {
-    double v = a->value;
-    if (t == DType::boolean) v = v != 0;
-    if (t == DType::i32) v = std::trunc(v);
-    return constant(v, t);
+    return constant(value_of_type(a->value, t), t);
   }
   return make(ExprOp::Cast, t, {a});
 }
