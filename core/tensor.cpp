@@ -438,6 +438,23 @@ static double lowest_value(DType t) {
   return is_float(t) ? -INFINITY : t == DType::boolean ? 0.0 : double(std::numeric_limits<int32_t>::min());
 }
 
+// A reduction of `t` over `axes`, one of which has no elements: each output
+// is the fold's start, 0 or the lowest value, and no kernel loops over an
+// empty axis. Where `t` needs a gradient the result stays in its graph: `t`
+// padded to one zero along its empty axes, summed over the rest, adds zeros.
+static Tensor reduce_nothing(Op op, const Tensor& t, const std::vector<int>& axes, const Shape& kept) {
+  Tensor start = Tensor::full(kept, op == Op::Sum ? 0.0 : lowest_value(t.dtype()), t.dtype(), t.device());
+  if (!t.requires_grad_enabled()) return start;
+  std::vector<std::pair<int64_t, int64_t>> grow(size_t(t.ndim()), {0, 0});
+  std::vector<int> rest;
+  for (int a : axes) {
+    if (t.shape()[a] == 0) grow[a].second = 1;
+    else rest.push_back(a);
+  }
+  Tensor zeros = t.pad(grow);
+  return start + (rest.empty() ? zeros : zeros.sum(rest, true));
+}
+
 static Tensor reduce_op(Op op, const Tensor& x, const std::vector<int>& axes, bool keepdim, const char* what) {
   auto ax = norm_axes(axes, x.shape(), what);
   Shape kept = x.shape();
@@ -445,12 +462,9 @@ static Tensor reduce_op(Op op, const Tensor& x, const std::vector<int>& axes, bo
   Tensor t = x;
   if (op == Op::Sum && t.dtype() == DType::boolean) t = t.cast(DType::i32);
   const bool over_nothing = std::any_of(ax.begin(), ax.end(), [&](int a) { return x.shape()[a] == 0; });
-  Tensor r = ax.empty() ? t
-             : over_nothing
-                 // Nothing to reduce: each output is the fold's start, 0 or the lowest value (no kernel
-                 // loops over an empty axis).
-                 ? Tensor::full(kept, op == Op::Sum ? 0.0 : lowest_value(t.dtype()), t.dtype(), t.device())
-                 : Tensor(make(op, {t.node()}, kept, t.dtype(), std::vector<int64_t>(ax.begin(), ax.end())));
+  Tensor r = ax.empty()      ? t
+             : over_nothing ? reduce_nothing(op, t, ax, kept)
+                            : Tensor(make(op, {t.node()}, kept, t.dtype(), std::vector<int64_t>(ax.begin(), ax.end())));
   if (keepdim) return r;
   Shape s;
   for (int i = 0; i < x.ndim(); ++i)

@@ -465,6 +465,23 @@ class TestGrad : public QObject {
     QVERIFY((g == std::vector<float>{3, 3, 3}));
   }
 
+  // A reduction over an empty axis is a constant, yet stays in the graph:
+  // backward reaches the empty input (an empty gradient) and what multiplies it.
+  void reduction_over_nothing_keeps_the_graph() {
+    Tensor x = Tensor::zeros({2, 0, 3});
+    x.requires_grad();
+    Tensor w = Tensor::from_data({1, 2, 3}, {3});
+    w.requires_grad();
+    Tensor s = x.sum({0, 1});
+    QCOMPARE(s.to_vector(), (std::vector<float>{0, 0, 0}));
+    Tensor m = x.max({1});
+    QCOMPARE(m.shape(), (tl::Shape{2, 3}));
+    QCOMPARE(m.to_vector(), (std::vector<float>(6, -INFINITY)));
+    ((s + 2.0) * w).sum().backward();
+    QCOMPARE(x.grad().shape(), (tl::Shape{2, 0, 3}));
+    QCOMPARE(w.grad().to_vector(), (std::vector<float>{2, 2, 2}));
+  }
+
   void detach_stops_gradient() {
     Tensor x = Tensor::from_data({1, -2, 3}, {3});
     x.requires_grad();
