@@ -339,7 +339,7 @@ Tensor& device_tensor(Value& v, const std::string& device) {
   } else {
     std::vector<int32_t> ints(v.data.size());
     for (size_t i = 0; i < ints.size(); ++i)
-      ints[i] = std::isnan(v.data[i]) ? 0 : int32_t(std::clamp(v.data[i], double(INT32_MIN), double(INT32_MAX)));
+      ints[i] = int32_t(value_of_type(v.data[i], DType::i32));
     v.tensor = Tensor::from_ints(ints, v.shape, device);
     if (d == DType::boolean) v.tensor = v.tensor.cast(DType::boolean);
   }
