@@ -33,6 +33,22 @@ const std::vector<OpInfo>& primitive_ops() {
   return table;
 }
 
+// A field added to either struct must be added to hint_key below; then
+// these sizes are updated with it.
+static_assert(sizeof(ConvGather) == 12 * sizeof(int64_t) + sizeof(int64_t), "ConvGather changed: key its new field");
+static_assert(sizeof(MatmulHint) == 5 * sizeof(NodeRef) + 10 * sizeof(int64_t) + sizeof(ConvGather) + sizeof(int64_t),
+              "MatmulHint changed: key its new field");
+
+std::vector<int64_t> hint_key(const MatmulHint& h) {
+  const ConvGather& g = h.gather;
+  const int64_t roles = (h.image ? 1 : 0) | (h.image && h.b == h.image ? 2 : 0) | (h.image && h.a == h.image ? 4 : 0) |
+                        (h.gather_only ? 8 : 0) | (g.max ? 16 : 0);
+  return {h.batch,       h.m,          h.n,          h.k,          h.a_strides[0], h.a_strides[1], h.a_strides[2],
+          h.b_strides[0], h.b_strides[1], h.b_strides[2], roles,      g.channels,     g.height,       g.width,
+          g.kernel_h,    g.kernel_w,   g.stride_h,   g.stride_w,   g.dilation_h,   g.dilation_w,   g.pad_top,
+          g.pad_left,    g.out_w};
+}
+
 const char* op_name(Op op) {
   for (auto& info : primitive_ops())
     if (info.op == op) return info.name;

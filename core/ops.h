@@ -125,4 +125,13 @@ struct MatmulHint {
   bool gather_only = false;
 };
 
+// Every number of a hint that decides what its node computes: the sizes,
+// strides, the whole gather (window, stride, dilation, pads, max or sum) and
+// which operand is the image. The operands themselves are edges of the graph
+// that a key walks on its own. Every cache key that covers a hinted node
+// (replay's GraphKey, the rendered-kernel signature) writes this one list, so
+// a field added to the hint is keyed everywhere or nowhere: ops.cpp's
+// static_asserts stop a build whose structs grew without it.
+std::vector<int64_t> hint_key(const MatmulHint& h);
+
 }  // namespace tl

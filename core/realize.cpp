@@ -138,9 +138,12 @@ static std::shared_ptr<Program> compile_kernel(Device& device, const std::string
 }
 
 // What a kernel's source depends on, as text: the fused nodes with their
-// arguments and how they connect, the inputs' shapes and types, the GEMM
-// description. Equal signatures render to equal source, so a model run a
-// second time skips rendering.
+// arguments, their hints (a product's or a pool's window, hint_key) and how
+// they connect, the inputs' shapes and types, which input is constant and
+// which fused node is a merged pool. Equal signatures render to equal
+// source, so a model run a second time skips rendering. The kernel's name
+// is not part of it: names are labels (GEMM_..._MAXPOOL_9 is one name for
+// every padding of a 3x3 pool).
 static std::string plan_signature(const KernelPlan& plan) {
   std::unordered_map<const Node*, std::string> ref;
   for (size_t i = 0; i < plan.inputs.size(); ++i) ref[plan.inputs[i].get()] = "i" + std::to_string(i);
@@ -159,6 +162,9 @@ static std::string plan_signature(const KernelPlan& plan) {
     char value[32];
     std::snprintf(value, sizeof value, "%a", n.value);
     sig += value;
+    if (n.matmul)
+      for (int64_t v : hint_key(*n.matmul)) sig += ";" + std::to_string(v);
+    if (&n == plan.pool.get()) sig += " pooled";
     for (auto& src : n.src) {
       auto it = ref.find(src.get());
       sig += " " + (it == ref.end() ? std::string("?") : it->second);
@@ -166,17 +172,9 @@ static std::string plan_signature(const KernelPlan& plan) {
     ref[&n] = "f" + std::to_string(f);
   }
   if (plan.kind == KernelPlan::Kind::Gemm) {
-    const MatmulHint& h = *plan.gemm().matmul;
-    for (int64_t v : {h.batch, h.m, h.n, h.k, h.a_strides[0], h.a_strides[1], h.a_strides[2], h.b_strides[0],
-                      h.b_strides[1], h.b_strides[2]})
-      sig += "," + std::to_string(v);
+    const MatmulHint& h = *plan.gemm().matmul;  // its numbers are fused[0]'s, above
     if (plan.inputs[0]->realized()) sig += ",constant A";  // render_kernel may read it packed
-    if (plan.inputs[1] == h.image) {  // B gathered from a convolution's image
-      const ConvGather& g = h.gather;
-      for (int64_t v : {g.kernel_h, g.kernel_w, g.stride_h, g.stride_w, g.dilation_h, g.dilation_w, g.pad_top,
-                        g.pad_left, g.out_w, int64_t(g.max)})
-        sig += ";" + std::to_string(v);
-    }
+    if (plan.inputs[1] == h.image) sig += ",gathered B";   // B read from a convolution's image
   }
   return sig;
 }
@@ -187,7 +185,7 @@ static std::mutex rendered_mutex;
 static std::map<std::pair<std::string, std::string>, RenderedKernel> rendered_kernels;
 
 static RenderedKernel render_cached(const KernelPlan& plan, const Device& device) {
-  auto key = std::make_pair(device.name(), plan_signature(plan));
+  auto key = std::make_pair(device.name(), settings_key() + plan_signature(plan));
   {
     std::lock_guard lock(rendered_mutex);
     if (auto it = rendered_kernels.find(key); it != rendered_kernels.end()) return it->second;
@@ -311,6 +309,17 @@ bool batching_enabled() {
 bool pool_fusion_enabled() {
   const char* off = std::getenv("TINYLENS_NOPOOLFUSION");
   return !(off && *off && std::strcmp(off, "0") != 0);
+}
+
+std::string settings_key() {
+  std::string key;
+  for (const char* name : {"TINYLENS_NOPOOLFUSION", "TINYLENS_NOREUSE", "TINYLENS_TUNE", "TINYLENS_GEMM",
+                           "TINYLENS_REDUCE", "TINYLENS_CUDA_TILE"}) {
+    const char* v = std::getenv(name);
+    key += v ? v : "";
+    key += '\0';
+  }
+  return key;
 }
 
 void forget_compiled_kernels() {

@@ -110,6 +110,11 @@ bool batching_enabled();  // false when TINYLENS_NOBATCH=1
 // kernel where the device can (KernelPlan::pool); false when
 // TINYLENS_NOPOOLFUSION=1, to compare.
 bool pool_fusion_enabled();
+// The settings that change what a graph schedules, renders or tunes to
+// (TINYLENS_NOPOOLFUSION, _NOREUSE, _TUNE, _GEMM, _REDUCE, _CUDA_TILE), as
+// text: part of the rendered-kernel and replay keys, so a setting changed
+// while a process runs is never answered from a plan made under the old one.
+std::string settings_key();
 
 // Forgets every kernel this process rendered and compiled (not the disk
 // cache): the next realize renders, then compiles or loads, as a new process

@@ -62,6 +62,7 @@ GraphKey graph_key(const std::vector<NodeRef>& roots, const std::string& device)
   g.index.reserve(last_index);
   KeyWriter w{g.text};
   w.text(device);
+  w.text(settings_key());  // what schedules, renders and tunes it (realize.h)
   auto id_of = [&](const NodeRef& n) -> int {
     if (auto it = g.index.find(n.get()); it != g.index.end()) return it->second;
     int id = ~int(g.inputs.size());  // only realized nodes are met here unvisited
@@ -104,12 +105,8 @@ GraphKey graph_key(const std::vector<NodeRef>& roots, const std::string& device)
       w.real(node.value);
       w.num(int64_t(node.src.size()));
       for (int id : ids) w.num(id);
-      if (node.matmul) {
-        const MatmulHint& h = *node.matmul;
-        for (int64_t v : {h.batch, h.m, h.n, h.k, h.a_strides[0], h.a_strides[1], h.a_strides[2], h.b_strides[0],
-                          h.b_strides[1], h.b_strides[2]})
-          w.num(v);
-      }
+      if (node.matmul)
+        for (int64_t v : hint_key(*node.matmul)) w.num(v);
       g.index[n.get()] = int(g.nodes.size());
       g.nodes.push_back(n);
       stack.pop_back();

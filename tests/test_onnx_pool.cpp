@@ -120,6 +120,30 @@ Map average_pool(const Map& x, int64_t kernel, int64_t stride, int64_t pad, bool
   return y;
 }
 
+// A model of one convolution (3x3, pad 1, ReLU) read by a 3x3 stride-2 max
+// pool, written to `path`, with its direct reference for `x`.
+Map conv_pool_model(const Map& x, int64_t outputs, int64_t pad, bool ceil, uint32_t seed, const fs::path& path) {
+  std::mt19937 rng(seed);
+  const auto w = random_values(size_t(outputs * x.c * 9), rng, -0.5, 0.5);
+  const auto b = random_values(size_t(outputs), rng, -0.5, 0.5);
+  Map want = max_pool(conv_relu(x, w, b, outputs, 3, 1), 3, 2, pad, ceil);
+  Builder m(12);
+  m.input("x", tltest::dims({x.n, x.c, x.s, x.s}));
+  m.output("y", tltest::dims({want.n, want.c, want.s, want.s}));
+  float_init(m, "W", {outputs, x.c, 3, 3}, w);
+  float_init(m, "B", {outputs}, b);
+  ints_attr(m.node("Conv", {"x", "W", "B"}, {"c"}), "pads", {1, 1, 1, 1});
+  m.node("Relu", {"c"}, {"r"});
+  auto* pool = m.node("MaxPool", {"r"}, {"y"});
+  ints_attr(pool, "kernel_shape", {3, 3});
+  ints_attr(pool, "strides", {2, 2});
+  ints_attr(pool, "pads", {pad, pad, pad, pad});
+  auto* c = pool->add_attribute();
+  c->set_name("ceil_mode"), c->set_type(onnx::AttributeProto::INT), c->set_i(ceil ? 1 : 0);
+  m.save(path);
+  return want;
+}
+
 }  // namespace
 
 class TestOnnxPool : public QObject {
@@ -270,6 +294,42 @@ class TestOnnxPool : public QObject {
     // Concat's sum of padded halves). The Inception block's last kernel adds
     // the two branches.
     if (kernel > stride && block < 2 && !pooled) QVERIFY2(!last_adds, names.c_str());
+    fs::remove_all(dir);
+  }
+
+  // Two models in one process whose convolution + max pool kernels differ
+  // only in the pool's padding: ResNet's (pad 1) and GoogLeNet's (pad 0, ceil
+  // mode) give one output shape on an even map, and one kernel name
+  // (GEMM_..._MAXPOOL_9). Each must run its own kernel, in either order,
+  // again after the other, and with replay (a process that opens model after
+  // model, as the window and onnx-test over many folders do). The rendered
+  // kernels were cached by a signature that left out the pool's window, so
+  // the second model ran the first one's kernel.
+  void poolPaddingsInOneProcess() {
+    const int64_t n = 2, channels = 3, size = 14, outputs = 8;
+    std::mt19937 rng(77);
+    const Map x{n, channels, size, random_values(size_t(n * channels * size * size), rng, -1, 1)};
+    const fs::path dir = tltest::fresh_temp_dir("onnx-pool", "two-models");
+    const Map want_a = conv_pool_model(x, outputs, 1, false, 5, dir / "resnet_pool.onnx");
+    const Map want_b = conv_pool_model(x, outputs, 0, true, 5, dir / "googlenet_pool.onnx");
+    QCOMPARE(want_a.s, want_b.s);  // the same shape: only the window tells them apart
+    for (const std::string& device : tltest::available_devices()) {
+      forget_compiled_kernels();
+      OnnxModel a((dir / "resnet_pool.onnx").string()), b((dir / "googlenet_pool.onnx").string());
+      const Tensor input = Tensor::from_data(std::vector<float>(x.v.begin(), x.v.end()), {n, channels, size, size}, device);
+      int step = 0;
+      for (const bool first : {true, false, false, true, true, false}) {
+        const Map& want = first ? want_a : want_b;
+        const std::vector<float> got = (first ? a : b).run({input})[0].to_vector();
+        QCOMPARE(got.size(), want.v.size());
+        for (size_t i = 0; i < got.size(); ++i)
+          QVERIFY2(std::abs(got[i] - want.v[i]) <= 1e-5 * (1 + std::abs(want.v[i])),
+                   qPrintable(QString("%1, run %2 (%3): element %4 is %5, reference %6")
+                                  .arg(device.c_str()).arg(step).arg(first ? "pad 1" : "ceil mode").arg(i)
+                                  .arg(got[i]).arg(want.v[i])));
+        ++step;
+      }
+    }
     fs::remove_all(dir);
   }
 
