@@ -20,7 +20,10 @@ struct PoolGeometry {
 };
 
 // ONNX pads: [x1_begin, x2_begin, ..., x1_end, x2_end]; auto_pad SAME_* / VALID.
-PoolGeometry geometry(const Ctx& c, const Shape& in_spatial, const Ints& kernel, bool ceil_mode) {
+// `separable`: the window is folded one axis at a time (a max or average
+// pool), so it unrolls the sum of the kernel's sides, not their product.
+PoolGeometry geometry(const Ctx& c, const Shape& in_spatial, const Ints& kernel, bool ceil_mode,
+                      bool separable = false) {
   const auto& n = c.node;
   size_t d = in_spatial.size();
   PoolGeometry g;
@@ -65,8 +68,13 @@ PoolGeometry geometry(const Ctx& c, const Shape& in_spatial, const Ints& kernel,
   for (size_t i = 0; i < d; ++i) padded[i] = in_spatial[i] + g.pad_begin[i] + g.pad_end[i] + g.extra_end[i];
   c.budget(padded, "the padded input");
   c.budget(g.out, "the output");
-  if (checked_numel(n, kshape, c.max_elements, "the kernel") > kMaxUnrolledTaps)
-    unsupported(n, c.opset, "a window of " + std::to_string(numel(kshape)) + " taps (kernel_shape " + shape_str(kshape) +
+  int64_t unrolled = 0;
+  if (separable)
+    for (int64_t k : kernel) unrolled += k;  // each side is at most kMaxWindowValue: no overflow
+  else
+    unrolled = checked_numel(n, kshape, c.max_elements, "the kernel");
+  if (unrolled > kMaxUnrolledTaps)
+    unsupported(n, c.opset, "a window of " + std::to_string(unrolled) + " taps (kernel_shape " + shape_str(kshape) +
                                 "), more than the " + std::to_string(kMaxUnrolledTaps) + " this runtime unrolls");
   return g;
 }
@@ -142,11 +150,15 @@ Tensor pool(const Ctx& c, bool is_max) {
   if (!is_max && find_attr(c.node, "dilations") && c.opset < 19) {
     // dilations on AveragePool arrived in opset 19; earlier models never set them.
   }
-  PoolGeometry g = geometry(c, spatial, kernel, ceil_mode);
+  PoolGeometry g = geometry(c, spatial, kernel, ceil_mode, true);
   // Overlapping windows read each input several times: an unmaterialised
   // input (a convolution's bias and ReLU, a Concat) would be recomputed at
   // every read, and the GEMM before it could not store it in its epilogue.
-  const bool overlaps = overlapping(g);
+  // A window of more taps than one node unrolls (a dilated 60x80 pool) is
+  // folded one axis at a time too, as overlapping ones are.
+  bool large = false;
+  for (int64_t k = 1; int64_t side : kernel) large = large || (k *= side) > kMaxUnrolledTaps;  // sides <= 4096: no overflow
+  const bool overlaps = overlapping(g) || large;
   if (overlaps) x = x.contiguous();
   // ... and its result is stored too: a consumer then reads one value per
   // element, not a window. A Concat (Inception's reduction blocks join a
@@ -159,7 +171,7 @@ Tensor pool(const Ctx& c, bool is_max) {
     if (attr_i(c.node, "storage_order", 0) != 0) unsupported(c.node, c.opset, "storage_order 1");
     // A 2-D pool in one kernel where the device can (core/depthwise.h); the
     // ceil_mode overhang is padding there too, and left out like it.
-    if (g.kernel.size() == 2)
+    if (g.kernel.size() == 2 && !large)
       if (Tensor y = max_pool_by_gather(x, window_2d(g, true)); y.defined()) return y;
     return stored(fold_windows(x.pad(spatial_pads(g, true), kMaxPoolFill), g, overlaps,
                                TreeReduce{[](const Tensor& a, const Tensor& b) { return a.maximum(b); }, {}}));
