@@ -16,6 +16,7 @@
 
 #include "core/io/onnx.h"
 #include "core/models/classifier.h"
+#include "core/realize.h"
 #include "tests/onnx_builder.h"
 #include "tests/testing.h"
 #include "ui/main_window.h"
@@ -309,7 +310,63 @@ class TestUiOnnx : public QObject {
     QCOMPARE(window_->graphPane()->mode(), GraphPane::OpGraph);
   }
 
+  // Model after model in one window, as a user explores: ResNet-18 and then
+  // GoogLeNet from the zoo (both open with a convolution read only by a 3x3
+  // stride-2 max pool, padded differently), each classifying the squirrel.
+  // GoogLeNet after ResNet answers as GoogLeNet alone does (compiled kernels
+  // and replay plans forgotten, the model opened anew), and ResNet opened
+  // again as it did first. Before the cache keys covered the pool's window,
+  // the second model ran the first one's kernel and answered wrong, silently.
+  void modelAfterModelAnswersAsAlone() {
+    const QString zoo = QString::fromStdString(tltest::source_dir() + "/resources/onnx-zoo");
+    const QString a = zoo + "/resnet18/model.onnx", b = zoo + "/googlenet/model.onnx";
+    TL_REQUIRE(QFileInfo::exists(a) && QFileInfo::exists(b), "the model zoo is missing: run scripts/setup");
+    TL_REQUIRE(QFileInfo::exists(kSquirrel), "the squirrel photo (opencv-doc) is missing");
+    const RunPtr first_a = classifyWith(a);
+    QVERIFY(first_a);
+    const RunPtr after_a = classifyWith(b);
+    QVERIFY(after_a);
+    const RunPtr again_a = classifyWith(a);
+    QVERIFY(again_a);
+    tl::forget_compiled_kernels();
+    qputenv("TINYLENS_NOREPLAY", "1");
+    const RunPtr alone_b = classifyWith(b);
+    qunsetenv("TINYLENS_NOREPLAY");
+    QVERIFY(alone_b);
+    auto same = [](const RunPtr& x, const RunPtr& y, const char* what) {
+      QCOMPARE(x->logits.size(), size_t(1000));
+      QCOMPARE(x->logits.size(), y->logits.size());
+      for (size_t i = 0; i < x->logits.size(); ++i)
+        QVERIFY2(std::abs(x->logits[i] - y->logits[i]) <= 1e-4f * (1 + std::abs(y->logits[i])),
+                 qPrintable(QString("%1: logit %2 is %3, alone %4").arg(what).arg(i).arg(x->logits[i]).arg(y->logits[i])));
+    };
+    same(after_a, alone_b, "GoogLeNet after ResNet-18");
+    same(again_a, first_a, "ResNet-18 after GoogLeNet");
+  }
+
   void cleanupTestCase() { window_.reset(); }
+
+ private:
+  // Opens `model`, then classifies the squirrel with it; the run, or null
+  // when it failed or timed out.
+  RunPtr classifyWith(const QString& model) {
+    QSignalSpy loaded(window_->session(), &Session::modelLoaded);
+    window_->openFile(model);
+    if (!QTest::qWaitFor([&] { return !loaded.isEmpty(); }, 120000)) return nullptr;
+    QSignalSpy done(window_.get(), &MainWindow::runFinished);
+    QSignalSpy failed(window_.get(), &MainWindow::runFailed);
+    window_->openFile(kSquirrel);
+    auto finished = [&]() -> RunPtr {
+      for (const auto& r : done) {
+        RunPtr run = r[0].value<RunPtr>();
+        if (run->model == model && run->imagePath == kSquirrel) return run;
+      }
+      return nullptr;
+    };
+    QTest::qWaitFor([&] { return finished() || !failed.isEmpty(); }, tltest::kRunTimeoutMs);
+    if (!failed.isEmpty()) qWarning("%s", qPrintable(failed[0][0].toString()));
+    return finished();
+  }
 };
 
 QTEST_MAIN(TestUiOnnx)
