@@ -299,11 +299,15 @@ quint64 Session::classify(const QString& imagePath, const QString& device) {
         input.realize();
         // One run that builds the graph, untimed: its snapshot is the graph
         // the window draws, and its kernels' node_ids point into it.
+        // Captured from before forward(): an ONNX model's executor realizes
+        // values while it builds the graph (every kMaxLazyDepth-th, and those
+        // a shape is read from), so most of its kernels run in forward, and
+        // a capture opened after it saw none (the kernel table stayed empty).
         std::vector<tl::ProfileRecord> built;
         {
+          tl::ProfileCapture capture;
           tl::Tensor logits = st.model->forward(input);
           data->graph = tl::snapshot_graph({logits.node()});
-          tl::ProfileCapture capture;
           (void)logits.to_vector();
           built = capture.records();
         }
