@@ -17,6 +17,40 @@ using namespace detail;
 
 // ------------------------------------------------------------ composite ----
 
+// The strides of `to` as a view of `from` laid out with strides `st`, when
+// the reshape needs no copy: each run of axes of `from` that merges (or
+// splits) into axes of `to` is contiguous within itself. False otherwise,
+// and for no elements.
+static bool view_strides(const Shape& from, const std::vector<int64_t>& st, const Shape& to,
+                         std::vector<int64_t>& out) {
+  Shape f;
+  std::vector<int64_t> fs;
+  for (size_t i = 0; i < from.size(); ++i)
+    if (from[i] != 1) f.push_back(from[i]), fs.push_back(st[i]);
+  if (tl::numel(from) == 0 || tl::numel(from) != tl::numel(to)) return false;
+  out.assign(to.size(), 0);
+  size_t o = 0, t = 0;
+  while (t < to.size()) {
+    if (to[t] == 1) {
+      ++t;
+      continue;
+    }
+    // the smallest runs f[o, oe) and to[t, te) of equal sizes
+    size_t oe = o + 1, te = t + 1;
+    int64_t fp = f[o], tp = to[t];
+    while (fp != tp) {
+      if (fp < tp) fp *= f[oe++];
+      else tp *= to[te++];
+    }
+    for (size_t i = o; i + 1 < oe; ++i)
+      if (fs[i] != fs[i + 1] * f[i + 1]) return false;
+    out[te - 1] = fs[oe - 1];
+    for (size_t i = te - 1; i > t; --i) out[i - 1] = out[i] * to[i];
+    o = oe, t = te;
+  }
+  return true;
+}
+
 // Describes a tensor as a strided view of a node that has (or will get) its
 // own row-major buffer, so GEMM can read it without a copy.
 static NodeRef strided_base(const Tensor& t, std::vector<int64_t>& strides) {
@@ -36,20 +70,12 @@ static NodeRef strided_base(const Tensor& t, std::vector<int64_t>& strides) {
       strides = row_major(n->shape);
       return n->src[0];
     }
-    // only size-1 axes added or removed: the other axes keep their strides
-    Shape a, b;
-    for (auto d : n->shape) if (d != 1) a.push_back(d);
-    for (auto d : n->src[0]->shape) if (d != 1) b.push_back(d);
-    if (a == b) {
-      std::vector<int64_t> inner;
-      NodeRef base = strided_base(Tensor(n->src[0]), inner);
-      std::vector<int64_t> kept;
-      for (size_t i = 0; i < inner.size(); ++i) if (n->src[0]->shape[i] != 1) kept.push_back(inner[i]);
-      strides.clear();
-      size_t j = 0;
-      for (auto d : n->shape) strides.push_back(d == 1 ? 0 : kept[j++]);
-      return base;
-    }
+    // A view of the source's view (size-1 axes added or removed, axes that
+    // lie at one stride merged: a channels-last activation's (H, W) rows
+    // read as one axis of H*W rows): the same base, no copy.
+    std::vector<int64_t> inner;
+    NodeRef base = strided_base(Tensor(n->src[0]), inner);
+    if (view_strides(n->src[0]->shape, inner, n->shape, strides)) return base;
     // Any other reshape: the source gets its own row-major buffer, which is
     // the reshaped tensor too. Its other readers then share that buffer, and
     // the source's kernel may be a GEMM epilogue (a convolution's batch-norm
@@ -105,14 +131,12 @@ Tensor detail::matmul_split_k(const Tensor& a, const Tensor& b, int64_t parts) {
 }
 
 // Whether the leading axes of `a` (..., m, k) merge into rows of one (rows,
-// k) matrix that a GEMM reads without a copy: at most one of them is longer
-// than 1, or `a` is stored row-major (strided_base's reshape cases).
+// k) matrix that a GEMM reads without a copy (strided_base sees a view).
 static bool rows_merge(const Tensor& a) {
-  const Shape& s = a.shape();
-  const auto longer = std::count_if(s.begin(), s.end() - 1, [](int64_t d) { return d != 1; });
-  const NodeRef& n = a.node();
-  auto dense = [](const NodeRef& x) { return x->realized() || x->op == Op::Contiguous; };
-  return longer <= 1 || dense(n) || (n->op == Op::Reshape && dense(n->src[0]));
+  if (a.dim(-1) == 0) return false;
+  std::vector<int64_t> st, merged;
+  strided_base(a, st);
+  return view_strides(a.shape(), st, {tl::numel(a.shape()) / a.dim(-1), a.dim(-1)}, merged);
 }
 
 Tensor Tensor::matmul(const Tensor& o) const {

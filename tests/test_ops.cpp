@@ -421,30 +421,39 @@ class TestOps : public QObject {
   }
 
   // A product whose right operand has no batch (a Linear over a sequence)
-  // is one GEMM over all the left rows, for a stored left operand and for a
-  // sequence-first view of one ((L, 1, E) from (1, L, E), as attention's
-  // projections in exported transformers): GEMM_1_<rows>_..., not <L>
-  // products of one row; the values are the per-batch products'.
+  // is one GEMM over all the left rows, for a stored left operand and for
+  // views of one whose rows lie at one stride: sequence-first ((L, 1, E)
+  // from (1, L, E), as attention's projections in exported transformers) and
+  // channels-last ((1, H, W, C) from (1, C, H, W), ConvNeXt's pointwise
+  // layers): GEMM_1_<rows>_..., not one product per batch; the values are
+  // the per-batch products'.
   void batched_rows_are_one_gemm_data() { add_device_rows(); }
   void batched_rows_are_one_gemm() {
     QFETCH(QString, device);
     const std::string dev = device.toStdString();
-    const auto av = ramp(3 * 4 * 8, 0.5f, 0.01f), bv = ramp(8 * 5, -0.2f, 0.03f);
+    const auto bv = ramp(8 * 5, -0.2f, 0.03f);
     const Tensor b = Tensor::from_data(bv, {8, 5}, dev).realize();
-    for (const bool sequence_first : {false, true}) {
-      const Tensor stored = Tensor::from_data(av, sequence_first ? tl::Shape{1, 12, 8} : tl::Shape{3, 4, 8}, dev).realize();
-      const Tensor a = sequence_first ? stored.permute({1, 0, 2}) : stored;  // (12, 1, 8) or (3, 4, 8)
+    for (const int layout : {0, 1, 2}) {
+      const auto sv = ramp(12 * 8, 0.5f, 0.01f);
+      const tl::Shape stored_shape = layout == 0 ? tl::Shape{3, 4, 8} : layout == 1 ? tl::Shape{1, 12, 8} : tl::Shape{1, 8, 3, 4};
+      const Tensor stored = Tensor::from_data(sv, stored_shape, dev).realize();
+      const Tensor a = layout == 0 ? stored : layout == 1 ? stored.permute({1, 0, 2}) : stored.permute({0, 2, 3, 1});
+      // row r of the product reads a's r-th row of 8 values
+      auto a_at = [&](int64_t r, int64_t k) { return double(sv[size_t(layout == 2 ? k * 12 + r : r * 8 + k)]); };
       Tensor y;
       auto recs = launches([&] { (y = a.matmul(b)).realize(); });
       QVERIFY2(kernel_names(recs).find("GEMM_1_12_5_8") != std::string::npos, kernel_names(recs).c_str());
-      QCOMPARE(y.shape(), sequence_first ? (tl::Shape{12, 1, 5}) : (tl::Shape{3, 4, 5}));
+      tl::Shape want_shape = a.shape();
+      want_shape.back() = 5;
+      QCOMPARE(y.shape(), want_shape);
       const auto got = y.to_vector();
       for (int64_t r = 0; r < 12; ++r)
         for (int64_t c = 0; c < 5; ++c) {
           double want = 0;
-          for (int64_t k = 0; k < 8; ++k) want += double(av[size_t(r * 8 + k)]) * double(bv[size_t(k * 5 + c)]);
+          for (int64_t k = 0; k < 8; ++k) want += a_at(r, k) * double(bv[size_t(k * 5 + c)]);
           QVERIFY2(std::fabs(got[size_t(r * 5 + c)] - want) <= 1e-5 * (1 + std::fabs(want)),
-                   qPrintable(QString("row %1 col %2: %3, want %4").arg(r).arg(c).arg(got[size_t(r * 5 + c)]).arg(want)));
+                   qPrintable(QString("layout %1, row %2 col %3: %4, want %5")
+                                  .arg(layout).arg(r).arg(c).arg(got[size_t(r * 5 + c)]).arg(want)));
         }
     }
   }
