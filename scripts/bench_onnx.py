@@ -13,7 +13,14 @@ round's ratio and the median.
 ONNX Runtime comes from PyPI into a virtual environment under build/ for the
 benchmark only; it is never a dependency of the build or the tests.
 
-  scripts/bench_onnx.py [--cli build/tinylens-cli] [--runs 20] [--rounds 3] [MODEL.onnx ...]
+With --zoo the models are the zoo's (resources/onnx-zoo, scripts/export_zoo.py)
+and the onnx wheel's light models, and each round times tinylens twice:
+with its default settings (TINYLENS_TUNE=0, what the window and the CLI do)
+and tuned (TINYLENS_TUNE=1, the kernel cache holding the tuner's choices); the
+table ends with the geometric means of the median ratios and the machine's
+load before and after.
+
+  scripts/bench_onnx.py [--cli build/tinylens-cli] [--runs 20] [--rounds 3] [--zoo] [MODEL.onnx ...]
 """
 import argparse
 import os
@@ -58,9 +65,31 @@ def ort_median(path, runs, threads):
     return statistics.median(times) * 1e3
 
 
-def tinylens_median(cli, path, runs):
+def zoo_models():
+    zoo = os.path.join(ROOT, "resources", "onnx-zoo")
+    light = os.path.join(ROOT, "resources", "onnx-light-models")
+    models = [os.path.join(zoo, d, "model.onnx") for d in sorted(os.listdir(zoo))
+              if os.path.isfile(os.path.join(zoo, d, "model.onnx"))] if os.path.isdir(zoo) else []
+    if os.path.isdir(light):
+        models += [os.path.join(light, f) for f in sorted(os.listdir(light)) if f.endswith(".onnx")]
+    return models
+
+
+def label(path):
+    base = os.path.basename(path)
+    return os.path.basename(os.path.dirname(path)) if base == "model.onnx" else base[:-5]
+
+
+def tinylens_median(cli, path, runs, tune=None):
+    env = dict(os.environ)
+    if os.path.basename(os.path.dirname(path)) == "onnx-light-models":
+        # The onnx wheel's light models build their weights with
+        # ConstantOfShape: more than an untrusted file's values may hold.
+        env["TINYLENS_TRUST_FILES"] = "1"
+    if tune is not None:
+        env["TINYLENS_TUNE"] = tune
     out = subprocess.run([cli, "bench", "onnx", path, "--runs", str(runs), "--device", "cpu"], check=True,
-                         capture_output=True, text=True).stdout
+                         capture_output=True, text=True, env=env).stdout
     m = re.search(r"warm median\s+([0-9.]+) ms", out)
     if not m:
         sys.exit("bench_onnx: no warm median in tinylens-cli's output:\n" + out)
@@ -73,8 +102,12 @@ def main():
     ap.add_argument("--cli", default=os.path.join(ROOT, "build", "tinylens-cli"))
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("models", nargs="*", default=DEFAULT_MODELS)
+    ap.add_argument("--zoo", action="store_true", help="the zoo and the light models, default and tuned")
+    ap.add_argument("models", nargs="*")
     args = ap.parse_args()
+    if args.zoo:
+        return zoo_table(args, args.models or zoo_models())
+    args.models = args.models or DEFAULT_MODELS
     import onnxruntime as ort
     ort.set_default_logger_severity(3)  # light models carry unused initializers; ORT warns about each
     threads = len(os.sched_getaffinity(0)) or 1
@@ -94,6 +127,41 @@ def main():
             print(f"{name:<28} {ours:12.2f} {peer:9.2f} {ours / peer:7.2f}")
             sys.stdout.flush()
         print(f"{name:<28} median ratio {statistics.median(ratios):.2f} over {args.rounds} rounds")
+
+
+def zoo_table(args, models):
+    import math
+    import onnxruntime as ort
+    ort.set_default_logger_severity(3)
+    threads = len(os.sched_getaffinity(0)) or 1
+    print(f"ONNX Runtime {ort.__version__} (CPU provider, {threads} intra-op threads) vs tinylens cpu device, default "
+          f"(TINYLENS_TUNE=0) and tuned (=1); warm median of {args.runs} runs, {args.rounds} alternating rounds")
+    print(f"load before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
+    print(f"{'model':<26} {'default ms':>10} {'tuned ms':>9} {'ORT ms':>8} {'default':>8} {'tuned':>6}   "
+          "(tinylens / ORT time, median of the rounds; <= 1: as fast or faster)")
+    logs = {"default": [], "tuned": []}
+    for path in models:
+        name = label(path)
+        times = {"default": [], "tuned": [], "ort": []}
+        try:
+            for _ in range(args.rounds):
+                times["default"].append(tinylens_median(args.cli, path, args.runs, "0")[0])
+                times["tuned"].append(tinylens_median(args.cli, path, args.runs, "1")[0])
+                times["ort"].append(ort_median(path, args.runs, threads))
+        except subprocess.CalledProcessError as e:
+            print(f"{name:<26} tinylens failed: {(e.stdout or '').strip()[-200:]} {(e.stderr or '').strip()[-200:]}")
+            continue
+        ratio = {k: statistics.median(a / b for a, b in zip(times[k], times["ort"])) for k in ("default", "tuned")}
+        for k in logs:
+            logs[k].append(math.log(ratio[k]))
+        med = {k: statistics.median(v) for k, v in times.items()}
+        print(f"{name:<26} {med['default']:10.2f} {med['tuned']:9.2f} {med['ort']:8.2f} {ratio['default']:8.2f} "
+              f"{ratio['tuned']:6.2f}")
+        sys.stdout.flush()
+    for k in logs:
+        if logs[k]:
+            print(f"geometric mean, {k}: {math.exp(sum(logs[k]) / len(logs[k])):.2f} over {len(logs[k])} models")
+    print(f"load after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
 
 
 if __name__ == "__main__":
