@@ -36,6 +36,7 @@ from PIL import Image
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = os.environ.get("TINYLENS_MODELS") or os.path.join(ROOT, "resources", "models")
 WEIGHTS = os.path.join(MODELS, "efficientnet-lite0-57934424.pth")
+SAFETENSORS = os.path.join(MODELS, "efficientnet-lite0.safetensors")
 LABELS = os.path.join(MODELS, "imagenet_classes.txt")
 OUT = os.path.join(ROOT, "tests", "data", "models")
 IMAGES = {
@@ -121,6 +122,18 @@ def preprocess(path):
 
 
 def load():
+    """The weights from the .pth, or, where only the safetensors copy travelled
+    (the GPU machine: scripts/gpu-prepare), from that."""
+    if not os.path.exists(WEIGHTS) and os.path.exists(SAFETENSORS):
+        import json
+        import struct
+        with open(SAFETENSORS, "rb") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            header = json.loads(f.read(n))
+            data = f.read()
+        return {k: torch.from_numpy(np.frombuffer(data[v["data_offsets"][0]:v["data_offsets"][1]], dtype="<f4")
+                                    .reshape(v["shape"]).copy())
+                for k, v in header.items() if k != "__metadata__" and v["dtype"] == "F32"}
     sd = torch.load(WEIGHTS, map_location="cpu")
     return {k: v.float() for k, v in sd.items()}
 
