@@ -39,7 +39,7 @@ import torch
 import torchvision.models as tvm
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-IMAGE = "/usr/share/doc/opencv-doc/examples/data/squirrel_cls.jpg"
+IMAGE = os.environ.get("TINYLENS_ZOO_IMAGE", "/usr/share/doc/opencv-doc/examples/data/squirrel_cls.jpg")
 
 
 def zoo():
@@ -229,8 +229,10 @@ def export(name, make, size, out_dir, seed):
     tmp = os.path.join(case, "model.onnx.part")
     # Traced with gradients on: torch 1.13's nn.MultiheadAttention takes its
     # fused inference kernel (no ONNX export) under no_grad.
+    import inspect
+    legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
     torch.onnx.export(model, (x,), tmp, opset_version=17, input_names=["input"], output_names=["logits"],
-                      do_constant_folding=True)
+                      do_constant_folding=True, **legacy)
     with open(os.path.join(data, "input_0.pb"), "wb") as f:
         f.write(tensor_proto("input", x.numpy()))
     with open(os.path.join(data, "output_0.pb"), "wb") as f:
