@@ -303,6 +303,28 @@ class TestTune : public QObject {
     QVERIFY2(matches(c, d, after.values, &why), qPrintable(why));
   }
 
+  // A stored choice belongs to one kernel: a product that differs from a
+  // tuned one in a single size (n) is searched afresh, not answered with
+  // the other's choice, and each reads back its own (the key holds the
+  // default rendering's source and the sizes passed at run time).
+  void choiceIsKeyedByItsKernel() {
+    qputenv("TINYLENS_TUNE", "1");
+    const Case a = kCases[1];
+    Case b = a;
+    b.n = a.n + 8;
+    const Data da = make_data(a), db = make_data(b);
+    const QString cache = fresh_cache();
+    set_tune_clock(prefer("default"));
+    QCOMPARE(run_case(a, da, cache).searches, size_t(1));
+    Run other = run_case(b, db, cache);
+    QCOMPARE(other.searches, size_t(1));
+    QVERIFY(other.gemm->tune_searched);
+    QString why;
+    QVERIFY2(matches(b, db, other.values, &why), qPrintable(why));
+    QCOMPARE(run_case(a, da, cache).searches, size_t(0));
+    QCOMPARE(run_case(b, db, cache).searches, size_t(0));
+  }
+
   // Timed launches read large weights from memory, as a model's do: up to
   // an L2's size one copy; from there enough copies (at most 8) that the
   // others pass 32 MiB through the cache between two reads of one; past a
