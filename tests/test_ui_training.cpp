@@ -234,6 +234,33 @@ class TestUiTraining : public QObject {
     for (int i = 0; i < settled; ++i) QVERIFY(std::isfinite(page_->trainLossSeries()->at(i).y()));
   }
 
+  // Run trains to the end of the schedule's epochs and stops there (it ran
+  // on at lr 0 past a cosine schedule's end); the status says so.
+  void runStopsAtTheEndOfTheSchedule() {
+    QSpinBox* batch = page_->settingsForm()->batchBox();
+    QSpinBox* epochs = page_->settingsForm()->epochsBox();
+    const int oldBatch = batch->value(), oldEpochs = epochs->value();
+    batch->setValue(1024);
+    epochs->setValue(2);
+    QSignalSpy ready(page_, &TrainingPane::setupReady);
+    QTest::mouseClick(page_->resetButton(), Qt::LeftButton);
+    QVERIFY(waitFor(ready));
+    const int perEpoch = page_->stepsPerEpoch();
+    QVERIFY(perEpoch > 0 && perEpoch < 20);
+    QSignalSpy stopped(page_, &TrainingPane::runStopped);
+    QTest::mouseClick(page_->runButton(), Qt::LeftButton);
+    QVERIFY(waitFor(stopped));
+    QCOMPARE(page_->steps(), 2 * perEpoch);
+    QVERIFY(!page_->running());
+    QVERIFY2(page_->statusText().contains("epoch"), qPrintable(page_->statusText()));
+    batch->setValue(oldBatch);
+    epochs->setValue(oldEpochs);
+    QSignalSpy again(page_, &TrainingPane::setupReady);
+    QTest::mouseClick(page_->resetButton(), Qt::LeftButton);
+    QVERIFY(waitFor(again));
+    QVERIFY(stepOnce());  // the tests after this one start from a trained model, as before it
+  }
+
   void evaluateOnDemand() {
     QSignalSpy evaluated(page_, &TrainingPane::evaluated);
     const int before = page_->testLossSeries()->count();

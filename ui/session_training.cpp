@@ -89,7 +89,8 @@ void Session::trainChunk(quint64 job, Flag stop, int remaining, int done, bool c
         },
         Qt::QueuedConnection);
   };
-  if (stop->load() || remaining == 0 || !trainer_->ready()) {
+  // A run until paused (remaining < 0) ends with the schedule's epochs.
+  if (stop->load() || remaining == 0 || !trainer_->ready() || (remaining < 0 && trainer_->scheduleComplete())) {
     finish(done);
     return;
   }

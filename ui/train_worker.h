@@ -12,6 +12,8 @@
 #include "core/nn/optim.h"
 #include "core/train/trainer.h"
 #include "ui/run_data.h"
+#include <algorithm>
+
 #include "ui/train_data.h"
 
 namespace tlui {
@@ -42,6 +44,9 @@ class TrainWorker {
   quint64 generation() const { return generation_; }
   int steps() const { return step_; }
   bool evaluationDue() const;  // after a step, by the settings' evalEvery
+  // The last step ended the schedule's last epoch (settings' epochs): Run
+  // stops there; Run N and Step may go on past it.
+  bool scheduleComplete() const { return lastEpochEnd_ && epoch_ + 1 >= std::max(1, settings_.epochs); }
 
  private:
   struct Data {

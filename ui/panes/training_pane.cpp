@@ -54,7 +54,12 @@ TrainingPane::TrainingPane(Session* session, QWidget* parent)
     updateButtons();
     showLastKernels();
     requestHistograms();
-    setStatus(tr("Stopped after %n step(s); %1 steps in all.", nullptr, done).arg(steps_));
+    const int epochs = settingsForm_->settings().epochs;
+    if (stepsPerEpoch_ > 0 && steps_ >= epochs * stepsPerEpoch_)
+      setStatus(tr("The schedule's %n epoch(s) are done (%1 steps). Run N goes on past them; Reset starts again.",
+                   nullptr, epochs).arg(steps_));
+    else
+      setStatus(tr("Stopped after %n step(s); %1 steps in all.", nullptr, done).arg(steps_));
     emit runStopped(steps_);
   });
   connect(session_, &Session::trainSaved, this, [this](const QString& path) {
@@ -261,7 +266,9 @@ void TrainingPane::startRun(int steps) {
   pausing_ = false;
   runJob_ = session_->trainRun(steps, captureNext_);
   captureNext_ = false;
-  setStatus(steps < 0 ? tr("Training until paused...") : tr("Training %n step(s)...", nullptr, steps));
+  setStatus(steps < 0 ? tr("Training to the end of the schedule (%n epoch(s)) or a pause...", nullptr,
+                           settingsForm_->settings().epochs)
+                      : tr("Training %n step(s)...", nullptr, steps));
   updateButtons();
 }
 

@@ -61,6 +61,8 @@ class TrainingPane : public QWidget {
   HistogramView* weightHistogram() const { return weightHist_; }
   HistogramView* gradientHistogram() const { return gradHist_; }
   QSpinBox* seedBox() const { return settingsForm_->seedBox(); }
+  TrainingSettingsForm* settingsForm() const { return settingsForm_; }
+  int stepsPerEpoch() const { return stepsPerEpoch_; }
   QSpinBox* amountBox() const { return amount_; }
   QPushButton* stepButton() const { return stepButton_; }
   QPushButton* runButton() const { return runButton_; }

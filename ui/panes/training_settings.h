@@ -26,6 +26,8 @@ class TrainingSettingsForm : public QWidget {
   // "" = the digits image; otherwise an MNIST folder (what Browse sets).
   void setMnistFolder(const QString& dir);
   QSpinBox* seedBox() const { return seed_; }
+  QSpinBox* batchBox() const { return batch_; }
+  QSpinBox* epochsBox() const { return epochs_; }
 
  signals:
   void changed();
