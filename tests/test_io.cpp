@@ -9,7 +9,10 @@
 #include <QJsonObject>
 #include <QTemporaryDir>
 
+#include <sys/stat.h>
+
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -636,6 +639,73 @@ class TestIO : public QObject {
     QVERIFY_THROWS_EXCEPTION(tl::ShapeError, tl::resize(img, 0, 4));
     QVERIFY_THROWS_EXCEPTION(tl::ShapeError, tl::resize(img, 100000, 4));
     QVERIFY_THROWS_EXCEPTION(tl::ShapeError, tl::resize(tl::Image{}, 4, 4));
+#endif
+  }
+  // Issue 47's images: what is not a regular file, OS/2 and top-down BMPs,
+  // panoramas.
+  void imagesOddFilesAndBmps() {
+#ifndef TL_HAVE_IMAGES
+    TL_REQUIRE(false, "built without stb_image");
+#else
+    QTemporaryDir dir;
+    const std::string root = dir.path().toStdString();
+    // A FIFO named .jpg blocked the read forever; a folder reported 2^63 bytes.
+    const std::string fifo = root + "/pipe.jpg", folder = root + "/folder.png";
+    QVERIFY(::mkfifo(fifo.c_str(), 0600) == 0);
+    QVERIFY(std::filesystem::create_directory(folder));
+    QString msg = io_error_of([&] { tl::load_image(fifo); });
+    QVERIFY2(msg.contains("not a regular file") && msg.contains("pipe.jpg"), qPrintable(msg));
+    msg = io_error_of([&] { tl::load_image(folder); });
+    QVERIFY2(msg.contains("not a regular file (a folder)"), qPrintable(msg));
+
+    // A 34-byte OS/2 BMP (12-byte header: 16-bit sizes, bit count at 24)
+    // claiming 16384x6103 pixels was read at the Windows offsets and decoded
+    // to 1.6 GB of zeros.
+    auto le = [](std::vector<uint8_t>& b, uint32_t v, int bytes) {
+      for (int i = 0; i < bytes; ++i) b.push_back(uint8_t(v >> (8 * i)));
+    };
+    std::vector<uint8_t> os2 = {'B', 'M'};
+    le(os2, 34, 4), le(os2, 0, 4), le(os2, 26, 4);            // file size, reserved, pixel offset
+    le(os2, 12, 4), le(os2, 16384, 2), le(os2, 6103, 2);      // header size, width, height
+    le(os2, 1, 2), le(os2, 24, 2);                            // planes, bits
+    os2.resize(34, 0);
+    write_bytes(root + "/os2.bmp", os2);
+    msg = io_error_of([&] { tl::load_image(root + "/os2.bmp"); });
+    QVERIFY2(msg.contains("truncated") && msg.contains("16384x6103"), qPrintable(msg));
+
+    // A valid top-down BMP (negative height), 3x2, 24 bits: its first row is
+    // the image's top row.
+    const int w = 3, h = 2, row = (w * 3 + 3) / 4 * 4;
+    std::vector<uint8_t> bmp = {'B', 'M'};
+    le(bmp, uint32_t(54 + row * h), 4), le(bmp, 0, 4), le(bmp, 54, 4);
+    le(bmp, 40, 4), le(bmp, w, 4), le(bmp, uint32_t(-h), 4);
+    le(bmp, 1, 2), le(bmp, 24, 2), le(bmp, 0, 4), le(bmp, uint32_t(row * h), 4);
+    le(bmp, 2835, 4), le(bmp, 2835, 4), le(bmp, 0, 4), le(bmp, 0, 4);
+    for (int y = 0; y < h; ++y) {
+      for (int x = 0; x < w; ++x) bmp.insert(bmp.end(), {uint8_t(10 * x), uint8_t(100 * y), 255});  // B, G, R
+      bmp.resize(bmp.size() + size_t(row - w * 3), 0);
+    }
+    write_bytes(root + "/topdown.bmp", bmp);
+    const tl::Image img = tl::load_image(root + "/topdown.bmp");
+    QCOMPARE(img.width, 3);
+    QCOMPARE(img.height, 2);
+    QCOMPARE(img.rgb[1], 0.0f);                 // top row: green 0
+    QCOMPARE(img.rgb[(3 + 2) * 3 + 2], 20 / 255.0f);  // bottom row, third pixel: blue 20
+    QCOMPARE(img.rgb[(3 + 2) * 3 + 1], 100 / 255.0f);
+
+    // A panorama of 80:1 failed its resize ("size 25600x256 is outside
+    // 1..16384"); its middle is classified as any image's is.
+    tl::Image wide;
+    wide.width = 2560;
+    wide.height = 32;
+    wide.rgb.resize(size_t(wide.width) * wide.height * 3);
+    for (size_t i = 0; i < wide.rgb.size(); ++i) wide.rgb[i] = 0.25f * float(1 + i % 3);
+    const float mean[3] = {0.5f, 0.5f, 0.5f}, stdev[3] = {0.25f, 0.25f, 0.25f};
+    const std::vector<float> chw = tl::preprocess_imagenet(wide, 256, 224, mean, stdev);
+    QCOMPARE(chw.size(), size_t(3 * 224 * 224));
+    for (int c = 0; c < 3; ++c)
+      for (size_t i = 0; i < 224 * 224; i += 997)
+        QVERIFY(std::abs(chw[size_t(c) * 224 * 224 + i] - (0.25f * float(c + 1) - 0.5f) / 0.25f) < 1e-5f);
 #endif
   }
 };

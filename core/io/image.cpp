@@ -105,8 +105,14 @@ void check_complete(const std::vector<uint8_t>& b, int w, int h, const std::stri
   };
   const uint64_t pixels = uint64_t(w) * uint64_t(h);
   if (b.size() >= 2 && b[0] == 'B' && b[1] == 'M') {
-    if (b.size() < 34) truncated(34);
-    const uint32_t bpp = le16(b, 28), compression = le32(b, 30), offset = le32(b, 10);
+    if (b.size() < 26) truncated(26);
+    // OS/2's 12-byte header keeps the bit count at 24 and has no compression;
+    // the later Windows headers keep both at 28 and 30.
+    const bool os2 = le32(b, 14) == 12;
+    if (!os2 && b.size() < 34) truncated(34);
+    const uint32_t bpp = os2 ? le16(b, 24) : le16(b, 28), compression = os2 ? 0 : le32(b, 30), offset = le32(b, 10);
+    if (bpp == 0 || bpp > 32)
+      throw IOError("cannot decode image '" + name + "': corrupt BMP header (" + std::to_string(bpp) + " bits a pixel)");
     if (compression == 0 || compression == 3 || compression == 6) {  // uncompressed rows
       const uint64_t row = (uint64_t(w) * bpp + 31) / 32 * 4;
       if (uint64_t(offset) + row * uint64_t(h) > b.size()) truncated(uint64_t(offset) + row * uint64_t(h));
@@ -375,6 +381,9 @@ Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name) {
     throw IOError("cannot decode image '" + name + "': " + stbi_failure_reason() +
                   " (supported: JPEG, PNG, BMP, GIF, TGA, PNM)");
   }
+  // A BMP stored top down says so by a negative height; its pixels have the
+  // height's size.
+  if (h < 0 && bytes[0] == 'B' && bytes[1] == 'M' && h != std::numeric_limits<int>::min()) h = -h;
   if (w < 1 || h < 1 || w > kMaxImageSide || h > kMaxImageSide || int64_t(w) * h > kMaxImagePixels)
     throw too_large(name, w, h);
 
@@ -555,15 +564,26 @@ std::vector<float> preprocess_imagenet(const Image& image, int resize_short_side
   if (resize_short_side < 1 || crop < 1 || crop > resize_short_side)
     throw ShapeError("preprocess_imagenet: need 1 <= crop (" + std::to_string(crop) + ") <= resize_short_side (" +
                      std::to_string(resize_short_side) + ")");
+  // The crop is taken from the middle: of a panorama (wider than 16:1) only
+  // its middle 16:1 is resized, so the long side stays within the limits of
+  // an image (a 25600x256 resize would not) and the crop is the same.
+  const Image* source = &image;
+  Image middle;
+  const int64_t short_side = std::min(image.width, image.height), long_most = short_side * 16;
+  if (std::max(image.width, image.height) > long_most) {
+    middle = center_crop(image, int(std::min<int64_t>(image.width, long_most)),
+                         int(std::min<int64_t>(image.height, long_most)));
+    source = &middle;
+  }
   int w, h;
-  if (image.width <= image.height) {
+  if (source->width <= source->height) {
     w = resize_short_side;
-    h = int(int64_t(resize_short_side) * image.height / image.width);
+    h = int(int64_t(resize_short_side) * source->height / source->width);
   } else {
     h = resize_short_side;
-    w = int(int64_t(resize_short_side) * image.width / image.height);
+    w = int(int64_t(resize_short_side) * source->width / source->height);
   }
-  return to_chw(center_crop(resize(image, w, h), crop, crop), mean, std);
+  return to_chw(center_crop(resize(*source, w, h), crop, crop), mean, std);
 }
 
 }  // namespace tl
