@@ -27,11 +27,21 @@ double value_of_type(double v, DType t) {
                     double(std::numeric_limits<int32_t>::max()));
 }
 
+void check_span(const Shape& s, const std::string& what) {
+  int64_t span = 1;
+  for (auto d : s) {
+    if (d < 0) throw ShapeError(what + ": negative size " + std::to_string(d) + " in shape " + shape_str(s));
+    if (d > 1 && span > kMaxShapeSpan / d)
+      throw ShapeError(what + ": shape " + shape_str(s) + " spans more than 2^48 (sizes multiplied with each 0 as 1)" +
+                       ", beyond any tensor tinylens can index");
+    span *= std::max<int64_t>(d, 1);
+  }
+}
+
 int64_t numel(const Shape& s) {
+  check_span(s, "shape");
   int64_t n = 1;
-  for (auto d : s)
-    if (__builtin_mul_overflow(n, d, &n))
-      throw ShapeError("shape " + shape_str(s) + " has more elements than fit in 64 bits");
+  for (auto d : s) n *= d;
   return n;
 }
 

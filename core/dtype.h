@@ -45,6 +45,17 @@ double value_of_type(double v, DType t);
 using Shape = std::vector<int64_t>;
 
 std::string shape_str(const Shape& s);  // "(2, 3, 4)"
+
+// The most a shape may span: the product of its sizes with each 0 counted as
+// 1. Bounding the span, not only the element count (a single 0 makes that 0,
+// whatever the other sizes), keeps every stride, offset, product and sum of
+// sizes derived from a valid shape within 64 bits.
+constexpr int64_t kMaxShapeSpan = int64_t(1) << 48;
+// Throws ShapeError("<what>: ...") when a size is negative or the span of `s`
+// passes kMaxShapeSpan. Every node's shape and every shape read from a file
+// passes through it.
+void check_span(const Shape& s, const std::string& what);
+// Elements of `s`, after check_span(s, "shape").
 int64_t numel(const Shape& s);
 
 }  // namespace tl

@@ -74,4 +74,18 @@ std::vector<GraphNode> snapshot_graph(const std::vector<NodeRef>& roots) {
   return out;  // sources before their consumers
 }
 
+double lazy_flops(const std::vector<NodeRef>& roots, std::unordered_set<NodeRef>& seen) {
+  double flops = 0;
+  std::vector<NodeRef> stack(roots.begin(), roots.end());
+  while (!stack.empty()) {
+    NodeRef n = std::move(stack.back());
+    stack.pop_back();
+    if (!n || n->realized() || !seen.insert(n).second) continue;
+    if (is_elementwise(n->op) || n->op == Op::Cast) flops += double(numel(n->shape));
+    else if (is_reduce(n->op) && !n->src.empty()) flops += double(numel(n->src[0]->shape));
+    for (const auto& s : n->src) stack.push_back(s);
+  }
+  return flops;
+}
+
 }  // namespace tl

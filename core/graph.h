@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "core/ops.h"
@@ -22,5 +23,13 @@ struct GraphNode {
 };
 
 std::vector<GraphNode> snapshot_graph(const std::vector<NodeRef>& roots);
+
+// The arithmetic a realize of `roots` would do, counted on the lazy graph
+// before any kernel exists: one FLOP per element of every elementwise node
+// and per input element of every reduction (so a matmul's multiply-add is
+// two), movement and leaves free. Realized nodes and those already in `seen`
+// are not counted; the walk adds the ones it counts to `seen` (which keeps
+// them alive, so that no address is reused between walks).
+double lazy_flops(const std::vector<NodeRef>& roots, std::unordered_set<NodeRef>& seen);
 
 }  // namespace tl

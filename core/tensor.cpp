@@ -56,15 +56,8 @@ std::vector<int> norm_axes(const std::vector<int>& axes, const Shape& shape, con
 
 const std::string& resolve(const std::string& device) { return device.empty() ? default_device_name : device; }
 
-// Every shape a node gets: no negative size, a product that fits 64 bits.
-void check_shape(const Shape& shape, const char* what) {
-  int64_t count = 1;
-  for (auto d : shape) {
-    if (d < 0) throw ShapeError(std::string(what) + ": negative size " + std::to_string(d) + " in shape " + shape_str(shape));
-    if (__builtin_mul_overflow(count, d, &count))
-      throw ShapeError(std::string(what) + ": shape " + shape_str(shape) + " has more elements than fit in 64 bits");
-  }
-}
+// Every shape a node gets: no negative size, a span within kMaxShapeSpan.
+void check_shape(const Shape& shape, const char* what) { check_span(shape, what); }
 
 // a + b and a * b of sizes, or a ShapeError naming `what` and the operands.
 int64_t add_sizes(int64_t a, int64_t b, const std::string& what) {

@@ -19,6 +19,7 @@
 #include "core/models/inspect.h"
 #include "core/realize.h"
 #include "tests/onnx_builder.h"
+#include "tests/onnx_hostile.h"
 #include "tests/testing.h"
 
 namespace fs = std::filesystem;
@@ -26,61 +27,11 @@ using namespace tl;
 using TP = onnx::TensorProto;
 using tltest::Builder;
 using tltest::ints_attr;
+using namespace tltest::hostile;
 
 namespace {
 
 fs::path temp_dir(const std::string& name) { return tltest::fresh_temp_dir("hostile", name); }
-
-// The message of the IOError or ShapeError `f` throws; "" when it throws
-// nothing, and "UNEXPECTED ..." for any other exception.
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const IOError& e) {
-    return e.what();
-  } catch (const ShapeError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("UNEXPECTED ") + typeid(e).name() + ": " + e.what();
-  }
-  return "";
-}
-
-void floats(Builder& b, const std::string& name, std::vector<int64_t> dims, const std::vector<float>& v) {
-  TP* t = b.init(name, std::move(dims), TP::FLOAT);
-  t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
-}
-void ints(Builder& b, const std::string& name, std::vector<int64_t> dims, const std::vector<int64_t>& v) {
-  TP* t = b.init(name, std::move(dims), TP::INT64);
-  for (auto x : v) t->add_int64_data(x);
-}
-void int_attr(onnx::NodeProto* n, const std::string& name, int64_t v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-
-// Loads and runs (on the cpu, with `inputs`) the model `b` describes; the
-// error it gives, as error_of.
-std::string run_error(const Builder& b, const std::string& name, const std::vector<Tensor>& inputs = {}) {
-  fs::path dir = temp_dir(name);
-  const std::string path = b.save(dir / (name + ".onnx"));
-  std::string msg = error_of([&] {
-    OnnxModel m(path);
-    m.run(inputs);
-  });
-  fs::remove_all(dir);
-  return msg;
-}
-
-bool has(const std::string& msg, const std::string& part) { return msg.find(part) != std::string::npos; }
-
-#define EXPECT_ERROR(msg, part)                                                                               \
-  do {                                                                                                        \
-    const std::string m_ = (msg);                                                                             \
-    QVERIFY2(!m_.empty() && !has(m_, "UNEXPECTED") && has(m_, part), ("got: '" + m_ + "'").c_str()); \
-  } while (0)
 
 // A model whose only node is `op` over initializers, with attributes set by `attrs`.
 Builder one_node(const std::string& op, const std::vector<std::string>& ins,
@@ -718,7 +669,7 @@ class TestOnnxHostile : public QObject {
     QCOMPARE(x.slice(1, 0, 3, INT64_MAX).shape(), (Shape{2, 1}));
     QCOMPARE(x.slice(1, 2, -INT64_MAX, -INT64_MAX).shape(), (Shape{2, 1}));
     EXPECT_ERROR(error_of([&] { x.reshape({2, 3, 1}).expand({2, 3, -7}); }), "cannot expand");
-    EXPECT_ERROR(error_of([&] { Tensor::zeros({INT64_MAX, 4}); }), "more elements than fit in 64 bits");
+    EXPECT_ERROR(error_of([&] { Tensor::zeros({INT64_MAX, 4}); }), "spans more than 2^48");
     EXPECT_ERROR(error_of([&] { Tensor::arange(0, NAN, 1); }), "arange");
     EXPECT_ERROR(error_of([&] { Tensor::arange(0, 1e300, 1); }), "arange");
     QCOMPARE(Tensor::arange(0, -1e300, 1).numel(), int64_t(0));  // empty, not a conversion out of range
@@ -826,7 +777,8 @@ class TestOnnxHostile : public QObject {
 
   // A shape that depends on a computed value (Reshape to the sum of an input
   // and a constant) cannot be found without a kernel: inference computes it
-  // then, and still finds the shape.
+  // (small shape arithmetic, test_onnx_budget inspectionDoesNotRunLayers)
+  // and finds the shape.
   void inspectionComputesValuesAShapeNeeds() {
     fs::path dir = temp_dir("needsvalues");
     Builder b;
@@ -837,11 +789,8 @@ class TestOnnxHostile : public QObject {
     b.node("Add", {"s", "add"}, {"shape"});
     b.node("Reshape", {"data", "shape"}, {"r"});
     b.node("Identity", {"r"}, {"y"});
-    int realizes = 0;
-    RealizeObserver count_realizes([&](const std::vector<NodeRef>&) { ++realizes; });
     ModelInspection info = inspect_model_file(b.save(dir / "reshape.onnx"));
     QVERIFY2(info.shapes_inferred, info.shapes_error.c_str());
-    QVERIFY(realizes > 0);
     bool found = false;
     for (const auto& v : info.graph->values)
       if (v.name == "r") {

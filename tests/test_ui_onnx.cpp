@@ -272,6 +272,17 @@ class TestUiOnnx : public QObject {
              qPrintable(pane->detailsText()));
     QTRY_VERIFY_WITH_TIMEOUT(!loaded.isEmpty(), 60000);
     QCOMPARE(loaded.last()[0].value<ModelPtr>()->nameOrPath, path);
+    // Before any run, the model pane says what a run will cost (issue 47):
+    // Lite0 is 0.8 GFLOPs of arithmetic and holds its 18 MB of weights.
+    const auto& notes = loaded.last()[0].value<ModelPtr>()->summary.notes;
+    const auto cost = std::find_if(notes.begin(), notes.end(), [](const std::string& n) { return n.rfind("a run: ", 0) == 0; });
+    QVERIFY(cost != notes.end());
+    QVERIFY2(cost->find("FLOPs, at most ") != std::string::npos, cost->c_str());
+    size_t unit = 0;
+    double gflops = std::stod(cost->substr(7), &unit);
+    gflops *= cost->at(7 + unit + 1) == 'M' ? 1e-3 : 1;
+    const double mb = std::stod(cost->substr(cost->find("at most ") + 8));
+    QVERIFY2(gflops > 0.7 && gflops < 1.0 && mb > 18 && mb < 60, cost->c_str());
 
     TL_REQUIRE(QFileInfo::exists(kSquirrel), "the squirrel photo (opencv-doc) is missing");
     std::ifstream in(tltest::source_dir() + "/tests/data/models/squirrel_logits.bin", std::ios::binary);
@@ -373,7 +384,8 @@ class TestUiOnnx : public QObject {
       }
       return nullptr;
     };
-    QTest::qWaitFor([&] { return finished() || !failed.isEmpty(); }, tltest::kRunTimeoutMs);
+    if (!QTest::qWaitFor([&] { return finished() || !failed.isEmpty(); }, tltest::kRunTimeoutMs))
+      qWarning("%s gave no result in time", qPrintable(model));
     if (!failed.isEmpty()) qWarning("%s", qPrintable(failed[0][0].toString()));
     return finished();
   }

@@ -209,6 +209,7 @@ quint64 Session::loadModel(const QString& nameOrPath) {
     data->job = job;
     data->nameOrPath = nameOrPath;
     data->summary = opened.summary;
+    if (opened.run_cost.flops > 0) data->summary.notes.push_back(tl::run_cost_text(opened.run_cost));
     if (onnxCompute) {
       data->summary.layers = onnxCompute->layers;
       data->summary.flops = onnxCompute->flops;

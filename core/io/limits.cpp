@@ -1,7 +1,13 @@
 #include "core/io/limits.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "core/error.h"
@@ -25,6 +31,66 @@ uint64_t parse_bytes(const char* text) {
   if (*end || v > UINT64_MAX / scale) return 0;
   return uint64_t(v) * scale;
 }
+
+RunLimits make_run_limits() {
+  RunLimits l;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  l.max_bytes = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) / 2 : uint64_t(8) << 30;
+  if (const char* env = std::getenv("TINYLENS_MAX_RUN_BYTES"); env && *env)
+    if (uint64_t v = parse_bytes(env)) l.max_bytes = v;
+  if (const char* env = std::getenv("TINYLENS_MAX_RUN_FLOPS"); env && *env) {
+    char* end = nullptr;
+    double v = std::strtod(env, &end);
+    const std::string unit = end ? end : "";
+    const double scale = unit == "K" ? 1e3 : unit == "M" ? 1e6 : unit == "G" ? 1e9 : unit == "T" ? 1e12 : 1;
+    if (end != env && std::isfinite(v) && v > 0 && (unit.empty() || scale > 1)) l.max_flops = v * scale;
+  }
+  return l;
+}
+
+// "1.5 GB", "12 MB", "3.2 TFLOP": a size for a message.
+std::string human(double v, const char* unit) {
+  const char* prefix[] = {"", "K", "M", "G", "T", "P"};
+  int k = 0;
+  while (v >= 1000 && k < 5) v /= 1000, ++k;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3g %s%s", v, prefix[k], unit);
+  return buf;
+}
+
+}  // namespace
+
+const RunLimits& run_limits() {
+  static const RunLimits limits = make_run_limits();
+  return limits;
+}
+
+uint64_t run_byte_budget(uint64_t file_bytes, uint64_t input_bytes) {
+  const RunLimits& r = run_limits();
+  if (load_limits().trust_files) return r.max_bytes;
+  const uint64_t load = load_budget(file_bytes > UINT64_MAX - input_bytes ? UINT64_MAX : file_bytes + input_bytes);
+  const uint64_t relative = load > UINT64_MAX / r.bytes_per_load_byte ? UINT64_MAX : load * r.bytes_per_load_byte;
+  return std::min(relative, r.max_bytes);
+}
+
+void check_run_budget(double flops, uint64_t peak_bytes, uint64_t file_bytes, uint64_t input_bytes,
+                      const std::string& what) {
+  const RunLimits& r = run_limits();
+  if (flops > r.max_flops)
+    throw IOError(what + " would need " + human(flops, "FLOP") + " of arithmetic, more than the " +
+                  human(r.max_flops, "FLOP") + " a run may take (TINYLENS_MAX_RUN_FLOPS raises it for a model you trust)");
+  const uint64_t budget = run_byte_budget(file_bytes, input_bytes);
+  if (peak_bytes > budget)
+    throw IOError(what + " would need " + human(double(peak_bytes), "B") + " of values at once, more than the " +
+                  human(double(budget), "B") + " a run may hold" +
+                  (load_limits().trust_files || budget == r.max_bytes
+                       ? std::string(" (half this machine's memory; TINYLENS_MAX_RUN_BYTES)")
+                       : " for a file of " + std::to_string(file_bytes) + " bytes and inputs of " +
+                             std::to_string(input_bytes) + " (for a model you trust, TINYLENS_TRUST_FILES=1 allows up "
+                             "to " + human(double(r.max_bytes), "B") + ", TINYLENS_MAX_RUN_BYTES)"));
+}
+
+namespace {
 
 LoadLimits make_limits() {
   LoadLimits l;
@@ -94,6 +160,14 @@ namespace {
 
 template <class Bytes>
 Bytes read_file_into(const std::string& path, const std::string& what, uint64_t max_bytes) {
+  // Only a regular file: a FIFO would block the read forever, a directory
+  // reports a size of 2^63, a device never ends.
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) throw IOError("cannot open " + what + " " + path + ": no such file");
+  if (!std::filesystem::is_regular_file(status))
+    throw IOError("cannot open " + what + " " + path + ": not a regular file (" +
+                  (std::filesystem::is_directory(status) ? "a folder" : "a pipe, socket or device") + ")");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw IOError("cannot open " + what + " " + path);
   const std::streamoff size = in.tellg();

@@ -53,6 +53,32 @@ std::string budget_remedy();
 // file of F bytes ...") when `bytes` exceeds load_budget(file_bytes).
 void check_load_budget(uint64_t bytes, uint64_t file_bytes, const std::string& what);
 
+// How much one run of a model read from a file may compute and hold: a file
+// of a few KB can describe a run of 10^13 FLOPs or many GB of intermediates
+// (weights made by ConstantOfShape, a chain of huge MatMuls). A run is
+// estimated before any kernel launches and refused when it passes these.
+struct RunLimits {
+  // Most FLOPs one run may take: a time budget, about a minute on a slow
+  // CPU. TINYLENS_MAX_RUN_FLOPS (a number, 1e13 or with a K/M/G/T suffix).
+  double max_flops = 2e12;
+  // Most bytes the values of one run may hold at once: half the machine's
+  // memory, or TINYLENS_MAX_RUN_BYTES.
+  uint64_t max_bytes = 0;
+  // Unless the user trusts the files (TINYLENS_TRUST_FILES=1), a run may hold
+  // at most this many times what a load of the file and its inputs may take.
+  uint64_t bytes_per_load_byte = 8;
+};
+const RunLimits& run_limits();
+
+// The most bytes a run may hold for a model of `file_bytes` and inputs of
+// `input_bytes`.
+uint64_t run_byte_budget(uint64_t file_bytes, uint64_t input_bytes);
+
+// Throws IOError("<what> would need ...") naming what the run needs and what
+// is allowed, when `flops` or `peak_bytes` passes the run budget.
+void check_run_budget(double flops, uint64_t peak_bytes, uint64_t file_bytes, uint64_t input_bytes,
+                      const std::string& what);
+
 // The running total of what one load has allocated on behalf of a file,
 // against load_budget(file_bytes): loaders take() before they allocate and
 // give() back what they free, so a file that asks for the same bytes many

@@ -18,6 +18,8 @@
 #include "core/io/onnx/depth.h"
 #include "core/io/onnx/fold.h"
 #include "core/io/onnx/registry.h"
+#include "core/io/onnx/budget.h"
+#include "core/io/onnx/checks.h"
 #include "core/io/onnx_shapes_only.h"
 #include "core/jit.h"
 
@@ -51,6 +53,7 @@ int64_t default_opset(const onnx::ModelProto& m) {
     if (o.domain().empty() || o.domain() == "ai.onnx") return o.version();
   return 1;
 }
+
 
 OnnxValueInfo value_info(const onnx::ValueInfoProto& v) {
   OnnxValueInfo info;
@@ -143,39 +146,15 @@ void decode_raw(const char* p, size_t n, int32_t e, std::vector<double>& out) {
   }
 }
 
-// The folder external data is read from: the model's own ("." for a bare file name).
-std::string model_folder(const std::string& path) {
-  fs::path dir = fs::path(path).parent_path();
-  return dir.empty() ? std::string(".") : dir.string();
-}
-
-// Declared shapes (graph inputs, outputs, value_info) are only hints to the
-// runtime, but callers size things by them (a classifier's label list, the
-// window's shape inference): a dimension beyond what the files could feed is
-// refused at load.
-void check_declared_shapes(const onnx::ModelProto& m, const std::string& path, uint64_t file_bytes) {
-  const uint64_t limit = std::min<uint64_t>(io::load_limits().max_tensor_elements, io::load_budget(file_bytes) / 4);
-  auto check = [&](const onnx::ValueInfoProto& v, const char* role) {
-    if (!v.type().has_tensor_type()) return;
-    uint64_t count = 1;
-    for (const auto& d : v.type().tensor_type().shape().dim()) {
-      if (!d.has_dim_value()) continue;
-      const int64_t x = d.dim_value();
-      if (x < 0 || (x > 0 && count > limit / uint64_t(x)))
-        throw IOError(path + ": the " + std::string(role) + " '" + v.name() + "' declares a dimension of " +
-                      std::to_string(x) + ", more than the " + std::to_string(limit) + " elements a value of a " +
-                      std::to_string(file_bytes) + "-byte model may hold (" + io::budget_remedy() + ")");
-      count *= uint64_t(x);
-    }
-  };
-  for (const auto& v : m.graph().input()) check(v, "input");
-  for (const auto& v : m.graph().output()) check(v, "output");
-  for (const auto& v : m.graph().value_info()) check(v, "value");
-}
 
 }  // namespace
 
 namespace onnx_detail {
+
+std::string model_folder(const std::string& path) {
+  fs::path dir = fs::path(path).parent_path();
+  return dir.empty() ? std::string(".") : dir.string();
+}
 
 namespace {
 
@@ -234,6 +213,7 @@ Value value_from_proto(const onnx::TensorProto& t, const std::string& model_dir,
     count *= uint64_t(d);
     v.shape.push_back(d);
   }
+  check_span(v.shape, name);
   size_t n = size_t(count);
   size_t eb = elem_bytes(v.elem);
   if (eb == 0)
@@ -340,6 +320,12 @@ struct OnnxModel::Impl {
   }
 
   std::unordered_map<std::string, Value> initializer_values(const std::string& device) const;
+
+  // Per value, the index of the last node that reads it: run() frees a value
+  // there. And the input shapes (with the device) whose run passed the run
+  // budget (check_run_budget).
+  std::unordered_map<std::string, int> last_read;
+  mutable std::set<std::string> within_budget;
 };
 
 // The initializers as the graph reads them on `device`: each uploaded once
@@ -384,7 +370,8 @@ OnnxModel::OnnxModel(const std::string& path) : impl_(std::make_unique<Impl>()) 
   m.model = parse_model(path, &model_bytes);
   m.opset = default_opset(m.model);
   const auto& g = m.model.graph();
-  const std::string dir = model_folder(path);
+  onnx_detail::check_graph_names(m.model, path);
+  const std::string dir = onnx_detail::model_folder(path);
   // Initializers cost their bytes as stored; external data may name one
   // region many times, so the sum is held to the budget of the files read.
   std::map<std::string, uint64_t> external_files;
@@ -393,14 +380,16 @@ OnnxModel::OnnxModel(const std::string& path) : impl_(std::make_unique<Impl>()) 
     Value v = onnx_detail::value_from_proto(t, dir, path, &external_files);
     uint64_t external_bytes = 0;
     for (const auto& [file, size] : external_files) external_bytes += size;
-    stored_bytes = io::checked_add(stored_bytes, io::checked_mul(v.data.size(), elem_bytes(v.elem), path), path);
+    // Held as doubles until uploaded: 8 bytes an element, whatever the file
+    // stores (a uint8 tensor takes 8 times its bytes).
+    stored_bytes = io::checked_add(stored_bytes, io::checked_mul(v.data.size(), sizeof(double), path), path);
     io::check_load_budget(stored_bytes, model_bytes + external_bytes, "the initializers of " + path);
     m.parameters += int64_t(v.data.size());
     m.initializers[t.name()] = std::move(v);
   }
   m.file_bytes = model_bytes;
   for (const auto& [file, size] : external_files) m.file_bytes += size;
-  check_declared_shapes(m.model, path, m.file_bytes);
+  onnx_detail::check_declared_shapes(m.model, path, m.file_bytes);
   for (const auto& i : g.input())
     if (!m.initializers.count(i.name())) m.inputs.push_back(value_info(i));
   for (const auto& o : g.output()) m.outputs.push_back(value_info(o));
@@ -431,14 +420,16 @@ OnnxModel::OnnxModel(const std::string& path) : impl_(std::make_unique<Impl>()) 
                                 ": non-tensor values (OnnxModel::run returns tensors)",
                             "type:" + std::string(o.type().has_sequence_type() ? "sequence" : "non-tensor"));
   m.file_nodes = g.node_size();
-  if (onnx_detail::folding_disabled()) return;
-  std::set<std::string> names, read;
-  for (const auto& [name, v] : m.initializers) names.insert(name);
-  m.folds = onnx_detail::fold_batch_norms(*m.model.mutable_graph(), names);
-  for (const auto& n : g.node()) read.insert(n.input().begin(), n.input().end());
-  for (const auto& o : g.output()) read.insert(o.name());
-  for (const auto& name : names)
-    if (!read.count(name)) m.unread.insert(name);
+  if (!onnx_detail::folding_disabled()) {
+    std::set<std::string> names, read;
+    for (const auto& [name, v] : m.initializers) names.insert(name);
+    m.folds = onnx_detail::fold_batch_norms(*m.model.mutable_graph(), names);
+    for (const auto& n : g.node()) read.insert(n.input().begin(), n.input().end());
+    for (const auto& o : g.output()) read.insert(o.name());
+    for (const auto& name : names)
+      if (!read.count(name)) m.unread.insert(name);
+  }
+  m.last_read = onnx_detail::last_readers(m.model.graph());
 }
 
 OnnxModel::~OnnxModel() = default;
@@ -454,6 +445,7 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs) const {
   if (inputs.size() != 1 || m.inputs.size() != 1 || m.outputs.size() != 1 || !inputs[0].defined() ||
       onnx_detail::ShapesOnly::active())
     return run(inputs, nullptr);
+  check_run_budget(inputs, inputs[0].device());  // before a capture: the walk may realize shape arithmetic
   Impl::DeviceJit& j = m.jit_for(inputs[0].device());
   std::lock_guard<std::mutex> lock(j.mutex);
   if (!j.jit) j.jit = std::make_unique<Jit>([this](const Tensor& x) { return run({x}, nullptr).at(0); });
@@ -496,6 +488,57 @@ static void bind_inputs(const onnx::GraphProto& g, const std::vector<OnnxValueIn
   }
 }
 
+namespace {
+std::string shapes_of(const std::vector<Tensor>& inputs) {
+  std::string shown;
+  for (const auto& t : inputs) shown += (shown.empty() ? "" : ", ") + (t.defined() ? shape_str(t.shape()) : "none");
+  return shown;
+}
+}  // namespace
+
+OnnxRunCost OnnxModel::estimate_run(const std::vector<Tensor>& inputs, std::map<std::string, Shape>* shapes,
+                                     std::string* error) const {
+  std::map<std::string, Shape> own;
+  if (!shapes) shapes = &own;
+  double flops = 0;
+  bool complete = true;
+  {
+    onnx_detail::ShapesOnly walk;
+    try {
+      run(inputs, shapes);
+    } catch (const onnx_detail::NeedsValues&) {
+      complete = false;  // shapes past a node that needs computed values are unknown
+    } catch (const std::exception& e) {
+      // A node the walk cannot build: a run will say the same; the estimate
+      // covers the nodes before it.
+      complete = false;
+      if (error) *error = e.what();
+    }
+    flops = walk.flops();
+  }
+  OnnxRunCost cost = onnx_detail::run_cost(impl_->model.graph(), *shapes, flops);
+  cost.complete = complete;
+  return cost;
+}
+
+void OnnxModel::check_run_budget(const std::vector<Tensor>& inputs, const std::string& device) const {
+  auto& m = *impl_;
+  uint64_t input_bytes = 0;
+  for (const auto& t : inputs)
+    if (t.defined()) input_bytes = io::checked_add(input_bytes, io::checked_mul(uint64_t(t.numel()), 4, "inputs"), "inputs");
+  const std::string key = device + " " + shapes_of(inputs);
+  {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    if (m.within_budget.count(key)) return;
+  }
+  const OnnxRunCost cost = estimate_run(inputs);
+  io::check_run_budget(cost.flops, cost.peak_bytes, m.file_bytes, input_bytes,
+                       m.path + " run on an input of " + shapes_of(inputs) +
+                           (cost.busiest.empty() ? "" : " (most held after node " + cost.busiest + ")"));
+  std::lock_guard<std::mutex> lock(m.mutex);
+  m.within_budget.insert(key);
+}
+
 std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<std::string, Shape>* shapes) const {
   auto& m = *impl_;
   if (inputs.size() > m.inputs.size())
@@ -508,6 +551,7 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
     if (t.defined()) input_bytes = io::checked_add(input_bytes, io::checked_mul(uint64_t(t.numel()), 4, "inputs"), "inputs");
   const int64_t max_elements = int64_t(std::min<uint64_t>(io::load_budget(m.file_bytes + input_bytes) / 4,
                                                           io::load_limits().max_tensor_elements));
+  if (!onnx_detail::ShapesOnly::active()) check_run_budget(inputs, device);
   std::unordered_map<std::string, Value> env = m.initializer_values(device);
   const auto& g = m.model.graph();
   bind_inputs(g, m.inputs, m.initializers, m.path, inputs, device, env);
@@ -519,7 +563,16 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
   std::set<std::string> constant;
   for (const auto& [name, v] : m.initializers) constant.insert(name);
   const bool fold = !onnx_detail::ShapesOnly::active();
-  for (const auto& n : g.node()) {
+  auto record_shapes = [&] {
+    if (!shapes) return;
+    for (const auto& [name, v] : env)
+      if (v.present) (*shapes)[name] = v.shape;
+    for (const auto& [gone, kept] : m.folds.same_shape)
+      if (shapes->count(kept)) (*shapes)[gone] = shapes->at(kept);
+  };
+  try {
+  for (int k = 0; k < g.node_size(); ++k) {
+    const auto& n = g.node(k);
     const bool builder = onnx_detail::foldable_op(n.op_type());
     bool folds = fold && (builder || onnx_detail::foldable_small_op(n.op_type())) && n.output_size() == 1 &&
                  !n.output(0).empty() && onnx_detail::default_domain(n);
@@ -550,7 +603,9 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
                          "', which no earlier node, input or initializer defines");
       ins.push_back(&it->second);
     }
-    std::vector<Value> outs = onnx_detail::run_node(n, ins, m.opset, device, max_elements);
+    std::vector<Value> outs = onnx_detail::in_node(m.path, k, n, [&] {
+      return onnx_detail::run_node(n, ins, m.opset, device, max_elements);
+    });
     if (folds && outs.size() == 1 && outs[0].present && !outs[0].is_sequence &&
         (builder || numel(outs[0].shape) <= onnx_detail::kFoldSmallElements)) {
       // A small float constant stays a host value for shape arithmetic and is
@@ -580,13 +635,18 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
     }
     for (int i = 0; i < n.output_size() && size_t(i) < outs.size(); ++i)
       if (!n.output(i).empty()) env[n.output(i)] = std::move(outs[size_t(i)]);
+    // A value whose last reader this was is dropped: a long graph holds only
+    // what later nodes read (the shapes of all are kept when asked for).
+    if (!shapes)
+      for (const auto& name : n.input())
+        if (auto it = m.last_read.find(name); it != m.last_read.end() && it->second == k && !constant.count(name))
+          env.erase(name);
   }
-  if (shapes) {
-    for (const auto& [name, v] : env)
-      if (v.present) (*shapes)[name] = v.shape;
-    for (const auto& [gone, kept] : m.folds.same_shape)
-      if (shapes->count(kept)) (*shapes)[gone] = shapes->at(kept);
+  } catch (...) {
+    record_shapes();  // the shapes found before the node that failed or needs values
+    throw;
   }
+  record_shapes();
   std::vector<Tensor> result;
   for (const auto& o : g.output()) {
     auto it = env.find(o.name());
@@ -594,63 +654,12 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
     result.push_back(onnx_detail::device_tensor(it->second, device));
   }
   // One realize for several outputs: a realize keeps only its roots.
-  if (result.size() > 1 && !onnx_detail::ShapesOnly::active()) Tensor::realize_all(result);
+  if (onnx_detail::ShapesOnly::active()) onnx_detail::ShapesOnly::count(result);
+  else if (result.size() > 1) Tensor::realize_all(result);
   return result;
 }
 
 // ---------------- inspection ----------------
-
-namespace {
-
-std::string attr_text(const onnx::AttributeProto& a) {
-  std::ostringstream s;
-  auto list = [&](const auto& xs) {
-    s << "[";
-    int k = 0;
-    for (const auto& x : xs) {
-      if (k++) s << ", ";
-      if (k > 16) {
-        s << "...";
-        break;
-      }
-      s << x;
-    }
-    s << "]";
-  };
-  switch (a.type()) {
-    case onnx::AttributeProto::FLOAT: s << a.f(); break;
-    case onnx::AttributeProto::INT: s << a.i(); break;
-    case onnx::AttributeProto::STRING: s << '"' << a.s() << '"'; break;
-    case onnx::AttributeProto::FLOATS: list(a.floats()); break;
-    case onnx::AttributeProto::INTS: list(a.ints()); break;
-    case onnx::AttributeProto::STRINGS: list(a.strings()); break;
-    case onnx::AttributeProto::TENSOR: {
-      s << "tensor " << onnx_detail::elem_name(a.t().data_type()) << " (";
-      for (int i = 0; i < a.t().dims_size(); ++i) s << (i ? ", " : "") << a.t().dims(i);
-      s << ")";
-      // Constants of a few values (padding arithmetic, axes) read better as values.
-      int64_t count = 1;
-      for (int i = 0; i < a.t().dims_size() && count > 0; ++i)
-        count = a.t().dims(i) < 0 || a.t().dims(i) > 8 ? -1 : count * a.t().dims(i);
-      if (count >= 1 && count <= 8) {
-        try {
-          Value v = onnx_detail::value_from_proto(a.t(), "", "attribute '" + a.name() + "'");
-          s << " ";
-          if (a.t().dims_size() == 0 && v.data.size() == 1) s << v.data[0];
-          else list(v.data);
-        } catch (const IOError&) {
-          // An unreadable constant still shows its type and shape.
-        }
-      }
-      break;
-    }
-    case onnx::AttributeProto::GRAPH: s << "graph '" << a.g().name() << "'"; break;
-    default: s << "(" << onnx::AttributeProto::AttributeType_Name(a.type()) << ")"; break;
-  }
-  return s.str();
-}
-
-}  // namespace
 
 OnnxGraphInfo inspect_onnx(const std::string& path) {
   uint64_t model_bytes = 0;
@@ -663,7 +672,7 @@ OnnxGraphInfo inspect_onnx(const std::string& path) {
   info.opset = default_opset(m);
   info.producer = m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
   const auto& g = m.graph();
-  const std::string dir = model_folder(path);
+  const std::string dir = onnx_detail::model_folder(path);
   std::set<std::string> init_names;
   for (const auto& t : g.initializer()) {
     init_names.insert(t.name());
@@ -689,7 +698,9 @@ OnnxGraphInfo inspect_onnx(const std::string& path) {
     if (read) {
       uint64_t external_bytes = 0;
       for (const auto& [file, size] : external_files) external_bytes += size;
-      stored_bytes = io::checked_add(stored_bytes, io::checked_mul(v.data.size(), elem_bytes(v.elem), path), path);
+      // Held as doubles until uploaded: 8 bytes an element, whatever the file
+    // stores (a uint8 tensor takes 8 times its bytes).
+    stored_bytes = io::checked_add(stored_bytes, io::checked_mul(v.data.size(), sizeof(double), path), path);
       io::check_load_budget(stored_bytes, model_bytes + external_bytes, "the initializers of " + path);
       if (!v.data.empty()) {
         double lo = v.data[0], hi = v.data[0], sum = 0, sq = 0;
@@ -723,7 +734,7 @@ OnnxGraphInfo inspect_onnx(const std::string& path) {
     node.domain = n.domain().empty() ? "ai.onnx" : n.domain();
     node.inputs.assign(n.input().begin(), n.input().end());
     node.outputs.assign(n.output().begin(), n.output().end());
-    for (const auto& a : n.attribute()) node.attributes.emplace_back(a.name(), attr_text(a));
+    for (const auto& a : n.attribute()) node.attributes.emplace_back(a.name(), onnx_detail::attribute_text(a));
     node.unsupported_reason = onnx_detail::op_unsupported_reason(n.domain(), n.op_type(), info.opset);
     node.supported = node.unsupported_reason.empty();
     info.nodes.push_back(std::move(node));
@@ -731,8 +742,9 @@ OnnxGraphInfo inspect_onnx(const std::string& path) {
   return info;
 }
 
-bool infer_onnx_shapes(OnnxGraphInfo& info, const std::string& path, std::string* error) {
+bool infer_onnx_shapes(OnnxGraphInfo& info, const std::string& path, std::string* error, OnnxRunCost* cost) {
   std::map<std::string, Shape> shapes;
+  bool complete = true;
   std::map<std::string, std::string> dtypes;
   try {
     OnnxModel model(path);
@@ -742,18 +754,20 @@ bool infer_onnx_shapes(OnnxGraphInfo& info, const std::string& path, std::string
       for (auto& d : s) d = d < 0 ? 1 : d;
       inputs.push_back(Tensor::zeros(s, DType::f32, "cpu"));
     }
-    try {
-      onnx_detail::ShapesOnly no_kernels;
-      model.run(inputs, &shapes);
-    } catch (const onnx_detail::NeedsValues&) {
-      // A shape depends on a computed value: compute the values.
-      shapes.clear();
-      model.run(inputs, &shapes);
-    }
+    // A shape may depend on values that only a run computes (a reshape to
+    // the contents of a layer's output): inspecting never runs the model, so
+    // the shapes past that node stay unknown.
+    std::string why;
+    const OnnxRunCost estimate = model.estimate_run(inputs, &shapes, &why);
+    if (!why.empty()) throw ShapeError(why);
+    complete = estimate.complete;
+    if (cost) *cost = estimate;
   } catch (const std::exception& e) {
     if (error) *error = e.what();
     return false;
   }
+  if (!complete && error)
+    *error = "some shapes depend on values computed from the weights or the input; they are known after a run";
   std::set<std::string> known;
   for (const auto* list : {&info.inputs, &info.outputs, &info.values})
     for (const auto& v : *list) known.insert(v.name);
@@ -769,32 +783,7 @@ bool infer_onnx_shapes(OnnxGraphInfo& info, const std::string& path, std::string
       info.values.push_back(std::move(v));
       known.insert(out);
     }
-  return true;
-}
-
-// ---------------- serialized tensors ----------------
-
-OnnxTensorData load_onnx_tensor(const std::string& pb_path) {
-  std::string bytes = io::read_whole_file(pb_path, "ONNX tensor file");
-  onnx::TensorProto t;
-  if (bytes.size() > size_t(std::numeric_limits<int>::max()) || !t.ParseFromArray(bytes.data(), int(bytes.size())))
-    throw IOError(pb_path + " is not a valid serialized ONNX TensorProto");
-  Value v = onnx_detail::value_from_proto(t, model_folder(pb_path), pb_path);
-  OnnxTensorData d;
-  d.name = t.name();
-  d.shape = v.shape;
-  d.elem_type = v.elem;
-  d.values = std::move(v.data);
-  return d;
-}
-
-Tensor onnx_tensor_to_tensor(const OnnxTensorData& t, const std::string& device) {
-  Value v;
-  v.elem = t.elem_type;
-  v.shape = t.shape;
-  v.host = true;
-  v.data = t.values;
-  return onnx_detail::device_tensor(v, device);
+  return complete;
 }
 
 }  // namespace tl

@@ -61,13 +61,31 @@ struct OnnxGraphInfo {
   int64_t opset = 0;                           // of the default domain
   std::string producer;                        // "pytorch 1.13.1"
 };
+// The cost of one run, estimated before any kernel launches: FLOPs counted
+// on the lazy graph (one per element of each elementwise op and per input
+// element of each reduction), and the bytes the values hold at the busiest
+// node (4 bytes an element; a value lives from the node that makes it to the
+// last that reads it; the weights throughout). `complete` is false when a
+// shape depends on a computed value: the figures cover the nodes before it.
+struct OnnxRunCost {
+  double flops = 0;
+  uint64_t peak_bytes = 0;
+  std::string busiest;  // "'name' (Op)": the node after which the most bytes are held
+  bool complete = true;
+};
+
 OnnxGraphInfo inspect_onnx(const std::string& path);
 // Adds to info.values the shape of every value the file does not describe,
 // found by building the model's lazy graph on the cpu with the declared input
-// shapes (dynamic dimensions taken as 1); no kernel runs. Returns false, and
-// adds nothing, when the model cannot be built (an unsupported node...);
-// then `error`, when given, receives the reason.
-bool infer_onnx_shapes(OnnxGraphInfo& info, const std::string& path, std::string* error = nullptr);
+// shapes (dynamic dimensions taken as 1); no kernel runs but the small shape
+// arithmetic some graphs do on the device (never a layer: inspecting costs
+// what the file does, not what a run computes). Returns false, and adds
+// nothing, when the model cannot be built (an unsupported node...); also
+// false, with the shapes before it added, when a shape depends on values
+// only a run computes. Then `error`, when given, receives the reason.
+// `cost`, when given, receives the estimated cost of a run at those shapes.
+bool infer_onnx_shapes(OnnxGraphInfo& info, const std::string& path, std::string* error = nullptr,
+                       OnnxRunCost* cost = nullptr);
 
 class OnnxModel {
  public:
@@ -95,11 +113,23 @@ class OnnxModel {
   // plan without walking the graph (jit_captured says so).
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
   bool jit_captured(const std::string& device) const;
+  // What a run on `inputs` would cost, from a walk that builds the lazy graph
+  // and launches nothing (small shape arithmetic on the device aside).
+  // `shapes`, when given, receives every value's shape; `error`, when given,
+  // why the walk stopped at a node it could not build (the estimate then
+  // covers the nodes before it).
+  OnnxRunCost estimate_run(const std::vector<Tensor>& inputs, std::map<std::string, Shape>* shapes = nullptr,
+                           std::string* error = nullptr) const;
   // run() that also records the shape of every value it computes; walks the
   // graph every time.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, std::map<std::string, Shape>* shapes) const;
 
  private:
+  // Refuses a run whose FLOPs or peak bytes, estimated by a walk that launches
+  // nothing, pass the run budget (io::check_run_budget); once per device and
+  // input shapes.
+  void check_run_budget(const std::vector<Tensor>& inputs, const std::string& device) const;
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

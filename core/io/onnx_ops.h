@@ -63,6 +63,9 @@ bool is_float_elem(int32_t elem);
 Value value_from_proto(const onnx::TensorProto& t, const std::string& model_dir, const std::string& where,
                        std::map<std::string, uint64_t>* external_files = nullptr);
 
+// The folder external data is read from: the model's own ("." for a bare file name).
+std::string model_folder(const std::string& path);
+
 // The device tensor of a value, uploading host data on first use.
 Tensor& device_tensor(Value& v, const std::string& device);
 

@@ -208,6 +208,15 @@ ClassifyResult classify(ImageClassifier& model, const Image& image, const std::s
     result.warm_seconds = n % 2 ? warm[n / 2] : 0.5 * (warm[n / 2 - 1] + warm[n / 2]);
   }
 
+  // A logit of NaN or infinity (weights of 1e300 or NaN, an input scaled to
+  // nothing) gives no ranking and "nan%" probabilities: say so instead.
+  if (auto bad = std::find_if(logits.begin(), logits.end(), [](float v) { return !std::isfinite(v); });
+      bad != logits.end())
+    throw IOError(model.summary().name + " computed " +
+                  std::to_string(std::count_if(logits.begin(), logits.end(), [](float v) { return !std::isfinite(v); })) +
+                  " non-finite logits of " + std::to_string(logits.size()) + " (class " +
+                  std::to_string(bad - logits.begin()) + " is " + std::to_string(*bad) +
+                  "): its weights or its arithmetic overflow float32, so it predicts nothing");
   // Softmax of the first image, in double so that tiny probabilities survive.
   const auto& labels = model.labels();
   const size_t classes = labels.empty() ? logits.size() : std::min(logits.size(), labels.size());

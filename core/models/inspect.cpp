@@ -111,7 +111,8 @@ ModelInspection inspect_model_file(const std::string& name_or_path) {
 #ifdef TL_HAVE_ONNX
     m.graph = inspect_onnx(name_or_path);
     for (const auto& n : m.graph->nodes) m.unsupported += n.supported ? 0 : 1;
-    if (m.unsupported == 0) m.shapes_inferred = infer_onnx_shapes(*m.graph, name_or_path, &m.shapes_error);
+    if (m.unsupported == 0)
+      m.shapes_inferred = infer_onnx_shapes(*m.graph, name_or_path, &m.shapes_error, &m.run_cost);
     m.onnx_flops = m.shapes_inferred ? onnx_flops(*m.graph) : 0;
 #endif
     // A readable graph that cannot classify still shows; a file that cannot
@@ -130,6 +131,13 @@ ModelInspection inspect_model_file(const std::string& name_or_path) {
   }
   if (m.classifier) m.summary = m.classifier->summary();
   return m;
+}
+
+std::string run_cost_text(const OnnxRunCost& c) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "a run: %s, at most %.1f MB of values at once (estimated before running%s)",
+                flops_text(c.flops).c_str(), double(c.peak_bytes) / 1e6, c.complete ? "" : "; part of the graph");
+  return buf;
 }
 
 std::string format_inspection(const ModelInspection& m) {
@@ -159,6 +167,7 @@ std::string format_inspection(const ModelInspection& m) {
         << " initializers\n";
     if (m.onnx_flops > 0) out << "FLOPs: " << flops_text(m.onnx_flops) << " per run (Conv, ConvTranspose, MatMul, Gemm)\n";
     else out << "FLOPs: unknown (" << (m.shapes_inferred ? "no Conv, MatMul or Gemm" : "shapes not inferred") << ")\n";
+    if (m.run_cost.flops > 0) out << run_cost_text(m.run_cost) << "\n";
     if (!m.shapes_inferred && !m.shapes_error.empty()) out << "shapes: not inferred: " << m.shapes_error << "\n";
     out << "unsupported nodes: " << (m.unsupported ? std::to_string(m.unsupported) : std::string("none")) << "\n";
     for (const auto& n : g.nodes)

@@ -29,12 +29,19 @@ struct ModelInspection {
   // FLOPs per run of the ONNX graph (Conv, ConvTranspose, MatMul, Gemm) from
   // the inferred shapes; 0 when unknown.
   double onnx_flops = 0;
+  // A run at the declared input shapes, estimated without running it: all its
+  // FLOPs (every op, not only the layers) and the bytes of values held at once.
+  OnnxRunCost run_cost;
 };
 
 // Throws IOError (or ShapeError) naming the problem when the file cannot be
 // read as a model at all: missing, not a model, hostile sizes or external
 // data; an ONNX graph that reads fine but cannot classify is not an error.
 ModelInspection inspect_model_file(const std::string& name_or_path);
+
+// "a run: 1.20 GFLOPs, at most 45.0 MB of values at once (estimated before
+// running)": the window's model pane shows it before the first run.
+std::string run_cost_text(const OnnxRunCost& c);
 
 // The text `tinylens-cli inspect` prints: format, inputs and outputs with
 // their shapes, op counts, parameters, FLOPs when known, unsupported nodes.

@@ -6,9 +6,11 @@
 // and tl::ShapeError (a model whose shapes do not fit together). Anything
 // else (a crash, a sanitizer report, CompileError or DeviceError from a
 // kernel the model produced, bad_alloc) is a finding.
+#include <onnx/onnx_pb.h>
 #include <unistd.h>
 
 #include <cstddef>
+#include <cstring>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -34,7 +36,53 @@ tl::DType dtype_of(const std::string& onnx_type) {
   return tl::DType::f32;
 }
 
+// Sizes that byte flips rarely make (issue 47): an initializer's dims with a
+// 0 beside huge ones (no element, a span past 2^64), and huge kernels and
+// windows. Returns false when `model` has nothing to mutate.
+bool mutate_sizes(onnx::ModelProto& model, uint32_t seed) {
+  auto* g = model.mutable_graph();
+  auto pick = [&](int n) { return n > 0 ? int(seed % uint32_t(n)) : -1; };
+  const int64_t huge[] = {int64_t(1) << 62, int64_t(1) << 40, 1000000, INT64_MAX};
+  seed = seed * 1103515245u + 12345u;
+  if (seed & 1) {
+    const int i = pick(g->initializer_size());
+    if (i < 0) return false;
+    auto* t = g->mutable_initializer(i);
+    t->clear_raw_data();
+    t->clear_float_data();
+    t->clear_int64_data();
+    t->clear_int32_data();
+    t->add_dims(0);
+    t->add_dims(huge[(seed >> 1) % 4]);
+    return true;
+  }
+  const int k = pick(g->node_size());
+  if (k < 0) return false;
+  auto* n = g->mutable_node(k);
+  for (auto& a : *n->mutable_attribute())
+    if (a.name() == "kernel_shape" || a.name() == "strides" || a.name() == "dilations" || a.name() == "pads") {
+      for (int j = 0; j < a.ints_size(); ++j) a.set_ints(j, huge[(seed >> (1 + j)) % 4]);
+      return true;
+    }
+  return false;
+}
+
 }  // namespace
+
+// Half the time a structural mutation of the sizes (mutate_sizes), else
+// libFuzzer's byte mutations.
+extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned int seed) {
+  onnx::ModelProto model;
+  if ((seed & 1) && size <= size_t(INT32_MAX) && model.ParseFromArray(data, int(size)) && mutate_sizes(model, seed >> 1)) {
+    const std::string bytes = model.SerializeAsString();
+    if (bytes.size() <= max_size) {
+      std::memcpy(data, bytes.data(), bytes.size());
+      return bytes.size();
+    }
+  }
+  return LLVMFuzzerMutate(data, size, max_size);
+}
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   tlfuzz::init_limits();

@@ -3,6 +3,7 @@
 #include "core/io/onnx/context.h"
 
 #include <algorithm>
+#include <sstream>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -96,14 +97,22 @@ void require_count(const onnx::NodeProto& n, const Ints& values, size_t count, c
 // Elements of `s`, or a ShapeError naming `what` when a dimension is negative,
 // the product overflows or it exceeds `max_elements`.
 int64_t checked_numel(const onnx::NodeProto& n, const Shape& s, int64_t max_elements, const std::string& what) {
-  int64_t count = 1;
-  for (auto d : s) {
+  for (auto d : s)
     if (d < 0) bad(n, what + " " + shape_str(s) + " has a negative dimension");
-    if (__builtin_mul_overflow(count, d, &count) || count > max_elements)
+  // A 0 anywhere means no elements, whatever the other sizes: then only the
+  // span (what strides and offsets reach) can be too large.
+  int64_t count = 1, span = 1;
+  const bool empty = std::find(s.begin(), s.end(), 0) != s.end();
+  for (auto d : s) {
+    if (!empty && (__builtin_mul_overflow(count, d, &count) || count > max_elements))
       bad(n, what + " " + shape_str(s) + " has more than " + std::to_string(max_elements) +
                  " elements, the most one value of this model may hold (" + io::budget_remedy() + ")");
+    if (d > 1 && span > kMaxShapeSpan / d)
+      bad(n, what + " " + shape_str(s) + " spans more than 2^48 (its sizes multiplied with each 0 as 1): no tensor "
+                 "tinylens can index");
+    span *= std::max<int64_t>(d, 1);
   }
-  return count;
+  return empty ? 0 : count;
 }
 
 Value from_tensor(Tensor t, int32_t elem) {
@@ -344,6 +353,56 @@ Tensor& device_tensor(Value& v, const std::string& device) {
     if (d == DType::boolean) v.tensor = v.tensor.cast(DType::boolean);
   }
   return v.tensor;
+}
+
+// An attribute as text, for the inspection: lists cut after 16 entries, small
+// tensors with their values.
+std::string attribute_text(const onnx::AttributeProto& a) {
+  std::ostringstream s;
+  auto list = [&](const auto& xs) {
+    s << "[";
+    int k = 0;
+    for (const auto& x : xs) {
+      if (k++) s << ", ";
+      if (k > 16) {
+        s << "...";
+        break;
+      }
+      s << x;
+    }
+    s << "]";
+  };
+  switch (a.type()) {
+    case onnx::AttributeProto::FLOAT: s << a.f(); break;
+    case onnx::AttributeProto::INT: s << a.i(); break;
+    case onnx::AttributeProto::STRING: s << '"' << a.s() << '"'; break;
+    case onnx::AttributeProto::FLOATS: list(a.floats()); break;
+    case onnx::AttributeProto::INTS: list(a.ints()); break;
+    case onnx::AttributeProto::STRINGS: list(a.strings()); break;
+    case onnx::AttributeProto::TENSOR: {
+      s << "tensor " << elem_name(a.t().data_type()) << " (";
+      for (int i = 0; i < a.t().dims_size(); ++i) s << (i ? ", " : "") << a.t().dims(i);
+      s << ")";
+      // Constants of a few values (padding arithmetic, axes) read better as values.
+      int64_t count = 1;
+      for (int i = 0; i < a.t().dims_size() && count > 0; ++i)
+        count = a.t().dims(i) < 0 || a.t().dims(i) > 8 ? -1 : count * a.t().dims(i);
+      if (count >= 1 && count <= 8) {
+        try {
+          Value v = value_from_proto(a.t(), "", "attribute '" + a.name() + "'");
+          s << " ";
+          if (a.t().dims_size() == 0 && v.data.size() == 1) s << v.data[0];
+          else list(v.data);
+        } catch (const IOError&) {
+          // An unreadable constant still shows its type and shape.
+        }
+      }
+      break;
+    }
+    case onnx::AttributeProto::GRAPH: s << "graph '" << a.g().name() << "'"; break;
+    default: s << "(" << onnx::AttributeProto::AttributeType_Name(a.type()) << ")"; break;
+  }
+  return s.str();
 }
 
 }  // namespace tl::onnx_detail

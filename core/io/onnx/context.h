@@ -37,6 +37,8 @@ Ints attr_ints(const onnx::NodeProto& n, const std::string& name, const Ints& de
 int64_t norm_axis(int64_t axis, int64_t rank, const onnx::NodeProto& n);
 // A double read from a file as an integer; NaN (which has no integer) is 0.
 int64_t clamp_i64(double d);
+// An attribute's value as `inspect` prints it ("[1, 2, 3]", "tensor float (2)").
+std::string attribute_text(const onnx::AttributeProto& a);
 // The integer attribute `name` within [lo, hi].
 int64_t attr_i_in(const onnx::NodeProto& n, const std::string& name, int64_t def, int64_t lo, int64_t hi);
 // Every value of the integer-list attribute `name` within [lo, hi].

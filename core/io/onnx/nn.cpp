@@ -411,6 +411,9 @@ Value conv_transpose(const Ctx& c) {
   for (int64_t i = 0; i < d; ++i) flip_axes.push_back(int(2 + i));
   Tensor wt = w.reshape(ws).permute(perm).reshape(wf).flip(flip_axes);
   Tensor bias = c.has(2) ? c.t(2) : Tensor();
+  // Conv's limit on the taps one output sums (each a gathered input element).
+  if (checked_numel(n, Shape(kernel.begin(), kernel.end()), c.max_elements, "the kernel") > kMaxUnrolledTaps)
+    unsupported(n, c.opset, "a kernel of more than " + std::to_string(kMaxUnrolledTaps) + " taps");
   if (d == 2) {
     Conv2dOptions o;
     o.dilation_h = dil[0];
@@ -419,8 +422,6 @@ Value conv_transpose(const Ctx& c) {
     return from_tensor(xd.conv2d(wt, bias, o), c.v(0).elem);
   }
   // 1-D and 3-D: the tap-sum convolution of Conv with unit strides.
-  if (checked_numel(n, Shape(kernel.begin(), kernel.end()), c.max_elements, "the kernel") > kMaxUnrolledTaps)
-    unsupported(n, c.opset, "a kernel of more than " + std::to_string(kMaxUnrolledTaps) + " taps");
   PoolGeometry g;
   g.kernel = kernel;
   g.strides = Ints(size_t(d), 1);

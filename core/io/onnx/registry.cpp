@@ -121,6 +121,34 @@ std::vector<Value> run_node(const onnx::NodeProto& node, std::vector<Value*>& in
   return out;
 }
 
+namespace {
+template <class E>
+[[noreturn]] void again(const E& e, const std::string& where, const std::string& path) {
+  std::string msg = e.what();
+  // bad()'s own "ONNX node 'name' (Op): " is replaced by the fuller one.
+  if (msg.rfind("ONNX node '", 0) == 0)
+    if (auto end = msg.find("): "); end != std::string::npos) msg = msg.substr(end + 3);
+  if (msg.rfind(path, 0) == 0) throw E(msg);
+  throw E(path + ": " + where + ": " + msg);
+}
+}  // namespace
+
+std::vector<Value> in_node(const std::string& path, int index, const onnx::NodeProto& n,
+                           const std::function<std::vector<Value>()>& f) {
+  const std::string where = "ONNX node #" + std::to_string(index) + (n.name().empty() ? "" : " '" + n.name() + "'") +
+                            " (" + n.op_type() + ")";
+  try {
+    return f();
+  } catch (const OnnxUnsupported& e) {
+    if (std::string(e.what()).find(path) != std::string::npos) throw;
+    throw OnnxUnsupported(path + ": " + where + ": " + e.what(), e.op);
+  } catch (const ShapeError& e) {
+    again(e, where, path);
+  } catch (const IOError& e) {
+    again(e, where, path);
+  }
+}
+
 }  // namespace tl::onnx_detail
 
 namespace tl {

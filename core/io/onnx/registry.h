@@ -20,6 +20,7 @@
 // before the handler runs, and refuses outputs the handler does not produce.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -88,5 +89,12 @@ const OpDef* find_op(const std::string& domain, const std::string& op_type);
 std::string op_unsupported_reason(const std::string& domain, const std::string& op_type, int64_t opset);
 // "float types, integers" and the like, for reports.
 std::string types_text(uint32_t types);
+
+// Runs `f` (a node's handler); an error it throws is given again with the
+// model file, the node's index, name and op in front:
+// "m.onnx: ONNX node #3 'conv1' (Conv): ...". Core errors ("matmul: shapes
+// (1, 3) and (5, 5) are incompatible") then say where they come from.
+std::vector<Value> in_node(const std::string& path, int index, const onnx::NodeProto& n,
+                           const std::function<std::vector<Value>()>& f);
 
 }  // namespace tl::onnx_detail

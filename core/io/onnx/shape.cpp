@@ -142,7 +142,8 @@ Value op_concat(const Ctx& c) {
     if (!ok)
       bad(n, "input " + std::to_string(i) + " has shape " + shape_str(si) + ", which does not match input 0 " +
                  shape_str(c.shape(0)) + " outside axis " + std::to_string(axis));
-    total[size_t(axis)] += si[size_t(axis)];
+    if (__builtin_add_overflow(total[size_t(axis)], si[size_t(axis)], &total[size_t(axis)]))
+      bad(n, "the concatenation's size along axis " + std::to_string(axis) + " overflows");
   }
   c.budget(total, "the concatenation");
   bool host = c.all_host();
@@ -642,7 +643,18 @@ std::vector<Value> top_k(const Ctx& c) {
     vals.push_back(m);
     idxs.push_back(at);
     work = Tensor::where(ar.eq(at), Tensor::scalar(-3.0e38, DType::f32, x.device()), work);
-    if (i % 16 == 15) bound_chain(work);  // round after round would be one long lazy chain
+    if (i % 16 == 15) {
+      // Round after round would be one long lazy chain. The rounds' maxima
+      // are computed with it: left lazy, each would keep its round's whole
+      // `work` alive (k/16 copies of the input).
+      std::vector<Tensor> now(vals.end() - 16, vals.end());
+      now.insert(now.end(), idxs.end() - 16, idxs.end());
+      now.push_back(work);
+      bound_chains(now);
+      std::copy(now.begin(), now.begin() + 16, vals.end() - 16);
+      std::copy(now.begin() + 16, now.begin() + 32, idxs.end() - 16);
+      work = now.back();
+    }
   }
   Tensor v = k == 1 ? vals[0] : Tensor::cat(vals, axis), ix = k == 1 ? idxs[0] : Tensor::cat(idxs, axis);
   if (!largest) v = -v;
