@@ -43,7 +43,7 @@ RunLimits make_run_limits() {
     double v = std::strtod(env, &end);
     const std::string unit = end ? end : "";
     const double scale = unit == "K" ? 1e3 : unit == "M" ? 1e6 : unit == "G" ? 1e9 : unit == "T" ? 1e12 : 1;
-    if (end != env && std::isfinite(v) && v > 0 && (unit.empty() || scale > 1)) l.max_flops = v * scale;
+    if (end != env && std::isfinite(v) && v > 0 && (unit.empty() || scale > 1)) l.max_flops_override = v * scale;
   }
   return l;
 }
@@ -74,11 +74,13 @@ uint64_t run_byte_budget(uint64_t file_bytes, uint64_t input_bytes) {
 }
 
 void check_run_budget(double flops, uint64_t peak_bytes, uint64_t file_bytes, uint64_t input_bytes,
-                      const std::string& what) {
+                      bool accelerator, const std::string& what) {
   const RunLimits& r = run_limits();
-  if (flops > r.max_flops)
+  if (flops > r.max_flops(accelerator))
     throw IOError(what + " would need " + human(flops, "FLOP") + " of arithmetic, more than the " +
-                  human(r.max_flops, "FLOP") + " a run may take (TINYLENS_MAX_RUN_FLOPS raises it for a model you trust)");
+                  human(r.max_flops(accelerator), "FLOP") + " a run may take on this " +
+                  (accelerator ? "accelerator" : "CPU device") +
+                  " (about a minute; TINYLENS_MAX_RUN_FLOPS raises it for a model you trust)");
   const uint64_t budget = run_byte_budget(file_bytes, input_bytes);
   if (peak_bytes > budget)
     throw IOError(what + " would need " + human(double(peak_bytes), "B") + " of values at once, more than the " +

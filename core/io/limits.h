@@ -58,9 +58,16 @@ void check_load_budget(uint64_t bytes, uint64_t file_bytes, const std::string& w
 // (weights made by ConstantOfShape, a chain of huge MatMuls). A run is
 // estimated before any kernel launches and refused when it passes these.
 struct RunLimits {
-  // Most FLOPs one run may take: a time budget, about a minute on a slow
-  // CPU. TINYLENS_MAX_RUN_FLOPS (a number, 1e13 or with a K/M/G/T suffix).
-  double max_flops = 2e12;
+  // Most FLOPs one run may take: a time budget of about a minute, at the
+  // rate a modest CPU (1e11 FLOP/s) or GPU (1e13) sustains: 6e12 and 6e14.
+  // TINYLENS_MAX_RUN_FLOPS (a number, 1e13 or with a K/M/G/T suffix) sets
+  // one limit for every device.
+  double seconds = 60, cpu_flops_per_second = 1e11, accelerator_flops_per_second = 1e13;
+  double max_flops_override = 0;
+  double max_flops(bool accelerator) const {
+    return max_flops_override > 0 ? max_flops_override
+                                  : seconds * (accelerator ? accelerator_flops_per_second : cpu_flops_per_second);
+  }
   // Most bytes the values of one run may hold at once: half the machine's
   // memory, or TINYLENS_MAX_RUN_BYTES.
   uint64_t max_bytes = 0;
@@ -75,9 +82,10 @@ const RunLimits& run_limits();
 uint64_t run_byte_budget(uint64_t file_bytes, uint64_t input_bytes);
 
 // Throws IOError("<what> would need ...") naming what the run needs and what
-// is allowed, when `flops` or `peak_bytes` passes the run budget.
+// is allowed, when `flops` or `peak_bytes` passes the run budget of a device
+// (an accelerator: a GPU's kind, not a CPU's).
 void check_run_budget(double flops, uint64_t peak_bytes, uint64_t file_bytes, uint64_t input_bytes,
-                      const std::string& what);
+                      bool accelerator, const std::string& what);
 
 // The running total of what one load has allocated on behalf of a file,
 // against load_budget(file_bytes): loaders take() before they allocate and

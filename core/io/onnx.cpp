@@ -22,6 +22,7 @@
 #include "core/io/onnx/checks.h"
 #include "core/io/onnx_shapes_only.h"
 #include "core/jit.h"
+#include "core/runtime/registry.h"
 
 namespace tl {
 
@@ -532,7 +533,8 @@ void OnnxModel::check_run_budget(const std::vector<Tensor>& inputs, const std::s
     if (m.within_budget.count(key)) return;
   }
   const OnnxRunCost cost = estimate_run(inputs);
-  io::check_run_budget(cost.flops, cost.peak_bytes, m.file_bytes, input_bytes,
+  const bool accelerator = Registry::instance().get(device).info().kind != "CPU";
+  io::check_run_budget(cost.flops, cost.peak_bytes, m.file_bytes, input_bytes, accelerator,
                        m.path + " run on an input of " + shapes_of(inputs) +
                            (cost.busiest.empty() ? "" : " (most held after node " + cost.busiest + ")"));
   std::lock_guard<std::mutex> lock(m.mutex);
