@@ -98,7 +98,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
     progress_->setValue(pct);
     progress_->setFormat("%p%");
     progress_->show();
-    cancel_->show();
+    // Only a run or a comparison can be cancelled; a model load cannot.
+    cancel_->setVisible(session_->busy());
   });
   // A cold run spends nearly all its time compiling: say how far it got.
   connect(session_, &Session::compileProgress, this, [this](quint64, const QString& device, int compiled, int total) {
@@ -122,8 +123,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
     image_->setActivity(text);
   });
   connect(session_, &Session::idle, this, [this] {
-    progress_->hide();
-    cancel_->hide();
+    settleProgress();
     compare_->setBusy(false);
   });
   connect(session_, &Session::warningKernelBuilt, this,
@@ -147,6 +147,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
     emit devicesKnown();
   });
   connect(session_, &Session::modelLoaded, this, [this](const ModelPtr& m) {
+    settleProgress();
     model_->setModel(m);
     // The ONNX graph belongs to the .onnx it came from; another model hides it.
     if (m->job != 0 && !m->nameOrPath.endsWith(".onnx", Qt::CaseInsensitive) && graph_->onnx()) {
@@ -207,6 +208,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
     using Source = Session::FailureSource;
     if (source == Source::Train) return;  // the training page shows its own errors
     if (source == Source::Model) pendingModel_.clear();
+    // A failed load ends without an idle (it is not a run): the progress
+    // bar and Cancel go, unless a run is still going.
+    settleProgress();
     if (source == Source::Run || source == Source::Image) image_->setActivity({});
     showError(message);
   });
@@ -487,6 +491,12 @@ void MainWindow::showError(const QString& message) {
 }
 
 QString MainWindow::statusText() const { return status_->text(); }
+
+void MainWindow::settleProgress() {
+  if (session_->busy()) return;
+  progress_->hide();
+  cancel_->hide();
+}
 
 void MainWindow::addRecent(const QString& path) {
   QSettings settings;

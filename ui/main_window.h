@@ -62,6 +62,8 @@ class MainWindow : public QMainWindow {
   // Shrinks and moves the window so that it lies within its screen.
   void fitToScreen();
   QLabel* graphHint() const { return hint_; }
+  QProgressBar* progressBar() const { return progress_; }
+  QToolButton* cancelButton() const { return cancel_; }
 
  signals:
   void runFinished(const tlui::RunPtr& run);
@@ -82,6 +84,7 @@ class MainWindow : public QMainWindow {
   void addRecent(const QString& path);
   void rebuildRecentMenu();
   void showError(const QString& message);
+  void settleProgress();  // hides progress and Cancel when nothing runs
   void showKernel(int record);
   void onClassified(const RunPtr& run);
   void showTrainingGraph(const RunPtr& run);

@@ -1,0 +1,141 @@
+// The window's state after what goes wrong or stops half-way (issue 45): a
+// failed model load returns the status bar to idle, a cancelled run leaves
+// every pane labelled with the model and image it shows, a model whose
+// output ignores the image says so. Tiny ONNX classifiers built here (an
+// 8x8 input, four classes) keep each run to a few small kernels.
+#include <QComboBox>
+#include <QDockWidget>
+#include <QProgressBar>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QToolButton>
+#include <filesystem>
+
+#include "tests/onnx_builder.h"
+#include "tests/testing.h"
+#include "ui/main_window.h"
+
+using namespace tlui;
+namespace fs = std::filesystem;
+
+namespace {
+
+using tltest::kSquirrel;
+
+// x (1,3,8,8) -> Conv(W, B; 3x3, stride 2, pad 1) -> Relu -> GlobalAveragePool
+// -> Flatten -> (1, 4). `weight(i)` gives W's i-th of 108 values, B is `bias`.
+template <class Weight>
+QString writeClassifier(const fs::path& path, Weight weight, std::vector<float> bias) {
+  tltest::Builder b;
+  b.input("x", {"1", "3", "8", "8"});
+  b.output("out", {"1", "4"});
+  auto* conv = b.node("Conv", {"x", "W", "B"}, {"y"});
+  tltest::ints_attr(conv, "kernel_shape", {3, 3});
+  tltest::ints_attr(conv, "pads", {1, 1, 1, 1});
+  tltest::ints_attr(conv, "strides", {2, 2});
+  b.node("Relu", {"y"}, {"r"});
+  b.node("GlobalAveragePool", {"r"}, {"p"});
+  b.node("Flatten", {"p"}, {"out"});
+  auto* W = b.init("W", {4, 3, 3, 3}, onnx::TensorProto::FLOAT);
+  for (int i = 0; i < 108; ++i) W->add_float_data(weight(i));
+  auto* B = b.init("B", {4}, onnx::TensorProto::FLOAT);
+  for (float v : bias) B->add_float_data(v);
+  return QString::fromStdString(b.save(path));
+}
+
+QString writeFile(const QString& path, const QByteArray& bytes) {
+  QFile f(path);
+  if (f.open(QIODevice::WriteOnly)) f.write(bytes);
+  return path;
+}
+
+}  // namespace
+
+class TestUiStates : public QObject {
+  Q_OBJECT
+  std::unique_ptr<MainWindow> window_;
+  QTemporaryDir tmp_;
+  QString modelA_, modelB_, constant_;
+
+  fs::path dir() const { return fs::path(tmp_.path().toStdString()); }
+
+  // Opens `model` and waits for it; false when it failed.
+  bool load(const QString& model) {
+    QSignalSpy loaded(window_->session(), &Session::modelLoaded);
+    QSignalSpy failed(window_.get(), &MainWindow::runFailed);
+    window_->openModel(model);
+    (void)QTest::qWaitFor([&] { return !loaded.isEmpty() || !failed.isEmpty(); }, 60000);
+    return !loaded.isEmpty();
+  }
+
+  // Classifies the squirrel with the loaded model; the run or null.
+  RunPtr classify() {
+    QSignalSpy done(window_.get(), &MainWindow::runFinished);
+    QSignalSpy failed(window_.get(), &MainWindow::runFailed);
+    window_->openImage(kSquirrel);
+    (void)QTest::qWaitFor([&] { return !done.isEmpty() || !failed.isEmpty(); }, tltest::kRunTimeoutMs);
+    if (!failed.isEmpty()) qWarning("%s", qPrintable(failed[0][0].toString()));
+    (void)QTest::qWaitFor([&] { return !window_->session()->busy(); }, 10000);
+    return done.isEmpty() ? nullptr : done[0][0].value<RunPtr>();
+  }
+
+  bool idleShown() const { return !window_->progressBar()->isVisible() && !window_->cancelButton()->isVisible(); }
+
+ private slots:
+  void initTestCase() {
+    QStandardPaths::setTestModeEnabled(true);
+    QCoreApplication::setOrganizationName("tinylens-test");
+    QCoreApplication::setApplicationName("tinylens-test-states");
+    QSettings().clear();
+    modelA_ = writeClassifier(dir() / "tinyA.onnx", [](int i) { return float(std::sin(i * 0.7) * 0.5); },
+                              {0.1f, -0.2f, 0.0f, 0.3f});
+    modelB_ = writeClassifier(dir() / "tinyB.onnx", [](int i) { return float(std::cos(i * 0.3) * 0.4); },
+                              {0.0f, 0.2f, -0.1f, 0.1f});
+    // Weights of zeros: the logits are the biases whatever the image.
+    constant_ = writeClassifier(dir() / "placeholder.onnx", [](int) { return 0.0f; }, {0.25f, 0.5f, 0.0f, 0.1f});
+    window_ = std::make_unique<MainWindow>();
+    window_->resize(1280, 800);
+    window_->show();
+    QVERIFY(QTest::qWaitForWindowExposed(window_.get()));
+    QTRY_VERIFY_WITH_TIMEOUT(window_->devicePane()->model()->rowCount() > 0, 30000);
+    QVERIFY(QFileInfo::exists(kSquirrel));
+  }
+
+  // Issue 45 item 6: an empty .pth and a random .onnx each fail with their
+  // error shown; the progress bar and Cancel go (they stayed at "0%" until
+  // the next success) and the loaded model stays.
+  void failedLoadReturnsToIdle() {
+    QVERIFY(load(modelA_));
+    QTRY_VERIFY(idleShown());
+    const QString summary = window_->modelPane()->summaryText();
+    QVERIFY(summary.contains("tinyA"));
+    const QString empty = writeFile(tmp_.filePath("empty.pth"), {});
+    QByteArray noise(4096, '\0');
+    for (int i = 0; i < noise.size(); ++i) noise[i] = char((i * 7919 + 13) % 251);
+    const QString random = writeFile(tmp_.filePath("random.onnx"), noise);
+    for (const QString& bad : {empty, random}) {
+      QSignalSpy failed(window_.get(), &MainWindow::runFailed);
+      QVERIFY(!load(bad));
+      QVERIFY(!failed.isEmpty());
+      QVERIFY2(failed[0][0].toString().contains(QFileInfo(bad).fileName()), qPrintable(failed[0][0].toString()));
+      QTest::qWait(50);
+      QVERIFY2(!window_->progressBar()->isVisible(),
+               qPrintable(QString("%1: progress still shows %2").arg(bad, window_->progressBar()->text())));
+      QVERIFY2(!window_->cancelButton()->isVisible(), qPrintable(bad));
+      QVERIFY2(window_->statusText().contains(QFileInfo(bad).fileName()), qPrintable(window_->statusText()));
+      QVERIFY(window_->imagePane()->error().contains(QFileInfo(bad).fileName()));
+      QCOMPARE(window_->modelPane()->summaryText(), summary);
+      QCOMPARE(window_->modelPane()->modelBox()->currentData().toString(), modelA_);
+    }
+  }
+
+  void cleanupTestCase() {
+    window_.reset();
+    QSettings().clear();
+  }
+};
+
+QTEST_MAIN(TestUiStates)
+#include "test_ui_states.moc"
