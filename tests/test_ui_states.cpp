@@ -131,6 +131,50 @@ class TestUiStates : public QObject {
     }
   }
 
+  // Issue 45 item 7: model A classified the squirrel; model B is opened and
+  // its run cancelled. The model pane and the ONNX graph show B (the file
+  // opened), the predictions and kernels stay A's run: each pane says whose
+  // it is, where before only "Results from cpu" was said.
+  void cancelLeavesEveryPaneLabelled() {
+    QVERIFY(load(modelA_));
+    const RunPtr a = classify();
+    QVERIFY(a);
+    QCOMPARE(a->model, modelA_);
+    QSignalSpy cancelled(window_->session(), &Session::cancelled);
+    // Cancelled as soon as the window has started B's run on the squirrel.
+    bool running = false;
+    auto stop = connect(window_->session(), &Session::modelLoaded, this, [&] {
+      running = window_->session()->busy();
+      window_->session()->cancel();
+    });
+    QVERIFY(load(modelB_));
+    disconnect(stop);
+    QVERIFY(running);
+    QTRY_VERIFY_WITH_TIMEOUT(!cancelled.isEmpty(), 60000);
+    QTRY_VERIFY(!window_->session()->busy());
+    QCOMPARE(window_->lastRun(), a);
+    QCOMPARE(window_->modelPane()->modelBox()->currentData().toString(), modelB_);
+    GraphPane* graph = window_->graphPane();
+    QCOMPARE(graph->mode(), GraphPane::OnnxGraph);
+    QCOMPARE(graph->onnx()->path, modelB_);
+    QTRY_VERIFY(!graph->layoutPending());
+    QVERIFY2(graph->infoText().startsWith("tinyB.onnx: "), qPrintable(graph->infoText()));
+    const QString times = window_->imagePane()->timesText();
+    QVERIFY2(times.contains("Results from cpu</b>: tinyA.onnx on squirrel_cls.jpg"), qPrintable(times));
+    const QString kernels = window_->kernelPane()->totalText();
+    QVERIFY2(kernels.startsWith("tinyA.onnx on cpu, squirrel_cls.jpg: "), qPrintable(kernels));
+    const QString status = window_->statusText();
+    QVERIFY2(status.contains("run of tinyB.onnx on cpu") && status.contains("(tinyA.onnx, squirrel_cls.jpg)"),
+             qPrintable(status));
+    QVERIFY2(window_->imagePane()->activity().contains("results below are from cpu (tinyA.onnx)"),
+             qPrintable(window_->imagePane()->activity()));
+    // The op graph of the run shown is A's, and says so.
+    graph->setMode(GraphPane::OpGraph);
+    QTRY_VERIFY(!graph->layoutPending());
+    QVERIFY2(graph->infoText().startsWith("tinyA.onnx on cpu: "), qPrintable(graph->infoText()));
+    graph->setMode(GraphPane::OnnxGraph);
+  }
+
   void cleanupTestCase() {
     window_.reset();
     QSettings().clear();

@@ -148,6 +148,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
   });
   connect(session_, &Session::modelLoaded, this, [this](const ModelPtr& m) {
     settleProgress();
+    loadedModel_ = m->nameOrPath;
     model_->setModel(m);
     // The ONNX graph belongs to the .onnx it came from; another model hides it.
     if (m->job != 0 && !m->nameOrPath.endsWith(".onnx", Qt::CaseInsensitive) && graph_->onnx()) {
@@ -192,17 +193,24 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
     status_->setText(tr("Compared %1 devices").arg(r->runs.size()));
   });
   connect(session_, &Session::cancelled, this, [this](quint64) {
-    // The results shown stay those of the last finished run: name its device.
+    // The results shown stay those of the last finished run, which may be
+    // another model's or device's: every pane names what it shows.
     QString shown = lastRun_ ? lastRun_->device : QString();
+    const QString model = modelShortName(loadedModel_.isEmpty() ? QString("efficientnet-lite0") : loadedModel_);
     devices_->setResultsDevice(shown);
     if (shown.isEmpty()) {
-      status_->setText(tr("Cancelled."));
-      image_->setActivity(tr("Run on %1 cancelled.").arg(device_));
-    } else {
-      status_->setText(tr("Cancelled the run on %1; the results shown are from %2.").arg(device_, shown));
-      image_->setActivity(shown == device_ ? tr("Run on %1 cancelled; the results below are from its previous run.").arg(device_)
-                                           : tr("Run on %1 cancelled; the results below are from %2.").arg(device_, shown));
+      status_->setText(tr("Cancelled the run of %1 on %2.").arg(model, device_));
+      image_->setActivity(tr("Run of %1 on %2 cancelled.").arg(model, device_));
+      return;
     }
+    const QString shownModel = modelShortName(lastRun_->model);
+    status_->setText(tr("Cancelled the run of %1 on %2; the results shown are from %3 (%4, %5).")
+                         .arg(model, device_, shown, shownModel, QFileInfo(lastRun_->imagePath).fileName()));
+    if (shown == device_ && shownModel == model)
+      image_->setActivity(tr("Run on %1 cancelled; the results below are from its previous run.").arg(device_));
+    else
+      image_->setActivity(tr("Run of %1 on %2 cancelled; the results below are from %3 (%4).")
+                              .arg(model, device_, shown, shownModel));
   });
   connect(session_, &Session::failed, this, [this](quint64, Session::FailureSource source, const QString& message) {
     using Source = Session::FailureSource;
@@ -428,11 +436,11 @@ void MainWindow::compareDevices(const QStringList& devices) {
 void MainWindow::onClassified(const RunPtr& run) {
   lastRun_ = run;
   hint_->hide();
-  image_->setPredictions(run->top, run->coldSeconds, run->warmSeconds, run->device, run->warmRuns, run->kernelSeconds);
+  image_->setRun(*run);
   image_->setActivity({});
   image_->setError({});
   devices_->setResultsDevice(run->device);
-  kernels_->setRecords(run->records, run->warmSeconds, run->jitReplayed);
+  kernels_->setRecords(run->records, run->warmSeconds, run->jitReplayed, runSubject(*run));
   graph_->setRun(run);
   if (!run->records.empty()) kernels_->selectRecord(0);
   status_->setText(tr("%1 on %2: %3 (%4 %), warm %5 ms (median run), %6 kernels")
@@ -452,7 +460,7 @@ void MainWindow::onClassified(const RunPtr& run) {
 void MainWindow::showTrainingGraph(const RunPtr& run) {
   lastRun_ = run;
   hint_->hide();
-  kernels_->setRecords(run->records);
+  kernels_->setRecords(run->records, 0, false, run->model);
   graph_->setRun(run);
   if (!run->records.empty()) kernels_->selectRecord(0);
   status_->setText(tr("Op graph of %1: %2 nodes, %3 kernels").arg(run->model).arg(run->graph.size()).arg(run->records.size()));

@@ -110,6 +110,7 @@ class MainWindow : public QMainWindow {
   QString device_ = "cpu";
   QString currentImage_;
   QString pendingModel_;
+  QString loadedModel_;  // the classifier runs use now
   RunPtr lastRun_;
   QString screenshotPath_;
   int screenshotLingerMs_ = 0;

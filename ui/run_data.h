@@ -1,6 +1,8 @@
 // What the worker hands back to the window: plain copies of core results,
 // shared read-only so queued signals do not copy thousands of graph nodes.
 #pragma once
+#include <QDir>
+#include <QFileInfo>
 #include <QImage>
 #include <QMetaType>
 #include <QString>
@@ -68,6 +70,22 @@ using OnnxPtr = std::shared_ptr<const OnnxData>;
 using DeviceList = std::vector<tl::DeviceInfo>;
 
 inline QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+// A model as the panes name it: the built-in model's name, a file's name
+// ("resnet18/model.onnx" where the file name alone says nothing).
+inline QString modelShortName(const QString& nameOrPath) {
+  const QFileInfo info(nameOrPath);
+  if (!info.isAbsolute() && !nameOrPath.contains('/')) return nameOrPath;
+  if (info.completeBaseName() == "model") return info.dir().dirName() + "/" + info.fileName();
+  return info.fileName();
+}
+
+// What a pane's results belong to: "tinyA.onnx on cpu, squirrel_cls.jpg".
+inline QString runSubject(const RunData& run) {
+  QString text = QString("%1 on %2").arg(modelShortName(run.model), run.device);
+  if (!run.imagePath.isEmpty()) text += ", " + QFileInfo(run.imagePath).fileName();
+  return text;
+}
 
 }  // namespace tlui
 

@@ -321,10 +321,17 @@ void GraphPane::draw(const DisplayGraph& graph, const GraphLayout& layout) {
     nodeItems_.push_back(box);
   }
   scene_->setSceneRect(QRectF(-10, -10, layout.width + 20, layout.height + 20));
-  if (mode_ == OnnxGraph && onnx_)
-    info_->setText(tr("%1 ONNX nodes, %2 unsupported").arg(onnx_->info.nodes.size()).arg(onnx_->unsupported));
-  else
-    info_->setText(tr("%1 nodes, %2 edges").arg(graph.nodes.size()).arg(graph.edges.size()));
+  // Says whose graph it is: after a cancelled run the other panes may show
+  // another model's results than the file opened here.
+  if (mode_ == OnnxGraph && onnx_) {
+    info_->setText(tr("%1: %2 ONNX nodes, %3 unsupported")
+                       .arg(modelShortName(onnx_->path)).arg(onnx_->info.nodes.size()).arg(onnx_->unsupported));
+    info_->setToolTip(tr("The graph stored in %1").arg(onnx_->path));
+  } else if (run_) {
+    info_->setText(tr("%1 on %2: %3 nodes, %4 edges")
+                       .arg(modelShortName(run_->model), run_->device).arg(graph.nodes.size()).arg(graph.edges.size()));
+    info_->setToolTip(tr("The graph of the run of %1").arg(runSubject(*run_)));
+  }
   fit();
 }
 
@@ -385,6 +392,7 @@ int GraphPane::slowestNode() const {
 }
 
 QString GraphPane::detailsText() const { return details_->toPlainText(); }
+QString GraphPane::infoText() const { return info_->text(); }
 
 void GraphPane::showDetails(int node) {
   if (mode_ == OnnxGraph) {

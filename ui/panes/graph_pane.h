@@ -67,6 +67,7 @@ class GraphPane : public QWidget {
   QGraphicsScene* scene() const { return scene_; }
   GraphView* view() const { return view_; }
   QString detailsText() const;
+  QString infoText() const;  // the bar's line: whose graph, how many nodes
 
   bool exportSvg(const QString& path, QString* error) const;
   // At least 1:1 (2:1 for small graphs), so the labels stay as legible as

@@ -99,14 +99,15 @@ void ImagePane::setImage(const QString& path, const QImage& image) {
   if (predictions_->rowCount() == 0) bars_->setPlaceholder(tr("Predictions appear here when the run finishes."));
 }
 
-void ImagePane::setPredictions(const std::vector<tl::Prediction>& top, double coldSeconds, double warmSeconds,
-                               const QString& device, int warmRuns, double kernelSeconds) {
-  predictions_->setPredictions(top);
-  QString text = tr("<b>Results from %1</b><br>first run %2 ms (kernel compiles included)<br>warm %3 ms")
-                     .arg(device.toHtmlEscaped())
-                     .arg(coldSeconds * 1e3, 0, 'f', 1)
-                     .arg(warmSeconds * 1e3, 0, 'f', 2);
-  if (warmRuns > 0) text += tr(" (median of %1 runs; its kernels: %2 ms)").arg(warmRuns).arg(kernelSeconds * 1e3, 0, 'f', 2);
+void ImagePane::setRun(const RunData& run) {
+  predictions_->setPredictions(run.top);
+  QString text = tr("<b>Results from %1</b>: %2 on %3<br>first run %4 ms (kernel compiles included)<br>warm %5 ms")
+                     .arg(run.device.toHtmlEscaped(), modelShortName(run.model).toHtmlEscaped(),
+                          QFileInfo(run.imagePath).fileName().toHtmlEscaped())
+                     .arg(run.coldSeconds * 1e3, 0, 'f', 1)
+                     .arg(run.warmSeconds * 1e3, 0, 'f', 2);
+  if (run.warmRuns > 0)
+    text += tr(" (median of %1 runs; its kernels: %2 ms)").arg(run.warmRuns).arg(run.kernelSeconds * 1e3, 0, 'f', 2);
   times_->setText(text);
   times_->setToolTip(tr("<p><b>First run</b>: wall time of the first run on this device: building the graph, "
                         "compiling every kernel not yet in the disk cache, and running them.</p>"

@@ -5,6 +5,7 @@
 #include <QWidget>
 
 #include "ui/models/prediction_model.h"
+#include "ui/run_data.h"
 
 class QLabel;
 
@@ -34,9 +35,9 @@ class ImagePane : public QWidget {
   PredictionModel* predictions() const { return predictions_; }
   void setImage(const QString& path, const QImage& image);
   // The run's top-5 and its times: cold, and the median warm run whose
-  // kernels (summing to kernelSeconds) the kernel table shows.
-  void setPredictions(const std::vector<tl::Prediction>& top, double coldSeconds, double warmSeconds,
-                      const QString& device, int warmRuns = 0, double kernelSeconds = 0);
+  // kernels (summing to kernelSeconds) the kernel table shows; headed by
+  // the device, model and image they belong to.
+  void setRun(const RunData& run);
   // What the window is doing for this image ("Compiling kernels for cpu...
   // 37/87"); shown above the predictions, and in their place while there
   // are none. Empty hides it.

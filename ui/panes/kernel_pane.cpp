@@ -69,7 +69,8 @@ KernelPane::KernelPane(QWidget* parent)
   });
 }
 
-void KernelPane::setRecords(const std::vector<tl::ProfileRecord>& records, double wallSeconds, bool byJit) {
+void KernelPane::setRecords(const std::vector<tl::ProfileRecord>& records, double wallSeconds, bool byJit,
+                            const QString& subject) {
   model_->setRecords(records);
   view_->resizeColumnsToContents();
   tl::ProfileTotals totals = tl::profile_totals(records);
@@ -82,6 +83,7 @@ void KernelPane::setRecords(const std::vector<tl::ProfileRecord>& records, doubl
   if (wallSeconds > 0)
     text += byJit ? tr(" (run wall time %1 ms, replayed by the Jit: no graph built)").arg(wallSeconds * 1e3, 0, 'f', 2)
                   : tr(" (run wall time %1 ms)").arg(wallSeconds * 1e3, 0, 'f', 2);
+  if (!subject.isEmpty()) text = subject + ": " + text;
   total_->setText(text);
   total_->setToolTip(tr("<p><b>Sum</b>: the kernel times of one run added up: the median warm run, the one "
                         "whose latency the predictions show as <i>warm</i>.</p>"

@@ -22,7 +22,10 @@ class KernelPane : public QWidget {
   // `wallSeconds` > 0: the wall time of the run these kernels belong to,
   // shown beside their sum so the two are not mistaken for each other.
   // `byJit`: that run was replayed by a Jit, without building the graph.
-  void setRecords(const std::vector<tl::ProfileRecord>& records, double wallSeconds = 0, bool byJit = false);
+  // `subject`: what the kernels belong to ("tinyA.onnx on cpu, squirrel.jpg"),
+  // leading the totals line.
+  void setRecords(const std::vector<tl::ProfileRecord>& records, double wallSeconds = 0, bool byJit = false,
+                  const QString& subject = {});
   QString totalText() const;
   void selectRecord(int record);
   int chartBars() const { return chartBars_; }
