@@ -6,9 +6,11 @@
 #include <QComboBox>
 #include <QDockWidget>
 #include <QProgressBar>
+#include <QRegularExpression>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
+#include <QTableView>
 #include <QTemporaryDir>
 #include <QToolButton>
 #include <filesystem>
@@ -173,6 +175,73 @@ class TestUiStates : public QObject {
     QTRY_VERIFY(!graph->layoutPending());
     QVERIFY2(graph->infoText().startsWith("tinyA.onnx on cpu: "), qPrintable(graph->infoText()));
     graph->setMode(GraphPane::OnnxGraph);
+  }
+
+  // Issue 45 item 9: the comparison's kernel times are medians of several
+  // runs (they came from one run each, so a speed-up like "32.89x" was one
+  // run's noise), with their spread; one plain sentence says which device is
+  // faster and how well they agree; Esc closes the window.
+  void compareTimesMediansAndSaysSo() {
+    QStringList devices = window_->devicePane()->model()->availableNames();
+    TL_REQUIRE(devices.size() >= 2, "a second device (PoCL, scripts/setup installs it)");
+    devices = {"cpu", devices[devices[0] == "cpu" ? 1 : 0]};
+    QVERIFY(!window_->currentImage().isEmpty());
+    QSignalSpy compared(window_->session(), &Session::compared);
+    QSignalSpy failed(window_.get(), &MainWindow::runFailed);
+    window_->compareDevices(devices);
+    QTRY_VERIFY_WITH_TIMEOUT(!compared.isEmpty() || !failed.isEmpty(), tltest::kRunTimeoutMs);
+    QVERIFY2(failed.isEmpty(), qPrintable(failed.isEmpty() ? QString() : failed[0][0].toString()));
+    const ComparePtr result = compared[0][0].value<ComparePtr>();
+    QCOMPARE(int(result->runs.size()), 2);
+    for (const RunPtr& run : result->runs) {
+      QCOMPARE(run->model, modelB_);
+      QVERIFY(run->warmRuns >= 5);
+      QVERIFY(!run->records.empty());
+      QCOMPARE(run->kernelSamples.size(), run->records.size());
+      for (size_t k = 0; k < run->records.size(); ++k) {
+        std::vector<double> samples = run->kernelSamples[k];
+        QCOMPARE(int(samples.size()), run->warmRuns);
+        std::sort(samples.begin(), samples.end());
+        QCOMPARE(run->records[k].seconds, samples[samples.size() / 2]);
+      }
+    }
+    // The table shows each median with its spread, the tooltip the range.
+    ComparePane* pane = window_->comparePane();
+    CompareKernelModel* kernels = pane->kernelModel();
+    const RunData& cpu = *result->runs[0];
+    const auto low = *std::min_element(cpu.kernelSamples[0].begin(), cpu.kernelSamples[0].end());
+    const QString cell = kernels->index(0, 1).data().toString();
+    QVERIFY2(cell.startsWith(QString::number(cpu.records[0].seconds * 1e3, 'f', 3) + QString::fromUtf8(" \u00B1")),
+             qPrintable(cell));
+    const QString tip = kernels->index(0, 1).data(Qt::ToolTipRole).toString();
+    QVERIFY2(tip.contains(QString("median of %1 runs").arg(cpu.warmRuns)) &&
+                 tip.contains(QString("fastest %1 ms").arg(low * 1e3, 0, 'f', 4)),
+             qPrintable(tip));
+    // The sentence: which is faster, by the ratio of the median warm runs.
+    const QString summary = pane->summary();
+    QRegularExpression sentence("^<b>(\\S+) is ([0-9.]+)x faster than (\\S+)</b> on tinyB.onnx \\(median warm run of "
+                                "(\\d+) each\\); results (agree to <b>([0-9.e+-]+)</b>|are <b>identical</b>)");
+    qInfo("%s", qPrintable(summary));
+    const auto m = sentence.match(summary);
+    QVERIFY2(m.hasMatch(), qPrintable(summary));
+    const RunData& a = *result->runs[0];
+    const RunData& b = *result->runs[1];
+    const bool cpuFaster = a.warmSeconds <= b.warmSeconds;
+    QCOMPARE(m.captured(1), cpuFaster ? a.device : b.device);
+    QCOMPARE(m.captured(3), cpuFaster ? b.device : a.device);
+    const double ratio = cpuFaster ? b.warmSeconds / a.warmSeconds : a.warmSeconds / b.warmSeconds;
+    QVERIFY2(std::abs(m.captured(2).toDouble() - ratio) <= 0.051 * ratio, qPrintable(summary));
+    QCOMPARE(m.captured(4).toInt(), a.warmRuns);
+    if (result->maxLogitDiff > 0)
+      QVERIFY(std::abs(m.captured(6).toDouble() - result->maxLogitDiff) <= 0.05 * result->maxLogitDiff);
+    else
+      QCOMPARE(m.captured(5), QString("are <b>identical</b>"));
+    QVERIFY(result->maxLogitDiff < 1e-3);
+    // Esc closes the comparison's window.
+    window_->showCompare();
+    QVERIFY(QTest::qWaitForWindowExposed(pane));
+    QTest::keyClick(pane->kernelTable(), Qt::Key_Escape);
+    QTRY_VERIFY(!pane->isVisible());
   }
 
   void cleanupTestCase() {

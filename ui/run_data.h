@@ -39,6 +39,10 @@ struct RunData {
   // graph was built in them, as in the CLI's classify and bench model.
   bool jitReplayed = false;
   std::vector<tl::GraphNode> graph;
+  // A comparison's runs: each kernel's device time in every one of the
+  // `warmRuns` timed runs ([kernel][run]); `records` then hold the medians
+  // and warmSeconds the median wall time. Empty for a classification.
+  std::vector<std::vector<double>> kernelSamples;
 };
 using RunPtr = std::shared_ptr<const RunData>;
 
