@@ -3,9 +3,14 @@
 // every pane labelled with the model and image it shows, a model whose
 // output ignores the image says so. Tiny ONNX classifiers built here (an
 // 8x8 input, four classes) keep each run to a few small kernels.
+#include <QApplication>
+#include <QClipboard>
 #include <QComboBox>
+#include <QItemSelectionModel>
+#include <QMenu>
 #include <QDockWidget>
 #include <QProgressBar>
+#include <QPushButton>
 #include <QRegularExpression>
 #include <QSettings>
 #include <QSignalSpy>
@@ -13,7 +18,9 @@
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QToolButton>
+#include <QGraphicsItem>
 #include <filesystem>
+#include <set>
 
 #include "tests/onnx_builder.h"
 #include "tests/testing.h"
@@ -103,6 +110,26 @@ class TestUiStates : public QObject {
     QVERIFY(QTest::qWaitForWindowExposed(window_.get()));
     QTRY_VERIFY_WITH_TIMEOUT(window_->devicePane()->model()->rowCount() > 0, 30000);
     QVERIFY(QFileInfo::exists(kSquirrel));
+  }
+
+  // Issue 45 item 11: with no image there is nothing to re-run or cancel,
+  // and the device in use cannot be picked again (all three were enabled).
+  void startsWithNothingToRunOrCancel() {
+    QVERIFY(window_->rerunAction() && window_->cancelAction());
+    QVERIFY(!window_->rerunAction()->isEnabled());
+    QVERIFY(!window_->cancelAction()->isEnabled());
+    DevicePane* pane = window_->devicePane();
+    QCOMPARE(pane->current(), QString("cpu"));
+    QCOMPARE(pane->view()->selectionModel()->currentIndex().data(DeviceModel::DeviceNameRole).toString(), QString("cpu"));
+    QVERIFY2(!pane->useButton()->isEnabled(), "Use this device is enabled for the device in use");
+    const QStringList others = pane->model()->availableNames().filter(QRegularExpression("^(?!cpu$)"));
+    if (!others.isEmpty()) {
+      pane->view()->selectionModel()->setCurrentIndex(pane->model()->index(pane->model()->rowOf(others[0]), 0),
+                                                      QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+      QVERIFY(pane->useButton()->isEnabled());
+      pane->setCurrent("cpu");
+      QVERIFY(!pane->useButton()->isEnabled());
+    }
   }
 
   // Issue 45 item 6: an empty .pth and a random .onnx each fail with their
@@ -242,6 +269,112 @@ class TestUiStates : public QObject {
     QVERIFY(QTest::qWaitForWindowExposed(pane));
     QTest::keyClick(pane->kernelTable(), Qt::Key_Escape);
     QTRY_VERIFY(!pane->isVisible());
+  }
+
+  // Issue 45 item 11, the small things: the first run says whether it
+  // compiled anything, Re-run and Cancel follow the state, the top-8 chart
+  // names its kernels, right-click menus copy a prediction, a kernel's
+  // source and a node's attributes, exports say where they wrote.
+  void smallThingsReadRight() {
+    QSignalSpy done(window_.get(), &MainWindow::runFinished);
+    window_->rerun();  // tinyB on cpu again: every kernel is loaded already
+    QVERIFY(window_->cancelAction()->isEnabled());
+    QTRY_VERIFY_WITH_TIMEOUT(!done.isEmpty(), tltest::kRunTimeoutMs);
+    QTRY_VERIFY(!window_->session()->busy());
+    QVERIFY(!window_->cancelAction()->isEnabled());
+    QVERIFY(window_->rerunAction()->isEnabled());
+    const RunPtr run = done[0][0].value<RunPtr>();
+    QCOMPARE(run->coldNewKernels, 0);
+    const QString times = window_->imagePane()->timesText();
+    QVERIFY2(times.contains("first run") && times.contains("(no kernel to compile: all loaded already)") &&
+                 !times.contains("kernel compiles included"),
+             qPrintable(times));
+
+    // The chart's bars: row number and kernel name, slowest first.
+    KernelPane* kernels = window_->kernelPane();
+    int slowest = 0;
+    for (size_t i = 0; i < run->records.size(); ++i)
+      if (run->records[i].seconds > run->records[size_t(slowest)].seconds) slowest = int(i);
+    QVERIFY(!kernels->chartLabels().isEmpty());
+    QCOMPARE(kernels->chartLabels()[0],
+             QString("#%1 %2").arg(slowest).arg(QString::fromStdString(run->records[size_t(slowest)].kernel->name)));
+
+    // Right-click menus.
+    auto trigger = [](QMenu* menu, const QString& prefix) {
+      bool found = false;
+      for (QAction* a : menu->actions())
+        if (a->text().startsWith(prefix) && a->isEnabled()) {
+          a->trigger();
+          found = true;
+          break;
+        }
+      delete menu;
+      return found;
+    };
+    QClipboard* clipboard = QApplication::clipboard();
+    const QModelIndex top = window_->imagePane()->predictions()->index(0);
+    QVERIFY(trigger(window_->imagePane()->bars()->makeContextMenu(QPoint(10, 5)), "Copy \u201C" + top.data().toString()));
+    QCOMPARE(clipboard->text(), QString("%1\t%2 %").arg(top.data().toString())
+                                    .arg(top.data(PredictionModel::ProbabilityRole).toDouble() * 100, 0, 'f', 1));
+    QVERIFY(trigger(window_->imagePane()->bars()->makeContextMenu(QPoint(10, 5)), "Copy All Predictions"));
+    QCOMPARE(clipboard->text().split('\n').size(), window_->imagePane()->predictions()->rowCount());
+    const QModelIndex row = kernels->proxy()->index(0, 0);
+    const int record = kernels->proxy()->mapToSource(row).row();
+    QVERIFY(trigger(kernels->makeContextMenu(row), "Copy Kernel Source"));
+    QCOMPARE(clipboard->text(), QString::fromStdString(run->records[size_t(record)].kernel->source));
+    QVERIFY(trigger(kernels->makeContextMenu(row), "Copy Kernel Name"));
+    QCOMPARE(clipboard->text(), QString::fromStdString(run->records[size_t(record)].kernel->name));
+    GraphPane* graph = window_->graphPane();
+    QCOMPARE(graph->mode(), GraphPane::OnnxGraph);
+    QTRY_VERIFY(!graph->layoutPending());
+    int conv = -1;
+    for (size_t i = 0; i < graph->displayGraph().nodes.size(); ++i)
+      if (graph->displayGraph().nodes[i].onnxNode == 0) conv = int(i);
+    QVERIFY(conv >= 0);
+    QVERIFY(trigger(graph->makeNodeMenu(conv), "Copy Details"));
+    QVERIFY2(clipboard->text().startsWith("Conv") && clipboard->text().contains("kernel_shape = [3, 3]"),
+             qPrintable(clipboard->text()));
+
+    // Exports say where they wrote.
+    QString error;
+    const QString png = tmp_.filePath("graph.png"), csv = tmp_.filePath("kernels.csv");
+    QVERIFY2(window_->exportGraph(png, &error), qPrintable(error));
+    QCOMPARE(window_->statusText(), QString("Exported the ONNX graph to %1").arg(png));
+    QVERIFY2(window_->exportKernelsCsv(csv, &error), qPrintable(error));
+    QCOMPARE(window_->statusText(), QString("Exported %1 kernels to %2").arg(run->records.size()).arg(csv));
+  }
+
+  // Issue 45 item 11: "1 diagnostic", and a build log that names the
+  // kernel, not the temporary file PoCL compiled it from.
+  void buildLogsReadRight() {
+    QSignalSpy shown(window_.get(), &MainWindow::warningKernelShown);
+    window_->buildWarningKernel();  // on cpu
+    QTRY_VERIFY_WITH_TIMEOUT(!shown.isEmpty(), 120000);
+    SourcePane* source = window_->sourcePane();
+    const int n = int(source->diagnostics().size());
+    QVERIFY(n >= 1);
+    QVERIFY2(window_->statusText().contains(n == 1 ? QString("1 diagnostic;") : QString("%1 diagnostics;").arg(n)),
+             qPrintable(window_->statusText()));
+
+    const QString pocl = "warning: /root/.cache/pocl/kcache/tempfile_Wm62kL.cl:3:15: implicit conversion from "
+                         "'double' to 'int' changes value from 2.5 to 2\n";
+    source->setKernel("#3 r_16_4 (opencl:0:0)", "__kernel void r_16_4(__global float* out) {\n\n  int s = 2.5;\n}\n",
+                      pocl, ".cl");
+    QVERIFY2(source->buildLog().startsWith("warning: r_16_4.cl:3:15: implicit conversion"), qPrintable(source->buildLog()));
+    QCOMPARE(int(source->diagnostics().size()), 1);
+    QCOMPARE(source->diagnostics()[0].line, 3);
+
+    QString opencl;
+    for (const QString& name : window_->devicePane()->model()->availableNames())
+      if (name.startsWith("opencl") && opencl.isEmpty()) opencl = name;
+    if (opencl.isEmpty()) return;
+    shown.clear();
+    window_->session()->buildWarningKernel(opencl);
+    QTRY_VERIFY_WITH_TIMEOUT(!shown.isEmpty(), 120000);
+    qInfo("%s build log:\n%s", qPrintable(opencl), qPrintable(source->buildLog()));
+    QVERIFY2(!source->buildLog().contains("tempfile_"), qPrintable(source->buildLog()));
+    if (!source->diagnostics().empty())
+      QVERIFY2(source->buildLog().contains("tl_known_warning.cl:"), qPrintable(source->buildLog()));
   }
 
   void cleanupTestCase() {

@@ -91,7 +91,43 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
   statusBar()->addPermanentWidget(cancel_);
   connect(cancel_, &QToolButton::clicked, session_, &Session::cancel);
 
-  // ---- session -> widgets ----
+  connectProgress();
+  connectResults();
+
+  // ---- widgets -> session ----
+  connect(image_, &ImagePane::fileDropped, this, &MainWindow::openFile);
+  connect(model_, &ModelPane::builtinChosen, this, &MainWindow::openModel);
+  connect(model_, &ModelPane::openRequested, this, [this] {
+    QString path = QFileDialog::getOpenFileName(this, tr("Open model"), {},
+                                                tr("Models (*.pth *.pt *.safetensors *.onnx);;All files (*)"));
+    if (!path.isEmpty()) openModel(path);
+  });
+  connect(devices_, &DevicePane::devicePicked, this, &MainWindow::setDevice);
+  connect(kernels_, &KernelPane::kernelSelected, this, &MainWindow::showKernel);
+  connect(graph_, &GraphPane::kernelSelected, this, [this](int record) {
+    kernels_->selectRecord(record);
+  });
+  connect(graph_, &GraphPane::layoutReady, this, &MainWindow::maybeScreenshot);
+  connect(compare_, &ComparePane::compareRequested, this, &MainWindow::compareDevices);
+  connect(training_, &TrainingPane::graphCaptured, this, &MainWindow::showTrainingGraph);
+
+  // ---- settings ----
+  defaultState_ = saveState();
+  QSettings settings;
+  device_ = settings.value("device", "cpu").toString();
+  training_->setDevice(device_);
+  if (!restoreGeometry(settings.value("geometry").toByteArray())) resize(1560, 960);
+  restoreState(settings.value("windowState").toByteArray());
+  fitToScreen();
+  rebuildRecentMenu();
+  session_->enumerateDevices();
+}
+
+MainWindow::~MainWindow() = default;
+
+// ---- session -> widgets ----
+// What the worker is doing: the status line, the progress bar and Cancel.
+void MainWindow::connectProgress() {
   connect(session_, &Session::progress, this, [this](quint64, const QString& stage, int pct) {
     status_->setText(stage);
     progress_->setRange(0, 100);
@@ -126,6 +162,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
     settleProgress();
     compare_->setBusy(false);
   });
+}
+
+// What the worker answered: each pane shows its part.
+void MainWindow::connectResults() {
   connect(session_, &Session::warningKernelBuilt, this,
           [this](const QString& device, const QString& name, const QString& source, const QString& log) {
             source_->setKernel(tr("%1 (%2)").arg(name, device), source, log, sourceExtension(device));
@@ -134,8 +174,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
               dock->raise();
             }
             const int warnings = int(source_->diagnostics().size());
-            status_->setText(warnings ? tr("Built %1 on %2: %3 diagnostics; click one in the build log to jump to its line")
-                                            .arg(name, device).arg(warnings)
+            status_->setText(warnings ? tr("Built %1 on %2: %3; click one in the build log to jump to its line")
+                                            .arg(name, device,
+                                                 warnings == 1 ? tr("1 diagnostic") : tr("%1 diagnostics").arg(warnings))
                                       : tr("Built %1 on %2: its compiler gave no diagnostic").arg(name, device));
             emit warningKernelShown();
           });
@@ -182,6 +223,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
                         "<p>Its op graph appears here when the run finishes.</p>").arg(device_.toHtmlEscaped()));
     placeHint();
     currentImage_ = path;
+    updateRunActions();
     image_->setImage(path, img);
     image_->setError({});
     addRecent(path);
@@ -195,6 +237,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
   connect(session_, &Session::cancelled, this, [this](quint64) {
     // The results shown stay those of the last finished run, which may be
     // another model's or device's: every pane names what it shows.
+    updateRunActions();
     QString shown = lastRun_ ? lastRun_->device : QString();
     const QString model = modelShortName(loadedModel_.isEmpty() ? QString("efficientnet-lite0") : loadedModel_);
     devices_->setResultsDevice(shown);
@@ -223,36 +266,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
     showError(message);
   });
 
-  // ---- widgets -> session ----
-  connect(image_, &ImagePane::fileDropped, this, &MainWindow::openFile);
-  connect(model_, &ModelPane::builtinChosen, this, &MainWindow::openModel);
-  connect(model_, &ModelPane::openRequested, this, [this] {
-    QString path = QFileDialog::getOpenFileName(this, tr("Open model"), {},
-                                                tr("Models (*.pth *.pt *.safetensors *.onnx);;All files (*)"));
-    if (!path.isEmpty()) openModel(path);
-  });
-  connect(devices_, &DevicePane::devicePicked, this, &MainWindow::setDevice);
-  connect(kernels_, &KernelPane::kernelSelected, this, &MainWindow::showKernel);
-  connect(graph_, &GraphPane::kernelSelected, this, [this](int record) {
-    kernels_->selectRecord(record);
-  });
-  connect(graph_, &GraphPane::layoutReady, this, &MainWindow::maybeScreenshot);
-  connect(compare_, &ComparePane::compareRequested, this, &MainWindow::compareDevices);
-  connect(training_, &TrainingPane::graphCaptured, this, &MainWindow::showTrainingGraph);
-
-  // ---- settings ----
-  defaultState_ = saveState();
-  QSettings settings;
-  device_ = settings.value("device", "cpu").toString();
-  training_->setDevice(device_);
-  if (!restoreGeometry(settings.value("geometry").toByteArray())) resize(1560, 960);
-  restoreState(settings.value("windowState").toByteArray());
-  fitToScreen();
-  rebuildRecentMenu();
-  session_->enumerateDevices();
 }
-
-MainWindow::~MainWindow() = default;
 
 // A geometry saved on a larger screen (or the default size) must not put
 // the status bar below the edge of this one.
@@ -356,8 +370,9 @@ void MainWindow::buildMenus() {
   view->addAction(tr("&Reset Layout"), this, [this] { restoreState(defaultState_); });
 
   QMenu* run = menuBar()->addMenu(tr("&Run"));
-  run->addAction(tr("&Re-run"), QKeySequence::Refresh, this, &MainWindow::rerun);
-  run->addAction(tr("&Cancel"), QKeySequence(Qt::Key_Escape), session_, &Session::cancel);
+  rerunAction_ = run->addAction(tr("&Re-run"), QKeySequence::Refresh, this, &MainWindow::rerun);
+  cancelAction_ = run->addAction(tr("&Cancel"), QKeySequence(Qt::Key_Escape), session_, &Session::cancel);
+  updateRunActions();
   run->addAction(tr("Com&pare Checked Devices"), this, [this] { compareDevices(compare_->checkedDevices()); });
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
@@ -390,6 +405,7 @@ void MainWindow::openImage(const QString& path) {
   status_->setText(tr("Classifying %1 on %2...").arg(QFileInfo(path).fileName(), device_));
   image_->setActivity(tr("Classifying on %1...").arg(device_));
   session_->classify(path, device_);
+  updateRunActions();
 }
 
 void MainWindow::openModel(const QString& nameOrPath) {
@@ -431,6 +447,7 @@ void MainWindow::compareDevices(const QStringList& devices) {
   }
   compare_->setBusy(true);
   session_->compare(currentImage_, devices);
+  updateRunActions();
 }
 
 void MainWindow::onClassified(const RunPtr& run) {
@@ -501,9 +518,16 @@ void MainWindow::showError(const QString& message) {
 QString MainWindow::statusText() const { return status_->text(); }
 
 void MainWindow::settleProgress() {
+  updateRunActions();
   if (session_->busy()) return;
   progress_->hide();
   cancel_->hide();
+}
+
+// Re-run needs an image; Cancel, a run or comparison going on.
+void MainWindow::updateRunActions() {
+  if (rerunAction_) rerunAction_->setEnabled(!currentImage_.isEmpty());
+  if (cancelAction_) cancelAction_->setEnabled(session_->busy());
 }
 
 void MainWindow::addRecent(const QString& path) {
@@ -533,13 +557,25 @@ void MainWindow::rebuildRecentMenu() {
   recentMenu_->setEnabled(!recent.isEmpty());
 }
 
+// Each export says where it wrote, in the status line.
 bool MainWindow::exportGraph(const QString& path, QString* error) {
-  if (path.endsWith(".svg", Qt::CaseInsensitive)) return graph_->exportSvg(path, error);
+  const QString what = graph_->mode() == GraphPane::OnnxGraph ? tr("ONNX graph")
+                       : graph_->mode() == GraphPane::KernelGraph ? tr("kernel graph")
+                                                                   : tr("op graph");
+  if (path.endsWith(".svg", Qt::CaseInsensitive)) {
+    if (!graph_->exportSvg(path, error)) return false;
+    status_->setText(tr("Exported the %1 to %2").arg(what, QFileInfo(path).absoluteFilePath()));
+    return true;
+  }
   QStringList files;
   if (!graph_->exportPng(path, error, &files)) return false;
-  if (files.size() > 1) status_->setText(tr("The graph is large: written as %1 tiles, %2 to %3")
-                                             .arg(files.size()).arg(QFileInfo(files.first()).fileName(),
-                                                                    QFileInfo(files.last()).fileName()));
+  if (files.size() > 1)
+    status_->setText(tr("Exported the %1 to %2: the graph is large, written as %3 tiles, %4 to %5")
+                         .arg(what, QFileInfo(path).absolutePath())
+                         .arg(files.size())
+                         .arg(QFileInfo(files.first()).fileName(), QFileInfo(files.last()).fileName()));
+  else
+    status_->setText(tr("Exported the %1 to %2").arg(what, QFileInfo(path).absoluteFilePath()));
   return true;
 }
 
@@ -550,6 +586,7 @@ bool MainWindow::exportKernelsCsv(const QString& path, QString* error) {
     return false;
   }
   f.write(kernels_->model()->toCsv().toUtf8());
+  status_->setText(tr("Exported %1 kernels to %2").arg(kernels_->model()->rowCount()).arg(QFileInfo(path).absoluteFilePath()));
   return true;
 }
 

@@ -13,6 +13,7 @@
 #include "ui/panes/training_pane.h"
 #include "ui/session.h"
 
+class QAction;
 class QLabel;
 class QMenu;
 class QProgressBar;
@@ -64,6 +65,8 @@ class MainWindow : public QMainWindow {
   QLabel* graphHint() const { return hint_; }
   QProgressBar* progressBar() const { return progress_; }
   QToolButton* cancelButton() const { return cancel_; }
+  QAction* rerunAction() const { return rerunAction_; }
+  QAction* cancelAction() const { return cancelAction_; }
 
  signals:
   void runFinished(const tlui::RunPtr& run);
@@ -80,11 +83,14 @@ class MainWindow : public QMainWindow {
  private:
   void buildDocks();
   void buildMenus();
+  void connectProgress();
+  void connectResults();
   void saveSettings();
   void addRecent(const QString& path);
   void rebuildRecentMenu();
   void showError(const QString& message);
   void settleProgress();  // hides progress and Cancel when nothing runs
+  void updateRunActions();
   void showKernel(int record);
   void onClassified(const RunPtr& run);
   void showTrainingGraph(const RunPtr& run);
@@ -105,6 +111,8 @@ class MainWindow : public QMainWindow {
   QProgressBar* progress_;
   QToolButton* cancel_;
   QMenu* recentMenu_ = nullptr;
+  QAction* rerunAction_ = nullptr;
+  QAction* cancelAction_ = nullptr;
   QByteArray defaultState_;
 
   QString device_ = "cpu";

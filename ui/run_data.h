@@ -29,6 +29,9 @@ struct RunData {
   // included. warmSeconds: wall time of the median of `warmRuns` runs after it.
   double coldSeconds = 0, warmSeconds = 0;
   int warmRuns = 0;
+  // Kernels new to this process in the cold run, each compiled or read from
+  // the disk cache; 0 when every kernel was loaded already; -1 unknown.
+  int coldNewKernels = -1;
   // Kernels of that same median warm run (its kernel times sum to
   // kernelSeconds, which is less than the wall time: launches, waits and
   // copies are not kernels); node_ids refer to `graph`, the graph of one

@@ -317,9 +317,11 @@ quint64 Session::classify(const QString& imagePath, const QString& device) {
       }
       report(tr("Cold run on %1: compiling its kernels").arg(device), 10);
       tl::ClassifyResult result;
+      int newKernels = 0;  // kernels the cold run had to compile or read from the disk cache
       {
         // Told on this thread after each kernel; the UI hears it queued.
-        tl::CompileProgress watch([this, job, device](size_t compiled, size_t total) {
+        tl::CompileProgress watch([this, job, device, &newKernels](size_t compiled, size_t total) {
+          if (compiled == 0) newKernels += int(total);  // a batch starts
           deliverRun(job, [this, job, device, compiled, total] {
             emit compileProgress(job, device, int(compiled), int(total));
           });
@@ -337,56 +339,8 @@ quint64 Session::classify(const QString& imagePath, const QString& device) {
       data->top = result.top;
       data->logits = result.logits;
       data->coldSeconds = result.cold_seconds;
-      {
-        tl::NoGrad noGrad;
-        tl::Tensor input = st.model->preprocess(image, dev);
-        input.realize();
-        // One run that builds the graph, untimed: its snapshot is the graph
-        // the window draws, and its kernels' node_ids point into it.
-        // Captured from before forward(): an ONNX model's executor realizes
-        // values while it builds the graph (every kMaxLazyDepth-th, and those
-        // a shape is read from), so most of its kernels run in forward, and
-        // a capture opened after it saw none (the kernel table stayed empty).
-        std::vector<tl::ProfileRecord> built;
-        {
-          tl::ProfileCapture capture;
-          tl::Tensor logits = st.model->forward(input);
-          data->graph = tl::snapshot_graph({logits.node()});
-          (void)logits.to_vector();
-          built = capture.records();
-        }
-        // The timed runs replay through the classifier's Jit, as the CLI's
-        // do: no graph is built and no plan looked up, so the latency is the
-        // device's and the launches' (building Lite0's graph alone takes
-        // about 0.45 ms on this project's 2-core test machine).
-        struct WarmRun {
-          double seconds = 0;
-          std::vector<tl::ProfileRecord> records;
-        };
-        std::vector<WarmRun> runs;
-        // The cold run uploaded the weights, so the Jit captured nothing then;
-        // this untimed call captures, and every run below replays.
-        if (!st.model->jit_captured()) (void)st.model->infer(input).to_vector();
-        const bool byJit = st.model->jit_captured();
-        for (int r = 0; r < kWarmRuns; ++r) {
-          deliverRun(job, [this, job, device, r] { emit runProgress(job, device, r + 1, kWarmRuns); });
-          WarmRun run;
-          tl::ProfileCapture capture;
-          auto t0 = std::chrono::steady_clock::now();
-          (void)st.model->infer(input).to_vector();
-          run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          run.records = capture.records();
-          runs.push_back(std::move(run));
-        }
-        std::sort(runs.begin(), runs.end(), [](const WarmRun& a, const WarmRun& b) { return a.seconds < b.seconds; });
-        WarmRun& median = runs[runs.size() / 2];
-        data->warmRuns = kWarmRuns;
-        data->warmSeconds = median.seconds;
-        bool mapped = false;
-        data->records = mapOntoGraph(median.records, built, mapped);
-        data->jitReplayed = mapped && byJit;
-        for (const auto& rec : data->records) data->kernelSeconds += rec.seconds;
-      }
+      data->coldNewKernels = newKernels;
+      timeWarmRuns(job, image, *data);
       RunPtr out = data;
       deliverRun(job, [this, out] { emit classified(out); });
     } catch (const tl::Cancelled&) {
@@ -400,6 +354,62 @@ quint64 Session::classify(const QString& imagePath, const QString& device) {
     finish();
   });
   return job;
+}
+
+// The run's graph, then kWarmRuns timed warm runs on the worker: the median
+// one's wall time and kernels go into `data`.
+void Session::timeWarmRuns(quint64 job, const tl::Image& image, RunData& data) {
+  WorkerState& st = *state_;
+  const QString device = data.device;
+  const std::string dev = device.toStdString();
+  tl::NoGrad noGrad;
+  tl::Tensor input = st.model->preprocess(image, dev);
+  input.realize();
+  // One run that builds the graph, untimed: its snapshot is the graph
+  // the window draws, and its kernels' node_ids point into it.
+  // Captured from before forward(): an ONNX model's executor realizes
+  // values while it builds the graph (every kMaxLazyDepth-th, and those
+  // a shape is read from), so most of its kernels run in forward, and
+  // a capture opened after it saw none (the kernel table stayed empty).
+  std::vector<tl::ProfileRecord> built;
+  {
+    tl::ProfileCapture capture;
+    tl::Tensor logits = st.model->forward(input);
+    data.graph = tl::snapshot_graph({logits.node()});
+    (void)logits.to_vector();
+    built = capture.records();
+  }
+  // The timed runs replay through the classifier's Jit, as the CLI's
+  // do: no graph is built and no plan looked up, so the latency is the
+  // device's and the launches' (building Lite0's graph alone takes
+  // about 0.45 ms on this project's 2-core test machine).
+  struct WarmRun {
+    double seconds = 0;
+    std::vector<tl::ProfileRecord> records;
+  };
+  std::vector<WarmRun> runs;
+  // The cold run uploaded the weights, so the Jit captured nothing then;
+  // this untimed call captures, and every run below replays.
+  if (!st.model->jit_captured()) (void)st.model->infer(input).to_vector();
+  const bool byJit = st.model->jit_captured();
+  for (int r = 0; r < kWarmRuns; ++r) {
+    deliverRun(job, [this, job, device, r] { emit runProgress(job, device, r + 1, kWarmRuns); });
+    WarmRun run;
+    tl::ProfileCapture capture;
+    auto t0 = std::chrono::steady_clock::now();
+    (void)st.model->infer(input).to_vector();
+    run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    run.records = capture.records();
+    runs.push_back(std::move(run));
+  }
+  std::sort(runs.begin(), runs.end(), [](const WarmRun& a, const WarmRun& b) { return a.seconds < b.seconds; });
+  WarmRun& median = runs[runs.size() / 2];
+  data.warmRuns = kWarmRuns;
+  data.warmSeconds = median.seconds;
+  bool mapped = false;
+  data.records = mapOntoGraph(median.records, built, mapped);
+  data.jitReplayed = mapped && byJit;
+  for (const auto& rec : data.records) data.kernelSeconds += rec.seconds;
 }
 
 quint64 Session::compare(const QString& imagePath, const QStringList& devices) {

@@ -1,6 +1,9 @@
 #include "ui/panes/graph_pane.h"
 
 #include <QApplication>
+#include <QClipboard>
+#include <QContextMenuEvent>
+#include <QMenu>
 #include <QComboBox>
 #include <QDir>
 #include <QFileInfo>
@@ -106,6 +109,13 @@ void GraphView::mouseDoubleClickEvent(QMouseEvent* event) {
   QGraphicsView::mouseDoubleClickEvent(event);
 }
 
+void GraphView::contextMenuEvent(QContextMenuEvent* event) {
+  const int node = nodeAt(event->pos());
+  if (node < 0) return QGraphicsView::contextMenuEvent(event);
+  emit nodeMenuRequested(node, event->globalPos());
+  event->accept();
+}
+
 GraphPane::GraphPane(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
@@ -148,6 +158,11 @@ GraphPane::GraphPane(QWidget* parent) : QWidget(parent) {
   });
   connect(searchEdit_, &QLineEdit::returnPressed, this, [this] { search(searchEdit_->text()); });
   connect(view_, &GraphView::nodeClicked, this, &GraphPane::showDetails);
+  connect(view_, &GraphView::nodeMenuRequested, this, [this](int node, const QPoint& at) {
+    QMenu* menu = makeNodeMenu(node);
+    menu->exec(at);
+    delete menu;
+  });
   connect(view_, &GraphView::nodeDoubleClicked, this, [this](int node) {
     if (node < 0 || size_t(node) >= graph_.nodes.size()) return;
     const auto& d = graph_.nodes[size_t(node)];
@@ -389,6 +404,17 @@ int GraphPane::slowestNode() const {
   for (size_t i = 0; i < graph_.nodes.size(); ++i)
     if (best < 0 || graph_.nodes[i].seconds > graph_.nodes[size_t(best)].seconds) best = int(i);
   return best;
+}
+
+QMenu* GraphPane::makeNodeMenu(int node) {
+  auto* menu = new QMenu(this);
+  if (node < 0 || size_t(node) >= graph_.nodes.size()) return menu;
+  showDetails(node);  // the details pane then shows what is copied
+  const QString details = details_->toPlainText(), label = graph_.nodes[size_t(node)].label;
+  menu->addAction(tr("Copy Details (shape, attributes, kernel)"), this,
+                  [details] { QApplication::clipboard()->setText(details); })->setEnabled(!details.isEmpty());
+  menu->addAction(tr("Copy Label"), this, [label] { QApplication::clipboard()->setText(label); });
+  return menu;
 }
 
 QString GraphPane::detailsText() const { return details_->toPlainText(); }

@@ -12,6 +12,7 @@
 class QComboBox;
 class QLabel;
 class QLineEdit;
+class QMenu;
 class QTextBrowser;
 
 namespace tlui {
@@ -29,12 +30,14 @@ class GraphView : public QGraphicsView {
  signals:
   void nodeClicked(int node);
   void nodeDoubleClicked(int node);
+  void nodeMenuRequested(int node, const QPoint& globalPos);  // a right click on a node
 
  protected:
   void wheelEvent(QWheelEvent* event) override;
   void resizeEvent(QResizeEvent* event) override;
   void mousePressEvent(QMouseEvent* event) override;
   void mouseDoubleClickEvent(QMouseEvent* event) override;
+  void contextMenuEvent(QContextMenuEvent* event) override;
 
  private:
   int nodeAt(const QPoint& pos) const;
@@ -60,6 +63,9 @@ class GraphPane : public QWidget {
   // Selects the next node whose label or scope contains the text; false when none.
   bool search(const QString& text);
   void showDetails(int node);
+  // A node's right-click menu: copy its details (shape, attributes, kernel)
+  // or its label. The caller owns it.
+  QMenu* makeNodeMenu(int node);
   int slowestNode() const;  // -1 when empty
 
   bool layoutPending() const { return pending_; }

@@ -1,6 +1,10 @@
 #include "ui/panes/image_pane.h"
 
+#include <QApplication>
+#include <QClipboard>
+#include <QContextMenuEvent>
 #include <QDragEnterEvent>
+#include <QMenu>
 #include <QDropEvent>
 #include <QFileInfo>
 #include <QLabel>
@@ -57,6 +61,39 @@ void PredictionBars::paintEvent(QPaintEvent*) {
   }
 }
 
+namespace {
+QString predictionLine(const QModelIndex& idx) {
+  return QString("%1\t%2 %").arg(idx.data().toString())
+      .arg(idx.data(PredictionModel::ProbabilityRole).toDouble() * 100.0, 0, 'f', 1);
+}
+}  // namespace
+
+QMenu* PredictionBars::makeContextMenu(const QPoint& pos) {
+  auto* menu = new QMenu(this);
+  const int rowH = fontMetrics().height() * 2 + 6;
+  const int row = (pos.y() - 2) / rowH;
+  const int n = model_->rowCount();
+  if (row >= 0 && row < n) {
+    const QModelIndex idx = model_->index(row);
+    const QString line = predictionLine(idx);
+    menu->addAction(tr("Copy \u201C%1\u201D").arg(idx.data().toString()), this,
+                    [line] { QApplication::clipboard()->setText(line); });
+  }
+  QAction* all = menu->addAction(tr("Copy All Predictions"), this, [this] {
+    QStringList lines;
+    for (int i = 0; i < model_->rowCount(); ++i) lines << predictionLine(model_->index(i));
+    QApplication::clipboard()->setText(lines.join('\n'));
+  });
+  all->setEnabled(n > 0);
+  return menu;
+}
+
+void PredictionBars::contextMenuEvent(QContextMenuEvent* event) {
+  QMenu* menu = makeContextMenu(event->pos());
+  menu->exec(event->globalPos());
+  delete menu;
+}
+
 ImagePane::ImagePane(QWidget* parent) : QWidget(parent), predictions_(new PredictionModel(this)) {
   setAcceptDrops(true);
   auto* layout = new QVBoxLayout(this);
@@ -101,10 +138,17 @@ void ImagePane::setImage(const QString& path, const QImage& image) {
 
 void ImagePane::setRun(const RunData& run) {
   predictions_->setPredictions(run.top);
-  QString text = tr("<b>Results from %1</b>: %2 on %3<br>first run %4 ms (kernel compiles included)<br>warm %5 ms")
+  // The first run says what it included: compiles only when there were any.
+  const QString cold = run.coldNewKernels == 1 ? tr("1 new kernel compiled or read from the disk cache")
+                       : run.coldNewKernels > 1
+                           ? tr("%1 new kernels compiled or read from the disk cache").arg(run.coldNewKernels)
+                       : run.coldNewKernels == 0 ? tr("no kernel to compile: all loaded already")
+                                                 : tr("kernel compiles included");
+  QString text = tr("<b>Results from %1</b>: %2 on %3<br>first run %4 ms (%5)<br>warm %6 ms")
                      .arg(run.device.toHtmlEscaped(), modelShortName(run.model).toHtmlEscaped(),
                           QFileInfo(run.imagePath).fileName().toHtmlEscaped())
                      .arg(run.coldSeconds * 1e3, 0, 'f', 1)
+                     .arg(cold)
                      .arg(run.warmSeconds * 1e3, 0, 'f', 2);
   if (run.warmRuns > 0)
     text += tr(" (median of %1 runs; its kernels: %2 ms)").arg(run.warmRuns).arg(run.kernelSeconds * 1e3, 0, 'f', 2);

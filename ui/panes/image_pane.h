@@ -8,6 +8,7 @@
 #include "ui/run_data.h"
 
 class QLabel;
+class QMenu;
 
 namespace tlui {
 
@@ -19,9 +20,13 @@ class PredictionBars : public QWidget {
   QSize minimumSizeHint() const override;
   void setPlaceholder(const QString& text);
   QString placeholder() const { return placeholder_; }
+  // The right-click menu at `pos`: copy the prediction there, or all of them
+  // (the caller owns the menu).
+  QMenu* makeContextMenu(const QPoint& pos);
 
  protected:
   void paintEvent(QPaintEvent* event) override;
+  void contextMenuEvent(QContextMenuEvent* event) override;
 
  private:
   PredictionModel* model_;
@@ -33,6 +38,7 @@ class ImagePane : public QWidget {
  public:
   explicit ImagePane(QWidget* parent = nullptr);
   PredictionModel* predictions() const { return predictions_; }
+  PredictionBars* bars() const { return bars_; }
   void setImage(const QString& path, const QImage& image);
   // The run's top-5 and its times: cold, and the median warm run whose
   // kernels (summing to kernelSeconds) the kernel table shows; headed by

@@ -1,6 +1,9 @@
 #include "ui/panes/kernel_pane.h"
 
+#include <QApplication>
 #include <QBarCategoryAxis>
+#include <QClipboard>
+#include <QMenu>
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
@@ -64,6 +67,14 @@ KernelPane::KernelPane(QWidget* parent)
   split->setSizes({560, 400});
   layout->addWidget(split, 1);
   connect(filter_, &QLineEdit::textChanged, proxy_, &QSortFilterProxyModel::setFilterFixedString);
+  view_->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(view_, &QWidget::customContextMenuRequested, this, [this](const QPoint& pos) {
+    const QModelIndex idx = view_->indexAt(pos);
+    if (!idx.isValid()) return;
+    QMenu* menu = makeContextMenu(idx);
+    menu->exec(view_->viewport()->mapToGlobal(pos));
+    delete menu;
+  });
   connect(view_->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](const QModelIndex& idx) {
     if (idx.isValid()) emit kernelSelected(proxy_->mapToSource(idx).row());
   });
@@ -119,7 +130,7 @@ void KernelPane::updateChart() {
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return recs[size_t(a)].seconds > recs[size_t(b)].seconds; });
   const int top = std::min<int>(kChartBars, int(order.size()));
   auto* chart = new QChart;
-  chart->setTitle(tr("Top %1 kernels by time (ms), by table row").arg(top));
+  chart->setTitle(tr("Top %1 kernels by time (ms)").arg(top));
   QFont titleFont = font();
   titleFont.setBold(true);
   chart->setTitleFont(titleFont);
@@ -132,12 +143,20 @@ void KernelPane::updateChart() {
   set->setColor(QColor(46, 125, 200));
   QStringList names;
   double maxMs = 0;
+  QFont small = font();
+  small.setPointSizeF(std::max(6.5, small.pointSizeF() - 1.5));
+  // Each bar is named by its kernel and table row; a long name is cut in
+  // its middle to a share of the chart's width (Qt Charts would cut it to
+  // "..."), the tooltip has it whole.
+  const QFontMetrics metrics(small);
+  const int labelWidth = std::max(90, chart_->width() * 2 / 5);
+  chartLabels_.clear();
   // Reversed: a horizontal bar chart draws its first category at the bottom.
   for (int i = top - 1; i >= 0; --i) {
     const auto& r = recs[size_t(order[size_t(i)])];
-    // Qt Charts elides long category names to "..." in a dock-sized chart:
-    // the bar carries the table's row number, its name is in the tooltip.
-    names << QString("#%1").arg(order[size_t(i)]);
+    const QString label = QString("#%1 %2").arg(order[size_t(i)]).arg(QString::fromStdString(r.kernel->name));
+    names << metrics.elidedText(label, Qt::ElideMiddle, labelWidth);
+    chartLabels_.prepend(names.last());
     *set << r.seconds * 1e3;
     maxMs = std::max(maxMs, r.seconds * 1e3);
   }
@@ -157,8 +176,6 @@ void KernelPane::updateChart() {
   });
   auto* y = new QBarCategoryAxis;
   y->append(names);
-  QFont small = font();
-  small.setPointSizeF(std::max(6.5, small.pointSizeF() - 1.5));
   y->setLabelsFont(small);
   y->setTruncateLabels(false);
   chart->addAxis(y, Qt::AlignLeft);
@@ -174,6 +191,23 @@ void KernelPane::updateChart() {
   chart_->setChart(chart);
   delete old;
   chartBars_ = top;
+}
+
+QMenu* KernelPane::makeContextMenu(const QModelIndex& index) {
+  auto* menu = new QMenu(this);
+  const int record = proxy_->mapToSource(index).row();
+  if (record < 0 || size_t(record) >= model_->records().size()) return menu;
+  const auto& kernel = *model_->records()[size_t(record)].kernel;
+  const QString name = QString::fromStdString(kernel.name), source = QString::fromStdString(kernel.source);
+  auto copy = [](const QString& text) { QApplication::clipboard()->setText(text); };
+  menu->addAction(tr("Copy Kernel Name"), this, [copy, name] { copy(name); });
+  menu->addAction(tr("Copy Kernel Source"), this, [copy, source] { copy(source); })->setEnabled(!source.isEmpty());
+  menu->addAction(tr("Copy Row"), this, [this, copy, index] {
+    QStringList cells;
+    for (int c = 0; c < proxy_->columnCount(); ++c) cells << proxy_->index(index.row(), c).data().toString();
+    copy(cells.join('\t'));
+  });
+  return menu;
 }
 
 QString KernelPane::totalText() const { return total_->text(); }

@@ -9,6 +9,7 @@ class QChartView;
 class QLineEdit;
 class QTableView;
 class QLabel;
+class QMenu;
 
 namespace tlui {
 
@@ -29,6 +30,10 @@ class KernelPane : public QWidget {
   QString totalText() const;
   void selectRecord(int record);
   int chartBars() const { return chartBars_; }
+  QStringList chartLabels() const { return chartLabels_; }  // the bars' names, slowest first
+  // The table's right-click menu for the row of `index` (a proxy index):
+  // copy the kernel's name, its source or the row. The caller owns it.
+  QMenu* makeContextMenu(const QModelIndex& index);
 
  signals:
   void kernelSelected(int record);
@@ -42,6 +47,7 @@ class KernelPane : public QWidget {
   QLabel* total_;
   QChartView* chart_;
   int chartBars_ = 0;
+  QStringList chartLabels_;
 };
 
 }  // namespace tlui

@@ -79,8 +79,6 @@ DevicePane::DevicePane(QWidget* parent) : QWidget(parent), model_(new DeviceMode
   view_->setSizeAdjustPolicy(QAbstractScrollArea::AdjustToContents);
   auto* row = new QHBoxLayout;
   use_ = new QPushButton(tr("Use this device"));
-  use_->setToolTip(tr("Run the current image on the selected device (a first run there compiles every kernel, "
-                      "which can take minutes)"));
   use_->setEnabled(false);
   note_ = new QLabel;
   note_->setWordWrap(true);
@@ -100,7 +98,7 @@ DevicePane::DevicePane(QWidget* parent) : QWidget(parent), model_(new DeviceMode
     QModelIndex idx = view_->selectionModel()->currentIndex();
     if (!idx.isValid() || !idx.data(DeviceModel::AvailableRole).toBool()) return;
     QString name = idx.data(DeviceModel::DeviceNameRole).toString();
-    if (name == current_ && name == resultsDevice_) return;
+    if (name == current_ && (resultsDevice_.isEmpty() || name == resultsDevice_)) return;
     current_ = name;
     updateUseButton();
     updateNote();
@@ -146,10 +144,15 @@ void DevicePane::updateUseButton() {
   QModelIndex idx = view_->selectionModel()->currentIndex();
   bool available = idx.isValid() && idx.data(DeviceModel::AvailableRole).toBool();
   QString name = idx.data(DeviceModel::DeviceNameRole).toString();
-  use_->setEnabled(available && !(name == current_ && name == resultsDevice_));
-  use_->setText(available && name == current_ && name != resultsDevice_ && !resultsDevice_.isEmpty()
-                    ? tr("Run here again")
-                    : tr("Use this device"));
+  // The device in use can only be run on again, after a run there was
+  // cancelled and another device's results are shown.
+  const bool again = name == current_ && !resultsDevice_.isEmpty() && name != resultsDevice_;
+  use_->setEnabled(available && (name != current_ || again));
+  use_->setText(available && again ? tr("Run here again") : tr("Use this device"));
+  use_->setToolTip(available && name == current_ && !again
+                       ? tr("%1 is the device in use").arg(name)
+                       : tr("Run the current image on the selected device (a first run there compiles every "
+                            "kernel, which can take minutes)"));
 }
 
 void DevicePane::updateNote() {

@@ -76,12 +76,13 @@ void SourcePane::setKernel(const QString& title, const QString& source, const QS
   extension_ = extension;
   title_->setToolTip(title);
   source_->setPlainText(source);
-  log_->setPlainText(buildLog);
-  diagnostics_ = parseBuildLog(buildLog);
+  const QString log = nameTempFiles(buildLog, kernelFileName(title, extension));
+  log_->setPlainText(log);
+  diagnostics_ = parseBuildLog(log);
   markDiagnostics();
   // An empty log takes two lines; a log with something in it a quarter.
   const int total = std::max(split_->height(), 200);
-  const int logHeight = buildLog.trimmed().isEmpty() ? 2 * fontMetrics().height() + 12
+  const int logHeight = log.trimmed().isEmpty() ? 2 * fontMetrics().height() + 12
                                                      : std::max(total / 4, 5 * fontMetrics().height());
   split_->setSizes({std::max(total - logHeight, 1), logHeight});
 }

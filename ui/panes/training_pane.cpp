@@ -383,7 +383,7 @@ void TrainingPane::onStep(const TrainStepPtr& s) {
   if (!std::isfinite(s->loss) && wasFinite)  // said once, not at every following step
     showError(tr("The loss became %1 at step %2: lower the learning rate and press Reset.").arg(s->loss).arg(s->step));
   if (running())
-    setStatus(tr("Step %1 (epoch %2): loss %3, batch accuracy %4 %, lr %5")
+    setStatus(tr("Step %1 (epoch %2): loss %3, batch accuracy %4\u00A0%, lr %5")
                   .arg(s->step)
                   .arg(s->epoch + 1)
                   .arg(s->loss, 0, 'f', 4)
@@ -411,7 +411,7 @@ void TrainingPane::showLastKernels() {
 void TrainingPane::onEval(const TrainEval& e) {
   if (!ready_) return;
   charts_->addTest(e.step, e.loss, e.accuracy);
-  setStatus(tr("Test after %1 steps: loss %2, accuracy %3 % (%4 s)")
+  setStatus(tr("Test after %1 steps: loss %2, accuracy %3\u00A0% (%4\u00A0s)")
                 .arg(e.step)
                 .arg(e.loss, 0, 'f', 4)
                 .arg(e.accuracy * 100, 0, 'f', 2)
