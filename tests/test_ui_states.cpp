@@ -344,6 +344,66 @@ class TestUiStates : public QObject {
     QCOMPARE(window_->statusText(), QString("Exported %1 kernels to %2").arg(run->records.size()).arg(csv));
   }
 
+  // Issue 45 item 5: the kernel graph shows which kernel's output feeds
+  // which, laid out top to bottom. A replayed realize records only what it
+  // reads from outside (the input, the weights), so a whole Lite0 run, one
+  // realize, drew "53 nodes, 0 edges"; the run's op graph has the rest.
+  void kernelGraphHasEdges() {
+    auto run = std::make_shared<RunData>();
+    run->device = "cpu";
+    run->model = "chain";
+    auto node = [&](uint64_t id, const char* op, std::vector<uint64_t> inputs, bool realized = false) {
+      tl::GraphNode n;
+      n.id = id;
+      n.op = op;
+      n.shape = {1, 8};
+      n.inputs = std::move(inputs);
+      n.realized = realized;
+      run->graph.push_back(n);
+    };
+    node(1, "BUFFER", {}, true);  // the image
+    node(2, "BUFFER", {}, true);  // weights
+    node(3, "CONV", {1, 2});
+    node(4, "RELU", {3});
+    node(5, "MUL", {4, 2});
+    node(6, "SUM", {5});
+    node(7, "ADD", {6, 3});
+    auto kernel = [&](const char* name, std::vector<uint64_t> fused, std::vector<uint64_t> reads) {
+      auto k = std::make_shared<tl::KernelInfo>();
+      k->name = name;
+      k->node_ids = fused;
+      k->output_node = fused.back();
+      k->input_nodes = std::move(reads);
+      tl::ProfileRecord r;
+      r.kernel = k;
+      r.seconds = 1e-3;
+      r.replayed = true;
+      run->records.push_back(r);
+    };
+    kernel("GEMM_conv", {3}, {1, 2});
+    kernel("E_relu_mul", {4, 5}, {2});
+    kernel("R_sum", {6}, {});
+    kernel("E_add", {7}, {});
+    GraphPane* graph = window_->graphPane();
+    graph->setMode(GraphPane::KernelGraph);
+    graph->setRun(run);
+    QTRY_VERIFY(!graph->layoutPending());
+    const DisplayGraph& g = graph->displayGraph();
+    QCOMPARE(g.nodes.size(), size_t(4));
+    std::set<std::pair<int, int>> edges;
+    for (const DisplayEdge& e : g.edges) edges.insert({e.from, e.to});
+    QCOMPARE(edges, (std::set<std::pair<int, int>>{{0, 1}, {1, 2}, {2, 3}, {0, 3}}));
+    QCOMPARE(graph->infoText(), QString("chain on cpu: 4 nodes, 4 edges"));
+    // Layered downwards: each edge points down the page.
+    std::map<int, double> y;
+    for (QGraphicsItem* item : graph->scene()->items())
+      if (item->data(0).isValid()) y[item->data(0).toInt()] = item->sceneBoundingRect().center().y();
+    for (const auto& [from, to] : edges) QVERIFY(y[to] > y[from]);
+    graph->setRun(window_->lastRun());
+    graph->setMode(GraphPane::OnnxGraph);
+    QTRY_VERIFY(!graph->layoutPending());
+  }
+
   // Issue 45 item 11: "1 diagnostic", and a build log that names the
   // kernel, not the temporary file PoCL compiled it from.
   void buildLogsReadRight() {
