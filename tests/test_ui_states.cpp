@@ -7,6 +7,7 @@
 #include <QClipboard>
 #include <QComboBox>
 #include <QItemSelectionModel>
+#include <QLineEdit>
 #include <QMenu>
 #include <QDockWidget>
 #include <QProgressBar>
@@ -399,6 +400,117 @@ class TestUiStates : public QObject {
     for (QGraphicsItem* item : graph->scene()->items())
       if (item->data(0).isValid()) y[item->data(0).toInt()] = item->sceneBoundingRect().center().y();
     for (const auto& [from, to] : edges) QVERIFY(y[to] > y[from]);
+    graph->setRun(window_->lastRun());
+    graph->setMode(GraphPane::OnnxGraph);
+    QTRY_VERIFY(!graph->layoutPending());
+  }
+
+  // Issue 45 item 10: graph navigation on a tall chain of 40 blocks at
+  // 1280x800. Fit shows it whole with labels still readable; a double-click
+  // expands a block and shows it at a readable scale (it re-fitted the whole
+  // graph into a sliver) with details saying how to collapse it; search
+  // centres its match and says "match n of m"; Ctrl+= / Ctrl+- zoom and
+  // Ctrl+F goes to the search box; the colours have a legend and a choice.
+  void graphNavigation() {
+    auto run = std::make_shared<RunData>();
+    run->device = "cpu";
+    run->model = "chain";
+    uint64_t id = 1;
+    tl::GraphNode input;
+    input.id = id++;
+    input.op = "BUFFER";
+    input.realized = true;
+    run->graph.push_back(input);
+    for (int b = 0; b < 40; ++b)
+      for (const char* op : {"ADD", "MUL", "RELU"}) {
+        tl::GraphNode n;
+        n.id = id;
+        n.op = op;
+        n.scope = "blocks." + std::to_string(b) + "." + op;
+        n.inputs = {id - 1};
+        run->graph.push_back(n);
+        auto k = std::make_shared<tl::KernelInfo>();
+        k->name = "E_" + std::to_string(id);
+        k->node_ids = {id};
+        k->output_node = id;
+        k->flops = double(b + 1) * 1e6;  // the last block does the most arithmetic
+        tl::ProfileRecord r;
+        r.kernel = k;
+        r.seconds = 1e-3 * (b == 3 ? 10 : 1);  // block 3 is the slowest
+        run->records.push_back(r);
+        ++id;
+      }
+    GraphPane* graph = window_->graphPane();
+    GraphView* view = graph->view();
+    graph->setMode(GraphPane::OpGraph);
+    graph->setRun(run);
+    QTRY_VERIFY(!graph->layoutPending());
+    QTest::qWait(20);
+    QVERIFY(view->fitted());
+    const double fitted = view->transform().m11();
+    QVERIFY2(fitted < 0.5, qPrintable(QString::number(fitted)));  // tall: small when whole
+    const int fontPixels = QFontInfo(graph->scene()->font()).pixelSize();
+    QVERIFY(GraphPane::labelPixels(fontPixels, fitted) >= GraphPane::kMinLabelPixels);
+
+    // A double-click on block 7 expands it and shows its nodes readably.
+    int block = -1;
+    for (size_t i = 0; i < graph->displayGraph().nodes.size(); ++i)
+      if (graph->displayGraph().nodes[i].groupKey == "blocks.7") block = int(i);
+    QVERIFY(block >= 0);
+    QGraphicsItem* box = nullptr;
+    for (QGraphicsItem* item : graph->scene()->items())
+      if (item->data(0).isValid() && item->data(0).toInt() == block) box = item;
+    QVERIFY(box);
+    view->centerOn(box);
+    QTest::mouseDClick(view->viewport(), Qt::LeftButton, Qt::NoModifier,
+                       view->mapFromScene(box->sceneBoundingRect().center()));
+    QTRY_VERIFY(!graph->layoutPending());
+    QCOMPARE(graph->modeText(), QString("Op graph (1 block expanded)"));
+    QVERIFY2(view->transform().m11() >= 0.9, qPrintable(QString::number(view->transform().m11())));
+    QRectF expanded;
+    for (QGraphicsItem* item : graph->scene()->items())
+      if (item->data(0).isValid() && graph->displayGraph().nodes[size_t(item->data(0).toInt())].groupKey == "blocks.7")
+        expanded = expanded.united(item->sceneBoundingRect());
+    const QRect shown = view->mapFromScene(expanded).boundingRect();
+    QVERIFY2(view->viewport()->rect().intersects(shown), "the expanded block is out of view");
+    QVERIFY2(graph->detailsText().contains("double-click any of them to collapse"), qPrintable(graph->detailsText()));
+    QVERIFY(!graph->detailsText().contains("Double-click the block to expand it"));
+
+    // Search: centred, readable, counted.
+    graph->fit();
+    QVERIFY(graph->search("blocks.2"));  // blocks.2 and blocks.20 to blocks.29
+    QCOMPARE(graph->infoText(), QString("match 1 of 11"));
+    QVERIFY(view->transform().m11() >= 1.0);
+    QGraphicsItem* hit = graph->scene()->selectedItems().value(0);
+    QVERIFY(hit);
+    const QPoint centre = view->mapFromScene(hit->sceneBoundingRect().center());
+    QVERIFY2((centre - view->viewport()->rect().center()).manhattanLength() < 40,
+             qPrintable(QString("%1,%2").arg(centre.x()).arg(centre.y())));
+    QVERIFY(graph->search("blocks.2"));
+    QCOMPARE(graph->infoText(), QString("match 2 of 11"));
+
+    // Keys, through the window's menus.
+    QApplication::setActiveWindow(window_.get());
+    QVERIFY(QTest::qWaitForWindowActive(window_.get()));
+    graph->view()->setFocus();
+    QTRY_VERIFY(graph->view()->hasFocus());
+    const double before = view->transform().m11();
+    QTest::keyClick(window_.get(), Qt::Key_Equal, Qt::ControlModifier);
+    QVERIFY2(std::abs(view->transform().m11() - before * 1.25) < 1e-6, qPrintable(QString::number(view->transform().m11())));
+    QTest::keyClick(window_.get(), Qt::Key_Minus, Qt::ControlModifier);
+    QVERIFY(std::abs(view->transform().m11() - before) < 1e-6);
+    QTest::keyClick(window_.get(), Qt::Key_F, Qt::ControlModifier);
+    QTRY_VERIFY(graph->searchEdit()->hasFocus());
+
+    // The colours: a legend in the metric's unit, and a choice of metric.
+    QVERIFY2(graph->legendText().contains("30 ms (the largest box)"), qPrintable(graph->legendText()));
+    graph->setMetric(GraphPane::ByFlops);
+    QVERIFY2(graph->legendText().contains(QString("%1 MFLOP (the largest box)").arg(3 * 40)), qPrintable(graph->legendText()));
+    int last = -1;
+    for (size_t i = 0; i < graph->displayGraph().nodes.size(); ++i)
+      if (graph->displayGraph().nodes[i].groupKey == "blocks.39") last = int(i);
+    QCOMPARE(graph->metricValue(last), 3.0 * 40);
+    graph->setMetric(GraphPane::ByTime);
     graph->setRun(window_->lastRun());
     graph->setMode(GraphPane::OnnxGraph);
     QTRY_VERIFY(!graph->layoutPending());

@@ -365,6 +365,10 @@ void MainWindow::buildMenus() {
   view->addAction(tr("&Kernel Graph"), this, [this] { graph_->setMode(GraphPane::KernelGraph); });
   view->addAction(tr("O&NNX Graph"), this, [this] { graph_->setMode(GraphPane::OnnxGraph); });
   view->addAction(tr("&Fit Graph"), QKeySequence(tr("Ctrl+0")), graph_, &GraphPane::fit);
+  QAction* zoomIn = view->addAction(tr("Zoom &In"), graph_, &GraphPane::zoomIn);
+  zoomIn->setShortcuts({QKeySequence(tr("Ctrl+=")), QKeySequence::ZoomIn});
+  view->addAction(tr("Zoom O&ut"), QKeySequence(tr("Ctrl+-")), graph_, &GraphPane::zoomOut);
+  view->addAction(tr("Fin&d Node..."), QKeySequence::Find, graph_, &GraphPane::focusSearch);
   view->addAction(tr("&Compare Devices..."), QKeySequence(tr("Ctrl+Shift+D")), this, &MainWindow::showCompare);
   view->addSeparator();
   view->addAction(tr("&Reset Layout"), this, [this] { restoreState(defaultState_); });
