@@ -67,7 +67,7 @@ class TestUiStates : public QObject {
   Q_OBJECT
   std::unique_ptr<MainWindow> window_;
   QTemporaryDir tmp_;
-  QString modelA_, modelB_, constant_;
+  QString modelA_, modelB_, constant_, uniform_;
 
   fs::path dir() const { return fs::path(tmp_.path().toStdString()); }
 
@@ -105,6 +105,9 @@ class TestUiStates : public QObject {
                               {0.0f, 0.2f, -0.1f, 0.1f});
     // Weights of zeros: the logits are the biases whatever the image.
     constant_ = writeClassifier(dir() / "placeholder.onnx", [](int) { return 0.0f; }, {0.25f, 0.5f, 0.0f, 0.1f});
+    // And equal biases: every class scores the same, as with the onnx
+    // wheel's light models (ConstantOfShape weights).
+    uniform_ = writeClassifier(dir() / "uniform.onnx", [](int) { return 0.0f; }, {0.1f, 0.1f, 0.1f, 0.1f});
     window_ = std::make_unique<MainWindow>();
     window_->resize(1280, 800);
     window_->show();
@@ -547,6 +550,35 @@ class TestUiStates : public QObject {
     QVERIFY2(!source->buildLog().contains("tempfile_"), qPrintable(source->buildLog()));
     if (!source->diagnostics().empty())
       QVERIFY2(source->buildLog().contains("tl_known_warning.cl:"), qPrintable(source->buildLog()));
+  }
+
+  // Issue 45 item 2: a model whose output ignores the image says so, in
+  // the predictions and the model pane (every class scored 25% with no
+  // word); found from the outputs (a changed copy of the image gives the
+  // same logits), not from the file's name. A sound model says nothing.
+  void placeholderWeightsAreSaid() {
+    for (const QString& model : {constant_, uniform_}) {
+      QVERIFY(load(model));
+      const RunPtr run = classify();
+      QVERIFY(run);
+      QCOMPARE(run->model, model);
+      QVERIFY2(run->outputIgnoresImage, qPrintable(model));
+      QCOMPARE(run->uniformLogits, model == uniform_);
+      const QString warning = window_->imagePane()->warning();
+      QVERIFY2(warning.startsWith("The outputs do not depend on the image") &&
+                   warning.contains("weights look like placeholders"),
+               qPrintable(warning));
+      QCOMPARE(warning.contains("every class scores the same"), model == uniform_);
+      QVERIFY2(window_->modelPane()->summaryText().contains("The outputs do not depend on the image"),
+               qPrintable(window_->modelPane()->summaryText()));
+    }
+    QCOMPARE(window_->imagePane()->predictions()->index(0).data(PredictionModel::ProbabilityRole).toDouble(), 0.25);
+    QVERIFY(load(modelA_));
+    const RunPtr sound = classify();
+    QVERIFY(sound);
+    QVERIFY(!sound->outputIgnoresImage && !sound->uniformLogits);
+    QVERIFY(window_->imagePane()->warning().isEmpty());
+    QVERIFY(!window_->modelPane()->summaryText().contains("do not depend"));
   }
 
   void cleanupTestCase() {

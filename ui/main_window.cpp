@@ -458,6 +458,7 @@ void MainWindow::onClassified(const RunPtr& run) {
   lastRun_ = run;
   hint_->hide();
   image_->setRun(*run);
+  model_->setRunNote(run->model, placeholderNote(*run));
   image_->setActivity({});
   image_->setError({});
   devices_->setResultsDevice(run->device);

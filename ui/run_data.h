@@ -46,7 +46,20 @@ struct RunData {
   // `warmRuns` timed runs ([kernel][run]); `records` then hold the medians
   // and warmSeconds the median wall time. Empty for a classification.
   std::vector<std::vector<double>> kernelSamples;
+  // A changed copy of the image gave the same logits (to 1e-6 of the
+  // largest): the outputs do not depend on the image, as with placeholder
+  // weights. uniformLogits: every class got the same logit.
+  bool outputIgnoresImage = false;
+  bool uniformLogits = false;
 };
+
+// What a run whose output ignores the image says, or "" for a sound run.
+inline QString placeholderNote(const RunData& run) {
+  if (!run.outputIgnoresImage) return {};
+  return QString("The outputs do not depend on the image: a changed copy of it gives the same logits%1. "
+                 "The model's weights look like placeholders (constant), so these scores mean nothing.")
+      .arg(run.uniformLogits ? QString(", and every class scores the same") : QString());
+}
 using RunPtr = std::shared_ptr<const RunData>;
 
 struct CompareData {

@@ -120,10 +120,17 @@ ImagePane::ImagePane(QWidget* parent) : QWidget(parent), predictions_(new Predic
   activity_->setStyleSheet("QLabel { color: #1f4e79; background: #e8f1fb; border: 1px solid #b5cde6; "
                            "border-radius: 3px; padding: 3px; }");
   activity_->hide();
+  warning_ = new QLabel;
+  warning_->setWordWrap(true);
+  warning_->setObjectName("runWarning");
+  warning_->setStyleSheet("QLabel { color: #6a4a00; background: #fff4d6; border: 1px solid #e6c36a; "
+                          "border-radius: 3px; padding: 3px; }");
+  warning_->hide();
   layout->addWidget(picture_, 1);
   layout->addWidget(caption_);
   layout->addWidget(error_);
   layout->addWidget(activity_);
+  layout->addWidget(warning_);
   layout->addWidget(bars_);
   layout->addWidget(times_);
 }
@@ -138,6 +145,9 @@ void ImagePane::setImage(const QString& path, const QImage& image) {
 
 void ImagePane::setRun(const RunData& run) {
   predictions_->setPredictions(run.top);
+  const QString note = placeholderNote(run);
+  warning_->setText(note);
+  warning_->setVisible(!note.isEmpty());
   // The first run says what it included: compiles only when there were any.
   const QString cold = run.coldNewKernels == 1 ? tr("1 new kernel compiled or read from the disk cache")
                        : run.coldNewKernels > 1
@@ -176,6 +186,8 @@ QString ImagePane::timesToolTip() const { return times_->toolTip(); }
 
 void ImagePane::clearPredictions() {
   predictions_->setPredictions({});
+  warning_->clear();
+  warning_->hide();
   times_->clear();
   times_->setToolTip({});
   setActivity(activity());  // the placeholder now says what is happening
@@ -185,6 +197,8 @@ void ImagePane::setError(const QString& message) {
   error_->setText(message);
   error_->setVisible(!message.isEmpty());
 }
+
+QString ImagePane::warning() const { return warning_->isVisible() ? warning_->text() : QString(); }
 
 QString ImagePane::error() const { return error_->isVisible() ? error_->text() : QString(); }
 

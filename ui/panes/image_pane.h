@@ -54,6 +54,8 @@ class ImagePane : public QWidget {
   void clearPredictions();
   void setError(const QString& message);  // empty hides it
   QString error() const;
+  QString warning() const;  // the run's warning (placeholder weights), or ""
+
   QString imagePath() const { return path_; }
   QImage image() const { return image_; }
 
@@ -73,6 +75,7 @@ class ImagePane : public QWidget {
   QLabel* times_;
   QLabel* error_;
   QLabel* activity_;
+  QLabel* warning_;
   PredictionBars* bars_;
   QImage image_;
   QString path_;

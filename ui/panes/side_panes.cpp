@@ -47,7 +47,9 @@ void ModelPane::setModel(const ModelPtr& model) {
   QLocale locale(QLocale::English);
   QStringList notes;
   for (auto& n : s.notes) notes << QString::fromStdString(n).toHtmlEscaped();
-  summary_->setText(QString("<table cellspacing=3>"
+  if (model->nameOrPath != model_) note_.clear();
+  model_ = model->nameOrPath;
+  summaryHtml_ = (QString("<table cellspacing=3>"
                             "<tr><td><b>Model</b></td><td>%1</td></tr>"
                             "<tr><td><b>File</b></td><td>%2</td></tr>"
                             "<tr><td><b>Layers</b></td><td>%3 (conv + linear)</td></tr>"
@@ -60,6 +62,19 @@ void ModelPane::setModel(const ModelPtr& model) {
                              QString::number(s.flops * 1e-9, 'f', 3), QString::fromStdString(tl::shape_str(s.input_shape)),
                              notes.isEmpty() ? QString() : "<p>" + notes.join("<br>") + "</p>"));
   summary_->setToolTip(QString::fromStdString(s.source));
+  showSummary();
+}
+
+void ModelPane::setRunNote(const QString& model, const QString& note) {
+  if (model != model_) return;
+  note_ = note;
+  showSummary();
+}
+
+void ModelPane::showSummary() {
+  summary_->setText(note_.isEmpty() ? summaryHtml_
+                                    : summaryHtml_ + "<p style='color:#6a4a00'><b>Warning</b>: " +
+                                          note_.toHtmlEscaped() + "</p>");
 }
 
 QString ModelPane::summaryText() const { return summary_->text(); }
