@@ -112,12 +112,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
   connect(training_, &TrainingPane::graphCaptured, this, &MainWindow::showTrainingGraph);
 
   // ---- settings ----
-  defaultState_ = saveState();
   QSettings settings;
   device_ = settings.value("device", "cpu").toString();
   training_->setDevice(device_);
   if (!restoreGeometry(settings.value("geometry").toByteArray())) resize(1560, 960);
-  restoreState(settings.value("windowState").toByteArray());
+  sizeDocksOnShow_ = !restoreState(settings.value("windowState").toByteArray());
   fitToScreen();
   rebuildRecentMenu();
   session_->enumerateDevices();
@@ -298,32 +297,62 @@ void MainWindow::buildDocks() {
   hint_->setStyleSheet("QLabel { color: #555; background: rgba(255,255,255,220); border: 1px solid #ccc; "
                        "border-radius: 6px; padding: 12px; }");
   graph_->installEventFilter(this);
-  auto* imageDock = makeDock(this, tr("Image and predictions"), "imageDock", image_);
-  auto* modelDock = makeDock(this, tr("Model"), "modelDock", model_);
-  auto* deviceDock = makeDock(this, tr("Devices"), "deviceDock", devices_);
-  auto* kernelDock = makeDock(this, tr("Kernels"), "kernelDock", kernels_);
-  auto* sourceDock = makeDock(this, tr("Kernel source"), "sourceDock", source_);
-  auto* trainingDock = makeDock(this, tr("Training"), "trainingDock", training_);
+  makeDock(this, tr("Image and predictions"), "imageDock", image_);
+  makeDock(this, tr("Model"), "modelDock", model_);
+  makeDock(this, tr("Devices"), "deviceDock", devices_);
+  makeDock(this, tr("Kernels"), "kernelDock", kernels_);
+  makeDock(this, tr("Kernel source"), "sourceDock", source_);
+  makeDock(this, tr("Training"), "trainingDock", training_);
   // The image column runs the full height: on a 768-pixel screen the
   // bottom docks would otherwise leave the picture a strip.
   setCorner(Qt::BottomLeftCorner, Qt::LeftDockWidgetArea);
-  addDockWidget(Qt::LeftDockWidgetArea, imageDock);
-  addDockWidget(Qt::LeftDockWidgetArea, modelDock);
-  tabifyDockWidget(modelDock, deviceDock);
-  modelDock->raise();
-  addDockWidget(Qt::BottomDockWidgetArea, kernelDock);
-  tabifyDockWidget(kernelDock, trainingDock);
-  kernelDock->raise();
-  addDockWidget(Qt::BottomDockWidgetArea, sourceDock);
+  placeDocks();
   // The comparison has a dozen columns and a chart: a window of its own
   // (View > Compare Devices), not a quarter of the bottom dock.
   compare_->setParent(this, Qt::Window);
   compare_->setWindowTitle(tr("Compare devices - tinylens"));
   compare_->resize(1200, 760);
-  resizeDocks({imageDock}, {400}, Qt::Horizontal);
-  resizeDocks({imageDock, modelDock}, {620, 260}, Qt::Vertical);
-  resizeDocks({kernelDock}, {370}, Qt::Vertical);
-  resizeDocks({kernelDock, sourceDock}, {980, 600}, Qt::Horizontal);
+}
+
+// The first start's layout, also what View > Reset Layout brings back
+// (restoring a state saved before the window had its size gave other
+// splits, and the Training dock's buttons fell below its edge).
+void MainWindow::placeDocks() {
+  auto dock = [this](const char* name) { return findChild<QDockWidget*>(name); };
+  for (QDockWidget* d : findChildren<QDockWidget*>()) {
+    d->setFloating(false);
+    d->show();
+  }
+  addDockWidget(Qt::LeftDockWidgetArea, dock("imageDock"));
+  addDockWidget(Qt::LeftDockWidgetArea, dock("modelDock"));
+  tabifyDockWidget(dock("modelDock"), dock("deviceDock"));
+  dock("modelDock")->raise();
+  addDockWidget(Qt::BottomDockWidgetArea, dock("kernelDock"));
+  tabifyDockWidget(dock("kernelDock"), dock("trainingDock"));
+  dock("kernelDock")->raise();
+  addDockWidget(Qt::BottomDockWidgetArea, dock("sourceDock"));
+  sizeDocks();
+}
+
+// Shares of the window rather than pixels, so that a 1280x800 screen and a
+// 1920x1200 one both get every pane usable.
+void MainWindow::sizeDocks() {
+  auto dock = [this](const char* name) { return findChild<QDockWidget*>(name); };
+  const int w = std::max(width(), 800), h = std::max(height(), 600);
+  const int left = std::clamp(w * 3 / 10, 300, 440);
+  resizeDocks({dock("imageDock")}, {left}, Qt::Horizontal);
+  resizeDocks({dock("imageDock"), dock("modelDock")}, {h * 56 / 100, h * 44 / 100}, Qt::Vertical);
+  resizeDocks({dock("kernelDock")}, {h * 42 / 100}, Qt::Vertical);
+  resizeDocks({dock("kernelDock"), dock("sourceDock")}, {(w - left) * 58 / 100, (w - left) * 42 / 100}, Qt::Horizontal);
+}
+
+void MainWindow::showEvent(QShowEvent* event) {
+  QMainWindow::showEvent(event);
+  // A first start (no saved layout) sizes its docks for the window it got.
+  if (sizeDocksOnShow_) {
+    sizeDocksOnShow_ = false;
+    QTimer::singleShot(0, this, &MainWindow::sizeDocks);
+  }
 }
 
 void MainWindow::buildMenus() {
@@ -371,7 +400,7 @@ void MainWindow::buildMenus() {
   view->addAction(tr("Fin&d Node..."), QKeySequence::Find, graph_, &GraphPane::focusSearch);
   view->addAction(tr("&Compare Devices..."), QKeySequence(tr("Ctrl+Shift+D")), this, &MainWindow::showCompare);
   view->addSeparator();
-  view->addAction(tr("&Reset Layout"), this, [this] { restoreState(defaultState_); });
+  view->addAction(tr("&Reset Layout"), this, &MainWindow::placeDocks);
 
   QMenu* run = menuBar()->addMenu(tr("&Run"));
   rerunAction_ = run->addAction(tr("&Re-run"), QKeySequence::Refresh, this, &MainWindow::rerun);
@@ -435,6 +464,21 @@ void MainWindow::rerun() {
 }
 
 void MainWindow::showCompare() {
+  // On the window's screen, whole: at 1280x800 its 1200x760 went past the
+  // bottom edge with the title bar.
+  if (!compare_->isVisible()) {
+    if (QScreen* screen = this->screen()) {
+      const QRect available = screen->availableGeometry();
+      const QSize frame(16, 48);  // borders and a title bar, before the window manager says
+      const QSize size = QSize(1200, 760).boundedTo(available.size() - frame);
+      compare_->resize(size);
+      QRect placed(QPoint(0, 0), size + frame);
+      placed.moveCenter(frameGeometry().center());
+      placed.moveLeft(std::clamp(placed.left(), available.left(), available.right() + 1 - placed.width()));
+      placed.moveTop(std::clamp(placed.top(), available.top(), available.bottom() + 1 - placed.height()));
+      compare_->move(placed.topLeft());
+    }
+  }
   compare_->show();
   compare_->raise();
   compare_->activateWindow();

@@ -78,11 +78,14 @@ class MainWindow : public QMainWindow {
   void dragEnterEvent(QDragEnterEvent* event) override;
   void dropEvent(QDropEvent* event) override;
   void closeEvent(QCloseEvent* event) override;
+  void showEvent(QShowEvent* event) override;
   bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
   void buildDocks();
   void buildMenus();
+  void placeDocks();
+  void sizeDocks();
   void connectProgress();
   void connectResults();
   void saveSettings();
@@ -113,7 +116,7 @@ class MainWindow : public QMainWindow {
   QMenu* recentMenu_ = nullptr;
   QAction* rerunAction_ = nullptr;
   QAction* cancelAction_ = nullptr;
-  QByteArray defaultState_;
+  bool sizeDocksOnShow_ = false;
 
   QString device_ = "cpu";
   QString currentImage_;

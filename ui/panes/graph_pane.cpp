@@ -58,7 +58,8 @@ class NodeBox : public QGraphicsPathItem {
     QFont big = font_;
     big.setPixelSize(std::max(1, int(std::round(shown / lod))));
     painter->setFont(big);
-    const QString first = QFontMetricsF(big).elidedText(label_.section('\n', 0, 0), Qt::ElideRight, room.width());
+    // Cut at the left: "...ks.12" keeps what tells blocks apart.
+    const QString first = QFontMetricsF(big).elidedText(label_.section('\n', 0, 0), Qt::ElideLeft, room.width());
     painter->drawText(room, Qt::AlignCenter, first);
   }
 

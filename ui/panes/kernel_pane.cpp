@@ -40,11 +40,16 @@ KernelPane::KernelPane(QWidget* parent)
   filter_ = new QLineEdit;
   filter_->setPlaceholderText(tr("Filter kernels (name, device, size...)"));
   filter_->setClearButtonEnabled(true);
+  filter_->setMinimumWidth(fontMetrics().horizontalAdvance(filter_->placeholderText()) / 2 + 40);
+  // The totals get a line of their own under the filter, wrapped: beside it
+  // at 1280x800 they were cut ("host overhead 0.") and the filter was "Fi...".
   total_ = new QLabel;
-  total_->setMinimumWidth(0);
+  total_->setWordWrap(true);
+  total_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  total_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   bar->addWidget(filter_, 1);
-  bar->addWidget(total_);
   layout->addLayout(bar);
+  layout->addWidget(total_);
   auto* split = new QSplitter(Qt::Horizontal);
   view_ = new QTableView;
   view_->setModel(proxy_);
@@ -149,7 +154,7 @@ void KernelPane::updateChart() {
   // its middle to a share of the chart's width (Qt Charts would cut it to
   // "..."), the tooltip has it whole.
   const QFontMetrics metrics(small);
-  const int labelWidth = std::max(90, chart_->width() * 2 / 5);
+  const int labelWidth = std::max(80, chart_->width() / 3);
   chartLabels_.clear();
   // Reversed: a horizontal bar chart draws its first category at the bottom.
   for (int i = top - 1; i >= 0; --i) {

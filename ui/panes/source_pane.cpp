@@ -21,7 +21,8 @@ SourcePane::SourcePane(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
   auto* bar = new QHBoxLayout;
-  title_ = new QLabel(tr("Select a kernel in the kernel table."));
+  title_ = new QLabel(tr("No kernel selected"));
+  title_->setToolTip(tr("Select a kernel in the kernel table to see its source and build log"));
   // A long title must not widen the dock past a small screen: it is cut
   // instead (the tooltip has it whole).
   title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
@@ -43,7 +44,9 @@ SourcePane::SourcePane(QWidget* parent) : QWidget(parent) {
   log_->setPlaceholderText(tr("Build log: empty (the compiler printed nothing)"));
   log_->setLineWrapMode(QPlainTextEdit::NoWrap);
   new BuildLogHighlighter(log_->document());
-  log_->setMinimumHeight(0);
+  // A set minimum (not 0, which lets the splitter fall back to the editor's
+  // own 70 px hint): an empty log can shrink to its two lines.
+  log_->setMinimumHeight(fontMetrics().height() + 8);
   source_->setMinimumHeight(fontMetrics().height() * 3);
   split_ = new QSplitter(Qt::Vertical);
   split_->addWidget(source_);
