@@ -373,7 +373,7 @@ class TestUiOnnx : public QObject {
       }
       return nullptr;
     };
-    QTest::qWaitFor([&] { return finished() || !failed.isEmpty(); }, tltest::kRunTimeoutMs);
+    (void)QTest::qWaitFor([&] { return finished() || !failed.isEmpty(); }, tltest::kRunTimeoutMs);
     if (!failed.isEmpty()) qWarning("%s", qPrintable(failed[0][0].toString()));
     return finished();
   }
