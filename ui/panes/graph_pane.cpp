@@ -349,6 +349,7 @@ double GraphPane::metricValue(int node) const {
 }
 
 void GraphPane::recolour() {
+  metricBox_->setEnabled(mode_ != OnnxGraph);  // an ONNX file's boxes are coloured by op
   if (mode_ == OnnxGraph) {
     legend_->setText(tr("Boxes coloured by op kind; red border: unsupported"));
     return;
