@@ -8,9 +8,11 @@
 #include <QDockWidget>
 #include <QHeaderView>
 #include <QLabel>
+#include <QLineEdit>
 #include <QMenuBar>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QScreen>
 #include <QSettings>
 #include <QStatusBar>
@@ -100,6 +102,89 @@ class TestUiLayout : public QObject {
                qPrintable(QString("%1: %2x%3").arg(dock->windowTitle()).arg(size.width()).arg(size.height())));
     }
     QVERIFY(window_->statusBar()->geometry().bottom() < window_->height());
+  }
+
+  // Issue 45 item 8: View > Reset Layout gives what a first start at the
+  // window's size gives (it restored a state saved before the window had
+  // its size), whatever the user did to the docks and the window since.
+  void resetLayoutIsTheFirstStart() {
+    struct Seen {
+      Qt::DockWidgetArea area;
+      bool shown;
+      QSize size;
+    };
+    auto look = [](MainWindow& window) {
+      std::map<QString, Seen> out;
+      for (QDockWidget* d : window.findChildren<QDockWidget*>())
+        out[d->objectName()] = {window.dockWidgetArea(d), d->isVisible() && !d->visibleRegion().isEmpty(),
+                                d->widget()->size()};
+      return out;
+    };
+    const QSize big(1600, 1000 - 32);
+    QSettings().remove("windowState");
+    std::map<QString, Seen> first;
+    {
+      MainWindow fresh;
+      fresh.resize(big);
+      fresh.show();
+      QVERIFY(QTest::qWaitForWindowExposed(&fresh));
+      QTest::qWait(100);
+      first = look(fresh);
+    }
+    MainWindow window;
+    window.resize(1280, 800 - 32);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QTest::qWait(50);
+    window.resize(big);
+    window.findChild<QDockWidget*>("trainingDock")->setFloating(true);
+    window.findChild<QDockWidget*>("sourceDock")->hide();
+    window.resizeDocks({window.findChild<QDockWidget*>("kernelDock")}, {120}, Qt::Vertical);
+    QTest::qWait(50);
+    QAction* reset = nullptr;
+    for (QAction* a : menuNamed(&window, "&View")->actions())
+      if (a->text() == "&Reset Layout") reset = a;
+    QVERIFY(reset);
+    reset->trigger();
+    QTest::qWait(100);
+    const auto after = look(window);
+    for (const auto& [name, seen] : first) {
+      const Seen& now = after.at(name);
+      QCOMPARE(now.area, seen.area);
+      QCOMPARE(now.shown, seen.shown);
+      if (!seen.shown) continue;  // a back tab has no size of its own
+      QVERIFY2(std::abs(now.size.width() - seen.size.width()) <= 4 && std::abs(now.size.height() - seen.size.height()) <= 4,
+               qPrintable(QString("%1: %2x%3 after the reset, %4x%5 at a first start").arg(name)
+                              .arg(now.size.width()).arg(now.size.height()).arg(seen.size.width()).arg(seen.size.height())));
+    }
+  }
+
+  // Issue 45 item 8: with the Training dock in front, Reset, Step, Run and
+  // Evaluate are in view at 1280x800 and at 1600x1000 (they were below the
+  // fold, under the settings).
+  void trainingButtonsInView() {
+    QSettings().remove("windowState");
+    MainWindow window;
+    for (QSize size : {QSize(1280, 800 - 32), QSize(1600, 1000 - 32)}) {
+      window.resize(size);
+      window.show();
+      QVERIFY(QTest::qWaitForWindowExposed(&window));
+      QTest::qWait(100);
+      QDockWidget* dock = window.findChild<QDockWidget*>("trainingDock");
+      dock->raise();
+      QTest::qWait(50);
+      TrainingPane* page = window.trainingPane();
+      for (QPushButton* b : {page->resetButton(), page->stepButton(), page->runButton(), page->evaluateButton()}) {
+        QScrollArea* scroll = nullptr;
+        for (QWidget* w = b->parentWidget(); w && !scroll; w = w->parentWidget()) scroll = qobject_cast<QScrollArea*>(w);
+        QVERIFY(scroll);
+        const QRect inView(b->mapTo(scroll->viewport(), QPoint(0, 0)), b->size());
+        QVERIFY2(b->isVisible() && scroll->viewport()->rect().contains(inView),
+                 qPrintable(QString("%1 at %2x%3: button at y %4..%5, view 0..%6").arg(b->text()).arg(size.width())
+                                .arg(size.height()).arg(inView.top()).arg(inView.bottom())
+                                .arg(scroll->viewport()->height())));
+      }
+    }
   }
 
   // Item 1: a geometry saved on a 1600-wide screen, restored on a smaller
@@ -239,6 +324,43 @@ class TestUiLayout : public QObject {
     QVERIFY(window_->imagePane()->timesToolTip().contains("median"));
     QVERIFY(window_->imagePane()->timesToolTip().contains("compil"));
     QVERIFY(!window_->kernelPane()->findChildren<QLabel*>().isEmpty());
+  }
+
+  // Issue 45 item 8: at 1280x800 the kernel totals show whole (they were
+  // cut at "host overhead 0."), the filter box is not "Fi...", the source
+  // header's first words fit, and the Devices dock shows every device row.
+  void panesReadableAt1280() {
+    TL_REQUIRE(window_->lastRun(), "no run (weights missing)");
+    window_->resize(1280, 800 - 32);
+    QTest::qWait(100);
+    KernelPane* kernels = window_->kernelPane();
+    QLabel* total = nullptr;
+    for (QLabel* l : kernels->findChildren<QLabel*>())
+      if (l->text() == kernels->totalText()) total = l;
+    QVERIFY(total);
+    QVERIFY2(total->height() >= total->heightForWidth(total->width()),
+             qPrintable(QString("%1 px tall, its text needs %2").arg(total->height()).arg(total->heightForWidth(total->width()))));
+    QLineEdit* filter = kernels->findChild<QLineEdit*>();
+    QVERIFY(filter);
+    QVERIFY2(filter->width() >= filter->fontMetrics().horizontalAdvance("Filter kernels"), qPrintable(QString::number(filter->width())));
+    SourcePane* source = window_->sourcePane();
+    QLabel* title = source->findChildren<QLabel*>().value(0);
+    QVERIFY(title);
+    QVERIFY2(title->width() >= title->fontMetrics().horizontalAdvance(title->text().left(24)),
+             qPrintable(QString("%1 in %2 px").arg(title->text()).arg(title->width())));
+    QDockWidget* devices = window_->findChild<QDockWidget*>("deviceDock");
+    devices->raise();
+    QTest::qWait(50);
+    QTableView* table = window_->devicePane()->view();
+    auto* scroll = window_->findChild<QScrollArea*>("deviceDockScroll");
+    QVERIFY(scroll);
+    const QRect inView(table->mapTo(scroll->viewport(), QPoint(0, 0)), table->size());
+    QVERIFY2(scroll->viewport()->rect().contains(inView),
+             qPrintable(QString("device table at y %1..%2 in a view 0..%3").arg(inView.top()).arg(inView.bottom())
+                            .arg(scroll->viewport()->height())));
+    QVERIFY(table->height() >= table->horizontalHeader()->height() +
+                                   table->model()->rowCount() * table->verticalHeader()->defaultSectionSize());
+    window_->findChild<QDockWidget*>("modelDock")->raise();
   }
 
   // Item 5: every device in view; selecting one starts nothing; the button

@@ -12,6 +12,7 @@
 #include <QDockWidget>
 #include <QHeaderView>
 #include <QLegend>
+#include <QScreen>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSettings>
@@ -337,8 +338,15 @@ class TestUiPanes : public QObject {
     window_->showCompare();
     QVERIFY(pane->isWindow());
     QVERIFY(QTest::qWaitForWindowExposed(pane));
-    QVERIFY2(pane->width() >= 1000 && pane->height() >= 600,
+    // As big as every column needs, within the screen (issue 45 item 8: it
+    // opened partly off a 1280x800 screen).
+    const QRect available = window_->screen()->availableGeometry();
+    QVERIFY2(pane->width() >= std::min(1000, available.width() - 16) &&
+                 pane->height() >= std::min(600, available.height() - 48),
              qPrintable(QString("%1x%2").arg(pane->width()).arg(pane->height())));
+    QVERIFY2(available.contains(QRect(pane->pos(), pane->size() + QSize(16, 48))),
+             qPrintable(QString("%1x%2 at %3,%4 on a %5x%6 screen").arg(pane->width()).arg(pane->height())
+                            .arg(pane->x()).arg(pane->y()).arg(available.width()).arg(available.height())));
     QVERIFY(pane->summary().contains("cpu vs opencl:0:0"));
     // Every column of the device table shows whole.
     QTableView* table = pane->deviceTable();
@@ -348,9 +356,12 @@ class TestUiPanes : public QObject {
                qPrintable(header));
     }
     QTest::qWait(20);
-    QVERIFY2(table->horizontalHeader()->length() <= table->viewport()->width(),
-             qPrintable(QString("%1 px of columns in %2 px").arg(table->horizontalHeader()->length())
-                            .arg(table->viewport()->width())));
+    // Side by side when the window has the room (1200 px on a 1280 screen;
+    // the test's offscreen screen is 800 wide, where the table scrolls).
+    if (pane->width() >= 1100)
+      QVERIFY2(table->horizontalHeader()->length() <= table->viewport()->width(),
+               qPrintable(QString("%1 px of columns in %2 px").arg(table->horizontalHeader()->length())
+                              .arg(table->viewport()->width())));
     QVERIFY(table->viewport()->height() >= 3 * table->rowHeight(0));
     // The kernel names are not cut.
     QTableView* k = pane->kernelTable();

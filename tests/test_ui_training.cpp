@@ -8,6 +8,7 @@
 #include <QPushButton>
 #include <QScatterSeries>
 #include <QSettings>
+#include <QRegularExpression>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QStandardPaths>
@@ -113,9 +114,17 @@ class TestUiTraining : public QObject {
     QCOMPARE(page_->smoothLossSeries()->count(), 1);
     page_->amountBox()->setValue(2);
     QSignalSpy stopped(page_, &TrainingPane::runStopped);
+    QStringList statuses;  // what the page said at each step of the run
+    auto said = connect(page_, &TrainingPane::stepped, this, [&] { statuses << page_->statusText(); });
     page_->runSpinBoxAmount();
     QVERIFY(waitFor(stopped));
+    disconnect(said);
     QCOMPARE(page_->steps(), 3);
+    // A number and its unit wrap as one ("batch accuracy 93.8" and "%" went
+    // on two lines).
+    QVERIFY(!statuses.isEmpty());
+    QVERIFY2(QRegularExpression(QString::fromUtf8("batch accuracy [0-9.]+\u00A0%, lr")).match(statuses[0]).hasMatch(),
+             qPrintable(statuses[0]));
     QCOMPARE(page_->trainLossSeries()->count(), 3);
     QCOMPARE(steps.count(), 3);
 

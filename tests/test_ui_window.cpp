@@ -230,6 +230,26 @@ class TestUiWindow : public QObject {
     QCOMPARE(graph->displayGraph().nodes.size(), collapsedCount);
   }
 
+  // Issue 45 item 5: Lite0's kernels (one realize, replayed) are connected
+  // where one reads another's output; it drew them with 0 edges.
+  void kernelGraphConnected() {
+    RunPtr run = window_->lastRun();
+    TL_REQUIRE(run, "no run (weights missing)");
+    GraphPane* graph = window_->graphPane();
+    graph->setMode(GraphPane::KernelGraph);
+    QTRY_VERIFY_WITH_TIMEOUT(!graph->layoutPending(), 60000);
+    const DisplayGraph& g = graph->displayGraph();
+    QCOMPARE(g.nodes.size(), run->records.size());
+    std::set<int> fed;
+    for (const DisplayEdge& e : g.edges) fed.insert(e.to);
+    qInfo("kernel graph: %zu kernels, %zu edges, %zu kernels read another's output", g.nodes.size(), g.edges.size(),
+          fed.size());
+    // Each kernel but the first reads an earlier one's output.
+    QVERIFY2(fed.size() + 1 >= g.nodes.size(), qPrintable(QString("%1 of %2").arg(fed.size()).arg(g.nodes.size())));
+    graph->setMode(GraphPane::OpGraph);
+    QTRY_VERIFY_WITH_TIMEOUT(!graph->layoutPending(), 60000);
+  }
+
   void exports() {
     TL_REQUIRE(window_->lastRun(), "no run (weights missing)");
     QString error;

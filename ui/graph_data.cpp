@@ -150,8 +150,15 @@ DisplayGraph buildOpGraph(const std::vector<tl::GraphNode>& graph, const std::ve
   return g;
 }
 
-DisplayGraph buildKernelGraph(const std::vector<tl::ProfileRecord>& records) {
+DisplayGraph buildKernelGraph(const std::vector<tl::ProfileRecord>& records, const std::vector<tl::GraphNode>& graph) {
   DisplayGraph g;
+  // What a kernel reads: its recorded inputs, and the inputs of the nodes it
+  // fused that it did not compute itself. A replayed launch records only the
+  // realize's outside inputs, not what earlier kernels of the same realize
+  // wrote (a whole Lite0 run is one realize: 0 edges), so the op graph the
+  // run built says the rest.
+  std::map<uint64_t, const tl::GraphNode*> byId;
+  for (const auto& n : graph) byId[n.id] = &n;
   std::map<uint64_t, int> writer;  // node id -> newest kernel that wrote it
   std::set<std::pair<int, int>> seen;
   for (size_t i = 0; i < records.size(); ++i) {
@@ -161,9 +168,16 @@ DisplayGraph buildKernelGraph(const std::vector<tl::ProfileRecord>& records) {
     d.seconds = records[i].seconds;
     d.label = QString("%1\n%2 ms").arg(QString::fromStdString(k.name)).arg(records[i].seconds * 1e3, 0, 'f', 3);
     d.members = k.node_ids;
-    for (uint64_t in : k.input_nodes) {
+    std::set<uint64_t> fused(k.node_ids.begin(), k.node_ids.end());
+    std::vector<uint64_t> reads = k.input_nodes;
+    for (uint64_t id : k.node_ids)
+      if (auto it = byId.find(id); it != byId.end())
+        for (uint64_t in : it->second->inputs)
+          if (!fused.count(in)) reads.push_back(in);
+    for (uint64_t in : reads) {
       auto it = writer.find(in);
-      if (it != writer.end() && seen.insert({it->second, int(i)}).second) g.edges.push_back({it->second, int(i)});
+      if (it != writer.end() && it->second != int(i) && seen.insert({it->second, int(i)}).second)
+        g.edges.push_back({it->second, int(i)});
     }
     writer[k.output_node] = int(i);
     g.nodes.push_back(d);

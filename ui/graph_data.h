@@ -56,8 +56,11 @@ std::map<uint64_t, int> kernelOfNodes(const std::vector<tl::ProfileRecord>& reco
 DisplayGraph buildOpGraph(const std::vector<tl::GraphNode>& graph, const std::vector<tl::ProfileRecord>& records,
                           const QSet<QString>& expanded);
 
-// One box per kernel; an edge where a kernel reads another's output.
-DisplayGraph buildKernelGraph(const std::vector<tl::ProfileRecord>& records);
+// One box per kernel; an edge where a kernel reads another's output, found
+// from the kernels' recorded inputs and from `graph`, the op graph of the run
+// whose kernels they are (a node a kernel fused reads another's output).
+DisplayGraph buildKernelGraph(const std::vector<tl::ProfileRecord>& records,
+                              const std::vector<tl::GraphNode>& graph = {});
 
 struct NodeLayout {
   double x = 0, y = 0, w = 0, h = 0;  // centre and size, in points, y down

@@ -91,14 +91,50 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
   statusBar()->addPermanentWidget(cancel_);
   connect(cancel_, &QToolButton::clicked, session_, &Session::cancel);
 
-  // ---- session -> widgets ----
+  connectProgress();
+  connectResults();
+
+  // ---- widgets -> session ----
+  connect(image_, &ImagePane::fileDropped, this, &MainWindow::openFile);
+  connect(model_, &ModelPane::builtinChosen, this, &MainWindow::openModel);
+  connect(model_, &ModelPane::openRequested, this, [this] {
+    QString path = QFileDialog::getOpenFileName(this, tr("Open model"), {},
+                                                tr("Models (*.pth *.pt *.safetensors *.onnx);;All files (*)"));
+    if (!path.isEmpty()) openModel(path);
+  });
+  connect(devices_, &DevicePane::devicePicked, this, &MainWindow::setDevice);
+  connect(kernels_, &KernelPane::kernelSelected, this, &MainWindow::showKernel);
+  connect(graph_, &GraphPane::kernelSelected, this, [this](int record) {
+    kernels_->selectRecord(record);
+  });
+  connect(graph_, &GraphPane::layoutReady, this, &MainWindow::maybeScreenshot);
+  connect(compare_, &ComparePane::compareRequested, this, &MainWindow::compareDevices);
+  connect(training_, &TrainingPane::graphCaptured, this, &MainWindow::showTrainingGraph);
+
+  // ---- settings ----
+  QSettings settings;
+  device_ = settings.value("device", "cpu").toString();
+  training_->setDevice(device_);
+  if (!restoreGeometry(settings.value("geometry").toByteArray())) resize(1560, 960);
+  sizeDocksOnShow_ = !restoreState(settings.value("windowState").toByteArray());
+  fitToScreen();
+  rebuildRecentMenu();
+  session_->enumerateDevices();
+}
+
+MainWindow::~MainWindow() = default;
+
+// ---- session -> widgets ----
+// What the worker is doing: the status line, the progress bar and Cancel.
+void MainWindow::connectProgress() {
   connect(session_, &Session::progress, this, [this](quint64, const QString& stage, int pct) {
     status_->setText(stage);
     progress_->setRange(0, 100);
     progress_->setValue(pct);
     progress_->setFormat("%p%");
     progress_->show();
-    cancel_->show();
+    // Only a run or a comparison can be cancelled; a model load cannot.
+    cancel_->setVisible(session_->busy());
   });
   // A cold run spends nearly all its time compiling: say how far it got.
   connect(session_, &Session::compileProgress, this, [this](quint64, const QString& device, int compiled, int total) {
@@ -122,10 +158,13 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
     image_->setActivity(text);
   });
   connect(session_, &Session::idle, this, [this] {
-    progress_->hide();
-    cancel_->hide();
+    settleProgress();
     compare_->setBusy(false);
   });
+}
+
+// What the worker answered: each pane shows its part.
+void MainWindow::connectResults() {
   connect(session_, &Session::warningKernelBuilt, this,
           [this](const QString& device, const QString& name, const QString& source, const QString& log) {
             source_->setKernel(tr("%1 (%2)").arg(name, device), source, log, sourceExtension(device));
@@ -134,8 +173,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
               dock->raise();
             }
             const int warnings = int(source_->diagnostics().size());
-            status_->setText(warnings ? tr("Built %1 on %2: %3 diagnostics; click one in the build log to jump to its line")
-                                            .arg(name, device).arg(warnings)
+            status_->setText(warnings ? tr("Built %1 on %2: %3; click one in the build log to jump to its line")
+                                            .arg(name, device,
+                                                 warnings == 1 ? tr("1 diagnostic") : tr("%1 diagnostics").arg(warnings))
                                       : tr("Built %1 on %2: its compiler gave no diagnostic").arg(name, device));
             emit warningKernelShown();
           });
@@ -147,6 +187,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
     emit devicesKnown();
   });
   connect(session_, &Session::modelLoaded, this, [this](const ModelPtr& m) {
+    settleProgress();
+    loadedModel_ = m->nameOrPath;
     model_->setModel(m);
     // The ONNX graph belongs to the .onnx it came from; another model hides it.
     if (m->job != 0 && !m->nameOrPath.endsWith(".onnx", Qt::CaseInsensitive) && graph_->onnx()) {
@@ -180,6 +222,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
                         "<p>Its op graph appears here when the run finishes.</p>").arg(device_.toHtmlEscaped()));
     placeHint();
     currentImage_ = path;
+    updateRunActions();
     image_->setImage(path, img);
     image_->setError({});
     addRecent(path);
@@ -191,56 +234,38 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
     status_->setText(tr("Compared %1 devices").arg(r->runs.size()));
   });
   connect(session_, &Session::cancelled, this, [this](quint64) {
-    // The results shown stay those of the last finished run: name its device.
+    // The results shown stay those of the last finished run, which may be
+    // another model's or device's: every pane names what it shows.
+    updateRunActions();
     QString shown = lastRun_ ? lastRun_->device : QString();
+    const QString model = modelShortName(loadedModel_.isEmpty() ? QString("efficientnet-lite0") : loadedModel_);
     devices_->setResultsDevice(shown);
     if (shown.isEmpty()) {
-      status_->setText(tr("Cancelled."));
-      image_->setActivity(tr("Run on %1 cancelled.").arg(device_));
-    } else {
-      status_->setText(tr("Cancelled the run on %1; the results shown are from %2.").arg(device_, shown));
-      image_->setActivity(shown == device_ ? tr("Run on %1 cancelled; the results below are from its previous run.").arg(device_)
-                                           : tr("Run on %1 cancelled; the results below are from %2.").arg(device_, shown));
+      status_->setText(tr("Cancelled the run of %1 on %2.").arg(model, device_));
+      image_->setActivity(tr("Run of %1 on %2 cancelled.").arg(model, device_));
+      return;
     }
+    const QString shownModel = modelShortName(lastRun_->model);
+    status_->setText(tr("Cancelled the run of %1 on %2; the results shown are from %3 (%4, %5).")
+                         .arg(model, device_, shown, shownModel, QFileInfo(lastRun_->imagePath).fileName()));
+    if (shown == device_ && shownModel == model)
+      image_->setActivity(tr("Run on %1 cancelled; the results below are from its previous run.").arg(device_));
+    else
+      image_->setActivity(tr("Run of %1 on %2 cancelled; the results below are from %3 (%4).")
+                              .arg(model, device_, shown, shownModel));
   });
   connect(session_, &Session::failed, this, [this](quint64, Session::FailureSource source, const QString& message) {
     using Source = Session::FailureSource;
     if (source == Source::Train) return;  // the training page shows its own errors
     if (source == Source::Model) pendingModel_.clear();
+    // A failed load ends without an idle (it is not a run): the progress
+    // bar and Cancel go, unless a run is still going.
+    settleProgress();
     if (source == Source::Run || source == Source::Image) image_->setActivity({});
     showError(message);
   });
 
-  // ---- widgets -> session ----
-  connect(image_, &ImagePane::fileDropped, this, &MainWindow::openFile);
-  connect(model_, &ModelPane::builtinChosen, this, &MainWindow::openModel);
-  connect(model_, &ModelPane::openRequested, this, [this] {
-    QString path = QFileDialog::getOpenFileName(this, tr("Open model"), {},
-                                                tr("Models (*.pth *.pt *.safetensors *.onnx);;All files (*)"));
-    if (!path.isEmpty()) openModel(path);
-  });
-  connect(devices_, &DevicePane::devicePicked, this, &MainWindow::setDevice);
-  connect(kernels_, &KernelPane::kernelSelected, this, &MainWindow::showKernel);
-  connect(graph_, &GraphPane::kernelSelected, this, [this](int record) {
-    kernels_->selectRecord(record);
-  });
-  connect(graph_, &GraphPane::layoutReady, this, &MainWindow::maybeScreenshot);
-  connect(compare_, &ComparePane::compareRequested, this, &MainWindow::compareDevices);
-  connect(training_, &TrainingPane::graphCaptured, this, &MainWindow::showTrainingGraph);
-
-  // ---- settings ----
-  defaultState_ = saveState();
-  QSettings settings;
-  device_ = settings.value("device", "cpu").toString();
-  training_->setDevice(device_);
-  if (!restoreGeometry(settings.value("geometry").toByteArray())) resize(1560, 960);
-  restoreState(settings.value("windowState").toByteArray());
-  fitToScreen();
-  rebuildRecentMenu();
-  session_->enumerateDevices();
 }
-
-MainWindow::~MainWindow() = default;
 
 // A geometry saved on a larger screen (or the default size) must not put
 // the status bar below the edge of this one.
@@ -272,32 +297,62 @@ void MainWindow::buildDocks() {
   hint_->setStyleSheet("QLabel { color: #555; background: rgba(255,255,255,220); border: 1px solid #ccc; "
                        "border-radius: 6px; padding: 12px; }");
   graph_->installEventFilter(this);
-  auto* imageDock = makeDock(this, tr("Image and predictions"), "imageDock", image_);
-  auto* modelDock = makeDock(this, tr("Model"), "modelDock", model_);
-  auto* deviceDock = makeDock(this, tr("Devices"), "deviceDock", devices_);
-  auto* kernelDock = makeDock(this, tr("Kernels"), "kernelDock", kernels_);
-  auto* sourceDock = makeDock(this, tr("Kernel source"), "sourceDock", source_);
-  auto* trainingDock = makeDock(this, tr("Training"), "trainingDock", training_);
+  makeDock(this, tr("Image and predictions"), "imageDock", image_);
+  makeDock(this, tr("Model"), "modelDock", model_);
+  makeDock(this, tr("Devices"), "deviceDock", devices_);
+  makeDock(this, tr("Kernels"), "kernelDock", kernels_);
+  makeDock(this, tr("Kernel source"), "sourceDock", source_);
+  makeDock(this, tr("Training"), "trainingDock", training_);
   // The image column runs the full height: on a 768-pixel screen the
   // bottom docks would otherwise leave the picture a strip.
   setCorner(Qt::BottomLeftCorner, Qt::LeftDockWidgetArea);
-  addDockWidget(Qt::LeftDockWidgetArea, imageDock);
-  addDockWidget(Qt::LeftDockWidgetArea, modelDock);
-  tabifyDockWidget(modelDock, deviceDock);
-  modelDock->raise();
-  addDockWidget(Qt::BottomDockWidgetArea, kernelDock);
-  tabifyDockWidget(kernelDock, trainingDock);
-  kernelDock->raise();
-  addDockWidget(Qt::BottomDockWidgetArea, sourceDock);
+  placeDocks();
   // The comparison has a dozen columns and a chart: a window of its own
   // (View > Compare Devices), not a quarter of the bottom dock.
   compare_->setParent(this, Qt::Window);
   compare_->setWindowTitle(tr("Compare devices - tinylens"));
   compare_->resize(1200, 760);
-  resizeDocks({imageDock}, {400}, Qt::Horizontal);
-  resizeDocks({imageDock, modelDock}, {620, 260}, Qt::Vertical);
-  resizeDocks({kernelDock}, {370}, Qt::Vertical);
-  resizeDocks({kernelDock, sourceDock}, {980, 600}, Qt::Horizontal);
+}
+
+// The first start's layout, also what View > Reset Layout brings back
+// (restoring a state saved before the window had its size gave other
+// splits, and the Training dock's buttons fell below its edge).
+void MainWindow::placeDocks() {
+  auto dock = [this](const char* name) { return findChild<QDockWidget*>(name); };
+  for (QDockWidget* d : findChildren<QDockWidget*>()) {
+    d->setFloating(false);
+    d->show();
+  }
+  addDockWidget(Qt::LeftDockWidgetArea, dock("imageDock"));
+  addDockWidget(Qt::LeftDockWidgetArea, dock("modelDock"));
+  tabifyDockWidget(dock("modelDock"), dock("deviceDock"));
+  dock("modelDock")->raise();
+  addDockWidget(Qt::BottomDockWidgetArea, dock("kernelDock"));
+  tabifyDockWidget(dock("kernelDock"), dock("trainingDock"));
+  dock("kernelDock")->raise();
+  addDockWidget(Qt::BottomDockWidgetArea, dock("sourceDock"));
+  sizeDocks();
+}
+
+// Shares of the window rather than pixels, so that a 1280x800 screen and a
+// 1920x1200 one both get every pane usable.
+void MainWindow::sizeDocks() {
+  auto dock = [this](const char* name) { return findChild<QDockWidget*>(name); };
+  const int w = std::max(width(), 800), h = std::max(height(), 600);
+  const int left = std::clamp(w * 3 / 10, 300, 440);
+  resizeDocks({dock("imageDock")}, {left}, Qt::Horizontal);
+  resizeDocks({dock("imageDock"), dock("modelDock")}, {h * 56 / 100, h * 44 / 100}, Qt::Vertical);
+  resizeDocks({dock("kernelDock")}, {h * 42 / 100}, Qt::Vertical);
+  resizeDocks({dock("kernelDock"), dock("sourceDock")}, {(w - left) * 58 / 100, (w - left) * 42 / 100}, Qt::Horizontal);
+}
+
+void MainWindow::showEvent(QShowEvent* event) {
+  QMainWindow::showEvent(event);
+  // A first start (no saved layout) sizes its docks for the window it got.
+  if (sizeDocksOnShow_) {
+    sizeDocksOnShow_ = false;
+    QTimer::singleShot(0, this, &MainWindow::sizeDocks);
+  }
 }
 
 void MainWindow::buildMenus() {
@@ -339,13 +394,18 @@ void MainWindow::buildMenus() {
   view->addAction(tr("&Kernel Graph"), this, [this] { graph_->setMode(GraphPane::KernelGraph); });
   view->addAction(tr("O&NNX Graph"), this, [this] { graph_->setMode(GraphPane::OnnxGraph); });
   view->addAction(tr("&Fit Graph"), QKeySequence(tr("Ctrl+0")), graph_, &GraphPane::fit);
+  QAction* zoomIn = view->addAction(tr("Zoom &In"), graph_, &GraphPane::zoomIn);
+  zoomIn->setShortcuts({QKeySequence(tr("Ctrl+=")), QKeySequence::ZoomIn});
+  view->addAction(tr("Zoom O&ut"), QKeySequence(tr("Ctrl+-")), graph_, &GraphPane::zoomOut);
+  view->addAction(tr("Fin&d Node..."), QKeySequence::Find, graph_, &GraphPane::focusSearch);
   view->addAction(tr("&Compare Devices..."), QKeySequence(tr("Ctrl+Shift+D")), this, &MainWindow::showCompare);
   view->addSeparator();
-  view->addAction(tr("&Reset Layout"), this, [this] { restoreState(defaultState_); });
+  view->addAction(tr("&Reset Layout"), this, &MainWindow::placeDocks);
 
   QMenu* run = menuBar()->addMenu(tr("&Run"));
-  run->addAction(tr("&Re-run"), QKeySequence::Refresh, this, &MainWindow::rerun);
-  run->addAction(tr("&Cancel"), QKeySequence(Qt::Key_Escape), session_, &Session::cancel);
+  rerunAction_ = run->addAction(tr("&Re-run"), QKeySequence::Refresh, this, &MainWindow::rerun);
+  cancelAction_ = run->addAction(tr("&Cancel"), QKeySequence(Qt::Key_Escape), session_, &Session::cancel);
+  updateRunActions();
   run->addAction(tr("Com&pare Checked Devices"), this, [this] { compareDevices(compare_->checkedDevices()); });
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
@@ -378,6 +438,7 @@ void MainWindow::openImage(const QString& path) {
   status_->setText(tr("Classifying %1 on %2...").arg(QFileInfo(path).fileName(), device_));
   image_->setActivity(tr("Classifying on %1...").arg(device_));
   session_->classify(path, device_);
+  updateRunActions();
 }
 
 void MainWindow::openModel(const QString& nameOrPath) {
@@ -403,6 +464,21 @@ void MainWindow::rerun() {
 }
 
 void MainWindow::showCompare() {
+  // On the window's screen, whole: at 1280x800 its 1200x760 went past the
+  // bottom edge with the title bar.
+  if (!compare_->isVisible()) {
+    if (QScreen* screen = this->screen()) {
+      const QRect available = screen->availableGeometry();
+      const QSize frame(16, 48);  // borders and a title bar, before the window manager says
+      const QSize size = QSize(1200, 760).boundedTo(available.size() - frame);
+      compare_->resize(size);
+      QRect placed(QPoint(0, 0), size + frame);
+      placed.moveCenter(frameGeometry().center());
+      placed.moveLeft(std::clamp(placed.left(), available.left(), available.right() + 1 - placed.width()));
+      placed.moveTop(std::clamp(placed.top(), available.top(), available.bottom() + 1 - placed.height()));
+      compare_->move(placed.topLeft());
+    }
+  }
   compare_->show();
   compare_->raise();
   compare_->activateWindow();
@@ -419,16 +495,18 @@ void MainWindow::compareDevices(const QStringList& devices) {
   }
   compare_->setBusy(true);
   session_->compare(currentImage_, devices);
+  updateRunActions();
 }
 
 void MainWindow::onClassified(const RunPtr& run) {
   lastRun_ = run;
   hint_->hide();
-  image_->setPredictions(run->top, run->coldSeconds, run->warmSeconds, run->device, run->warmRuns, run->kernelSeconds);
+  image_->setRun(*run);
+  model_->setRunNote(run->model, placeholderNote(*run));
   image_->setActivity({});
   image_->setError({});
   devices_->setResultsDevice(run->device);
-  kernels_->setRecords(run->records, run->warmSeconds, run->jitReplayed);
+  kernels_->setRecords(run->records, run->warmSeconds, run->jitReplayed, runSubject(*run));
   graph_->setRun(run);
   if (!run->records.empty()) kernels_->selectRecord(0);
   status_->setText(tr("%1 on %2: %3 (%4 %), warm %5 ms (median run), %6 kernels")
@@ -448,7 +526,7 @@ void MainWindow::onClassified(const RunPtr& run) {
 void MainWindow::showTrainingGraph(const RunPtr& run) {
   lastRun_ = run;
   hint_->hide();
-  kernels_->setRecords(run->records);
+  kernels_->setRecords(run->records, 0, false, run->model);
   graph_->setRun(run);
   if (!run->records.empty()) kernels_->selectRecord(0);
   status_->setText(tr("Op graph of %1: %2 nodes, %3 kernels").arg(run->model).arg(run->graph.size()).arg(run->records.size()));
@@ -488,6 +566,19 @@ void MainWindow::showError(const QString& message) {
 
 QString MainWindow::statusText() const { return status_->text(); }
 
+void MainWindow::settleProgress() {
+  updateRunActions();
+  if (session_->busy()) return;
+  progress_->hide();
+  cancel_->hide();
+}
+
+// Re-run needs an image; Cancel, a run or comparison going on.
+void MainWindow::updateRunActions() {
+  if (rerunAction_) rerunAction_->setEnabled(!currentImage_.isEmpty());
+  if (cancelAction_) cancelAction_->setEnabled(session_->busy());
+}
+
 void MainWindow::addRecent(const QString& path) {
   QSettings settings;
   QStringList recent = settings.value("recentFiles").toStringList();
@@ -515,13 +606,25 @@ void MainWindow::rebuildRecentMenu() {
   recentMenu_->setEnabled(!recent.isEmpty());
 }
 
+// Each export says where it wrote, in the status line.
 bool MainWindow::exportGraph(const QString& path, QString* error) {
-  if (path.endsWith(".svg", Qt::CaseInsensitive)) return graph_->exportSvg(path, error);
+  const QString what = graph_->mode() == GraphPane::OnnxGraph ? tr("ONNX graph")
+                       : graph_->mode() == GraphPane::KernelGraph ? tr("kernel graph")
+                                                                   : tr("op graph");
+  if (path.endsWith(".svg", Qt::CaseInsensitive)) {
+    if (!graph_->exportSvg(path, error)) return false;
+    status_->setText(tr("Exported the %1 to %2").arg(what, QFileInfo(path).absoluteFilePath()));
+    return true;
+  }
   QStringList files;
   if (!graph_->exportPng(path, error, &files)) return false;
-  if (files.size() > 1) status_->setText(tr("The graph is large: written as %1 tiles, %2 to %3")
-                                             .arg(files.size()).arg(QFileInfo(files.first()).fileName(),
-                                                                    QFileInfo(files.last()).fileName()));
+  if (files.size() > 1)
+    status_->setText(tr("Exported the %1 to %2: the graph is large, written as %3 tiles, %4 to %5")
+                         .arg(what, QFileInfo(path).absolutePath())
+                         .arg(files.size())
+                         .arg(QFileInfo(files.first()).fileName(), QFileInfo(files.last()).fileName()));
+  else
+    status_->setText(tr("Exported the %1 to %2").arg(what, QFileInfo(path).absoluteFilePath()));
   return true;
 }
 
@@ -532,6 +635,7 @@ bool MainWindow::exportKernelsCsv(const QString& path, QString* error) {
     return false;
   }
   f.write(kernels_->model()->toCsv().toUtf8());
+  status_->setText(tr("Exported %1 kernels to %2").arg(kernels_->model()->rowCount()).arg(QFileInfo(path).absoluteFilePath()));
   return true;
 }
 

@@ -13,6 +13,7 @@
 #include "ui/panes/training_pane.h"
 #include "ui/session.h"
 
+class QAction;
 class QLabel;
 class QMenu;
 class QProgressBar;
@@ -62,6 +63,10 @@ class MainWindow : public QMainWindow {
   // Shrinks and moves the window so that it lies within its screen.
   void fitToScreen();
   QLabel* graphHint() const { return hint_; }
+  QProgressBar* progressBar() const { return progress_; }
+  QToolButton* cancelButton() const { return cancel_; }
+  QAction* rerunAction() const { return rerunAction_; }
+  QAction* cancelAction() const { return cancelAction_; }
 
  signals:
   void runFinished(const tlui::RunPtr& run);
@@ -73,15 +78,22 @@ class MainWindow : public QMainWindow {
   void dragEnterEvent(QDragEnterEvent* event) override;
   void dropEvent(QDropEvent* event) override;
   void closeEvent(QCloseEvent* event) override;
+  void showEvent(QShowEvent* event) override;
   bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
   void buildDocks();
   void buildMenus();
+  void placeDocks();
+  void sizeDocks();
+  void connectProgress();
+  void connectResults();
   void saveSettings();
   void addRecent(const QString& path);
   void rebuildRecentMenu();
   void showError(const QString& message);
+  void settleProgress();  // hides progress and Cancel when nothing runs
+  void updateRunActions();
   void showKernel(int record);
   void onClassified(const RunPtr& run);
   void showTrainingGraph(const RunPtr& run);
@@ -102,11 +114,14 @@ class MainWindow : public QMainWindow {
   QProgressBar* progress_;
   QToolButton* cancel_;
   QMenu* recentMenu_ = nullptr;
-  QByteArray defaultState_;
+  QAction* rerunAction_ = nullptr;
+  QAction* cancelAction_ = nullptr;
+  bool sizeDocksOnShow_ = false;
 
   QString device_ = "cpu";
   QString currentImage_;
   QString pendingModel_;
+  QString loadedModel_;  // the classifier runs use now
   RunPtr lastRun_;
   QString screenshotPath_;
   int screenshotLingerMs_ = 0;

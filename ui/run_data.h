@@ -1,6 +1,8 @@
 // What the worker hands back to the window: plain copies of core results,
 // shared read-only so queued signals do not copy thousands of graph nodes.
 #pragma once
+#include <QDir>
+#include <QFileInfo>
 #include <QImage>
 #include <QMetaType>
 #include <QString>
@@ -27,6 +29,9 @@ struct RunData {
   // included. warmSeconds: wall time of the median of `warmRuns` runs after it.
   double coldSeconds = 0, warmSeconds = 0;
   int warmRuns = 0;
+  // Kernels new to this process in the cold run, each compiled or read from
+  // the disk cache; 0 when every kernel was loaded already; -1 unknown.
+  int coldNewKernels = -1;
   // Kernels of that same median warm run (its kernel times sum to
   // kernelSeconds, which is less than the wall time: launches, waits and
   // copies are not kernels); node_ids refer to `graph`, the graph of one
@@ -37,7 +42,24 @@ struct RunData {
   // graph was built in them, as in the CLI's classify and bench model.
   bool jitReplayed = false;
   std::vector<tl::GraphNode> graph;
+  // A comparison's runs: each kernel's device time in every one of the
+  // `warmRuns` timed runs ([kernel][run]); `records` then hold the medians
+  // and warmSeconds the median wall time. Empty for a classification.
+  std::vector<std::vector<double>> kernelSamples;
+  // A changed copy of the image gave the same logits (to 1e-6 of the
+  // largest): the outputs do not depend on the image, as with placeholder
+  // weights. uniformLogits: every class got the same logit.
+  bool outputIgnoresImage = false;
+  bool uniformLogits = false;
 };
+
+// What a run whose output ignores the image says, or "" for a sound run.
+inline QString placeholderNote(const RunData& run) {
+  if (!run.outputIgnoresImage) return {};
+  return QString("The outputs do not depend on the image: a changed copy of it gives the same logits%1. "
+                 "The model's weights look like placeholders (constant), so these scores mean nothing.")
+      .arg(run.uniformLogits ? QString(", and every class scores the same") : QString());
+}
 using RunPtr = std::shared_ptr<const RunData>;
 
 struct CompareData {
@@ -68,6 +90,22 @@ using OnnxPtr = std::shared_ptr<const OnnxData>;
 using DeviceList = std::vector<tl::DeviceInfo>;
 
 inline QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+// A model as the panes name it: the built-in model's name, a file's name
+// ("resnet18/model.onnx" where the file name alone says nothing).
+inline QString modelShortName(const QString& nameOrPath) {
+  const QFileInfo info(nameOrPath);
+  if (!info.isAbsolute() && !nameOrPath.contains('/')) return nameOrPath;
+  if (info.completeBaseName() == "model") return info.dir().dirName() + "/" + info.fileName();
+  return info.fileName();
+}
+
+// What a pane's results belong to: "tinyA.onnx on cpu, squirrel_cls.jpg".
+inline QString runSubject(const RunData& run) {
+  QString text = QString("%1 on %2").arg(modelShortName(run.model), run.device);
+  if (!run.imagePath.isEmpty()) text += ", " + QFileInfo(run.imagePath).fileName();
+  return text;
+}
 
 }  // namespace tlui
 

@@ -65,9 +65,53 @@ struct CancelScope {
   ~CancelScope() { tl::set_cancel_flag(nullptr); }
 };
 
+// `runs` warm runs of `model` on `input`, replayed by its Jit after one
+// untimed run (which captures the Jit on this device): the median wall time,
+// and the first run's kernels with each one's median device time over the
+// runs whose kernels match it (the Jit replays the same kernels in the same
+// order), with every sample kept.
+struct TimedKernels {
+  double medianSeconds = 0;
+  std::vector<tl::ProfileRecord> records;
+  std::vector<std::vector<double>> samples;
+};
+TimedKernels timeKernels(tl::ImageClassifier& model, const tl::Tensor& input, int runs) {
+  tl::NoGrad noGrad;
+  (void)model.infer(input).to_vector();
+  std::vector<double> walls;
+  std::vector<std::vector<tl::ProfileRecord>> all;
+  for (int r = 0; r < runs; ++r) {
+    tl::ProfileCapture capture;
+    auto t0 = std::chrono::steady_clock::now();
+    (void)model.infer(input).to_vector();
+    walls.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    all.push_back(capture.records());
+  }
+  TimedKernels out;
+  std::sort(walls.begin(), walls.end());
+  out.medianSeconds = walls[walls.size() / 2];
+  out.records = all[0];
+  out.samples.resize(out.records.size());
+  for (const auto& run : all) {
+    bool same = run.size() == out.records.size();
+    for (size_t i = 0; same && i < run.size(); ++i) same = run[i].kernel->name == out.records[i].kernel->name;
+    if (!same) continue;
+    for (size_t i = 0; i < run.size(); ++i) out.samples[i].push_back(run[i].seconds);
+  }
+  for (size_t i = 0; i < out.records.size(); ++i) {
+    std::vector<double> sorted = out.samples[i];
+    std::sort(sorted.begin(), sorted.end());
+    out.records[i].seconds = sorted[sorted.size() / 2];
+  }
+  return out;
+}
+
 const char* kBuiltinModel = "efficientnet-lite0";
 // Odd, so that the median is one run whose kernels the table can show.
 constexpr int kWarmRuns = 3;
+// A comparison's per-kernel speed-ups are ratios of medians over this many
+// runs: one run's kernel times move by tens of percent on a shared machine.
+constexpr int kCompareRuns = 7;
 
 }  // namespace
 
@@ -274,9 +318,11 @@ quint64 Session::classify(const QString& imagePath, const QString& device) {
       }
       report(tr("Cold run on %1: compiling its kernels").arg(device), 10);
       tl::ClassifyResult result;
+      int newKernels = 0;  // kernels the cold run had to compile or read from the disk cache
       {
         // Told on this thread after each kernel; the UI hears it queued.
-        tl::CompileProgress watch([this, job, device](size_t compiled, size_t total) {
+        tl::CompileProgress watch([this, job, device, &newKernels](size_t compiled, size_t total) {
+          if (compiled == 0) newKernels += int(total);  // a batch starts
           deliverRun(job, [this, job, device, compiled, total] {
             emit compileProgress(job, device, int(compiled), int(total));
           });
@@ -294,56 +340,8 @@ quint64 Session::classify(const QString& imagePath, const QString& device) {
       data->top = result.top;
       data->logits = result.logits;
       data->coldSeconds = result.cold_seconds;
-      {
-        tl::NoGrad noGrad;
-        tl::Tensor input = st.model->preprocess(image, dev);
-        input.realize();
-        // One run that builds the graph, untimed: its snapshot is the graph
-        // the window draws, and its kernels' node_ids point into it.
-        // Captured from before forward(): an ONNX model's executor realizes
-        // values while it builds the graph (every kMaxLazyDepth-th, and those
-        // a shape is read from), so most of its kernels run in forward, and
-        // a capture opened after it saw none (the kernel table stayed empty).
-        std::vector<tl::ProfileRecord> built;
-        {
-          tl::ProfileCapture capture;
-          tl::Tensor logits = st.model->forward(input);
-          data->graph = tl::snapshot_graph({logits.node()});
-          (void)logits.to_vector();
-          built = capture.records();
-        }
-        // The timed runs replay through the classifier's Jit, as the CLI's
-        // do: no graph is built and no plan looked up, so the latency is the
-        // device's and the launches' (building Lite0's graph alone takes
-        // about 0.45 ms on this project's 2-core test machine).
-        struct WarmRun {
-          double seconds = 0;
-          std::vector<tl::ProfileRecord> records;
-        };
-        std::vector<WarmRun> runs;
-        // The cold run uploaded the weights, so the Jit captured nothing then;
-        // this untimed call captures, and every run below replays.
-        if (!st.model->jit_captured()) (void)st.model->infer(input).to_vector();
-        const bool byJit = st.model->jit_captured();
-        for (int r = 0; r < kWarmRuns; ++r) {
-          deliverRun(job, [this, job, device, r] { emit runProgress(job, device, r + 1, kWarmRuns); });
-          WarmRun run;
-          tl::ProfileCapture capture;
-          auto t0 = std::chrono::steady_clock::now();
-          (void)st.model->infer(input).to_vector();
-          run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          run.records = capture.records();
-          runs.push_back(std::move(run));
-        }
-        std::sort(runs.begin(), runs.end(), [](const WarmRun& a, const WarmRun& b) { return a.seconds < b.seconds; });
-        WarmRun& median = runs[runs.size() / 2];
-        data->warmRuns = kWarmRuns;
-        data->warmSeconds = median.seconds;
-        bool mapped = false;
-        data->records = mapOntoGraph(median.records, built, mapped);
-        data->jitReplayed = mapped && byJit;
-        for (const auto& rec : data->records) data->kernelSeconds += rec.seconds;
-      }
+      data->coldNewKernels = newKernels;
+      timeWarmRuns(job, image, *data);
       RunPtr out = data;
       deliverRun(job, [this, out] { emit classified(out); });
     } catch (const tl::Cancelled&) {
@@ -357,6 +355,89 @@ quint64 Session::classify(const QString& imagePath, const QString& device) {
     finish();
   });
   return job;
+}
+
+// The run's graph, then kWarmRuns timed warm runs on the worker: the median
+// one's wall time and kernels go into `data`.
+void Session::timeWarmRuns(quint64 job, const tl::Image& image, RunData& data) {
+  WorkerState& st = *state_;
+  const QString device = data.device;
+  const std::string dev = device.toStdString();
+  tl::NoGrad noGrad;
+  tl::Tensor input = st.model->preprocess(image, dev);
+  input.realize();
+  // One run that builds the graph, untimed: its snapshot is the graph
+  // the window draws, and its kernels' node_ids point into it.
+  // Captured from before forward(): an ONNX model's executor realizes
+  // values while it builds the graph (every kMaxLazyDepth-th, and those
+  // a shape is read from), so most of its kernels run in forward, and
+  // a capture opened after it saw none (the kernel table stayed empty).
+  std::vector<tl::ProfileRecord> built;
+  {
+    tl::ProfileCapture capture;
+    tl::Tensor logits = st.model->forward(input);
+    data.graph = tl::snapshot_graph({logits.node()});
+    (void)logits.to_vector();
+    built = capture.records();
+  }
+  // The timed runs replay through the classifier's Jit, as the CLI's
+  // do: no graph is built and no plan looked up, so the latency is the
+  // device's and the launches' (building Lite0's graph alone takes
+  // about 0.45 ms on this project's 2-core test machine).
+  struct WarmRun {
+    double seconds = 0;
+    std::vector<tl::ProfileRecord> records;
+  };
+  std::vector<WarmRun> runs;
+  // The cold run uploaded the weights, so the Jit captured nothing then;
+  // this untimed call captures, and every run below replays.
+  if (!st.model->jit_captured()) (void)st.model->infer(input).to_vector();
+  const bool byJit = st.model->jit_captured();
+  for (int r = 0; r < kWarmRuns; ++r) {
+    deliverRun(job, [this, job, device, r] { emit runProgress(job, device, r + 1, kWarmRuns); });
+    WarmRun run;
+    tl::ProfileCapture capture;
+    auto t0 = std::chrono::steady_clock::now();
+    (void)st.model->infer(input).to_vector();
+    run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    run.records = capture.records();
+    runs.push_back(std::move(run));
+  }
+  std::sort(runs.begin(), runs.end(), [](const WarmRun& a, const WarmRun& b) { return a.seconds < b.seconds; });
+  WarmRun& median = runs[runs.size() / 2];
+  data.warmRuns = kWarmRuns;
+  data.warmSeconds = median.seconds;
+  bool mapped = false;
+  data.records = mapOntoGraph(median.records, built, mapped);
+  data.jitReplayed = mapped && byJit;
+  for (const auto& rec : data.records) data.kernelSeconds += rec.seconds;
+  checkInputMatters(image, data);
+}
+
+// A model whose weights are placeholders (the onnx wheel's light models make
+// them with ConstantOfShape) answers the same whatever it is shown. Asked
+// of the outputs, not the file: a changed copy of the image (each value
+// shifted by 0.37, wrapped, so even a flat grey image changes) runs through
+// the same replay, and the logits are compared.
+void Session::checkInputMatters(const tl::Image& image, RunData& data) {
+  WorkerState& st = *state_;
+  tl::Image changed = image;
+  for (float& v : changed.rgb) v = std::fmod(v + 0.37f, 1.0f);
+  tl::NoGrad noGrad;
+  tl::Tensor other = st.model->preprocess(changed, data.device.toStdString());
+  other.realize();
+  const std::vector<float> probe = st.model->infer(other).to_vector();
+  const std::vector<float>& logits = data.logits;
+  if (probe.size() != logits.size() || logits.empty()) return;
+  double scale = 1, lo = logits[0], hi = logits[0], diff = 0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    scale = std::max(scale, double(std::fabs(logits[i])));
+    lo = std::min(lo, double(logits[i]));
+    hi = std::max(hi, double(logits[i]));
+    diff = std::max(diff, double(std::fabs(probe[i] - logits[i])));
+  }
+  data.outputIgnoresImage = diff <= 1e-6 * scale;
+  data.uniformLogits = hi - lo <= 1e-6 * scale;
 }
 
 quint64 Session::compare(const QString& imagePath, const QStringList& devices) {
@@ -383,7 +464,10 @@ quint64 Session::compare(const QString& imagePath, const QStringList& devices) {
         const QString device = devices[i];
         int pct = 100 * i / int(devices.size());
         deliverRun(job, [this, job, device, pct] { emit progress(job, tr("Comparing: running on %1").arg(device), pct); });
-        tl::ClassifyResult r = tl::classify(*st.model, image, device.toStdString(), 5, 3);
+        tl::ClassifyResult r = tl::classify(*st.model, image, device.toStdString(), 5, 0);
+        tl::Tensor input = st.model->preprocess(image, device.toStdString());
+        input.realize();
+        TimedKernels timed = timeKernels(*st.model, input, kCompareRuns);
         auto run = std::make_shared<RunData>();
         run->job = job;
         run->device = device;
@@ -392,8 +476,11 @@ quint64 Session::compare(const QString& imagePath, const QStringList& devices) {
         run->top = r.top;
         run->logits = r.logits;
         run->coldSeconds = r.cold_seconds;
-        run->warmSeconds = r.warm_seconds;
-        run->records = r.records;
+        run->warmSeconds = timed.medianSeconds;
+        run->warmRuns = kCompareRuns;
+        run->records = std::move(timed.records);
+        run->kernelSamples = std::move(timed.samples);
+        for (const auto& rec : run->records) run->kernelSeconds += rec.seconds;
         data->runs.push_back(run);
       }
       for (size_t a = 0; a < data->runs.size(); ++a)

@@ -108,6 +108,8 @@ class Session : public QObject {
   void deliverRun(quint64 job, std::function<void()> emitter);
   void finishRun(quint64 job);
   Flag startRunJob(quint64 job);
+  void timeWarmRuns(quint64 job, const tl::Image& image, RunData& data);  // on the worker
+  void checkInputMatters(const tl::Image& image, RunData& data);
   // Training: the worker-side helpers, run on thread_.
   void trainChunk(quint64 job, Flag stop, int remaining, int done, bool capture);
   // Runs `work` on the worker; a failure's message starts with `context`.

@@ -1,5 +1,7 @@
 #include "ui/source_highlight.h"
 
+#include <QRegularExpression>
+
 #include <QStringList>
 
 namespace tlui {
@@ -122,6 +124,21 @@ void BuildLogHighlighter::highlightBlock(const QString& text) {
   }
   f.setFontUnderline(true);  // they are links to the source line
   setFormat(0, int(text.length()), f);
+}
+
+QString nameTempFiles(const QString& log, const QString& fileName) {
+  static const QRegularExpression temp(R"((?:[^\s:'"]*/)?tempfile_[A-Za-z0-9]+\.(?:cl|cu|c)\b)");
+  QString out = log;
+  return out.replace(temp, fileName);
+}
+
+QString kernelFileName(const QString& title, const QString& extension) {
+  QString name = title;
+  name.remove(QRegularExpression(R"(^#\d+\s+)"));
+  name.remove(QRegularExpression(R"(\s+\([^()]*\)$)"));
+  name = name.trimmed();
+  if (name.isEmpty() || name.contains(' ')) name = "kernel";
+  return name + extension;
 }
 
 }  // namespace tlui

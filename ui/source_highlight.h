@@ -37,6 +37,14 @@ struct Diagnostic {
 // clang, PoCL and NVRTC all print this shape).
 std::vector<Diagnostic> parseBuildLog(const QString& log);
 
+// A compiler that builds from a temporary file names it in its log (PoCL:
+// ".../pocl/kcache/tempfile_Wm62kL.cl:3:1: warning: ..."): each such path
+// becomes `fileName` ("r_16_4.cl:3:1"), the kernel the log is about.
+QString nameTempFiles(const QString& log, const QString& fileName);
+// "#3 r_16_4 (opencl:0:0)" and ".cl" -> "r_16_4.cl": the kernel of a source
+// pane title, as a file name.
+QString kernelFileName(const QString& title, const QString& extension);
+
 class BuildLogHighlighter : public QSyntaxHighlighter {
   Q_OBJECT
  public:

@@ -108,14 +108,18 @@ void CompareKernelModel::setResult(const ComparePtr& result) {
   devices_.clear();
   keys_.clear();
   seconds_.clear();
+  range_.clear();
+  runs_.clear();
   reference_ = 0;
   if (result) {
     std::map<QString, int> rowOf;
     for (size_t d = 0; d < result->runs.size(); ++d) {
       const RunData& run = *result->runs[d];
       devices_ << run.device;
+      runs_.push_back(std::max(1, run.kernelSamples.empty() ? 1 : run.warmRuns));
       std::map<QString, int> seen;
-      for (auto& rec : run.records) {
+      for (size_t k = 0; k < run.records.size(); ++k) {
+        const auto& rec = run.records[k];
         QString name = QString::fromStdString(rec.kernel->name);
         int n = ++seen[name];
         QString key = n == 1 ? name : QString("%1 #%2").arg(name).arg(n);
@@ -124,8 +128,15 @@ void CompareKernelModel::setResult(const ComparePtr& result) {
           it = rowOf.emplace(key, int(keys_.size())).first;
           keys_ << key;
           seconds_.emplace_back(result->runs.size(), -1.0);
+          range_.emplace_back(result->runs.size(), std::make_pair(-1.0, -1.0));
         }
         seconds_[size_t(it->second)][d] = rec.seconds;
+        std::pair<double, double> r{rec.seconds, rec.seconds};
+        if (k < run.kernelSamples.size() && !run.kernelSamples[k].empty()) {
+          const auto& samples = run.kernelSamples[k];
+          r = {*std::min_element(samples.begin(), samples.end()), *std::max_element(samples.begin(), samples.end())};
+        }
+        range_[size_t(it->second)][d] = r;
       }
     }
   }
@@ -145,6 +156,10 @@ int CompareKernelModel::columnCount(const QModelIndex& parent) const {
   return 1 + int(devices_.size()) + int(devices_.size()) - 1;
 }
 double CompareKernelModel::seconds(int row, int device) const { return seconds_[size_t(row)][size_t(device)]; }
+std::pair<double, double> CompareKernelModel::range(int row, int device) const {
+  return range_[size_t(row)][size_t(device)];
+}
+int CompareKernelModel::runs(int device) const { return runs_[size_t(device)]; }
 
 double CompareKernelModel::speedup(int row, int device) const {
   const double ref = seconds(row, reference_), s = seconds(row, device);
@@ -168,11 +183,25 @@ QVariant CompareKernelModel::data(const QModelIndex& index, int role) const {
     const double x = speedup(index.row(), d);
     if (role == Qt::UserRole) return x;
     if (role == Qt::DisplayRole) return x > 0 ? QString("%1x").arg(x, 0, 'f', 2) : QString("-");
+    if (role == Qt::ToolTipRole && x > 0)
+      return tr("median %1 time over median %2 time").arg(devices_[reference_], devices_[d]);
     return {};
   }
-  double s = seconds(index.row(), index.column() - 1);
+  const int device = index.column() - 1;
+  const double s = seconds(index.row(), device);
   if (role == Qt::UserRole) return s;
-  if (role == Qt::DisplayRole) return s < 0 ? QString("-") : QString::number(s * 1e3, 'f', 3);
+  if (s < 0) return role == Qt::DisplayRole ? QVariant(QString("-")) : QVariant();
+  // The median, and half the range of the runs around it as a share of it.
+  const auto [low, high] = range(index.row(), device);
+  const int n = runs(device);
+  if (role == Qt::DisplayRole) {
+    if (n < 2 || s <= 0) return QString::number(s * 1e3, 'f', 3);
+    return QString("%1 \u00B1%2%").arg(s * 1e3, 0, 'f', 3).arg(std::lround(50.0 * (high - low) / s));
+  }
+  if (role == Qt::ToolTipRole)
+    return n < 2 ? tr("%1 ms in one run").arg(s * 1e3, 0, 'f', 4)
+                 : tr("median of %1 runs: %2 ms; fastest %3 ms, slowest %4 ms")
+                       .arg(n).arg(s * 1e3, 0, 'f', 4).arg(low * 1e3, 0, 'f', 4).arg(high * 1e3, 0, 'f', 4);
   return {};
 }
 

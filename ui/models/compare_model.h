@@ -4,6 +4,7 @@
 #pragma once
 #include <QAbstractTableModel>
 #include <QStringList>
+#include <utility>
 
 #include "ui/run_data.h"
 
@@ -57,8 +58,12 @@ class CompareKernelModel : public QAbstractTableModel {
   int columnCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
-  // Seconds, or a negative number when that device has no such kernel.
+  // Seconds (the median over the timed runs), or a negative number when
+  // that device has no such kernel.
   double seconds(int row, int device) const;
+  // The fastest and slowest of the timed runs; both seconds() for one run.
+  std::pair<double, double> range(int row, int device) const;
+  int runs(int device) const;  // timed runs behind each time
   // reference seconds / device seconds; 0 when either is missing.
   double speedup(int row, int device) const;
   QString key(int row) const { return keys_[row]; }
@@ -70,6 +75,8 @@ class CompareKernelModel : public QAbstractTableModel {
   QStringList devices_;
   QStringList keys_;
   std::vector<std::vector<double>> seconds_;  // [row][device]
+  std::vector<std::vector<std::pair<double, double>>> range_;  // [row][device]
+  std::vector<int> runs_;  // [device]
   int reference_ = 0;
 };
 

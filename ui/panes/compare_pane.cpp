@@ -1,12 +1,14 @@
 #include "ui/panes/compare_pane.h"
 
 #include <QBarCategoryAxis>
+#include <cmath>
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QKeyEvent>
 #include <QHorizontalStackedBarSeries>
 #include <QLabel>
 #include <QLegend>
@@ -129,6 +131,15 @@ void ComparePane::setChecked(const QStringList& devices) {
 
 void ComparePane::setBusy(bool busy) { run_->setEnabled(!busy); }
 
+void ComparePane::keyPressEvent(QKeyEvent* event) {
+  // A window of its own: Esc closes it, as it would a dialog.
+  if (event->key() == Qt::Key_Escape && isWindow()) {
+    close();
+    return;
+  }
+  QWidget::keyPressEvent(event);
+}
+
 QString ComparePane::summary() const { return summary_->text(); }
 
 void ComparePane::setResult(const ComparePtr& result) {
@@ -168,13 +179,41 @@ void ComparePane::updateSummary() {
     for (int d = 0; d < kernels_->deviceCount(); ++d) all = all && kernels_->seconds(row, d) >= 0;
     matched += all;
   }
-  summary_->setText(tr("Reference: <b>%1</b>. Largest absolute logit difference between any two devices: "
-                       "<b>%2</b> (%3). %4 of %5 kernels ran on every device.")
-                        .arg(result_->runs[size_t(ref)]->device.toHtmlEscaped())
-                        .arg(result_->maxLogitDiff, 0, 'g', 4)
-                        .arg(result_->maxDiffPair.toHtmlEscaped())
-                        .arg(matched)
-                        .arg(kernels_->rowCount()));
+  // One plain sentence first: how much faster, and how well they agree.
+  const RunData& reference = *result_->runs[size_t(ref)];
+  QStringList speeds;
+  for (size_t d = 0; d < result_->runs.size(); ++d) {
+    if (int(d) == ref) continue;
+    const RunData& other = *result_->runs[d];
+    if (reference.warmSeconds <= 0 || other.warmSeconds <= 0) continue;
+    const double x = reference.warmSeconds / other.warmSeconds;
+    if (std::abs(x - 1) < 0.005) {
+      speeds << tr("%1 and %2 are as fast").arg(reference.device, other.device);
+      continue;
+    }
+    const bool otherFaster = x >= 1;
+    const double ratio = otherFaster ? x : 1 / x;
+    speeds << tr("%1 is %2x faster than %3")
+                  .arg(otherFaster ? other.device : reference.device)
+                  .arg(ratio, 0, 'f', ratio < 1.95 ? 2 : 1)
+                  .arg(otherFaster ? reference.device : other.device);
+  }
+  const int runs = reference.kernelSamples.empty() ? 1 : std::max(1, reference.warmRuns);
+  const QString agreement = result_->maxLogitDiff > 0
+                                ? tr("results agree to <b>%1</b> (largest logit difference, %2)")
+                                      .arg(result_->maxLogitDiff, 0, 'g', 2)
+                                      .arg(result_->maxDiffPair.toHtmlEscaped())
+                                : tr("results are <b>identical</b> (%1)").arg(result_->maxDiffPair.toHtmlEscaped());
+  QString text = tr("<b>%1</b> on %2 (%3); %4.")
+                     .arg(speeds.join("; ").toHtmlEscaped(), modelShortName(reference.model).toHtmlEscaped(),
+                          runs > 1 ? tr("median warm run of %1 each").arg(runs) : tr("one warm run each"), agreement);
+  text += tr(" Reference: <b>%1</b>. %2 of %3 kernels ran on every device%4.")
+              .arg(reference.device.toHtmlEscaped())
+              .arg(matched)
+              .arg(kernels_->rowCount())
+              .arg(runs > 1 ? tr("; each kernel's time is its median over the %1 runs, \u00B1 half their range").arg(runs)
+                            : QString());
+  summary_->setText(text);
 }
 
 // The warm run of each device as one horizontal bar, kernel time then host

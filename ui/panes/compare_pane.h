@@ -35,6 +35,9 @@ class ComparePane : public QWidget {
   QComboBox* referenceBox() const { return reference_; }
   QString summary() const;
 
+ protected:
+  void keyPressEvent(QKeyEvent* event) override;
+
  signals:
   void compareRequested(const QStringList& devices);
 

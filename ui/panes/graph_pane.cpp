@@ -1,11 +1,15 @@
 #include "ui/panes/graph_pane.h"
 
 #include <QApplication>
+#include <QClipboard>
+#include <QContextMenuEvent>
+#include <QMenu>
 #include <QComboBox>
 #include <QDir>
 #include <QFileInfo>
 #include <QFutureWatcher>
 #include <QGraphicsPathItem>
+#include <QStyleOptionGraphicsItem>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
@@ -39,9 +43,24 @@ class NodeBox : public QGraphicsPathItem {
       : QGraphicsPathItem(path), label_(std::move(label)), font_(font) {}
   void paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget* widget) override {
     QGraphicsPathItem::paint(painter, option, widget);
-    painter->setFont(font_);
     painter->setPen(Qt::black);
-    painter->drawText(boundingRect().adjusted(2, 0, -2, 0), Qt::AlignCenter, label_);
+    const QRectF room = boundingRect().adjusted(2, 0, -2, 0);
+    // Zoomed out below legibility (a whole graph fitted), the first line
+    // alone (a block's name, an op) is drawn at a readable size, cut to
+    // the box, rather than the whole label as specks.
+    const double lod = QStyleOptionGraphicsItem::levelOfDetailFromTransform(painter->worldTransform());
+    const double shown = GraphPane::labelPixels(QFontInfo(font_).pixelSize(), lod);
+    if (lod <= 0 || shown <= QFontInfo(font_).pixelSize() * lod + 0.01) {
+      painter->setFont(font_);
+      painter->drawText(room, Qt::AlignCenter, label_);
+      return;
+    }
+    QFont big = font_;
+    big.setPixelSize(std::max(1, int(std::round(shown / lod))));
+    painter->setFont(big);
+    // Cut at the left: "...ks.12" keeps what tells blocks apart.
+    const QString first = QFontMetricsF(big).elidedText(label_.section('\n', 0, 0), Qt::ElideLeft, room.width());
+    painter->drawText(room, Qt::AlignCenter, first);
   }
 
  private:
@@ -65,6 +84,16 @@ void GraphView::zoomBy(double factor) {
   // A huge graph fitted whole may start below the usual floor.
   double next = std::clamp(current * factor, std::min(0.02, current), 8.0);
   scale(next / current, next / current);
+}
+
+void GraphView::showReadable(const QRectF& rect, double minScale) {
+  autoFit_ = false;
+  resetTransform();
+  const QRectF view = viewport()->rect();
+  double factor = std::min(view.width() / std::max(rect.width(), 1.0), view.height() / std::max(rect.height(), 1.0));
+  factor = std::clamp(factor, minScale, std::max(minScale, 1.5));
+  scale(factor, factor);
+  centerOn(rect.center());
 }
 
 void GraphView::fitWhole() {
@@ -106,6 +135,13 @@ void GraphView::mouseDoubleClickEvent(QMouseEvent* event) {
   QGraphicsView::mouseDoubleClickEvent(event);
 }
 
+void GraphView::contextMenuEvent(QContextMenuEvent* event) {
+  const int node = nodeAt(event->pos());
+  if (node < 0) return QGraphicsView::contextMenuEvent(event);
+  emit nodeMenuRequested(node, event->globalPos());
+  event->accept();
+}
+
 GraphPane::GraphPane(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
@@ -124,6 +160,16 @@ GraphPane::GraphPane(QWidget* parent) : QWidget(parent) {
   bar->addWidget(searchEdit_, 1);
   bar->addWidget(info_);
   layout->addLayout(bar);
+  // What the colours mean, and what they measure.
+  auto* legendRow = new QHBoxLayout;
+  metricBox_ = new QComboBox;
+  metricBox_->addItems({tr("Colour by kernel time"), tr("Colour by FLOPs"), tr("Colour by bytes moved"), tr("No colour")});
+  metricBox_->setToolTip(tr("What a box's colour measures: its kernels' time, arithmetic or memory traffic"));
+  legend_ = new QLabel;
+  legend_->setTextFormat(Qt::RichText);
+  legendRow->addWidget(metricBox_);
+  legendRow->addWidget(legend_, 1);
+  layout->addLayout(legendRow);
 
   auto* split = new QSplitter(Qt::Horizontal);
   scene_ = new QGraphicsScene(this);
@@ -141,6 +187,7 @@ GraphPane::GraphPane(QWidget* parent) : QWidget(parent) {
   layout->addWidget(split, 1);
 
   connect(modeBox_, &QComboBox::currentIndexChanged, this, [this](int i) { setMode(Mode(i)); });
+  connect(metricBox_, &QComboBox::currentIndexChanged, this, [this](int i) { setMetric(Metric(i)); });
   connect(fitButton, &QPushButton::clicked, this, &GraphPane::fit);
   connect(collapseButton, &QPushButton::clicked, this, [this] {
     expanded_.clear();
@@ -148,10 +195,18 @@ GraphPane::GraphPane(QWidget* parent) : QWidget(parent) {
   });
   connect(searchEdit_, &QLineEdit::returnPressed, this, [this] { search(searchEdit_->text()); });
   connect(view_, &GraphView::nodeClicked, this, &GraphPane::showDetails);
+  connect(view_, &GraphView::nodeMenuRequested, this, [this](int node, const QPoint& at) {
+    QMenu* menu = makeNodeMenu(node);
+    menu->exec(at);
+    delete menu;
+  });
   connect(view_, &GraphView::nodeDoubleClicked, this, [this](int node) {
     if (node < 0 || size_t(node) >= graph_.nodes.size()) return;
     const auto& d = graph_.nodes[size_t(node)];
-    if (d.group || (!d.groupKey.isEmpty() && mode_ == OpGraph)) toggleGroup(d.groupKey);
+    if (d.group || (!d.groupKey.isEmpty() && mode_ == OpGraph)) {
+      focusKey_ = d.groupKey;  // shown, readable, once laid out again
+      toggleGroup(d.groupKey);
+    }
   });
   connect(details_, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
     if (url.scheme() == "kernel") emit kernelSelected(url.path().toInt());
@@ -244,7 +299,7 @@ void GraphPane::relayout() {
   watcher->setFuture(QtConcurrent::run([run, onnx, mode, expanded, font, groupFont] {
     DisplayGraph g = mode == OnnxGraph ? buildOnnxGraph(onnx->info)
                      : mode == OpGraph ? buildOpGraph(run->graph, run->records, expanded)
-                                       : buildKernelGraph(run->records);
+                                       : buildKernelGraph(run->records, run->graph);
     const QFontMetricsF plain(font), bold(groupFont);
     for (auto& d : g.nodes) {
       QRectF r = (d.group ? bold : plain).boundingRect(QRectF(0, 0, 4000, 4000), Qt::AlignLeft | Qt::AlignTop, d.label);
@@ -256,6 +311,10 @@ void GraphPane::relayout() {
   }));
 }
 
+double GraphPane::labelPixels(int fontPixels, double scale) {
+  return std::max(double(fontPixels) * scale, kMinLabelPixels);
+}
+
 QFont GraphPane::nodeFont(bool group) {
   QFont font = QApplication::font();
   font.setPointSizeF(group ? 10.5 : 9);
@@ -263,11 +322,99 @@ QFont GraphPane::nodeFont(bool group) {
   return font;
 }
 
-QColor GraphPane::colourFor(double seconds) const {
-  if (seconds <= 0 || graph_.maxSeconds <= 0) return QColor(236, 240, 245);
+QColor GraphPane::colourFor(double value, double max) const {
+  if (metric_ == NoColour || value <= 0 || max <= 0) return QColor(236, 240, 245);
   // Square root so the many small kernels are not all the same pale colour.
-  double t = std::sqrt(std::clamp(seconds / graph_.maxSeconds, 0.0, 1.0));
+  double t = std::sqrt(std::clamp(value / max, 0.0, 1.0));
   return QColor::fromHsvF(0.08 - 0.08 * t, 0.15 + 0.75 * t, 1.0 - 0.1 * t);
+}
+
+double GraphPane::metricValue(int node) const {
+  if (!run_ || node < 0 || size_t(node) >= graph_.nodes.size()) return 0;
+  const DisplayNode& d = graph_.nodes[size_t(node)];
+  std::set<int> kernels;
+  if (d.kernel >= 0) kernels.insert(d.kernel);
+  if (d.group) {
+    const auto kernelOf = kernelOfNodes(run_->records);
+    for (uint64_t id : d.members)
+      if (auto k = kernelOf.find(id); k != kernelOf.end()) kernels.insert(k->second);
+  }
+  double sum = 0;
+  for (int k : kernels) {
+    if (size_t(k) >= run_->records.size()) continue;
+    const auto& r = run_->records[size_t(k)];
+    sum += metric_ == ByFlops ? r.kernel->flops * 1e-6 : metric_ == ByBytes ? r.kernel->bytes * 1e-6 : r.seconds * 1e3;
+  }
+  return sum;
+}
+
+void GraphPane::recolour() {
+  metricBox_->setEnabled(mode_ != OnnxGraph);  // an ONNX file's boxes are coloured by op
+  if (mode_ == OnnxGraph) {
+    legend_->setText(tr("Boxes coloured by op kind; red border: unsupported"));
+    return;
+  }
+  std::vector<double> values(graph_.nodes.size());
+  double max = 0;
+  for (size_t i = 0; i < values.size(); ++i) max = std::max(max, values[i] = metricValue(int(i)));
+  for (size_t i = 0; i < nodeItems_.size() && i < values.size(); ++i)
+    if (auto* box = dynamic_cast<QAbstractGraphicsShapeItem*>(nodeItems_[i]); box && !graph_.nodes[i].fill)
+      box->setBrush(colourFor(values[i], max));
+  if (metric_ == NoColour || max <= 0) {
+    legend_->setText(metric_ == NoColour ? tr("No colour") : tr("Nothing to colour: no kernel times"));
+    return;
+  }
+  const QString unit = metric_ == ByFlops ? tr("MFLOP") : metric_ == ByBytes ? tr("MB") : tr("ms");
+  auto swatch = [&](double share) {
+    return QString("<span style='background:%1'>&nbsp;&nbsp;&nbsp;&nbsp;</span>").arg(colourFor(share * max, max).name());
+  };
+  legend_->setText(tr("%1 0 %2 %3 %4 %5 %6 (the largest box)")
+                       .arg(swatch(0.001), swatch(0.25))
+                       .arg(0.25 * max, 0, 'g', 3)
+                       .arg(swatch(1.0))
+                       .arg(max, 0, 'g', 3)
+                       .arg(unit));
+}
+
+void GraphPane::setMetric(Metric metric) {
+  metric_ = metric;
+  if (metricBox_->currentIndex() != int(metric)) metricBox_->setCurrentIndex(int(metric));
+  recolour();
+}
+
+QString GraphPane::legendText() const { return legend_->text(); }
+
+void GraphPane::zoomIn() { view_->zoomBy(1.25); }
+void GraphPane::zoomOut() { view_->zoomBy(0.8); }
+
+void GraphPane::focusSearch() {
+  searchEdit_->setFocus(Qt::ShortcutFocusReason);
+  searchEdit_->selectAll();
+}
+
+// After a double-click: the block's boxes (expanded) or its one box
+// (collapsed) in view at a readable scale, and details that say what a
+// double-click now does.
+void GraphPane::focusBlock() {
+  const QString key = focusKey_;
+  focusKey_.clear();
+  QRectF rect;
+  int count = 0, box = -1;
+  for (size_t i = 0; i < graph_.nodes.size() && i < nodeItems_.size(); ++i)
+    if (graph_.nodes[i].groupKey == key) {
+      rect = rect.united(nodeItems_[i]->sceneBoundingRect());
+      ++count;
+      if (box < 0 || graph_.nodes[i].group) box = int(i);
+    }
+  if (count == 0) return;
+  view_->showReadable(rect.adjusted(-20, -20, 20, 20), 0.9);
+  if (expanded_.contains(key))
+    details_->setHtml(tr("<h3>Block %1, expanded</h3><p>%2 nodes. Click one for its details; double-click any of "
+                         "them to collapse the block again.</p>")
+                          .arg(key.toHtmlEscaped())
+                          .arg(count));
+  else
+    showDetails(box);
 }
 
 void GraphPane::draw(const DisplayGraph& graph, const GraphLayout& layout) {
@@ -312,7 +459,7 @@ void GraphPane::draw(const DisplayGraph& graph, const GraphLayout& layout) {
     if (d.unsupported) border = QPen(QColor(200, 0, 0), 2.4);
     auto* box = new NodeBox(shape, d.label, d.group ? groupFont : font);
     box->setPen(border);
-    box->setBrush(d.fill ? QColor(d.fill) : colourFor(d.seconds));
+    box->setBrush(d.fill ? QColor(d.fill) : colourFor(0, 0));
     scene_->addItem(box);
     box->setData(kNodeRole, int(i));
     box->setZValue(1);
@@ -321,11 +468,20 @@ void GraphPane::draw(const DisplayGraph& graph, const GraphLayout& layout) {
     nodeItems_.push_back(box);
   }
   scene_->setSceneRect(QRectF(-10, -10, layout.width + 20, layout.height + 20));
-  if (mode_ == OnnxGraph && onnx_)
-    info_->setText(tr("%1 ONNX nodes, %2 unsupported").arg(onnx_->info.nodes.size()).arg(onnx_->unsupported));
-  else
-    info_->setText(tr("%1 nodes, %2 edges").arg(graph.nodes.size()).arg(graph.edges.size()));
+  // Says whose graph it is: after a cancelled run the other panes may show
+  // another model's results than the file opened here.
+  if (mode_ == OnnxGraph && onnx_) {
+    info_->setText(tr("%1: %2 ONNX nodes, %3 unsupported")
+                       .arg(modelShortName(onnx_->path)).arg(onnx_->info.nodes.size()).arg(onnx_->unsupported));
+    info_->setToolTip(tr("The graph stored in %1").arg(onnx_->path));
+  } else if (run_) {
+    info_->setText(tr("%1 on %2: %3 nodes, %4 edges")
+                       .arg(modelShortName(run_->model), run_->device).arg(graph.nodes.size()).arg(graph.edges.size()));
+    info_->setToolTip(tr("The graph of the run of %1").arg(runSubject(*run_)));
+  }
+  recolour();
   fit();
+  if (!focusKey_.isEmpty()) focusBlock();
 }
 
 // The whole graph in view: an overview to zoom into (wheel, search, a click
@@ -348,32 +504,38 @@ bool GraphPane::search(const QString& text) {
   if (text.isEmpty() || graph_.nodes.empty()) return false;
   if (text != lastSearch_) searchFrom_ = 0;
   lastSearch_ = text;
-  size_t n = graph_.nodes.size();
-  for (size_t step = 0; step < n; ++step) {
-    size_t i = (size_t(searchFrom_) + step) % n;
-    const auto& d = graph_.nodes[i];
-    bool hit = d.label.contains(text, Qt::CaseInsensitive) || d.groupKey.contains(text, Qt::CaseInsensitive);
-    if (!hit && mode_ != OnnxGraph && d.members.size() == 1) {
-      auto it = nodeById_.find(d.members[0]);
-      if (it != nodeById_.end())
-        hit = QString::fromStdString(it->second->scope).contains(text, Qt::CaseInsensitive);
-    }
-    if (!hit && mode_ == OnnxGraph && onnx_ && d.onnxNode >= 0)
-      hit = QString::fromStdString(onnx_->info.nodes[size_t(d.onnxNode)].name).contains(text, Qt::CaseInsensitive);
-    if (!hit && mode_ != OnnxGraph && d.kernel >= 0 && run_ && size_t(d.kernel) < run_->records.size())
-      hit = QString::fromStdString(run_->records[size_t(d.kernel)].kernel->name).contains(text, Qt::CaseInsensitive);
-    if (hit) {
-      searchFrom_ = int(i + 1);
-      scene_->clearSelection();
-      if (i < nodeItems_.size()) {
-        nodeItems_[i]->setSelected(true);
-        view_->centerOn(nodeItems_[i]);
-      }
-      showDetails(int(i));
-      return true;
-    }
+  std::vector<int> hits;
+  for (size_t i = 0; i < graph_.nodes.size(); ++i)
+    if (matches(int(i), text)) hits.push_back(int(i));
+  if (hits.empty()) {
+    info_->setText(tr("no node matches \"%1\"").arg(text));
+    return false;
   }
-  info_->setText(tr("no node matches \"%1\"").arg(text));
+  // The first match at or after the last one's successor, wrapping around.
+  auto next = std::lower_bound(hits.begin(), hits.end(), searchFrom_);
+  if (next == hits.end()) next = hits.begin();
+  const int i = *next;
+  searchFrom_ = i + 1;
+  scene_->clearSelection();
+  if (size_t(i) < nodeItems_.size()) {
+    nodeItems_[size_t(i)]->setSelected(true);
+    view_->showReadable(nodeItems_[size_t(i)]->sceneBoundingRect(), 1.0);
+  }
+  showDetails(i);
+  info_->setText(tr("match %1 of %2").arg(int(next - hits.begin()) + 1).arg(hits.size()));
+  return true;
+}
+
+bool GraphPane::matches(int index, const QString& text) const {
+  const auto& d = graph_.nodes[size_t(index)];
+  if (d.label.contains(text, Qt::CaseInsensitive) || d.groupKey.contains(text, Qt::CaseInsensitive)) return true;
+  if (mode_ != OnnxGraph && d.members.size() == 1)
+    if (auto it = nodeById_.find(d.members[0]); it != nodeById_.end())
+      if (QString::fromStdString(it->second->scope).contains(text, Qt::CaseInsensitive)) return true;
+  if (mode_ == OnnxGraph && onnx_ && d.onnxNode >= 0)
+    return QString::fromStdString(onnx_->info.nodes[size_t(d.onnxNode)].name).contains(text, Qt::CaseInsensitive);
+  if (mode_ != OnnxGraph && d.kernel >= 0 && run_ && size_t(d.kernel) < run_->records.size())
+    return QString::fromStdString(run_->records[size_t(d.kernel)].kernel->name).contains(text, Qt::CaseInsensitive);
   return false;
 }
 
@@ -384,7 +546,19 @@ int GraphPane::slowestNode() const {
   return best;
 }
 
+QMenu* GraphPane::makeNodeMenu(int node) {
+  auto* menu = new QMenu(this);
+  if (node < 0 || size_t(node) >= graph_.nodes.size()) return menu;
+  showDetails(node);  // the details pane then shows what is copied
+  const QString details = details_->toPlainText(), label = graph_.nodes[size_t(node)].label;
+  menu->addAction(tr("Copy Details (shape, attributes, kernel)"), this,
+                  [details] { QApplication::clipboard()->setText(details); })->setEnabled(!details.isEmpty());
+  menu->addAction(tr("Copy Label"), this, [label] { QApplication::clipboard()->setText(label); });
+  return menu;
+}
+
 QString GraphPane::detailsText() const { return details_->toPlainText(); }
+QString GraphPane::infoText() const { return info_->text(); }
 
 void GraphPane::showDetails(int node) {
   if (mode_ == OnnxGraph) {
@@ -428,7 +602,7 @@ void GraphPane::showDetails(int node) {
     QStringList kernelList;
     for (int k : kernels) kernelList << kernelLine(k);
     html = QString("<h3>Block %1</h3><p>%2 primitive nodes, %3 kernels, %4 ms</p><p>%5</p><p>Kernels:<br>%6</p>"
-                   "<p><i>Double-click the block to expand it.</i></p>")
+                   "<p><i>Double-click the block to expand it into its nodes.</i></p>")
                .arg(d.groupKey.toHtmlEscaped())
                .arg(d.members.size())
                .arg(kernels.size())
@@ -453,6 +627,8 @@ void GraphPane::showDetails(int node) {
                     QString::fromStdString(tl::shape_str(n.shape)), QString::fromStdString(tl::dtype_name(n.dtype)),
                     QString::fromStdString(n.detail.empty() ? "none" : n.detail).toHtmlEscaped(),
                     n.realized ? tr("realized buffer") : QString(), inputs.join("<br>"), kernelLine(d.kernel));
+    if (!d.groupKey.isEmpty() && mode_ == OpGraph)
+      html += tr("<p><i>In block %1: double-click to collapse it.</i></p>").arg(d.groupKey.toHtmlEscaped());
   }
   details_->setHtml(html);
 }

@@ -12,6 +12,7 @@
 class QComboBox;
 class QLabel;
 class QLineEdit;
+class QMenu;
 class QTextBrowser;
 
 namespace tlui {
@@ -21,6 +22,10 @@ class GraphView : public QGraphicsView {
  public:
   explicit GraphView(QWidget* parent = nullptr);
   void zoomBy(double factor);
+  // Shows `rect` (scene units) whole if that keeps a scale of at least
+  // `minScale`, else centred at `minScale`: what a search or an expanded
+  // block shows, big enough to read.
+  void showReadable(const QRectF& rect, double minScale = 1.0);
   // Scales the whole scene rect into the viewport, and keeps it fitted
   // through resizes until the user zooms.
   void fitWhole();
@@ -29,12 +34,14 @@ class GraphView : public QGraphicsView {
  signals:
   void nodeClicked(int node);
   void nodeDoubleClicked(int node);
+  void nodeMenuRequested(int node, const QPoint& globalPos);  // a right click on a node
 
  protected:
   void wheelEvent(QWheelEvent* event) override;
   void resizeEvent(QResizeEvent* event) override;
   void mousePressEvent(QMouseEvent* event) override;
   void mouseDoubleClickEvent(QMouseEvent* event) override;
+  void contextMenuEvent(QContextMenuEvent* event) override;
 
  private:
   int nodeAt(const QPoint& pos) const;
@@ -45,6 +52,8 @@ class GraphPane : public QWidget {
   Q_OBJECT
  public:
   enum Mode { OpGraph, KernelGraph, OnnxGraph };
+  // What a box's colour says (the ONNX graph colours by op instead).
+  enum Metric { ByTime, ByFlops, ByBytes, NoColour };
   explicit GraphPane(QWidget* parent = nullptr);
 
   void setRun(const RunPtr& run);
@@ -57,9 +66,22 @@ class GraphPane : public QWidget {
   Mode mode() const { return mode_; }
   void toggleGroup(const QString& key);
   void fit();
-  // Selects the next node whose label or scope contains the text; false when none.
+  void zoomIn();
+  void zoomOut();
+  void focusSearch();  // Ctrl+F
+  void setMetric(Metric metric);
+  Metric metric() const { return metric_; }
+  QString legendText() const;
+  // A box's value of the metric (ms, MFLOP or MB of its kernels); 0 without.
+  double metricValue(int node) const;
+  QLineEdit* searchEdit() const { return searchEdit_; }
+  // Selects the next node whose label or scope contains the text, centres
+  // it at a readable scale and says "match n of m"; false when none.
   bool search(const QString& text);
   void showDetails(int node);
+  // A node's right-click menu: copy its details (shape, attributes, kernel)
+  // or its label. The caller owns it.
+  QMenu* makeNodeMenu(int node);
   int slowestNode() const;  // -1 when empty
 
   bool layoutPending() const { return pending_; }
@@ -67,6 +89,7 @@ class GraphPane : public QWidget {
   QGraphicsScene* scene() const { return scene_; }
   GraphView* view() const { return view_; }
   QString detailsText() const;
+  QString infoText() const;  // the bar's line: whose graph, how many nodes
 
   bool exportSvg(const QString& path, QString* error) const;
   // At least 1:1 (2:1 for small graphs), so the labels stay as legible as
@@ -75,6 +98,11 @@ class GraphPane : public QWidget {
   // row. `files` receives every file written.
   bool exportPng(const QString& path, QString* error, QStringList* files = nullptr) const;
   static constexpr int kPngTile = 6000;
+  // A label's height on screen, in pixels, for a font of `fontPixels` at
+  // view scale `scale`: never below kMinLabelPixels (a box then shows its
+  // first line, cut to fit).
+  static constexpr double kMinLabelPixels = 8.0;
+  static double labelPixels(int fontPixels, double scale);
   QString modeText() const;  // the mode combo's current text
 
  signals:
@@ -85,7 +113,10 @@ class GraphPane : public QWidget {
   void relayout();
   void updateModeText();
   void draw(const DisplayGraph& graph, const GraphLayout& layout);
-  QColor colourFor(double seconds) const;
+  QColor colourFor(double value, double max) const;
+  void recolour();
+  bool matches(int node, const QString& text) const;  // the boxes and the legend, after a new metric or graph
+  void focusBlock();  // after a double-click expanded or collapsed focusKey_
   static QFont nodeFont(bool group);
 
   GraphView* view_;
@@ -93,6 +124,10 @@ class GraphPane : public QWidget {
   QComboBox* modeBox_;
   QLineEdit* searchEdit_;
   QLabel* info_;
+  QComboBox* metricBox_;
+  QLabel* legend_;
+  Metric metric_ = ByTime;
+  QString focusKey_;  // the block a double-click toggled: shown once laid out
   QTextBrowser* details_;
   void showOnnxSummary();
 

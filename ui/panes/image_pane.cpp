@@ -1,6 +1,10 @@
 #include "ui/panes/image_pane.h"
 
+#include <QApplication>
+#include <QClipboard>
+#include <QContextMenuEvent>
 #include <QDragEnterEvent>
+#include <QMenu>
 #include <QDropEvent>
 #include <QFileInfo>
 #include <QLabel>
@@ -57,6 +61,39 @@ void PredictionBars::paintEvent(QPaintEvent*) {
   }
 }
 
+namespace {
+QString predictionLine(const QModelIndex& idx) {
+  return QString("%1\t%2 %").arg(idx.data().toString())
+      .arg(idx.data(PredictionModel::ProbabilityRole).toDouble() * 100.0, 0, 'f', 1);
+}
+}  // namespace
+
+QMenu* PredictionBars::makeContextMenu(const QPoint& pos) {
+  auto* menu = new QMenu(this);
+  const int rowH = fontMetrics().height() * 2 + 6;
+  const int row = (pos.y() - 2) / rowH;
+  const int n = model_->rowCount();
+  if (row >= 0 && row < n) {
+    const QModelIndex idx = model_->index(row);
+    const QString line = predictionLine(idx);
+    menu->addAction(tr("Copy \u201C%1\u201D").arg(idx.data().toString()), this,
+                    [line] { QApplication::clipboard()->setText(line); });
+  }
+  QAction* all = menu->addAction(tr("Copy All Predictions"), this, [this] {
+    QStringList lines;
+    for (int i = 0; i < model_->rowCount(); ++i) lines << predictionLine(model_->index(i));
+    QApplication::clipboard()->setText(lines.join('\n'));
+  });
+  all->setEnabled(n > 0);
+  return menu;
+}
+
+void PredictionBars::contextMenuEvent(QContextMenuEvent* event) {
+  QMenu* menu = makeContextMenu(event->pos());
+  menu->exec(event->globalPos());
+  delete menu;
+}
+
 ImagePane::ImagePane(QWidget* parent) : QWidget(parent), predictions_(new PredictionModel(this)) {
   setAcceptDrops(true);
   auto* layout = new QVBoxLayout(this);
@@ -83,10 +120,17 @@ ImagePane::ImagePane(QWidget* parent) : QWidget(parent), predictions_(new Predic
   activity_->setStyleSheet("QLabel { color: #1f4e79; background: #e8f1fb; border: 1px solid #b5cde6; "
                            "border-radius: 3px; padding: 3px; }");
   activity_->hide();
+  warning_ = new QLabel;
+  warning_->setWordWrap(true);
+  warning_->setObjectName("runWarning");
+  warning_->setStyleSheet("QLabel { color: #6a4a00; background: #fff4d6; border: 1px solid #e6c36a; "
+                          "border-radius: 3px; padding: 3px; }");
+  warning_->hide();
   layout->addWidget(picture_, 1);
   layout->addWidget(caption_);
   layout->addWidget(error_);
   layout->addWidget(activity_);
+  layout->addWidget(warning_);
   layout->addWidget(bars_);
   layout->addWidget(times_);
 }
@@ -99,14 +143,25 @@ void ImagePane::setImage(const QString& path, const QImage& image) {
   if (predictions_->rowCount() == 0) bars_->setPlaceholder(tr("Predictions appear here when the run finishes."));
 }
 
-void ImagePane::setPredictions(const std::vector<tl::Prediction>& top, double coldSeconds, double warmSeconds,
-                               const QString& device, int warmRuns, double kernelSeconds) {
-  predictions_->setPredictions(top);
-  QString text = tr("<b>Results from %1</b><br>first run %2 ms (kernel compiles included)<br>warm %3 ms")
-                     .arg(device.toHtmlEscaped())
-                     .arg(coldSeconds * 1e3, 0, 'f', 1)
-                     .arg(warmSeconds * 1e3, 0, 'f', 2);
-  if (warmRuns > 0) text += tr(" (median of %1 runs; its kernels: %2 ms)").arg(warmRuns).arg(kernelSeconds * 1e3, 0, 'f', 2);
+void ImagePane::setRun(const RunData& run) {
+  predictions_->setPredictions(run.top);
+  const QString note = placeholderNote(run);
+  warning_->setText(note);
+  warning_->setVisible(!note.isEmpty());
+  // The first run says what it included: compiles only when there were any.
+  const QString cold = run.coldNewKernels == 1 ? tr("1 new kernel compiled or read from the disk cache")
+                       : run.coldNewKernels > 1
+                           ? tr("%1 new kernels compiled or read from the disk cache").arg(run.coldNewKernels)
+                       : run.coldNewKernels == 0 ? tr("no kernel to compile: all loaded already")
+                                                 : tr("kernel compiles included");
+  QString text = tr("<b>Results from %1</b>: %2 on %3<br>first run %4 ms (%5)<br>warm %6 ms")
+                     .arg(run.device.toHtmlEscaped(), modelShortName(run.model).toHtmlEscaped(),
+                          QFileInfo(run.imagePath).fileName().toHtmlEscaped())
+                     .arg(run.coldSeconds * 1e3, 0, 'f', 1)
+                     .arg(cold)
+                     .arg(run.warmSeconds * 1e3, 0, 'f', 2);
+  if (run.warmRuns > 0)
+    text += tr(" (median of %1 runs; its kernels: %2 ms)").arg(run.warmRuns).arg(run.kernelSeconds * 1e3, 0, 'f', 2);
   times_->setText(text);
   times_->setToolTip(tr("<p><b>First run</b>: wall time of the first run on this device: building the graph, "
                         "compiling every kernel not yet in the disk cache, and running them.</p>"
@@ -131,6 +186,8 @@ QString ImagePane::timesToolTip() const { return times_->toolTip(); }
 
 void ImagePane::clearPredictions() {
   predictions_->setPredictions({});
+  warning_->clear();
+  warning_->hide();
   times_->clear();
   times_->setToolTip({});
   setActivity(activity());  // the placeholder now says what is happening
@@ -140,6 +197,8 @@ void ImagePane::setError(const QString& message) {
   error_->setText(message);
   error_->setVisible(!message.isEmpty());
 }
+
+QString ImagePane::warning() const { return warning_->isVisible() ? warning_->text() : QString(); }
 
 QString ImagePane::error() const { return error_->isVisible() ? error_->text() : QString(); }
 

@@ -5,8 +5,10 @@
 #include <QWidget>
 
 #include "ui/models/prediction_model.h"
+#include "ui/run_data.h"
 
 class QLabel;
+class QMenu;
 
 namespace tlui {
 
@@ -18,9 +20,13 @@ class PredictionBars : public QWidget {
   QSize minimumSizeHint() const override;
   void setPlaceholder(const QString& text);
   QString placeholder() const { return placeholder_; }
+  // The right-click menu at `pos`: copy the prediction there, or all of them
+  // (the caller owns the menu).
+  QMenu* makeContextMenu(const QPoint& pos);
 
  protected:
   void paintEvent(QPaintEvent* event) override;
+  void contextMenuEvent(QContextMenuEvent* event) override;
 
  private:
   PredictionModel* model_;
@@ -32,11 +38,12 @@ class ImagePane : public QWidget {
  public:
   explicit ImagePane(QWidget* parent = nullptr);
   PredictionModel* predictions() const { return predictions_; }
+  PredictionBars* bars() const { return bars_; }
   void setImage(const QString& path, const QImage& image);
   // The run's top-5 and its times: cold, and the median warm run whose
-  // kernels (summing to kernelSeconds) the kernel table shows.
-  void setPredictions(const std::vector<tl::Prediction>& top, double coldSeconds, double warmSeconds,
-                      const QString& device, int warmRuns = 0, double kernelSeconds = 0);
+  // kernels (summing to kernelSeconds) the kernel table shows; headed by
+  // the device, model and image they belong to.
+  void setRun(const RunData& run);
   // What the window is doing for this image ("Compiling kernels for cpu...
   // 37/87"); shown above the predictions, and in their place while there
   // are none. Empty hides it.
@@ -47,6 +54,8 @@ class ImagePane : public QWidget {
   void clearPredictions();
   void setError(const QString& message);  // empty hides it
   QString error() const;
+  QString warning() const;  // the run's warning (placeholder weights), or ""
+
   QString imagePath() const { return path_; }
   QImage image() const { return image_; }
 
@@ -66,6 +75,7 @@ class ImagePane : public QWidget {
   QLabel* times_;
   QLabel* error_;
   QLabel* activity_;
+  QLabel* warning_;
   PredictionBars* bars_;
   QImage image_;
   QString path_;

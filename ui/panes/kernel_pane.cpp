@@ -1,6 +1,9 @@
 #include "ui/panes/kernel_pane.h"
 
+#include <QApplication>
 #include <QBarCategoryAxis>
+#include <QClipboard>
+#include <QMenu>
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
@@ -37,11 +40,16 @@ KernelPane::KernelPane(QWidget* parent)
   filter_ = new QLineEdit;
   filter_->setPlaceholderText(tr("Filter kernels (name, device, size...)"));
   filter_->setClearButtonEnabled(true);
+  filter_->setMinimumWidth(fontMetrics().horizontalAdvance(filter_->placeholderText()) / 2 + 40);
+  // The totals get a line of their own under the filter, wrapped: beside it
+  // at 1280x800 they were cut ("host overhead 0.") and the filter was "Fi...".
   total_ = new QLabel;
-  total_->setMinimumWidth(0);
+  total_->setWordWrap(true);
+  total_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  total_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   bar->addWidget(filter_, 1);
-  bar->addWidget(total_);
   layout->addLayout(bar);
+  layout->addWidget(total_);
   auto* split = new QSplitter(Qt::Horizontal);
   view_ = new QTableView;
   view_->setModel(proxy_);
@@ -64,12 +72,21 @@ KernelPane::KernelPane(QWidget* parent)
   split->setSizes({560, 400});
   layout->addWidget(split, 1);
   connect(filter_, &QLineEdit::textChanged, proxy_, &QSortFilterProxyModel::setFilterFixedString);
+  view_->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(view_, &QWidget::customContextMenuRequested, this, [this](const QPoint& pos) {
+    const QModelIndex idx = view_->indexAt(pos);
+    if (!idx.isValid()) return;
+    QMenu* menu = makeContextMenu(idx);
+    menu->exec(view_->viewport()->mapToGlobal(pos));
+    delete menu;
+  });
   connect(view_->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](const QModelIndex& idx) {
     if (idx.isValid()) emit kernelSelected(proxy_->mapToSource(idx).row());
   });
 }
 
-void KernelPane::setRecords(const std::vector<tl::ProfileRecord>& records, double wallSeconds, bool byJit) {
+void KernelPane::setRecords(const std::vector<tl::ProfileRecord>& records, double wallSeconds, bool byJit,
+                            const QString& subject) {
   model_->setRecords(records);
   view_->resizeColumnsToContents();
   tl::ProfileTotals totals = tl::profile_totals(records);
@@ -82,6 +99,7 @@ void KernelPane::setRecords(const std::vector<tl::ProfileRecord>& records, doubl
   if (wallSeconds > 0)
     text += byJit ? tr(" (run wall time %1 ms, replayed by the Jit: no graph built)").arg(wallSeconds * 1e3, 0, 'f', 2)
                   : tr(" (run wall time %1 ms)").arg(wallSeconds * 1e3, 0, 'f', 2);
+  if (!subject.isEmpty()) text = subject + ": " + text;
   total_->setText(text);
   total_->setToolTip(tr("<p><b>Sum</b>: the kernel times of one run added up: the median warm run, the one "
                         "whose latency the predictions show as <i>warm</i>.</p>"
@@ -117,7 +135,7 @@ void KernelPane::updateChart() {
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return recs[size_t(a)].seconds > recs[size_t(b)].seconds; });
   const int top = std::min<int>(kChartBars, int(order.size()));
   auto* chart = new QChart;
-  chart->setTitle(tr("Top %1 kernels by time (ms), by table row").arg(top));
+  chart->setTitle(tr("Top %1 kernels by time (ms)").arg(top));
   QFont titleFont = font();
   titleFont.setBold(true);
   chart->setTitleFont(titleFont);
@@ -130,12 +148,20 @@ void KernelPane::updateChart() {
   set->setColor(QColor(46, 125, 200));
   QStringList names;
   double maxMs = 0;
+  QFont small = font();
+  small.setPointSizeF(std::max(6.5, small.pointSizeF() - 1.5));
+  // Each bar is named by its kernel and table row; a long name is cut in
+  // its middle to a share of the chart's width (Qt Charts would cut it to
+  // "..."), the tooltip has it whole.
+  const QFontMetrics metrics(small);
+  const int labelWidth = std::max(80, chart_->width() / 3);
+  chartLabels_.clear();
   // Reversed: a horizontal bar chart draws its first category at the bottom.
   for (int i = top - 1; i >= 0; --i) {
     const auto& r = recs[size_t(order[size_t(i)])];
-    // Qt Charts elides long category names to "..." in a dock-sized chart:
-    // the bar carries the table's row number, its name is in the tooltip.
-    names << QString("#%1").arg(order[size_t(i)]);
+    const QString label = QString("#%1 %2").arg(order[size_t(i)]).arg(QString::fromStdString(r.kernel->name));
+    names << metrics.elidedText(label, Qt::ElideMiddle, labelWidth);
+    chartLabels_.prepend(names.last());
     *set << r.seconds * 1e3;
     maxMs = std::max(maxMs, r.seconds * 1e3);
   }
@@ -155,8 +181,6 @@ void KernelPane::updateChart() {
   });
   auto* y = new QBarCategoryAxis;
   y->append(names);
-  QFont small = font();
-  small.setPointSizeF(std::max(6.5, small.pointSizeF() - 1.5));
   y->setLabelsFont(small);
   y->setTruncateLabels(false);
   chart->addAxis(y, Qt::AlignLeft);
@@ -172,6 +196,23 @@ void KernelPane::updateChart() {
   chart_->setChart(chart);
   delete old;
   chartBars_ = top;
+}
+
+QMenu* KernelPane::makeContextMenu(const QModelIndex& index) {
+  auto* menu = new QMenu(this);
+  const int record = proxy_->mapToSource(index).row();
+  if (record < 0 || size_t(record) >= model_->records().size()) return menu;
+  const auto& kernel = *model_->records()[size_t(record)].kernel;
+  const QString name = QString::fromStdString(kernel.name), source = QString::fromStdString(kernel.source);
+  auto copy = [](const QString& text) { QApplication::clipboard()->setText(text); };
+  menu->addAction(tr("Copy Kernel Name"), this, [copy, name] { copy(name); });
+  menu->addAction(tr("Copy Kernel Source"), this, [copy, source] { copy(source); })->setEnabled(!source.isEmpty());
+  menu->addAction(tr("Copy Row"), this, [this, copy, index] {
+    QStringList cells;
+    for (int c = 0; c < proxy_->columnCount(); ++c) cells << proxy_->index(index.row(), c).data().toString();
+    copy(cells.join('\t'));
+  });
+  return menu;
 }
 
 QString KernelPane::totalText() const { return total_->text(); }

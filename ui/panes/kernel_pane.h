@@ -9,6 +9,7 @@ class QChartView;
 class QLineEdit;
 class QTableView;
 class QLabel;
+class QMenu;
 
 namespace tlui {
 
@@ -22,10 +23,17 @@ class KernelPane : public QWidget {
   // `wallSeconds` > 0: the wall time of the run these kernels belong to,
   // shown beside their sum so the two are not mistaken for each other.
   // `byJit`: that run was replayed by a Jit, without building the graph.
-  void setRecords(const std::vector<tl::ProfileRecord>& records, double wallSeconds = 0, bool byJit = false);
+  // `subject`: what the kernels belong to ("tinyA.onnx on cpu, squirrel.jpg"),
+  // leading the totals line.
+  void setRecords(const std::vector<tl::ProfileRecord>& records, double wallSeconds = 0, bool byJit = false,
+                  const QString& subject = {});
   QString totalText() const;
   void selectRecord(int record);
   int chartBars() const { return chartBars_; }
+  QStringList chartLabels() const { return chartLabels_; }  // the bars' names, slowest first
+  // The table's right-click menu for the row of `index` (a proxy index):
+  // copy the kernel's name, its source or the row. The caller owns it.
+  QMenu* makeContextMenu(const QModelIndex& index);
 
  signals:
   void kernelSelected(int record);
@@ -39,6 +47,7 @@ class KernelPane : public QWidget {
   QLabel* total_;
   QChartView* chart_;
   int chartBars_ = 0;
+  QStringList chartLabels_;
 };
 
 }  // namespace tlui

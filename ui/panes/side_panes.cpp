@@ -47,7 +47,9 @@ void ModelPane::setModel(const ModelPtr& model) {
   QLocale locale(QLocale::English);
   QStringList notes;
   for (auto& n : s.notes) notes << QString::fromStdString(n).toHtmlEscaped();
-  summary_->setText(QString("<table cellspacing=3>"
+  if (model->nameOrPath != model_) note_.clear();
+  model_ = model->nameOrPath;
+  summaryHtml_ = (QString("<table cellspacing=3>"
                             "<tr><td><b>Model</b></td><td>%1</td></tr>"
                             "<tr><td><b>File</b></td><td>%2</td></tr>"
                             "<tr><td><b>Layers</b></td><td>%3 (conv + linear)</td></tr>"
@@ -60,6 +62,19 @@ void ModelPane::setModel(const ModelPtr& model) {
                              QString::number(s.flops * 1e-9, 'f', 3), QString::fromStdString(tl::shape_str(s.input_shape)),
                              notes.isEmpty() ? QString() : "<p>" + notes.join("<br>") + "</p>"));
   summary_->setToolTip(QString::fromStdString(s.source));
+  showSummary();
+}
+
+void ModelPane::setRunNote(const QString& model, const QString& note) {
+  if (model != model_) return;
+  note_ = note;
+  showSummary();
+}
+
+void ModelPane::showSummary() {
+  summary_->setText(note_.isEmpty() ? summaryHtml_
+                                    : summaryHtml_ + "<p style='color:#6a4a00'><b>Warning</b>: " +
+                                          note_.toHtmlEscaped() + "</p>");
 }
 
 QString ModelPane::summaryText() const { return summary_->text(); }
@@ -79,8 +94,6 @@ DevicePane::DevicePane(QWidget* parent) : QWidget(parent), model_(new DeviceMode
   view_->setSizeAdjustPolicy(QAbstractScrollArea::AdjustToContents);
   auto* row = new QHBoxLayout;
   use_ = new QPushButton(tr("Use this device"));
-  use_->setToolTip(tr("Run the current image on the selected device (a first run there compiles every kernel, "
-                      "which can take minutes)"));
   use_->setEnabled(false);
   note_ = new QLabel;
   note_->setWordWrap(true);
@@ -100,7 +113,7 @@ DevicePane::DevicePane(QWidget* parent) : QWidget(parent), model_(new DeviceMode
     QModelIndex idx = view_->selectionModel()->currentIndex();
     if (!idx.isValid() || !idx.data(DeviceModel::AvailableRole).toBool()) return;
     QString name = idx.data(DeviceModel::DeviceNameRole).toString();
-    if (name == current_ && name == resultsDevice_) return;
+    if (name == current_ && (resultsDevice_.isEmpty() || name == resultsDevice_)) return;
     current_ = name;
     updateUseButton();
     updateNote();
@@ -146,10 +159,15 @@ void DevicePane::updateUseButton() {
   QModelIndex idx = view_->selectionModel()->currentIndex();
   bool available = idx.isValid() && idx.data(DeviceModel::AvailableRole).toBool();
   QString name = idx.data(DeviceModel::DeviceNameRole).toString();
-  use_->setEnabled(available && !(name == current_ && name == resultsDevice_));
-  use_->setText(available && name == current_ && name != resultsDevice_ && !resultsDevice_.isEmpty()
-                    ? tr("Run here again")
-                    : tr("Use this device"));
+  // The device in use can only be run on again, after a run there was
+  // cancelled and another device's results are shown.
+  const bool again = name == current_ && !resultsDevice_.isEmpty() && name != resultsDevice_;
+  use_->setEnabled(available && (name != current_ || again));
+  use_->setText(available && again ? tr("Run here again") : tr("Use this device"));
+  use_->setToolTip(available && name == current_ && !again
+                       ? tr("%1 is the device in use").arg(name)
+                       : tr("Run the current image on the selected device (a first run there compiles every "
+                            "kernel, which can take minutes)"));
 }
 
 void DevicePane::updateNote() {

@@ -19,6 +19,9 @@ class ModelPane : public QWidget {
  public:
   explicit ModelPane(QWidget* parent = nullptr);
   void setModel(const ModelPtr& model);
+  // What a run of `model` found out about it (placeholder weights), shown
+  // under its summary while it is the model shown; "" clears it.
+  void setRunNote(const QString& model, const QString& note);
   QString summaryText() const;
   QComboBox* modelBox() const { return builtin_; }
 
@@ -27,8 +30,10 @@ class ModelPane : public QWidget {
   void openRequested();
 
  private:
+  void showSummary();
   QComboBox* builtin_;
   QLabel* summary_;
+  QString model_, summaryHtml_, note_;
 };
 
 class DevicePane : public QWidget {

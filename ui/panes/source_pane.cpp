@@ -21,7 +21,8 @@ SourcePane::SourcePane(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
   auto* bar = new QHBoxLayout;
-  title_ = new QLabel(tr("Select a kernel in the kernel table."));
+  title_ = new QLabel(tr("No kernel selected"));
+  title_->setToolTip(tr("Select a kernel in the kernel table to see its source and build log"));
   // A long title must not widen the dock past a small screen: it is cut
   // instead (the tooltip has it whole).
   title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
@@ -43,7 +44,9 @@ SourcePane::SourcePane(QWidget* parent) : QWidget(parent) {
   log_->setPlaceholderText(tr("Build log: empty (the compiler printed nothing)"));
   log_->setLineWrapMode(QPlainTextEdit::NoWrap);
   new BuildLogHighlighter(log_->document());
-  log_->setMinimumHeight(0);
+  // A set minimum (not 0, which lets the splitter fall back to the editor's
+  // own 70 px hint): an empty log can shrink to its two lines.
+  log_->setMinimumHeight(fontMetrics().height() + 8);
   source_->setMinimumHeight(fontMetrics().height() * 3);
   split_ = new QSplitter(Qt::Vertical);
   split_->addWidget(source_);
@@ -76,12 +79,13 @@ void SourcePane::setKernel(const QString& title, const QString& source, const QS
   extension_ = extension;
   title_->setToolTip(title);
   source_->setPlainText(source);
-  log_->setPlainText(buildLog);
-  diagnostics_ = parseBuildLog(buildLog);
+  const QString log = nameTempFiles(buildLog, kernelFileName(title, extension));
+  log_->setPlainText(log);
+  diagnostics_ = parseBuildLog(log);
   markDiagnostics();
   // An empty log takes two lines; a log with something in it a quarter.
   const int total = std::max(split_->height(), 200);
-  const int logHeight = buildLog.trimmed().isEmpty() ? 2 * fontMetrics().height() + 12
+  const int logHeight = log.trimmed().isEmpty() ? 2 * fontMetrics().height() + 12
                                                      : std::max(total / 4, 5 * fontMetrics().height());
   split_->setSizes({std::max(total - logHeight, 1), logHeight});
 }

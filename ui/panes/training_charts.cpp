@@ -23,6 +23,8 @@ QValueAxis* makeAxis(const char* format, double max) {
   a->setLabelFormat(format);
   a->setTickCount(5);
   a->setRange(0, max);
+  // A short chart cut "0.5" to "..."; the labels are short enough to show whole.
+  a->setTruncateLabels(false);
   return a;
 }
 

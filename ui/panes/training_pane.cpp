@@ -84,22 +84,24 @@ QWidget* TrainingPane::buildSettings() {
   auto* form = new QFormLayout(box);
   form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
 
+  // The buttons and the status come first, the settings after them: below
+  // the settings, the buttons were under the dock's edge at 1280x800 and
+  // 1600x1000 alike.
   settingsForm_ = new TrainingSettingsForm;
-  form->addRow(settingsForm_);
   connect(settingsForm_, &TrainingSettingsForm::changed, this, [this] {
     // Settings describe the next model; the running one keeps its own.
     if (ready_) setStatus(tr("Settings changed: press Reset to train a fresh model with them."));
   });
 
   resetButton_ = new QPushButton(tr("Reset"));
-  resetButton_->setToolTip(tr("A fresh model from the seed, with the settings above"));
-  form->addRow(resetButton_);
+  resetButton_->setToolTip(tr("A fresh model from the seed, with the settings below"));
 
   stepButton_ = new QPushButton(tr("Step"));
   stepButton_->setToolTip(tr("Train on one batch"));
   runButton_ = new QPushButton(tr("Run"));
   runButton_->setToolTip(tr("Train until paused"));
   auto* row1 = new QHBoxLayout;
+  row1->addWidget(resetButton_);
   row1->addWidget(stepButton_);
   row1->addWidget(runButton_);
   form->addRow(row1);
@@ -142,6 +144,7 @@ QWidget* TrainingPane::buildSettings() {
   error_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   error_->hide();
   form->addRow(error_);
+  form->addRow(settingsForm_);
 
   connect(resetButton_, &QPushButton::clicked, this, &TrainingPane::reset);
   connect(stepButton_, &QPushButton::clicked, this, &TrainingPane::step);
@@ -383,7 +386,7 @@ void TrainingPane::onStep(const TrainStepPtr& s) {
   if (!std::isfinite(s->loss) && wasFinite)  // said once, not at every following step
     showError(tr("The loss became %1 at step %2: lower the learning rate and press Reset.").arg(s->loss).arg(s->step));
   if (running())
-    setStatus(tr("Step %1 (epoch %2): loss %3, batch accuracy %4 %, lr %5")
+    setStatus(tr("Step %1 (epoch %2): loss %3, batch accuracy %4\u00A0%, lr %5")
                   .arg(s->step)
                   .arg(s->epoch + 1)
                   .arg(s->loss, 0, 'f', 4)
@@ -411,7 +414,7 @@ void TrainingPane::showLastKernels() {
 void TrainingPane::onEval(const TrainEval& e) {
   if (!ready_) return;
   charts_->addTest(e.step, e.loss, e.accuracy);
-  setStatus(tr("Test after %1 steps: loss %2, accuracy %3 % (%4 s)")
+  setStatus(tr("Test after %1 steps: loss %2, accuracy %3\u00A0% (%4\u00A0s)")
                 .arg(e.step)
                 .arg(e.loss, 0, 'f', 4)
                 .arg(e.accuracy * 100, 0, 'f', 2)

@@ -67,6 +67,7 @@ class TrainingPane : public QWidget {
   QPushButton* stepButton() const { return stepButton_; }
   QPushButton* runButton() const { return runButton_; }
   QPushButton* resetButton() const { return resetButton_; }
+  QPushButton* evaluateButton() const { return evalButton_; }
 
  signals:
   void graphCaptured(const tlui::RunPtr& run);
