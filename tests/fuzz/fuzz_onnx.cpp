@@ -61,7 +61,7 @@ bool mutate_sizes(onnx::ModelProto& model, uint32_t seed) {
   auto* n = g->mutable_node(k);
   for (auto& a : *n->mutable_attribute())
     if (a.name() == "kernel_shape" || a.name() == "strides" || a.name() == "dilations" || a.name() == "pads") {
-      for (int j = 0; j < a.ints_size(); ++j) a.set_ints(j, huge[(seed >> (1 + j)) % 4]);
+      for (int j = 0; j < a.ints_size(); ++j) a.set_ints(j, huge[(seed >> ((1 + j) % 31)) % 4]);
       return true;
     }
   return false;
