@@ -279,6 +279,55 @@ class TestOnnxFold : public QObject {
     fs::remove_all(dir);
   }
 
+  // Pad amounts computed from the input's shape (pad the width to a multiple
+  // of 4, as Swin's export pads its windows; a transpose puts them on the
+  // device): they depend only on the shape, so they are computed once per
+  // input shape, and the Jit captures the warm run, which read them back
+  // before (no capture). Another width gets its own amounts.
+  void shapeChainsFoldPerInputShape() {
+    Builder m;
+    m.input("x", {"1", "1", "2", "w"});
+    m.output("y", {"1", "1", "2", "p"});
+    auto ints = [&](const std::string& name, std::vector<int64_t> shape, std::vector<int64_t> v) {
+      auto* t = m.init(name, std::move(shape), TP::INT64);
+      for (auto x : v) t->add_int64_data(x);
+    };
+    ints("three", {1}, {3});
+    ints("four", {1}, {4});
+    ints("zeros", {7}, {0, 0, 0, 0, 0, 0, 0});
+    ints("two_by_four", {2}, {2, 4});
+    ints("eight", {1}, {8});
+    m.node("Shape", {"x"}, {"s"});
+    m.node("Gather", {"s", "three"}, {"w"});
+    m.node("Mod", {"w", "four"}, {"r"});
+    m.node("Sub", {"four", "r"}, {"t"});
+    m.node("Mod", {"t", "four"}, {"p"});
+    auto* cat = m.node("Concat", {"zeros", "p"}, {"pads8"});
+    auto* axis = cat->add_attribute();
+    axis->set_name("axis");
+    axis->set_type(onnx::AttributeProto::INT);
+    axis->set_i(0);
+    m.node("Reshape", {"pads8", "two_by_four"}, {"rows"});
+    tltest::ints_attr(m.node("Transpose", {"rows"}, {"cols"}), "perm", {1, 0});
+    tltest::ints_attr(m.node("Transpose", {"cols"}, {"rows2"}), "perm", {1, 0});
+    m.node("Reshape", {"rows2", "eight"}, {"pads"});
+    m.node("Pad", {"x", "pads"}, {"y"});
+    fs::path dir = temp_dir("byshape");
+    OnnxModel model(m.save(dir / "byshape.onnx"));
+    for (int64_t w : {5, 5, 5, 6, 8, 5}) {
+      std::vector<float> x(size_t(2 * w));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = float(i + 1);
+      const auto y = model.run({Tensor::from_data(x, {1, 1, 2, w}, "cpu")}).at(0);
+      const int64_t padded = (w + 3) / 4 * 4;
+      QCOMPARE(y.shape(), (Shape{1, 1, 2, padded}));
+      const auto v = y.to_vector();
+      for (int64_t i = 0; i < 2; ++i)
+        for (int64_t j = 0; j < padded; ++j) QCOMPARE(v[size_t(i * padded + j)], j < w ? x[size_t(i * w + j)] : 0.0f);
+    }
+    QVERIFY(model.jit_captured("cpu"));
+    fs::remove_all(dir);
+  }
+
   // A model with two outputs that share a product: run() computes both in
   // one realize, and the product once. A realize keeps only its roots
   // (Plan::Kernel::keep), so outputs realized one after the other would each

@@ -294,13 +294,13 @@ struct OnnxModel::Impl {
   // Device copies of the initializers, made on a device's first run.
   mutable std::mutex mutex;
   mutable std::map<std::string, std::unordered_map<std::string, Tensor>> on_device;
-  // Per device, the values of nodes folded on a device's first run: large
-  // constants built from initializers alone (the weights of models stored
-  // as ConstantOfShape), computed once like the initializers' copies, so
-  // later runs neither fill them again nor lose what kernels derive from
-  // their buffers (a GEMM's packed weights). The batch-norm folds' values
-  // (onnx/fold.h) are kept here too.
-  mutable std::map<std::string, std::unordered_map<std::string, Value>> folded;
+  // The values of folded nodes (onnx_detail::FoldCache): large constants
+  // built from initializers alone (the weights of models stored as
+  // ConstantOfShape), computed once like the initializers' copies, so later
+  // runs neither fill them again nor lose what kernels derive from their
+  // buffers (a GEMM's packed weights); the batch-norm folds' values; and the
+  // values that depend only on the inputs' shapes. Used with mutex held.
+  mutable onnx_detail::FoldCache folded;
   // The batch norms folded into constants at load, and the initializers the
   // rewritten graph no longer reads (kept on the host for the folds, never
   // uploaded). `file_nodes` counts the nodes as the file has them.
@@ -561,10 +561,12 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
   absent.present = false;
   using onnx_detail::run_limits::kMaxLazyDepth;
   onnx_detail::DepthMemo depth_memo;
-  // Values that are the same on every run: initializers and folded nodes.
-  std::set<std::string> constant;
+  // Values that are the same on every run (initializers and folded nodes)
+  // and those that depend only on the inputs' shapes (onnx_detail::fold_kind).
+  std::set<std::string> constant, by_shape;
   for (const auto& [name, v] : m.initializers) constant.insert(name);
   const bool fold = !onnx_detail::ShapesOnly::active();
+  const std::string shape_key = device + " " + shapes_of(inputs);
   auto record_shapes = [&] {
     if (!shapes) return;
     for (const auto& [name, v] : env)
@@ -576,15 +578,15 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
   for (int k = 0; k < g.node_size(); ++k) {
     const auto& n = g.node(k);
     const bool builder = onnx_detail::foldable_op(n.op_type());
-    bool folds = fold && (builder || onnx_detail::foldable_small_op(n.op_type())) && n.output_size() == 1 &&
-                 !n.output(0).empty() && onnx_detail::default_domain(n);
-    for (const auto& name : n.input()) folds = folds && (name.empty() || constant.count(name));
+    const auto kind = fold ? onnx_detail::fold_kind(n, constant, by_shape) : onnx_detail::FoldKind::None;
+    const bool folds = kind != onnx_detail::FoldKind::None;
+    auto& known = kind == onnx_detail::FoldKind::ByShape ? by_shape : constant;
     if (folds) {
       std::lock_guard<std::mutex> lock(m.mutex);
-      auto& cache = m.folded[device];
+      auto& cache = m.folded.of(kind == onnx_detail::FoldKind::ByShape ? shape_key : device);
       if (auto it = cache.find(n.output(0)); it != cache.end()) {
         env[n.output(0)] = it->second;
-        constant.insert(n.output(0));
+        known.insert(n.output(0));
         continue;
       }
     }
@@ -597,7 +599,7 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
       auto it = env.find(name);
       if (auto f = m.folds.made_by.find(name); it == env.end() && f != m.folds.made_by.end()) {
         std::lock_guard<std::mutex> lock(m.mutex);
-        onnx_detail::bring_fold(m.folds, f->second, m.initializers, env, m.folded[device], device);
+        onnx_detail::bring_fold(m.folds, f->second, m.initializers, env, m.folded.of(device), device);
         it = env.find(name);
       }
       if (it == env.end())
@@ -609,7 +611,8 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
       return onnx_detail::run_node(n, ins, m.opset, device, max_elements);
     });
     if (folds && outs.size() == 1 && outs[0].present && !outs[0].is_sequence &&
-        (builder || numel(outs[0].shape) <= onnx_detail::kFoldSmallElements)) {
+        (builder || numel(outs[0].shape) <= (kind == onnx_detail::FoldKind::ByShape ? onnx_detail::kFoldByShapeElements
+                                                                                   : onnx_detail::kFoldSmallElements))) {
       // A small float constant stays a host value for shape arithmetic and is
       // uploaded once too (a layer's weights in a small model).
       Value& v = outs[0];
@@ -622,8 +625,8 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
         v.host = true;
       }
       std::lock_guard<std::mutex> lock(m.mutex);
-      m.folded[device][n.output(0)] = outs[0];
-      constant.insert(n.output(0));
+      m.folded.of(kind == onnx_detail::FoldKind::ByShape ? shape_key : device)[n.output(0)] = outs[0];
+      known.insert(n.output(0));
     }
     // A value more than kMaxLazyDepth lazy ops away from anything computed is
     // computed now: long chains (thousands of elementwise nodes) are slow to
@@ -641,7 +644,8 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
     // what later nodes read (the shapes of all are kept when asked for).
     if (!shapes)
       for (const auto& name : n.input())
-        if (auto it = m.last_read.find(name); it != m.last_read.end() && it->second == k && !constant.count(name))
+        if (auto it = m.last_read.find(name);
+            it != m.last_read.end() && it->second == k && !constant.count(name) && !by_shape.count(name))
           env.erase(name);
   }
   } catch (...) {

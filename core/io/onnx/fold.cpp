@@ -21,8 +21,34 @@ bool foldable_small_op(const std::string& op) {
       "Sqrt",   "Min",     "Max",       "Equal",     "Less",      "Greater",   "Not",       "And",
       "Or",     "Where",   "Cast",      "Concat",    "Reshape",   "Flatten",   "Squeeze",   "Unsqueeze",
       "Transpose", "Slice", "Gather",   "Expand",    "Tile",      "Range",     "Identity",  "Shape",
-      "Size",   "ReduceProd", "ReduceSum", "ReduceMax", "ReduceMin"};
+      "Size",   "ReduceProd", "ReduceSum", "ReduceMax", "ReduceMin", "Mod",  "Clip",      "Sign",
+      "Round",  "Reciprocal", "Pow",    "LessOrEqual", "GreaterOrEqual", "Xor", "ScatterND", "ScatterElements"};
   return pure.count(op) > 0;
+}
+
+FoldKind fold_kind(const onnx::NodeProto& n, const std::set<std::string>& constant, const std::set<std::string>& by_shape) {
+  if (!default_domain(n) || n.output_size() != 1 || n.output(0).empty()) return FoldKind::None;
+  const std::string& op = n.op_type();
+  if (op == "Shape" || op == "Size") return n.input_size() == 1 && constant.count(n.input(0)) ? FoldKind::Constant : FoldKind::ByShape;
+  if (!foldable_op(op) && !foldable_small_op(op)) return FoldKind::None;
+  bool all_constant = true, all_known = true;
+  for (const auto& in : n.input()) {
+    all_constant = all_constant && (in.empty() || constant.count(in));
+    all_known = all_known && (in.empty() || constant.count(in) || by_shape.count(in));
+  }
+  if (all_constant) return FoldKind::Constant;
+  return all_known ? FoldKind::ByShape : FoldKind::None;
+}
+
+std::unordered_map<std::string, Value>& FoldCache::of(const std::string& key) {
+  if (!values_.count(key) && key.find(' ') != std::string::npos) {
+    shape_keys_.push_back(key);
+    if (shape_keys_.size() > kShapeKeys) {
+      values_.erase(shape_keys_.front());
+      shape_keys_.erase(shape_keys_.begin());
+    }
+  }
+  return values_[key];
 }
 
 bool folding_disabled() {

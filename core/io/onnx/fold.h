@@ -17,6 +17,7 @@
 // TINYLENS_NOFOLD=1 keeps the graph as the file has it.
 #pragma once
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -40,6 +41,32 @@ bool foldable_small_op(const std::string& op);
 // The node is in the default domain ("" or "ai.onnx").
 bool default_domain(const onnx::NodeProto& n);
 constexpr int64_t kFoldSmallElements = 4096;
+// The most elements a value kept per input shapes may have (4 MB).
+constexpr int64_t kFoldByShapeElements = int64_t(1) << 20;
+
+// Whether a run computes node `n` once and keeps it: Constant when every
+// input is in `constant` (the same on every run: kept per device), ByShape
+// when its value depends only on the inputs' shapes (a Shape or Size node, or
+// a pure op over such values and constants: kept per device and input
+// shapes). Exporters write attention masks and pad amounts as long chains of
+// such ops (Swin's shifted-window masks: ScatterND over Range and Shape);
+// run each time, their host ops read device values back, which stops the Jit
+// from capturing the run.
+enum class FoldKind { None, Constant, ByShape };
+FoldKind fold_kind(const onnx::NodeProto& n, const std::set<std::string>& constant, const std::set<std::string>& by_shape);
+
+// The values a model keeps: per device (key: its name) or, those that depend
+// on the inputs' shapes, per device and input shapes (key: "cpu (1, 3, 224,
+// 224)", with a space); the oldest shapes are forgotten past kShapeKeys.
+class FoldCache {
+ public:
+  static constexpr size_t kShapeKeys = 8;
+  std::unordered_map<std::string, Value>& of(const std::string& key);
+
+ private:
+  std::map<std::string, std::unordered_map<std::string, Value>> values_;
+  std::vector<std::string> shape_keys_;  // oldest first
+};
 
 // Values the rewritten graph reads that the file does not hold.
 struct BatchNormFold {
