@@ -613,17 +613,7 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
     if (folds && outs.size() == 1 && outs[0].present && !outs[0].is_sequence &&
         (builder || numel(outs[0].shape) <= (kind == onnx_detail::FoldKind::ByShape ? onnx_detail::kFoldByShapeElements
                                                                                    : onnx_detail::kFoldSmallElements))) {
-      // A small float constant stays a host value for shape arithmetic and is
-      // uploaded once too (a layer's weights in a small model).
-      Value& v = outs[0];
-      if (v.host && v.elem == onnx::TensorProto::FLOAT && !v.data.empty()) onnx_detail::device_tensor(v, device);
-      if (v.tensor.defined()) v.tensor = v.tensor.realize();
-      // A small one keeps a host copy as small initializers do, so that the
-      // shape arithmetic reading it (a Pad's amounts) reads no device data.
-      if (!v.host && v.tensor.defined() && numel(v.shape) <= onnx_detail::kFoldSmallElements) {
-        v.data = v.tensor.to_doubles();
-        v.host = true;
-      }
+      onnx_detail::make_keepable(outs[0], device);
       std::lock_guard<std::mutex> lock(m.mutex);
       m.folded.of(kind == onnx_detail::FoldKind::ByShape ? shape_key : device)[n.output(0)] = outs[0];
       known.insert(n.output(0));

@@ -51,6 +51,17 @@ std::unordered_map<std::string, Value>& FoldCache::of(const std::string& key) {
   return values_[key];
 }
 
+void make_keepable(Value& v, const std::string& device) {
+  // A small float constant stays a host value for shape arithmetic and is
+  // uploaded once too (a layer's weights in a small model).
+  if (v.host && v.elem == onnx::TensorProto::FLOAT && !v.data.empty()) device_tensor(v, device);
+  if (v.tensor.defined()) v.tensor = v.tensor.realize();
+  if (!v.host && v.tensor.defined() && numel(v.shape) <= kFoldSmallElements) {
+    v.data = v.tensor.to_doubles();
+    v.host = true;
+  }
+}
+
 bool folding_disabled() {
   const char* off = std::getenv("TINYLENS_NOFOLD");
   return off && *off && std::string(off) != "0";

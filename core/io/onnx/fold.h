@@ -55,6 +55,11 @@ constexpr int64_t kFoldByShapeElements = int64_t(1) << 20;
 enum class FoldKind { None, Constant, ByShape };
 FoldKind fold_kind(const onnx::NodeProto& n, const std::set<std::string>& constant, const std::set<std::string>& by_shape);
 
+// Readies a folded value for keeping: computed on the device, and a small
+// one also on the host, as small initializers are, so that the shape
+// arithmetic reading it (a Pad's amounts) reads no device data.
+void make_keepable(Value& v, const std::string& device);
+
 // The values a model keeps: per device (key: its name) or, those that depend
 // on the inputs' shapes, per device and input shapes (key: "cpu (1, 3, 224,
 // 224)", with a space); the oldest shapes are forgotten past kShapeKeys.
