@@ -10,8 +10,15 @@ namespace tl {
 namespace {
 
 // A value read by several consumers is recomputed in each of them when its
-// fused expression is at most this many ops; above that it gets a buffer.
+// fused expression is at most this many ops and reads at most this many
+// buffers; above that it gets a buffer. (A transformer's residual stream is
+// one add per block over the last: recomputed, every LayerNorm of block k
+// read k + 2 buffers, one of them the patch embedding through a transpose.)
+// A load through a permutation reads across rows (it does not vectorise):
+// it counts as this many.
 constexpr int kRecomputeLimit = 8;
+constexpr int kRecomputeLoads = 4;
+constexpr int kPermutedLoad = 4;
 
 struct Planner {
   bool gemm;
@@ -61,7 +68,7 @@ struct Planner {
   }
 
   void decide(const std::vector<NodeRef>& roots) {
-    std::unordered_map<Node*, int> effective, cost;
+    std::unordered_map<Node*, int> effective, cost, loads;
     // Read through an Expand: each element is read several times (a 3x3
     // convolution's im2col reads it 9 times).
     std::unordered_map<Node*, bool> expanded;
@@ -97,15 +104,20 @@ struct Planner {
         reads = r;
       }
       if (aligned && reads) in_place[n] = reads;
-      int c = is_elementwise(n->op) ? 1 : 0;
+      int c = is_elementwise(n->op) ? 1 : 0, l = 0;
       for (Node* s : ins) {
         if (is_gemm(s)) product[n] = s;
-        if (s->realized() || materialised.count(s)) continue;
+        if (s->realized() || materialised.count(s)) {
+          l += s->op == Op::Const ? 0 : 1;
+          continue;
+        }
         c += cost[s];
+        l += loads[s];
         if (product[s]) product[n] = product[s];
       }
       cost[n] = c;
-      if (is_elementwise(n->op) && effective[n] > 1 && c > kRecomputeLimit) m = true;
+      loads[n] = n->op == Op::Permute ? l * kPermutedLoad : l;
+      if (is_elementwise(n->op) && effective[n] > 1 && (c > kRecomputeLimit || l > kRecomputeLoads)) m = true;
       // An expression read through an Expand is computed once, not at each
       // read, when it is costly, or when it is a GEMM's epilogue however
       // cheap: the GEMM stores C anyway, and fuse_epilogues has the store

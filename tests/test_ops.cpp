@@ -21,49 +21,22 @@
 #include "core/tensor.h"
 #include "tests/gemm_layouts.h"
 #include "tests/golden.h"
+#include "tests/kernel_checks.h"
 #include "tests/op_table.h"
 #include "tests/testing.h"
 
 using tl::Tensor;
 using namespace tlops;
+using tltest::first_difference;
+using tltest::kernel_names;
+using tltest::launches;
+using tltest::ramp;
 
 namespace {
 
 const std::vector<tltest::GoldenCase>& golden_cases() {
   static const auto cases = tltest::read_golden(tltest::source_dir() + "/tests/data/golden/ops.bin");
   return cases;
-}
-
-// Kernel launches made while `f` runs.
-std::vector<tl::ProfileRecord> launches(const std::function<void()>& f) {
-  tl::ProfileCapture cap;
-  f();
-  return cap.records();
-}
-
-std::string kernel_names(const std::vector<tl::ProfileRecord>& recs) {
-  std::string s;
-  for (auto& r : recs) s += (s.empty() ? "" : ", ") + r.kernel->name;
-  return s;
-}
-
-// Where a fused computation first differs from the same values computed
-// unfused by more than 1e-5 relative (at least 1e-5 absolute); "" when
-// nowhere and the sizes agree.
-std::string first_difference(const std::vector<float>& fused, const std::vector<float>& unfused) {
-  if (fused.size() != unfused.size())
-    return std::to_string(fused.size()) + " values fused, " + std::to_string(unfused.size()) + " unfused";
-  for (size_t i = 0; i < fused.size(); ++i)
-    if (!(std::fabs(fused[i] - unfused[i]) <= 1e-5 * std::max(1.0f, std::fabs(unfused[i]))))
-      return "at " + std::to_string(i) + ": fused " + std::to_string(fused[i]) + " unfused " +
-             std::to_string(unfused[i]);
-  return "";
-}
-
-std::vector<float> ramp(size_t n, float scale = 0.37f, float offset = -1.1f) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = offset + scale * float((i * 7919) % 29) / 29.0f;
-  return v;
 }
 
 // Each case computes the same value twice: fused (one GEMM kernel whose
@@ -690,13 +663,14 @@ class TestOps : public QObject {
     tl::TemplateKernel wide = tl::render_gemm_c(shape(16, 12544, 32, true), "wide");
     QVERIFY(wide.source.find(".split = 1,") != std::string::npos);
     QVERIFY2(wide.global[0] >= 12544 / 32, std::to_string(wide.global[0]).c_str());
-    QVERIFY(wide.packed_bytes >= int64_t(64 + 16 * 32 * sizeof(float)));
+    QVERIFY(!wide.packed.empty() && wide.packed[0].operand == 1);
+    QVERIFY(wide.packed[0].bytes >= int64_t(64 + 16 * 32 * sizeof(float)));
     tl::TemplateKernel tall = tl::render_gemm_c(shape(320, 49, 1152, true), "tall");
     QVERIFY(tall.source.find(".split = 0,") != std::string::npos);
     QVERIFY2(tall.global[0] >= 320 / 16, std::to_string(tall.global[0]).c_str());
-    QVERIFY(tl::render_gemm_c(shape(320, 49, 1152, false), "computed").packed_bytes == 0);
-    QVERIFY(tl::render_gemm_c(shape(3, 49, 1152, true), "thin").packed_bytes == 0);
-    QVERIFY(tall.packed_key != tl::render_gemm_c(shape(320, 49, 1000, true), "other").packed_key);
+    QVERIFY(tl::render_gemm_c(shape(320, 49, 1152, false), "computed").packed.empty());
+    QVERIFY(tl::render_gemm_c(shape(3, 49, 1152, true), "thin").packed.empty());
+    QVERIFY(tall.packed[0].key != tl::render_gemm_c(shape(320, 49, 1000, true), "other").packed[0].key);
   }
 
   // A pointwise convolution block (1x1 conv, batch-norm, ReLU6) is one kernel:

@@ -497,16 +497,20 @@ class TestReplay : public QObject {
   }
 
   // One realize per step gives the numbers of the old sequence of realizes
-  // (forward; gradients; each batch norm's statistics; update) within the
-  // tolerance of the PyTorch goldens of tests/test_nn.cpp (1e-5 relative).
+  // (forward; gradients; each batch norm's statistics; update) within float
+  // rounding: the two fuse differently, so a reduction may read a stored
+  // value in one (summed in vector lanes) and recompute it in the other
+  // (summed in order); after five steps of SGD the losses differ by up to
+  // 2e-5 relative (3e-5 allowed, against the 1e-5 of one step's PyTorch
+  // goldens in tests/test_nn.cpp).
   void oneRealizePerStepMatchesSeparateRealizes() {
     StepRun together = train_steps("cpu", 5, true);
     StepRun separate = train_steps("cpu", 5, false);
     std::string why;
-    QVERIFY2(tltest::all_close(together.losses, separate.losses, 1e-5, 1e-6, &why), why.c_str());
+    QVERIFY2(tltest::all_close(together.losses, separate.losses, 3e-5, 1e-6, &why), why.c_str());
     QCOMPARE(together.state.size(), separate.state.size());
     for (size_t i = 0; i < together.state.size(); ++i)
-      QVERIFY2(tltest::all_close(together.state[i], separate.state[i], 1e-5, 1e-6, &why), why.c_str());
+      QVERIFY2(tltest::all_close(together.state[i], separate.state[i], 3e-5, 1e-6, &why), why.c_str());
   }
 
   // train_epoch reads step k's loss and logits only after step k + 1's graph
