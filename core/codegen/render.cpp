@@ -1,12 +1,14 @@
 #include "core/codegen/render.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/codegen/expr.h"
 #include "core/codegen/lower.h"
@@ -430,6 +432,114 @@ static std::string row_loops(Printer& pr, const E& value, const E& x, const std:
   return out;
 }
 
+namespace {
+
+// A structural key of an expression, to find the same index computed twice.
+std::string expr_key(const E& e) {
+  std::string k = std::to_string(int(e->op)) + ":" + std::to_string(int(e->dtype));
+  if (e->op == ExprOp::Const) k += "=" + std::to_string(e->value);
+  if (e->op == ExprOp::Var) k += "=" + e->name;
+  if (e->op == ExprOp::Load) k += "@" + std::to_string(e->buffer);
+  k += "(";
+  for (const auto& s : e->src) k += expr_key(s) + ",";
+  return k + ")";
+}
+
+bool reads_var(const E& e, const E& x) {
+  if (e.get() == x.get()) return true;
+  for (const auto& s : e->src)
+    if (reads_var(s, x)) return true;
+  return false;
+}
+
+// The tests of one row-invariant integer g against constants, each as
+// "g < t" (c < g is !(g < c + 1)): the comparison nodes and their t.
+struct RowTests {
+  E g;
+  std::vector<std::pair<const Expr*, int64_t>> tests;  // (comparison, t); negated when `above`
+  std::vector<bool> above;                              // the test is c < g
+  std::vector<int64_t> cuts;                            // the distinct t, sorted
+};
+
+void collect_row_tests(const E& e, const E& x, std::unordered_map<std::string, RowTests>& by_g,
+                       std::unordered_set<const Expr*>& seen) {
+  if (!seen.insert(e.get()).second) return;
+  if (e->op == ExprOp::CmpLt && e->src.size() == 2 && !is_float(e->src[0]->dtype)) {
+    const E& a = e->src[0];
+    const E& b = e->src[1];
+    const bool a_const = a->op == ExprOp::Const, b_const = b->op == ExprOp::Const;
+    if (a_const != b_const) {
+      const E& g = a_const ? b : a;
+      if (!reads_var(g, x)) {
+        RowTests& r = by_g[expr_key(g)];
+        r.g = g;
+        const int64_t t = a_const ? int64_t(a->value) + 1 : int64_t(b->value);
+        r.tests.push_back({e.get(), t});
+        r.above.push_back(a_const);
+        return;
+      }
+    }
+  }
+  for (const auto& s : e->src) collect_row_tests(s, x, by_g, seen);
+}
+
+}  // namespace
+
+// A concatenation along an outer axis, read by a row kernel (a DenseNet
+// layer's batch norm over the concatenation of all earlier layers), tests
+// one row-invariant index g against the parts' bounds, and every element
+// read every part through its guard: 30 guarded loads for one value. The
+// row is dispatched on g instead: one loop per interval between the bounds,
+// with each test of g folded to what it is there, so the loop reads its one
+// part. Falls back to row_loops when fewer than three bounds test one index.
+static std::string dispatched_row_loops(Printer& pr, const E& value, const E& x, const std::string& store,
+                                        const std::string& indent) {
+  std::unordered_map<std::string, RowTests> by_g;
+  std::unordered_set<const Expr*> seen;
+  collect_row_tests(value, x, by_g, seen);
+  RowTests* best = nullptr;
+  for (auto& [key, r] : by_g) {
+    r.cuts.clear();
+    for (const auto& t : r.tests) r.cuts.push_back(t.second);
+    std::sort(r.cuts.begin(), r.cuts.end());
+    r.cuts.erase(std::unique(r.cuts.begin(), r.cuts.end()), r.cuts.end());
+    // Only cuts inside g's range split it.
+    std::vector<int64_t> inside;
+    for (int64_t c : r.cuts)
+      if (c > r.g->lo && c <= r.g->hi) inside.push_back(c);
+    r.cuts = inside;
+    if (r.cuts.size() >= 3 && r.cuts.size() <= 128 && (!best || r.cuts.size() > best->cuts.size())) best = &r;
+  }
+  if (!best) return row_loops(pr, value, x, store, indent);
+  const RowTests& r = *best;
+  pr.lines.clear();
+  pr.indent = indent;
+  const std::string g = Printer::strip(pr(r.g));
+  std::string out = pr.lines;
+  const auto names = pr.names;
+  const double flops = pr.flops_per_item;
+  double most = 0;
+  for (size_t i = 0; i <= r.cuts.size(); ++i) {
+    // g in [cuts[i - 1], hi): g < t holds for t >= hi, for no t below
+    // (each t is a cut, so none lies inside the interval).
+    const int64_t hi = i == r.cuts.size() ? INT64_MAX : r.cuts[i];
+    std::unordered_map<const Expr*, E> holds;
+    for (size_t k = 0; k < r.tests.size(); ++k) {
+      const bool below = r.tests[k].second >= hi;  // t >= hi: g < t holds
+      holds[r.tests[k].first] = constant(r.above[k] ? !below : below, DType::boolean);
+    }
+    pr.names = names;
+    pr.flops_per_item = flops;
+    const std::string loop = row_loops(pr, substitute(value, holds), x, store, indent + "  ");
+    most = std::max(most, pr.flops_per_item - flops);
+    const std::string test = i == r.cuts.size() ? "" : "if (" + g + " < " + std::to_string(hi) + ") ";
+    out += indent + (i == 0 ? "" : "} else ") + test + "{\n" + loop;
+  }
+  pr.names = names;
+  pr.flops_per_item = flops + most;
+  return out + indent + "}\n";
+}
+
 // Whether `value` (the lowered epilogue) is clamp(acc + bias[row], lo, hi):
 // maxima and minima (-max(-x, -c)) with constants around acc plus an f32
 // buffer read at [row], or acc alone. Each bound is folded in from the
@@ -528,6 +638,7 @@ static RenderedKernel render_gemm_kernel(const KernelPlan& plan, const Device& d
   g.batch = h.batch, g.m = h.m, g.n = h.n, g.k = h.k;
   for (int i = 0; i < 3; ++i) g.a_strides[i] = h.a_strides[i], g.b_strides[i] = h.b_strides[i];
   g.a_constant = plan.inputs[0]->realized();
+  g.b_constant = plan.inputs[1]->realized();
   if (plan.inputs[1] == h.image) g.gather = h.gather;  // the scheduler gave the GEMM the image
   const bool pool = g.gather.max;  // a max pool (ConvGather::max) says so in its name
   k.name = (pool ? "MAXPOOL_" : "GEMM_") + std::to_string(h.batch) + "_" + std::to_string(h.m) + "_" +
@@ -545,7 +656,7 @@ static RenderedKernel render_gemm_kernel(const KernelPlan& plan, const Device& d
   if (!render_gemm(device, g, k.name, t)) throw std::logic_error("GEMM planned for a device without a template");
   k.source = t.source;
   k.entry = t.entry, k.ints = t.ints, k.int_bytes = t.int_bytes;
-  k.packed_bytes = t.packed_bytes, k.packed_key = t.packed_key;
+  k.packed = t.packed;
   k.candidates = std::move(t.candidates);
   for (int i = 0; i < 3; ++i) k.global[i] = t.global[i], k.local[i] = t.local[i];
   k.flops = (pool ? 1.0 : 2.0) * double(h.batch) * double(h.m) * double(h.n) * double(h.k) + epilogue_flops +
@@ -623,9 +734,9 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
       const std::string w = std::to_string(width), b = std::to_string(block);
       if (height > 1)
         body = "    for (int y = 0; y < " + std::to_string(height) + "; ++y) {\n" +
-               row_loops(pr, v, ix->dims.back(), "b0[gid*" + b + "+y*" + w + "+x]", "      ") + "    }\n";
+               dispatched_row_loops(pr, v, ix->dims.back(), "b0[gid*" + b + "+y*" + w + "+x]", "      ") + "    }\n";
       else
-        body = row_loops(pr, v, ix->dims.back(), "b0[gid*" + w + "+x]", "    ");
+        body = dispatched_row_loops(pr, v, ix->dims.back(), "b0[gid*" + w + "+x]", "    ");
     } else {
       E v = cast(low.lower(value_node, ix), out.dtype);
       std::string result = pr(v);
