@@ -174,6 +174,7 @@ static std::string plan_signature(const KernelPlan& plan) {
   if (plan.kind == KernelPlan::Kind::Gemm) {
     const MatmulHint& h = *plan.gemm().matmul;  // its numbers are fused[0]'s, above
     if (plan.inputs[0]->realized()) sig += ",constant A";  // render_kernel may read it packed
+    if (plan.inputs[1]->realized()) sig += ",constant B";
     if (plan.inputs[1] == h.image) sig += ",gathered B";   // B read from a convolution's image
   }
   return sig;
@@ -426,7 +427,7 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
     k.info = info;
     for (int i = 0; i < 3; ++i) k.global[i] = r.global[i], k.local[i] = r.local[i];
     k.ints = r.ints, k.int_bytes = r.int_bytes;
-    k.packed_bytes = size_t(r.packed_bytes), k.packed_key = r.packed_key;
+    k.packed = r.packed;
     const Node& out = *plan.output;
     k.bytes = size_t(numel(out.shape)) * dtype_size(out.dtype);
     k.empty = numel(out.shape) == 0;

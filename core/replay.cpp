@@ -150,16 +150,17 @@ std::shared_ptr<const KernelInfo> renumbered(const Plan::Kernel& k, const GraphK
   return info;
 }
 
-// The buffer a kernel keeps its packed copy of `source` in (Plan::Kernel::
-// packed_key): made on first use with a zeroed header, which tells the kernel
-// to fill it; it lives as long as `source`, whose buffer owns it.
-Buffer* packed_copy(Buffer& source, const Plan::Kernel& k, Device& device) {
+// The buffer a kernel keeps its packed copy of `source` in (PackedOperand):
+// made on first use with a zeroed header, which tells the kernel to fill it;
+// it lives as long as `source`, whose buffer owns it.
+Buffer* packed_copy(Buffer& source, const PackedOperand& p, Device& device) {
+  const size_t bytes = size_t(p.bytes);
   return source
-      .derived(k.packed_key,
+      .derived(p.key,
                [&] {
-                 auto b = device.allocate(k.packed_bytes);
+                 auto b = device.allocate(bytes);
                  static const unsigned char zeros[64] = {};
-                 device.copy_in(*b, zeros, std::min(sizeof zeros, k.packed_bytes));
+                 device.copy_in(*b, zeros, std::min(sizeof zeros, bytes));
                  return b;
                })
       .get();
@@ -218,7 +219,9 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
                               b->device()->name() + "; use .to(\"" + device.name() + "\") first");
           args.buffers.push_back(b);
         }
-        if (k.packed_bytes) args.buffers.push_back(packed_copy(*args.buffers.at(1), k, device));
+        const size_t operands = args.buffers.size();
+        for (const auto& p : k.packed)
+          args.buffers.push_back(packed_copy(*args.buffers.at(std::min(size_t(p.operand), operands - 1)), p, device));
         for (int d = 0; d < 3; ++d) args.global[d] = k.global[d], args.local[d] = k.local[d];
         args.ints = k.ints, args.int_bytes = k.int_bytes;
         if (!k.empty) k.program->enqueue(args, timed ? &seconds[i] : nullptr);

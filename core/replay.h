@@ -32,6 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/codegen/templates.h"
 #include "core/ops.h"
 #include "core/profile.h"
 #include "core/runtime/device.h"
@@ -59,10 +60,9 @@ struct Plan {
     int output = 0;           // position in GraphKey::nodes of the node it computes
     std::vector<int> args;    // per input argument: >= 0 an earlier kernel's output, < 0 ~position in GraphKey::inputs
     std::vector<int> fused;   // positions in GraphKey::nodes, to renumber KernelInfo::node_ids on replay
-    // > 0: one more buffer follows the inputs, derived from the first input's
-    // buffer under packed_key (TemplateKernel::packed_bytes says what it is).
-    size_t packed_bytes = 0;
-    std::string packed_key;
+    // One more buffer follows the inputs for each, derived from the buffer
+    // of the operand it copies (PackedOperand).
+    std::vector<PackedOperand> packed;
     // Whether the output node gets its buffer when the plan has run: a root
     // of the realize, or a node a gradient may flow through. Any other
     // output is read only by later kernels of the plan, and is left

@@ -109,7 +109,11 @@ std::vector<double> time_candidates(Device& device, const KernelPlan& plan, cons
   size_t weights = 0, packed = 0;
   for (auto& in : plan.inputs)
     if (in->realized()) weights += bytes_of(*in);
-  for (auto& c : all) packed = std::max(packed, size_t(std::max<int64_t>(0, c.packed_bytes)));
+  for (auto& c : all) {
+    size_t bytes = 0;
+    for (const auto& p : c.packed) bytes += size_t(std::max<int64_t>(0, p.bytes));
+    packed = std::max(packed, bytes);
+  }
   const int copies = tune_weight_copies(weights + packed);
   std::vector<std::shared_ptr<Buffer>> keep;
   auto fresh = [&](size_t bytes) {
@@ -128,7 +132,7 @@ std::vector<double> time_candidates(Device& device, const KernelPlan& plan, cons
       common.buffers.push_back(shared[j] ? shared[j] : fresh(bytes_of(*plan.inputs[j])));
     for (size_t i = 0; i < all.size(); ++i) {
       per_copy[i] = common;
-      if (all[i].packed_bytes > 0) per_copy[i].buffers.push_back(fresh(size_t(all[i].packed_bytes)));
+      for (const auto& p : all[i].packed) per_copy[i].buffers.push_back(fresh(size_t(p.bytes)));
       for (int d = 0; d < 3; ++d) per_copy[i].global[d] = all[i].global[d], per_copy[i].local[d] = all[i].local[d];
       per_copy[i].ints = all[i].ints, per_copy[i].int_bytes = all[i].int_bytes;
       programs[i]->launch(per_copy[i]);
@@ -197,7 +201,7 @@ std::vector<TemplateKernel> tune_candidates(const RenderedKernel& r) {
   base.entry = r.entry, base.ints = r.ints, base.int_bytes = r.int_bytes;
   base.label = "default";
   for (int d = 0; d < 3; ++d) base.global[d] = r.global[d], base.local[d] = r.local[d];
-  base.packed_bytes = r.packed_bytes, base.packed_key = r.packed_key;
+  base.packed = r.packed;
   std::vector<TemplateKernel> all{base};
   all.insert(all.end(), r.candidates.begin(), r.candidates.end());
   return all;
@@ -229,7 +233,7 @@ TuneOutcome tune_kernel(Device& device, const KernelPlan& plan, RenderedKernel& 
       r.source = c.source;
       r.entry = c.entry, r.ints = c.ints, r.int_bytes = c.int_bytes;
       for (int d = 0; d < 3; ++d) r.global[d] = c.global[d], r.local[d] = c.local[d];
-      r.packed_bytes = c.packed_bytes, r.packed_key = c.packed_key;
+      r.packed = c.packed;
     }
   r.candidates.clear();
   return t;

@@ -227,10 +227,11 @@ static ONE_COPY void tile_in_place(ptrdiff_t kc, const float* restrict ap, int p
 }
 
 // C[m0:m1, n0:n1] of batch `batch`; c, a, b already point at that batch.
-// `packed` is all of A in pack_a's panels (see packed_a), or NULL.
+// `packed` is all of A in pack_a's panels (see packed_a), or NULL; `bpacked`
+// all of B in pack_b's (packed_b), or NULL.
 static ONE_COPY void gemm_block(const struct tl_gemm* g, float* restrict c, const float* restrict a, const float* restrict b,
                        ptrdiff_t m0, ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1, ptrdiff_t batch, const float* packed,
-                       void** args, struct gather_work* wk) {
+                       const float* bpacked, void** args, struct gather_work* wk) {
   const gather_thin_fn gather_thin = GATHERED && m1 - m0 <= THIN_ROWS ? GEMM_GATHER_THIN : NULL;
   if (m1 - m0 <= THIN_ROWS && (GATHERED ? gather_thin && gather_thin(g, c, a, b, m0, m1, n0, n1, wk)
                                         : thin_block(g, c, a, b, m0, m1, n0, n1))) {
@@ -247,11 +248,12 @@ static ONE_COPY void gemm_block(const struct tl_gemm* g, float* restrict c, cons
   // is then cheaper than reading B's scattered rows again.
   // A gathered B in place: panels whose columns lie on one output row are
   // read from the phased image, one offset per tap; the others are packed.
-  const int in_place = g->b_in_place && (GATHERED || SB2 == 1) && m1 - m0 <= MC;
+  if (GATHERED || n0 % NR) bpacked = NULL;  // panels start at multiples of NR
+  const int in_place = !bpacked && g->b_in_place && (GATHERED || SB2 == 1) && m1 - m0 <= MC;
   // NR floats of slack for pack_b_gather's runs.
   const size_t bbytes = ROUND_UP((size_t)((in_place ? NR : ncap) * kcap + NR) * sizeof(float), 64);
   float* abuf = packed ? NULL : scratch_alloc(abytes);
-  float* bbuf = scratch_alloc(bbytes);
+  float* bbuf = bpacked ? NULL : scratch_alloc(bbytes);
   // A gathered B: its phased image, and where each column and tap of a
   // block starts in it (columns first).
   // B read in place: where each of its rows starts (a plain B's are SB1
@@ -262,7 +264,7 @@ static ONE_COPY void gemm_block(const struct tl_gemm* g, float* restrict c, cons
   if (GATHERED || in_place) windows = scratch_alloc((size_t)(ncap + kcap) * sizeof(ptrdiff_t));
   if (windows && !GATHERED)
     for (ptrdiff_t p = 0; p < kcap; ++p) windows[ncap + p] = p * SB1;
-  if ((!packed && !abuf) || !bbuf || ((GATHERED || in_place) && !windows) || (GATHERED && !image.data)) {
+  if ((!packed && !abuf) || (!bpacked && !bbuf) || ((GATHERED || in_place) && !windows) || (GATHERED && !image.data)) {
     scratch_free(abuf);
     scratch_free(bbuf);
     scratch_free(windows);
@@ -282,8 +284,10 @@ static ONE_COPY void gemm_block(const struct tl_gemm* g, float* restrict c, cons
       if (GATHERED) {
         phased_taps(&g->gather, &image, pc, kc, windows + ncap);
         if (!in_place) pack_b_gather(image.data, windows + ncap, kc, nc, windows, bbuf, NR);
-      } else if (!in_place)
+      } else if (!in_place && !bpacked)
         pack_b(g, b, pc, kc, jc, nc, bbuf);
+      // B's panels of this K block from column jc on.
+      const float* bblock = bpacked ? bpacked + ROUND_UP(G_N, NR) * pc + jc * kc : bbuf;
       for (ptrdiff_t ic = m0, next; ic < m1; ic = next) {
         next = MIN(m1, panel_floor(G_M, wide, ic + MC));
         const ptrdiff_t mc = next - ic;
@@ -293,7 +297,7 @@ static ONE_COPY void gemm_block(const struct tl_gemm* g, float* restrict c, cons
         if (!packed) pack_a(g, a, ic, mc, pc, kc, abuf, MR);
         for (ptrdiff_t jr = 0; jr < nc; jr += NR) {
           const int cols = (int)MIN(NR, nc - jr);
-          const float* bp = bbuf + jr * kc;
+          const float* bp = bblock + jr * kc;
           const ptrdiff_t* boff = NULL;
           if (in_place && GATHERED) {
             const ptrdiff_t* col = windows + jr;
@@ -396,6 +400,27 @@ static const float* packed_a(const struct tl_gemm* g, const float* a, void** arg
   while (__atomic_load_n(&header[0], __ATOMIC_ACQUIRE) != 2) sched_yield();
   // A copy packed for another tile height, K block or orientation is not ours to read.
   return header[1] == rows && header[2] == block && header[3] == transposed ? panels : NULL;
+}
+
+// All of B in pack_b's panels, KC block after KC block (ROUND_UP(G_N, NR)
+// columns each), filled by the first call that gets here and read by every
+// later one, as packed_a does for A: a weight B shared by every batch item
+// (a linear layer's) is then not copied on every call. NULL when the kernel
+// takes no packed copy, or one packed for another tile width or K block.
+static const float* packed_b(const struct tl_gemm* g, const float* b, void** args) {
+  if (g->packed_b < 0 || GATHERED) return NULL;
+  int* header = (int*)args[g->packed_b];
+  float* panels = (float*)((char*)header + 64);
+  int state = __atomic_load_n(&header[0], __ATOMIC_ACQUIRE);
+  if (state == 0 && __atomic_compare_exchange_n(&header[0], &state, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    for (ptrdiff_t pc = 0; pc < G_K; pc += KC) pack_b(g, b, pc, MIN(KC, G_K - pc), 0, G_N, panels + ROUND_UP(G_N, NR) * pc);
+    header[1] = NR;
+    header[2] = (int)KC;
+    __atomic_store_n(&header[0], 2, __ATOMIC_RELEASE);
+    return panels;
+  }
+  while (__atomic_load_n(&header[0], __ATOMIC_ACQUIRE) != 2) sched_yield();
+  return header[1] == NR && header[2] == (int)KC ? panels : NULL;
 }
 
 // The larger of m and v where NaN wins, as a max pool's graph states it.
@@ -503,7 +528,7 @@ static int pooled_product(const struct tl_gemm* g, float* c, const float* a, con
       memcpy(band + m * part.n, kept + m * again * w, (size_t)(again * w) * sizeof(float));
     part.gather.pt = g->gather.pt - r0 * g->gather.sh;
     if (again * w < part.n)
-      gemm_block(&part, band, a + batch * SA0, b + batch * SB0, 0, G_M, again * w, part.n, batch, packed, args, &wk);
+      gemm_block(&part, band, a + batch * SA0, b + batch * SB0, 0, G_M, again * w, part.n, batch, packed, NULL, args, &wk);
     q0 = r0, q1 = r1, batch_of = batch;
     struct tl_gather rows = *p;
     rows.height = r1 - r0, rows.pt = r0 - top;
@@ -535,6 +560,7 @@ void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args)
   if (depthwise && depthwise(g, c, a, b, start, end, args)) return;
   const float* packed = packed_a(g, a, args);
   const int transposed = use_transposed(g);
+  const float* bpacked = transposed ? NULL : packed_b(g, b, args);
   struct gather_work wk = {NULL, 0, 0, 0};
   ptrdiff_t u = start;
   while (u < end) {
@@ -551,7 +577,7 @@ void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args)
       const ptrdiff_t n0 = rows ? 0 : strip_edge(g, first, G_N, MR), n1 = rows ? G_N : strip_edge(g, last, G_N, MR);
       const transposed_fn by_columns = GEMM_TRANSPOSED;
       if (m0 < m1 && n0 < n1 && !(by_columns && by_columns(g, cb, ab, bb, m0, m1, n0, n1, batch, packed, args)))
-        gemm_block(g, cb, ab, bb, m0, m1, n0, n1, batch, NULL, args, &wk);
+        gemm_block(g, cb, ab, bb, m0, m1, n0, n1, batch, NULL, NULL, args, &wk);
     } else if (g->winograd) {
       // Units are rows of 2x2 tiles (4x4 with winograd 2); without U or
       // buffers, the direct product computes the same output rows.
@@ -559,16 +585,16 @@ void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args)
       const ptrdiff_t n0 = f * first * ow, n1 = MIN(G_N, f * last * ow);
       const winograd_fn winograd = GEMM_WINOGRAD;
       if (!packed || !winograd || !winograd(g, cb, bb, packed, batch, first, last, args))
-        gemm_block(g, cb, ab, bb, 0, G_M, n0, n1, batch, NULL, args, &wk);
+        gemm_block(g, cb, ab, bb, 0, G_M, n0, n1, batch, NULL, NULL, args, &wk);
     } else if (g->split == 0) {
       // Strips of rows start at panel boundaries (wide_rows).
       const ptrdiff_t wide = wide_rows(G_M);
       const ptrdiff_t m0 = panel_floor(G_M, wide, strip_edge(g, first, G_M, 1));
       const ptrdiff_t m1 = panel_floor(G_M, wide, strip_edge(g, last, G_M, 1));
-      if (m0 < m1) gemm_block(g, cb, ab, bb, m0, m1, 0, G_N, batch, packed, args, &wk);
+      if (m0 < m1) gemm_block(g, cb, ab, bb, m0, m1, 0, G_N, batch, packed, bpacked, args, &wk);
     } else {
       const ptrdiff_t n0 = strip_edge(g, first, G_N, NR), n1 = strip_edge(g, last, G_N, NR);
-      if (n0 < n1) gemm_block(g, cb, ab, bb, 0, G_M, n0, n1, batch, packed, args, &wk);
+      if (n0 < n1) gemm_block(g, cb, ab, bb, 0, G_M, n0, n1, batch, packed, bpacked, args, &wk);
     }
     u += last - first;
   }

@@ -35,6 +35,7 @@ struct tl_gemm {
   int split;
   ptrdiff_t unit, units_per_batch;
   int packed_a;           // -1, or the argument that holds A packed (A is a weight)
+  int packed_b;           // -1, or the argument that holds B packed (B is a weight shared by every batch)
   tl_gemm_finish finish;  // NULL: C is the plain product
   // Cache blocks, 0 = the library's default: at most `kc` of K per block
   // (K is cut into equal blocks), `mc_tiles` micro-tile rows of A and

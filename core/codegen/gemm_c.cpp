@@ -112,6 +112,17 @@ struct Knobs {
   int transposed = 0;     // C computed as C^T: 1, 0, or -1 (the library decides by its tile shape)
 };
 
+// A constant B shared by every batch (a linear layer's weights: X @ W) that
+// the library packs once, as it packs A, instead of on every call (7 MB
+// copied per call for ViT-B's 768 x 2304 projection). Not for the products
+// that read B as it is: a gathered image, few rows (the thin path), B in
+// place, a transposed product (where the library chooses one, transposed -1,
+// the copy stays unfilled).
+bool packs_b(const GemmShape& s, const Knobs& knobs) {
+  return s.b_constant && !s.gather.active() && (s.batch == 1 || s.b_strides[0] == 0) && s.m > kThinRows &&
+         knobs.transposed != 1 && !knobs.b_in_place && !knobs.winograd;
+}
+
 // C^T's buffer in the library holds n x (rows of a thread) floats: offered
 // up to this many columns.
 constexpr int64_t kTransposedColumnsMax = 512;
@@ -281,24 +292,30 @@ TemplateKernel render_with(const GemmShape& s, const std::string& name, const Kn
   // A constant A shared by every batch (a convolution's weights) is packed
   // once into a buffer that lives with A's, given after the other buffers.
   // Its layout depends on the K block, so the key names that too.
-  const bool pack = packs_a(s);
+  const bool pack = packs_a(s), pack_b = packs_b(s, knobs);
   const int64_t packed_arg = 1 + std::max<int64_t>(2, int64_t(s.epilogue.buffers.size()));
   if (knobs.winograd) {
     // 16 transformed weights per (row, channel), 36 for F(4x4, 3x3), rows
     // padded to the library's NR (at most 64).
     const int64_t positions = knobs.winograd == 2 ? 36 : 16;
-    out.packed_bytes = 64 + positions * s.gather.channels * (s.m + 64) * int64_t(sizeof(float));
-    out.packed_key = std::string("gemm_cpu_winograd.c ") + (knobs.winograd == 2 ? "U4" : "U") + " m=" + num(s.m) +
-                     " k=" + num(s.k) + " strides=" + num(s.a_strides[1]) + "," + num(s.a_strides[2]);
+    out.packed.push_back({1, 64 + positions * s.gather.channels * (s.m + 64) * int64_t(sizeof(float)),
+                          std::string("gemm_cpu_winograd.c ") + (knobs.winograd == 2 ? "U4" : "U") + " m=" + num(s.m) +
+                              " k=" + num(s.k) + " strides=" + num(s.a_strides[1]) + "," + num(s.a_strides[2])});
   } else if (pack) {
     // A transposed product's panels have NR rows (at most 64); with the
     // choice left to the library it depends on n, which the key then names.
     const int64_t rows = knobs.transposed != 0 ? 64 : kMaxTileRows;
-    out.packed_bytes = 64 + (s.m + rows - 1) * s.k * int64_t(sizeof(float));
-    out.packed_key = "gemm_cpu.c A panels m=" + num(s.m) + " k=" + num(s.k) + " strides=" + num(s.a_strides[1]) +
-                     "," + num(s.a_strides[2]) + (knobs.kc ? " kc=" + num(knobs.kc) : "") +
-                     (knobs.transposed == 1 ? " transposed" : knobs.transposed == -1 ? " n=" + num(s.n) : "");
+    out.packed.push_back({1, 64 + (s.m + rows - 1) * s.k * int64_t(sizeof(float)),
+                          "gemm_cpu.c A panels m=" + num(s.m) + " k=" + num(s.k) + " strides=" + num(s.a_strides[1]) +
+                              "," + num(s.a_strides[2]) + (knobs.kc ? " kc=" + num(knobs.kc) : "") +
+                              (knobs.transposed == 1 ? " transposed" : knobs.transposed == -1 ? " n=" + num(s.n) : "")});
   }
+  // B's panels are NR columns wide (at most 64), one K block after another.
+  if (pack_b)
+    out.packed.push_back({2, 64 + (s.n + 63) * s.k * int64_t(sizeof(float)),
+                          "gemm_cpu.c B panels n=" + num(s.n) + " k=" + num(s.k) + " strides=" + num(s.b_strides[1]) +
+                              "," + num(s.b_strides[2]) + (knobs.kc ? " kc=" + num(knobs.kc) : "")});
+  const int64_t packed_b_arg = packed_arg + int64_t(out.packed.size()) - 1;  // B's copy comes last
   // A pooled product applies its epilogue (in registers, or none) itself.
   const std::string finish = s.pool.active() ? std::string() : finish_text(s.epilogue, s.n, name);
   // A gathered B is one image per batch item (zero stride when it is shared).
@@ -323,6 +340,7 @@ TemplateKernel render_with(const GemmShape& s, const std::string& name, const Kn
                            {"UNIT", num(unit)},
                            {"UNITS_PER_BATCH", num(units_per_batch)},
                            {"PACKED_A", pack ? num(packed_arg) : "-1"},
+                           {"PACKED_B", pack_b ? num(packed_b_arg) : "-1"},
                            {"KC", num(knobs.kc)},
                            {"MC_TILES", num(knobs.mc_tiles)},
                            {"NC_TILES", num(knobs.nc_tiles)},

@@ -20,8 +20,7 @@ struct RenderedKernel {
   std::vector<std::string> ops;
   int64_t global[3] = {1, 1, 1}, local[3] = {0, 0, 0};
   double flops = 0, bytes = 0;
-  int64_t packed_bytes = 0;  // GEMM only: TemplateKernel::packed_bytes and packed_key
-  std::string packed_key;
+  std::vector<PackedOperand> packed;  // GEMM only: TemplateKernel::packed
   std::vector<TemplateKernel> candidates;  // GEMM only: TemplateKernel::candidates, for core/tune.h
 };
 

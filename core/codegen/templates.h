@@ -48,9 +48,10 @@ struct GemmShape {
   int64_t a_strides[3] = {0, 0, 0};
   int64_t b_strides[3] = {0, 0, 0};
   GemmEpilogue epilogue;
-  // A is a constant (a weight realized before this graph runs): a template
-  // may then read it from a copy in its own layout, made once (TemplateKernel).
-  bool a_constant = false;
+  // A (B) is a constant (a weight realized before this graph runs): a
+  // template may then read it from a copy in its own layout, made once
+  // (PackedOperand).
+  bool a_constant = false, b_constant = false;
   // Active: B is a convolution's image, read through this gather (the
   // template said it can, gemm_template_gathers); b_strides are then unused.
   ConvGather gather;
@@ -61,6 +62,16 @@ struct GemmShape {
   // registers or none).
   ConvGather pool;
   int64_t pool_h = 0;
+};
+
+// A constant operand (a weight) that a kernel reads from a copy in its own
+// layout: the kernel takes one more buffer, which it fills on first use.
+// Realize keeps that buffer with the operand's (Buffer::derived under `key`,
+// which names the layout), so it is packed once per weight, not per call.
+struct PackedOperand {
+  int operand = 1;  // the launch buffer it is a copy of: 1 = A, 2 = B
+  int64_t bytes = 0;
+  std::string key;
 };
 
 struct TemplateKernel {
@@ -75,12 +86,8 @@ struct TemplateKernel {
   int int_bytes = 4;
   int64_t global[3] = {1, 1, 1};
   int64_t local[3] = {0, 0, 0};
-  // When packed_bytes > 0 the kernel takes one more buffer after the others:
-  // A's packed copy, which it fills on first use. Realize keeps that buffer
-  // with A's (Buffer::derived under packed_key), so it is packed once per
-  // weight, not per call; packed_key names the layout.
-  int64_t packed_bytes = 0;
-  std::string packed_key;
+  // Each packed operand is one more buffer after the others, in this order.
+  std::vector<PackedOperand> packed;
   // Other renderings of the same kernel that the tuner may time instead
   // (core/tune.h): the same arguments, the same result up to float rounding.
   // `label` names this rendering's options ("default", "split=cols kc=576").
