@@ -321,10 +321,13 @@ quint64 Session::classify(const QString& imagePath, const QString& device) {
       int newKernels = 0;  // kernels the cold run had to compile or read from the disk cache
       {
         // Told on this thread after each kernel; the UI hears it queued.
-        tl::CompileProgress watch([this, job, device, &newKernels](size_t compiled, size_t total) {
-          if (compiled == 0) newKernels += int(total);  // a batch starts
-          deliverRun(job, [this, job, device, compiled, total] {
-            emit compileProgress(job, device, int(compiled), int(total));
+        // The counts run over the whole cold run (every realize of it), and
+        // a kernel is counted when it can run, which on PoCL is after its
+        // first launch (core/realize.h).
+        tl::CompileProgress watch([this, job, device, &newKernels](size_t ready, size_t total) {
+          newKernels = int(total);
+          deliverRun(job, [this, job, device, ready, total] {
+            emit compileProgress(job, device, int(ready), int(total));
           });
         });
         // The cold run only: the warm runs below are timed here, so that the

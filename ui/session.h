@@ -72,9 +72,10 @@ class Session : public QObject {
 
  signals:
   void progress(quint64 job, const QString& stage, int percent);
-  // A classify's cold run compiling its new kernels: `compiled` of `total`
-  // (told once with 0, then after each kernel; nothing when all are cached).
-  void compileProgress(quint64 job, const QString& device, int compiled, int total);
+  // A classify's cold run compiling its new kernels: `ready` of `total`,
+  // both over the whole cold run (told when a realize finds new kernels,
+  // then after each kernel can run; nothing when all are compiled already).
+  void compileProgress(quint64 job, const QString& device, int ready, int total);
   // Then its timed warm runs: `run` (1-based) of `runs` is starting.
   void runProgress(quint64 job, const QString& device, int run, int runs);
   void warningKernelBuilt(const QString& device, const QString& name, const QString& source, const QString& buildLog);
