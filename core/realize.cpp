@@ -460,6 +460,9 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
   }
   double t0 = now_seconds();
   const size_t built = compile_new_kernels(device, sources);
+  // A cancel stopped the compilers: the kernels left are not built one by
+  // one below, only to be thrown away.
+  if (cancel_requested()) throw Cancelled();
   if (tune && built > 0 && sources.size() > plans.size()) settle_before_tuning();  // some kernel has candidates
   std::vector<TuneOutcome> tuned(plans.size());
   for (size_t p = 0; tune && p < plans.size(); ++p)

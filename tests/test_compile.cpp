@@ -289,6 +289,34 @@ class TestCompile : public QObject {
     }
   }
 
+  // A cancel while a realize compiles stops it there. Before, the compilers
+  // stopped but make_plan then built every kernel left one by one, and only
+  // run_plan threw Cancelled (a cancelled cold run went on compiling).
+  void cancelWhileCompilingBuildsNothingMore() {
+    for (auto& name : devices_) {
+      QTemporaryDir home(scratch_.path() + "/cancel-XXXXXX");
+      QVERIFY(home.isValid());
+      qputenv("XDG_CACHE_HOME", home.path().toUtf8());
+      forget_compiled_kernels();
+      Tensor tx = Tensor::from_data(std::vector<float>(40, 0.5f), {5, 8}, name).realize();
+      Tensor a = (tx * 2.90625 + 0.15625).sqrt(), b = (tx - 0.34375).max({1}), c = tx.sum({0}) * 1.65625;
+      std::atomic<bool> cancel{false};
+      set_cancel_flag(&cancel);
+      auto unset = qScopeGuard([] { set_cancel_flag(nullptr); });
+      const size_t before = compiler_runs();
+      bool cancelled = false;
+      try {
+        CompileProgress watch([&](size_t, size_t) { cancel = true; });  // at the first report
+        realize_nodes({a.node(), b.node(), c.node()});
+      } catch (const Cancelled&) {
+        cancelled = true;
+      }
+      QVERIFY2(cancelled, name.c_str());
+      QCOMPARE(compiler_runs() - before, size_t(0));
+      QVERIFY(!a.node()->realized());
+    }
+  }
+
   // kernels/gemm.cl takes its sizes as arguments: GEMMs of different shapes
   // with the same tiles and epilogue (here a column bias + ReLU, and the
   // same plus a residual read through C's flat index) share one compiled
