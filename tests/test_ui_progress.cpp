@@ -1,17 +1,23 @@
 // Issue 45 item 3, "Progress is not progress": on PoCL with empty caches the
 // window said "Compiling kernels ... 50/50" after 1 s, sat there for 9 s
 // while PoCL compiled each kernel at its first launch, then reported 75 new
-// kernels. Here, on PoCL with empty kernel caches (ours and PoCL's, set
+// kernels; the first training step compiled for 14 s with no progress and no
+// Cancel. Here, on PoCL with empty kernel caches (ours and PoCL's, set
 // before PoCL starts): a classify's progress counts every kernel of its cold
-// run and reaches its total only when PoCL has built them all. A tiny model
-// keeps it to a few seconds.
+// run and reaches its total only when PoCL has built them all, and the first
+// training step shows its progress and can be cancelled, leaving the model
+// as it was. Tiny models keep it to a few seconds.
+#include <QComboBox>
 #include <QProgressBar>
+#include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QSpinBox>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <filesystem>
 
+#include "core/data/dataset.h"
 #include "tests/onnx_builder.h"
 #include "tests/testing.h"
 #include "ui/main_window.h"
@@ -156,6 +162,91 @@ class TestUiProgress : public QObject {
     QVERIFY2(reports.front().total < last.total, "the pieces' kernels were counted apart, or the model had one piece");
     QVERIFY(last.poclFiles > before);
     QCOMPARE(poclFiles(), last.poclFiles);  // PoCL built nothing after the progress said done
+  }
+
+  // The first step of a fresh model compiles its kernels: the training page
+  // shows how far, with a Cancel that abandons the step. Nothing of it is
+  // applied: the next step is the one that was cancelled, and its loss is
+  // the first step of a fresh model with the same seed. Before, the step
+  // reported nothing and only closing the window could stop it.
+  void firstTrainingStepShowsProgressAndCancels() {
+    TL_REQUIRE(fs::exists(tl::data::default_digits_path()), "opencv-doc's digits.png is not installed");
+    TrainingPane* page = window_->trainingPane();
+    QComboBox* model = page->settingsForm()->modelBox();
+    model->setCurrentIndex(model->findData("mlp"));
+    page->seedBox()->setValue(5);
+    page->setDevice(kPocl);
+    auto resetAndWait = [&] {
+      QSignalSpy ready(page, &TrainingPane::setupReady);
+      page->reset();
+      return waitFor(ready);
+    };
+    QVERIFY(resetAndWait());
+
+    std::vector<Report> reports;
+    bool buttonShown = false, cancellable = false;
+    auto heard = connect(window_->session(), &Session::trainCompileProgress, this,
+                         [&](quint64, const QString& device, int ready, int total, bool canCancel) {
+                           QCOMPARE(device, kPocl);
+                           reports.push_back({ready, total, 0});
+                           cancellable = canCancel;
+                           if (reports.size() > 1) return;
+                           // The page heard it first (connected when it was built).
+                           buttonShown = page->cancelButton()->isVisible() && page->compileBar()->isVisible();
+                           QTest::mouseClick(page->cancelButton(), Qt::LeftButton);
+                         });
+    QSignalSpy cancelled(page, &TrainingPane::stepCancelled);
+    QSignalSpy stopped(page, &TrainingPane::runStopped);
+    page->step();
+    QVERIFY(waitFor(stopped));
+    disconnect(heard);
+    QVERIFY2(!reports.empty(), "the first step reported no compile progress");
+    QCOMPARE(reports.front().ready, 0);
+    QVERIFY(reports.front().total > 0);
+    QVERIFY(cancellable);
+    QVERIFY(buttonShown);
+    QCOMPARE(cancelled.count(), 1);
+    QCOMPARE(page->steps(), 0);
+    QVERIFY2(page->statusText().contains("Cancelled"), qPrintable(page->statusText()));
+    QVERIFY(!page->compileBar()->isVisible() && !page->cancelButton()->isVisible());
+
+    QSignalSpy steps(page, &TrainingPane::stepped);
+    page->step();
+    QVERIFY(waitFor(steps));
+    const double afterCancel = steps[0][1].toDouble();
+    QCOMPARE(page->steps(), 1);
+    QVERIFY(resetAndWait());
+    page->step();
+    QVERIFY(waitFor(steps, 2));
+    QCOMPARE(steps[1][1].toDouble(), afterCancel);  // the same batch, weights and optimizer
+    QVERIFY(std::isfinite(afterCancel) && afterCancel > 0);
+  }
+
+  // A step that compiles and is not cancelled counts every new kernel to
+  // the end: the last report is total/total, heard before the step's result.
+  void trainingStepProgressReachesItsTotal() {
+    TrainingPane* page = window_->trainingPane();
+    page->settingsForm()->batchBox()->setValue(24);  // new shapes: new kernels
+    QSignalSpy ready(page, &TrainingPane::setupReady);
+    page->reset();
+    QVERIFY(waitFor(ready));
+    std::vector<Report> reports;
+    int heardBeforeStep = -1;
+    auto heard = connect(window_->session(), &Session::trainCompileProgress, this,
+                         [&](quint64, const QString&, int r, int total, bool) { reports.push_back({r, total, 0}); });
+    QSignalSpy steps(page, &TrainingPane::stepped);
+    auto atStep = connect(page, &TrainingPane::stepped, this, [&] { heardBeforeStep = int(reports.size()); });
+    page->step();
+    QVERIFY(waitFor(steps));
+    disconnect(heard);
+    disconnect(atStep);
+    QVERIFY2(!reports.empty(), "a step with new shapes reported no compile progress");
+    const QString bad = checkCounts(reports);
+    QVERIFY2(bad.isEmpty(), qPrintable(bad));
+    QCOMPARE(heardBeforeStep, int(reports.size()));
+    QCOMPARE(reports.back().ready, reports.back().total);
+    qInfo("the step at batch 24 compiled %d kernels", reports.back().total);
+    QVERIFY(!page->compileBar()->isVisible());
   }
 
   void cleanupTestCase() { window_.reset(); }

@@ -141,6 +141,7 @@ Session::~Session() {
   if (runFlag_) runFlag_->store(true);
   if (trainStop_) trainStop_->store(true);
   closing_.store(true);
+  if (trainCancel_) trainCancel_->store(true);  // after closing_: the step then ends quietly
   thread_.quit();
   thread_.wait();
   // The worker state holds tensors; it goes after the thread that used it.
