@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <optional>
 
 #include "core/io/onnx.h"
@@ -18,6 +19,7 @@
 #include "core/runtime/device.h"
 #include "core/runtime/registry.h"
 #include "core/tensor.h"
+#include "ui/graph_data.h"
 #include "ui/train_worker.h"
 
 namespace tlui {
@@ -27,6 +29,10 @@ struct Session::WorkerState {
   QString modelName;
   tl::Image image;
   QString imagePath;
+  // The newest first (not replayed) run's kernel records per model and
+  // device: they name every buffer each kernel read, which a later cold run
+  // that replays (a re-run) does not (kernelReadsFrom).
+  std::map<std::pair<QString, QString>, std::vector<tl::ProfileRecord>> firstRuns;
 };
 
 namespace {
@@ -346,6 +352,11 @@ quint64 Session::classify(const QString& imagePath, const QString& device) {
       data->coldSeconds = result.cold_seconds;
       data->coldNewKernels = newKernels;
       timeWarmRuns(job, image, *data);
+      // result.records are the cold run's (warm_runs = 0).
+      auto& first = st.firstRuns[{st.modelName, device}];
+      if (std::any_of(result.records.begin(), result.records.end(), [](auto& r) { return !r.replayed; }))
+        first = result.records;
+      data->kernelReads = kernelReadsFrom(data->records, first);
       RunPtr out = data;
       deliverRun(job, [this, out] { emit classified(out); });
     } catch (const tl::Cancelled&) {
