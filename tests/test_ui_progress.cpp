@@ -16,6 +16,7 @@
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <filesystem>
+#include <set>
 
 #include "core/data/dataset.h"
 #include "tests/onnx_builder.h"
@@ -162,6 +163,16 @@ class TestUiProgress : public QObject {
     QVERIFY2(reports.front().total < last.total, "the pieces' kernels were counted apart, or the model had one piece");
     QVERIFY(last.poclFiles > before);
     QCOMPARE(poclFiles(), last.poclFiles);  // PoCL built nothing after the progress said done
+    // The status line counts launches, and the kernels they share, so its
+    // number and the progress's total can be told apart.
+    std::set<std::string> sources;
+    for (const auto& r : run->records) sources.insert(r.kernel->source);
+    qInfo("the run: %zu launches of %zu kernels", run->records.size(), sources.size());
+    QVERIFY2(window_->statusText().endsWith(MainWindow::kernelCountText(*run)), qPrintable(window_->statusText()));
+    RunData shared = *run;
+    shared.records.push_back(run->records.front());
+    QCOMPARE(MainWindow::kernelCountText(shared),
+             QString("%1 kernel launches of %2 kernels").arg(run->records.size() + 1).arg(sources.size()));
   }
 
   // The first step of a fresh model compiles its kernels: the training page
