@@ -1,5 +1,6 @@
 #include "core/realize.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -28,6 +29,26 @@ namespace {
 thread_local const std::atomic<bool>* cancel_flag = nullptr;
 thread_local RealizeObserver* realize_observer = nullptr;
 thread_local CompileProgress* compile_progress = nullptr;
+
+// The kernels a realize built on a device that finishes its builds at a
+// kernel's first launch (Device::builds_at_first_launch), from make_plan
+// until run_plan has launched each once: CompileProgress counts them then.
+// What run_plan never launches (a tuning candidate, a kernel with nothing to
+// compute) counts when the realize is done with it.
+struct FirstLaunches {
+  std::set<Program*> waiting;
+  FirstLaunches* parent;
+  FirstLaunches();
+  ~FirstLaunches();
+  void count_the_rest() {
+    for (Program* p : waiting) p->awaits_first_launch = false;
+    CompileProgress::kernels_ready(waiting.size());
+    waiting.clear();
+  }
+};
+thread_local FirstLaunches* first_launches = nullptr;
+FirstLaunches::FirstLaunches() : parent(first_launches) { first_launches = this; }
+FirstLaunches::~FirstLaunches() { first_launches = parent; }
 thread_local RealizeTogether* realize_together = nullptr;
 
 double now_seconds() {
@@ -114,8 +135,26 @@ CompileProgress::CompileProgress(std::function<void(size_t, size_t)> report)
 
 CompileProgress::~CompileProgress() { compile_progress = parent_; }
 
-void CompileProgress::notify(size_t compiled, size_t total) {
-  if (compile_progress && compile_progress->report_) compile_progress->report_(compiled, total);
+void CompileProgress::kernels_found(size_t n) {
+  if (!compile_progress || n == 0) return;
+  compile_progress->total_ += n;
+  if (compile_progress->report_) compile_progress->report_(compile_progress->ready_, compile_progress->total_);
+}
+
+// One call per kernel, even when several finished at once, so a listener
+// sees every count.
+void CompileProgress::kernels_ready(size_t n) {
+  for (size_t i = 0; i < n && compile_progress; ++i) {
+    CompileProgress& p = *compile_progress;
+    p.ready_ = std::min(p.ready_ + 1, p.total_);
+    if (p.report_) p.report_(p.ready_, p.total_);
+  }
+}
+
+void count_first_launch(Program& program) {
+  if (!program.awaits_first_launch.load(std::memory_order_relaxed)) return;
+  program.awaits_first_launch = false;
+  if (first_launches && first_launches->waiting.erase(&program)) CompileProgress::kernels_ready(1);
 }
 
 // Compiles through the in-process memo and the disk cache; `hit` says
@@ -202,15 +241,6 @@ static void remember(Device& device, const std::string& source, std::shared_ptr<
   memo()[{device.name(), source}] = std::move(program);
 }
 
-// Tells CompileProgress one kernel at a time, even when several finished
-// at once, so a listener sees 0, 1, ..., total.
-struct ProgressCount {
-  size_t done = 0, total = 0;
-  void advance(size_t n) {
-    for (size_t i = 0; i < n; ++i) CompileProgress::notify(++done, total);
-  }
-};
-
 // One compiler job: a kernel alone, or several built together (one
 // program). A batch that does not compile is built again kernel by kernel,
 // so that the error names the broken kernel and carries its own log.
@@ -241,10 +271,10 @@ static void compile_job(Device& device, const std::vector<const KernelSource*>& 
 // only waits and reports progress, so CompileProgress is told on the thread
 // that installed it. The first error is rethrown.
 static void compile_in_parallel(Device& device, const std::vector<std::vector<const KernelSource*>>& jobs,
-                                ProgressCount& progress) {
+                                const std::function<void(size_t)>& built) {
   if (jobs.size() == 1) {  // no thread for a single job
     compile_job(device, jobs[0]);
-    progress.advance(jobs[0].size());
+    built(jobs[0].size());
     return;
   }
   std::atomic<size_t> next{0};
@@ -283,7 +313,7 @@ static void compile_in_parallel(Device& device, const std::vector<std::vector<co
       size_t now = compiled - reported;
       reported = compiled;
       lock.unlock();
-      progress.advance(now);
+      built(now);
       lock.lock();
     }
   }
@@ -334,21 +364,48 @@ void forget_compiled_kernels() {
 
 // A cold model run is dominated by compilation (realize.h says how).
 size_t compile_new_kernels(Device& device, const std::vector<KernelSource>& kernels) {
+  // Where the device builds at first launch, a kernel is ready once launched
+  // (FirstLaunches), and so is one that an earlier realize built but never
+  // launched (it was cancelled); outside a realize, nothing will launch a
+  // kernel: it is ready when built.
+  const bool at_launch = device.builds_at_first_launch() && first_launches;
   std::vector<const KernelSource*> fresh;
+  std::vector<Program*> unlaunched;
   {
     std::lock_guard lock(memo_mutex);
     std::set<std::string> seen;
-    for (auto& k : kernels)
-      if (!memo().count({device.name(), k.source}) && seen.insert(k.source).second) fresh.push_back(&k);
+    for (auto& k : kernels) {
+      if (!seen.insert(k.source).second) continue;
+      auto it = memo().find({device.name(), k.source});
+      if (it == memo().end()) fresh.push_back(&k);
+      else if (at_launch && it->second->awaits_first_launch) unlaunched.push_back(it->second.get());
+    }
   }
+  CompileProgress::kernels_found(fresh.size() + unlaunched.size());
+  if (at_launch) first_launches->waiting.insert(unlaunched.begin(), unlaunched.end());
   if (fresh.empty()) return 0;
-  ProgressCount progress{0, fresh.size()};
-  CompileProgress::notify(0, fresh.size());
+  auto built = [&](size_t n) {
+    if (!at_launch) CompileProgress::kernels_ready(n);
+  };
+  struct AwaitLaunches {  // on every way out, also a cancel's
+    Device& device;
+    const std::vector<const KernelSource*>& fresh;
+    bool on;
+    ~AwaitLaunches() {
+      if (!on) return;
+      std::lock_guard lock(memo_mutex);
+      for (auto* k : fresh)
+        if (auto it = memo().find({device.name(), k->source}); it != memo().end()) {
+          it->second->awaits_first_launch = true;
+          first_launches->waiting.insert(it->second.get());
+        }
+    }
+  } await_launches{device, fresh, at_launch};
   std::vector<const KernelSource*> missing;
   for (auto* k : fresh) {
     if (auto program = device.find_cached(k->name, k->source)) {
       remember(device, k->source, std::move(program));
-      progress.advance(1);
+      built(1);
     } else {
       missing.push_back(k);
     }
@@ -364,7 +421,7 @@ size_t compile_new_kernels(Device& device, const std::vector<KernelSource>& kern
   } else {
     for (auto* k : missing) jobs.push_back({k});
   }
-  compile_in_parallel(device, jobs, progress);
+  compile_in_parallel(device, jobs, built);
   return missing.size();
 }
 
@@ -404,6 +461,9 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
   }
   double t0 = now_seconds();
   const size_t built = compile_new_kernels(device, sources);
+  // A cancel stopped the compilers: the kernels left are not built one by
+  // one below, only to be thrown away.
+  if (cancel_requested()) throw Cancelled();
   if (tune && built > 0 && sources.size() > plans.size()) settle_before_tuning();  // some kernel has candidates
   std::vector<TuneOutcome> tuned(plans.size());
   for (size_t p = 0; tune && p < plans.size(); ++p)
@@ -466,9 +526,11 @@ void realize_nodes(const std::vector<NodeRef>& roots) {
       run_plan(*plan, graph, device, true, 0, started);
     } else {
       double compile_seconds = 0;
+      FirstLaunches first_launches_of_this_plan;
       auto fresh = make_plan(group, graph, device, compile_seconds);
       if (replay) remember_plan(graph.text, fresh);
       run_plan(*fresh, graph, device, false, compile_seconds, started);
+      first_launches_of_this_plan.count_the_rest();
     }
     started = now_seconds();  // the next device's wall time starts here
   }

@@ -75,26 +75,42 @@ class RealizeObserver {
 };
 
 // While alive, every realize on this thread that compiles kernels new to this
-// process reports its progress to `report(compiled, total)`: once with
-// compiled = 0 before the first compile starts, then once per kernel (a
-// disk-cache hit counts as compiled; kernels built together in one compiler
-// run are counted when that run ends, one call each). `total` is the number of new kernels of
-// that batch. Always called on the realizing thread, even while workers
-// compile in parallel; it must not throw. A realize with nothing new to
-// compile reports nothing. Nestable like RealizeObserver: only the innermost
-// observer is told. The CLI draws a progress bar with it.
+// process reports its progress to `report(ready, total)`, counted over the
+// observer's whole life, so a run of several realizes (an ONNX model
+// realizes in pieces, a classify realizes its input first) counts every
+// kernel of the run: a realize that finds n new kernels (or, on PoCL, n
+// built by a cancelled realize and never launched) reports total + n before
+// its first compile starts, then ready + 1 once per kernel, when that
+// kernel can run: when it is built (a disk-cache hit counts; kernels built
+// together in one compiler run are counted when that run ends, one call
+// each), or, on a device that finishes a build at the kernel's first launch
+// (Device::builds_at_first_launch: PoCL), when its first launch has
+// returned, which is where such a device spends the time. So ready reaches
+// total only when the last new kernel is done. Always called on the
+// realizing thread, even while workers compile in parallel; it must not
+// throw. A realize with nothing new to compile reports nothing. Nestable
+// like RealizeObserver: only the innermost observer is told. The CLI draws a
+// progress bar with it, the window a status line.
 class CompileProgress {
  public:
-  explicit CompileProgress(std::function<void(size_t compiled, size_t total)> report);
+  explicit CompileProgress(std::function<void(size_t ready, size_t total)> report);
   ~CompileProgress();
   CompileProgress(const CompileProgress&) = delete;
   CompileProgress& operator=(const CompileProgress&) = delete;
-  static void notify(size_t compiled, size_t total);  // called by realize_nodes
+  // Called by realize: n more kernels to count, then each one ready.
+  static void kernels_found(size_t n);
+  static void kernels_ready(size_t n);
 
  private:
   std::function<void(size_t, size_t)> report_;
   CompileProgress* parent_;
+  size_t ready_ = 0, total_ = 0;
 };
+
+// Called by run_plan after each launch: a kernel built on a device that
+// finishes builds at first launch and not launched before is counted ready
+// now (Program::awaits_first_launch).
+void count_first_launch(Program& program);
 
 // How a realize compiles: the kernels among `kernels` that this process has
 // not compiled yet are loaded from the disk cache when each was built alone

@@ -224,7 +224,10 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
           args.buffers.push_back(packed_copy(*args.buffers.at(std::min(size_t(p.operand), operands - 1)), p, device));
         for (int d = 0; d < 3; ++d) args.global[d] = k.global[d], args.local[d] = k.local[d];
         args.ints = k.ints, args.int_bytes = k.int_bytes;
-        if (!k.empty) k.program->enqueue(args, timed ? &seconds[i] : nullptr);
+        if (!k.empty) {
+          k.program->enqueue(args, timed ? &seconds[i] : nullptr);
+          count_first_launch(*k.program);  // compile progress, where builds end at first launch
+        }
       }
       for (int f : k.frees) {
         // A view is a part of a live buffer: it serves no other kernel.

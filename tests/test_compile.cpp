@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 #include <cmath>
+#include <atomic>
 #include <thread>
 
 #include "tests/testing.h"
@@ -197,6 +198,122 @@ class TestCompile : public QObject {
       Run again = run_six(name, b.path());
       QCOMPARE(again.compiler_runs, size_t(0));
       QVERIFY2(bit_equal(cold, again, &why), qPrintable(why));
+    }
+  }
+
+  // Issue 45 item 3: on a device that finishes its builds at a kernel's
+  // first launch (PoCL: its clBuildProgram took 1 s of Lite0's 10 cold
+  // seconds, the first launches the rest), a kernel counts as ready once
+  // that launch returned. So a realize whose progress reached its total has
+  // nothing left to launch: a cancel asked for at that moment cancels
+  // nothing, and PoCL's cache gains no file after it. Before, the total was
+  // reached when clBuildProgram returned, before any launch, and that
+  // cancel stopped the realize at its first kernel.
+  void progressEndsAfterFirstLaunches() {
+    bool tested = false;
+    for (auto& name : devices_) {
+      if (!Registry::instance().get_available(name).builds_at_first_launch()) continue;
+      tested = true;
+      QTemporaryDir home(scratch_.path() + "/launch-XXXXXX");
+      QVERIFY(home.isValid());
+      qputenv("XDG_CACHE_HOME", home.path().toUtf8());
+      forget_compiled_kernels();
+      std::vector<float> x(64 * 48);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 31 % 29) - 14) * 0.0625f;
+      Tensor tx = Tensor::from_data(x, {64, 48}, name).realize();
+      // Constants no other test here uses: PoCL's own cache has none of them.
+      std::vector<Tensor> outs = {(tx * 2.71875 + 0.40625).tanh(), (tx - 1.15625).abs().sum({1}),
+                                  tx.max({0}) * 3.03125};
+      std::vector<NodeRef> roots;
+      for (auto& t : outs) roots.push_back(t.node());
+      std::atomic<bool> cancel{false};
+      set_cancel_flag(&cancel);
+      auto unset = qScopeGuard([] { set_cancel_flag(nullptr); });
+      std::vector<std::pair<size_t, size_t>> calls;
+      const size_t files_before = driver_cache_files();
+      size_t files_when_done = 0;
+      ProfileCapture capture;
+      try {
+        CompileProgress watch([&](size_t ready, size_t total) {
+          calls.emplace_back(ready, total);
+          if (ready < total) return;
+          files_when_done = driver_cache_files();
+          cancel = true;
+        });
+        realize_nodes(roots);
+      } catch (const Cancelled&) {
+        QFAIL(qPrintable(QString("%1: the progress said %2/%2 with kernels still to launch")
+                             .arg(name.c_str()).arg(calls.back().second)));
+      }
+      std::set<std::string> sources;
+      for (auto& r : capture.records()) sources.insert(r.kernel->source);
+      QString why;
+      QVERIFY2(counts_up(calls, sources.size(), &why), qPrintable(why));
+      QVERIFY2(files_when_done > files_before, "PoCL built nothing: its cache was not fresh");
+      QCOMPARE(driver_cache_files(), files_when_done);  // PoCL built nothing after the progress said done
+      QCOMPARE(outs[2].to_vector().size(), size_t(48));
+    }
+    TL_REQUIRE(tested, "a device that builds at first launch (PoCL)");
+  }
+
+  // One CompileProgress over two realizes counts both: the second goes on
+  // from the first one's counts, so a run of many realizes (an ONNX model's
+  // pieces) reports its whole total. Before, each realize started again at
+  // 0 of its own new kernels (the window showed 50/50, then ran 75).
+  void progressCountsEveryRealizeOfItsLife() {
+    for (auto& name : devices_) {
+      QTemporaryDir home(scratch_.path() + "/life-XXXXXX");
+      QVERIFY(home.isValid());
+      qputenv("XDG_CACHE_HOME", home.path().toUtf8());
+      forget_compiled_kernels();
+      Tensor tx = Tensor::from_data(std::vector<float>(40, 0.75f), {5, 8}, name).realize();
+      std::vector<std::pair<size_t, size_t>> calls;
+      size_t first = 0, second = 0;
+      {
+        CompileProgress watch([&](size_t ready, size_t total) { calls.emplace_back(ready, total); });
+        ProfileCapture a;
+        (tx * 1.84375 + 0.21875).exp().realize();
+        first = a.records().size();
+        ProfileCapture b;
+        ((tx - 0.59375).abs().sum({0}) * 1.28125).realize();
+        second = b.records().size();
+      }
+      QVERIFY(first >= 1 && second >= 1);
+      std::vector<std::pair<size_t, size_t>> expected{{0, first}};
+      for (size_t i = 1; i <= first; ++i) expected.emplace_back(i, first);
+      expected.emplace_back(first, first + second);
+      for (size_t i = first + 1; i <= first + second; ++i) expected.emplace_back(i, first + second);
+      QString got;
+      for (auto& [ready, total] : calls) got += QString(" %1/%2").arg(ready).arg(total);
+      QVERIFY2(calls == expected, qPrintable(QString::fromStdString(name) + ":" + got));
+    }
+  }
+
+  // A cancel while a realize compiles stops it there. Before, the compilers
+  // stopped but make_plan then built every kernel left one by one, and only
+  // run_plan threw Cancelled (a cancelled cold run went on compiling).
+  void cancelWhileCompilingBuildsNothingMore() {
+    for (auto& name : devices_) {
+      QTemporaryDir home(scratch_.path() + "/cancel-XXXXXX");
+      QVERIFY(home.isValid());
+      qputenv("XDG_CACHE_HOME", home.path().toUtf8());
+      forget_compiled_kernels();
+      Tensor tx = Tensor::from_data(std::vector<float>(40, 0.5f), {5, 8}, name).realize();
+      Tensor a = (tx * 2.90625 + 0.15625).sqrt(), b = (tx - 0.34375).max({1}), c = tx.sum({0}) * 1.65625;
+      std::atomic<bool> cancel{false};
+      set_cancel_flag(&cancel);
+      auto unset = qScopeGuard([] { set_cancel_flag(nullptr); });
+      const size_t before = compiler_runs();
+      bool cancelled = false;
+      try {
+        CompileProgress watch([&](size_t, size_t) { cancel = true; });  // at the first report
+        realize_nodes({a.node(), b.node(), c.node()});
+      } catch (const Cancelled&) {
+        cancelled = true;
+      }
+      QVERIFY2(cancelled, name.c_str());
+      QCOMPARE(compiler_runs() - before, size_t(0));
+      QVERIFY(!a.node()->realized());
     }
   }
 

@@ -4,6 +4,7 @@
 #include <QAbstractItemModelTester>
 #include <QSortFilterProxyModel>
 #include <QTemporaryDir>
+#include <set>
 
 #include "tests/testing.h"
 #include "ui/graph_data.h"
@@ -308,6 +309,44 @@ class TestUiModels : public QObject {
       QVERIFY(n.x >= 0 && n.x <= layout.width && n.y >= 0 && n.y <= layout.height);
     }
     for (auto& e : layout.edges) QVERIFY(e.points.size() >= 4 && (e.points.size() - 1) % 3 == 0);
+  }
+
+  // A Jit's replay (an ONNX model's forward) records only what each kernel
+  // reads from outside its realize, and builds no op graph: its kernel graph
+  // had no edge. The first run of the same kernels names every buffer each
+  // read; its edges are found by buffer and mapped onto the shown kernels
+  // by source, in order, past kernels the replay does not run (a fold).
+  void kernelReadsFoundByBuffer() {
+    auto record = [](const char* source, uint64_t out, std::vector<uint64_t> in) {
+      auto k = std::make_shared<tl::KernelInfo>();
+      k->name = std::string("K_") + source;
+      k->source = source;
+      k->output_node = out;
+      k->input_nodes = std::move(in);
+      tl::ProfileRecord r;
+      r.kernel = k;
+      return r;
+    };
+    // First run: a folded constant (f), then a -> b -> c, c also reading a.
+    const std::vector<tl::ProfileRecord> first = {record("f", 9, {1}), record("a", 10, {1, 9}),
+                                                  record("b", 11, {10, 2}), record("c", 12, {11, 10})};
+    // The replay's records: other node ids, outside inputs only.
+    std::vector<tl::ProfileRecord> shown = {record("a", 100, {1, 9}), record("b", 101, {2}), record("c", 102, {})};
+    QCOMPARE(buildKernelGraph(shown).edges.size(), size_t(0));
+    const auto reads = kernelReadsFrom(shown, first);
+    using Edges = std::set<std::pair<int, int>>;
+    QCOMPARE(Edges(reads.begin(), reads.end()), (Edges{{0, 1}, {1, 2}, {0, 2}}));
+    DisplayGraph g = buildKernelGraph(shown, {}, reads);
+    QCOMPARE(g.edges.size(), size_t(3));
+    // Kernels the first run did not run (another model's), or in another
+    // order: nothing is claimed.
+    shown[1] = record("x", 101, {2});
+    QVERIFY(kernelReadsFrom(shown, first).empty());
+    std::swap(shown[0], shown[2]);
+    shown[0] = record("c", 102, {});
+    shown[1] = record("b", 101, {2});
+    shown[2] = record("a", 100, {1, 9});
+    QVERIFY(kernelReadsFrom(shown, first).empty());
   }
 };
 

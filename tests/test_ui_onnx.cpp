@@ -13,12 +13,14 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "core/io/onnx.h"
 #include "core/models/classifier.h"
 #include "core/realize.h"
 #include "tests/onnx_builder.h"
 #include "tests/testing.h"
+#include "ui/graph_data.h"
 #include "ui/main_window.h"
 
 using namespace tlui;
@@ -306,6 +308,20 @@ class TestUiOnnx : public QObject {
     // The run's op graph arrived, but the file's graph stays on screen.
     QCOMPARE(pane->mode(), GraphPane::OnnxGraph);
     QCOMPARE(onnxNodeCount(pane->displayGraph()), int(info.nodes.size()));
+    // Its kernel graph is connected: the model's own Jit replays built no op
+    // graph and recorded only reads from outside (weights, the input), so it
+    // had no edge; the first run's buffers give every kernel but the first
+    // the kernel it reads.
+    const DisplayGraph kernels = buildKernelGraph(run->records, run->graph, run->kernelReads);
+    std::set<int> fed;
+    for (const DisplayEdge& e : kernels.edges) {
+      QVERIFY(e.from < e.to);  // from an earlier kernel
+      fed.insert(e.to);
+    }
+    qInfo("kernel graph of the ONNX Lite0: %zu kernels, %zu edges (%zu from the replay's records alone)",
+          kernels.nodes.size(), kernels.edges.size(), buildKernelGraph(run->records, run->graph).edges.size());
+    QCOMPARE(int(fed.size()), int(run->records.size()) - 1);
+    QVERIFY(!fed.count(0));
   }
 
   void builtinModelHidesOnnxGraph() {

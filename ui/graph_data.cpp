@@ -150,7 +150,8 @@ DisplayGraph buildOpGraph(const std::vector<tl::GraphNode>& graph, const std::ve
   return g;
 }
 
-DisplayGraph buildKernelGraph(const std::vector<tl::ProfileRecord>& records, const std::vector<tl::GraphNode>& graph) {
+DisplayGraph buildKernelGraph(const std::vector<tl::ProfileRecord>& records, const std::vector<tl::GraphNode>& graph,
+                              const std::vector<std::pair<int, int>>& reads) {
   DisplayGraph g;
   // What a kernel reads: its recorded inputs, and the inputs of the nodes it
   // fused that it did not compute itself. A replayed launch records only the
@@ -183,7 +184,33 @@ DisplayGraph buildKernelGraph(const std::vector<tl::ProfileRecord>& records, con
     g.nodes.push_back(d);
     g.maxSeconds = std::max(g.maxSeconds, d.seconds);
   }
+  const int n = int(records.size());
+  for (auto [from, to] : reads)
+    if (from >= 0 && from < n && to >= 0 && to < n && from != to && seen.insert({from, to}).second)
+      g.edges.push_back({from, to});
   return g;
+}
+
+std::vector<std::pair<int, int>> kernelReadsFrom(const std::vector<tl::ProfileRecord>& shown,
+                                                 const std::vector<tl::ProfileRecord>& run) {
+  std::vector<int> shownOf(run.size(), -1);  // run record -> shown record
+  size_t j = 0;
+  for (size_t i = 0; i < shown.size(); ++i, ++j) {
+    while (j < run.size() && run[j].kernel->source != shown[i].kernel->source) ++j;
+    if (j == run.size()) return {};
+    shownOf[j] = int(i);
+  }
+  std::vector<std::pair<int, int>> out;
+  std::map<uint64_t, size_t> writer;  // node id -> the newest run record that wrote its buffer
+  for (size_t r = 0; r < run.size(); ++r) {
+    const tl::KernelInfo& k = *run[r].kernel;
+    if (shownOf[r] >= 0)
+      for (uint64_t in : k.input_nodes)
+        if (auto it = writer.find(in); it != writer.end() && shownOf[it->second] >= 0)
+          out.emplace_back(shownOf[it->second], shownOf[r]);
+    writer[k.output_node] = r;
+  }
+  return out;
 }
 
 namespace {

@@ -57,10 +57,25 @@ DisplayGraph buildOpGraph(const std::vector<tl::GraphNode>& graph, const std::ve
                           const QSet<QString>& expanded);
 
 // One box per kernel; an edge where a kernel reads another's output, found
-// from the kernels' recorded inputs and from `graph`, the op graph of the run
-// whose kernels they are (a node a kernel fused reads another's output).
+// from the kernels' recorded inputs, from `graph`, the op graph of the run
+// whose kernels they are (a node a kernel fused reads another's output), and
+// from `reads`, (writer, reader) pairs of indices into `records`
+// (kernelReadsFrom).
 DisplayGraph buildKernelGraph(const std::vector<tl::ProfileRecord>& records,
-                              const std::vector<tl::GraphNode>& graph = {});
+                              const std::vector<tl::GraphNode>& graph = {},
+                              const std::vector<std::pair<int, int>>& reads = {});
+
+// Which of `shown`'s kernels reads which one's output, as (writer, reader)
+// indices into `shown`, found by buffer in `run`: the records of a first run
+// of the same kernels, not replayed, whose KernelInfo lists every node a
+// kernel read (input_nodes) and the one it wrote (output_node); a node is
+// one buffer. A replayed launch lists only what it read from outside its
+// realize, and a Jit's replay (an ONNX model's forward) builds no op graph,
+// so their kernel graph had no edge. `run` may hold more kernels (constants
+// folded on the way); `shown`'s are found in it in order, by source. Empty
+// when some are not.
+std::vector<std::pair<int, int>> kernelReadsFrom(const std::vector<tl::ProfileRecord>& shown,
+                                                 const std::vector<tl::ProfileRecord>& run);
 
 struct NodeLayout {
   double x = 0, y = 0, w = 0, h = 0;  // centre and size, in points, y down

@@ -21,6 +21,7 @@
 #include <QStatusBar>
 #include <QTimer>
 #include <algorithm>
+#include <set>
 #include <QToolButton>
 
 #include "core/runtime/registry.h"
@@ -498,6 +499,16 @@ void MainWindow::compareDevices(const QStringList& devices) {
   updateRunActions();
 }
 
+// Kernels that share a source share one compiled program, so a run can
+// launch more kernels than it compiled (Lite0 on PoCL: 75 launches of 50
+// kernels), and the compile progress counts the 50: say both.
+QString MainWindow::kernelCountText(const RunData& run) {
+  std::set<std::string> sources;
+  for (const auto& r : run.records) sources.insert(r.kernel->source);
+  if (sources.size() == run.records.size()) return tr("%1 kernels").arg(run.records.size());
+  return tr("%1 kernel launches of %2 kernels").arg(run.records.size()).arg(sources.size());
+}
+
 void MainWindow::onClassified(const RunPtr& run) {
   lastRun_ = run;
   hint_->hide();
@@ -509,12 +520,12 @@ void MainWindow::onClassified(const RunPtr& run) {
   kernels_->setRecords(run->records, run->warmSeconds, run->jitReplayed, runSubject(*run));
   graph_->setRun(run);
   if (!run->records.empty()) kernels_->selectRecord(0);
-  status_->setText(tr("%1 on %2: %3 (%4 %), warm %5 ms (median run), %6 kernels")
+  status_->setText(tr("%1 on %2: %3 (%4 %), warm %5 ms (median run), %6")
                        .arg(QFileInfo(run->imagePath).fileName(), run->device,
                             run->top.empty() ? QString("-") : QString::fromStdString(run->top[0].label))
                        .arg(run->top.empty() ? 0.0 : run->top[0].probability * 100.0, 0, 'f', 1)
                        .arg(run->warmSeconds * 1e3, 0, 'f', 2)
-                       .arg(run->records.size()));
+                       .arg(kernelCountText(*run)));
   screenshotResult_ = true;
   // The ONNX graph does not relayout for a run, so no layoutReady will come.
   if (graph_->mode() == GraphPane::OnnxGraph && !graph_->layoutPending()) maybeScreenshot();

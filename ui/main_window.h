@@ -42,6 +42,8 @@ class MainWindow : public QMainWindow {
   // `lingerMs` after saving it.
   void setScreenshotPath(const QString& path, int lingerMs = 0);
   static bool isModelFile(const QString& path);
+  // "53 kernels", or "75 kernel launches of 50 kernels" when some share a source.
+  static QString kernelCountText(const RunData& run);
 
   Session* session() const { return session_; }
   ImagePane* imagePane() const { return image_; }

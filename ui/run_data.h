@@ -42,6 +42,11 @@ struct RunData {
   // graph was built in them, as in the CLI's classify and bench model.
   bool jitReplayed = false;
   std::vector<tl::GraphNode> graph;
+  // Which of `records` reads which one's output, (writer, reader), found by
+  // buffer in the cold run's records (kernelReadsFrom in ui/graph_data.h):
+  // the kernel graph's edges where neither the replayed records nor `graph`
+  // say them (an ONNX model's Jit replays build no graph).
+  std::vector<std::pair<int, int>> kernelReads;
   // A comparison's runs: each kernel's device time in every one of the
   // `warmRuns` timed runs ([kernel][run]); `records` then hold the medians
   // and warmSeconds the median wall time. Empty for a classification.

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <optional>
 
 #include "core/io/onnx.h"
@@ -18,6 +19,7 @@
 #include "core/runtime/device.h"
 #include "core/runtime/registry.h"
 #include "core/tensor.h"
+#include "ui/graph_data.h"
 #include "ui/train_worker.h"
 
 namespace tlui {
@@ -27,6 +29,10 @@ struct Session::WorkerState {
   QString modelName;
   tl::Image image;
   QString imagePath;
+  // The newest first (not replayed) run's kernel records per model and
+  // device: they name every buffer each kernel read, which a later cold run
+  // that replays (a re-run) does not (kernelReadsFrom).
+  std::map<std::pair<QString, QString>, std::vector<tl::ProfileRecord>> firstRuns;
 };
 
 namespace {
@@ -141,6 +147,7 @@ Session::~Session() {
   if (runFlag_) runFlag_->store(true);
   if (trainStop_) trainStop_->store(true);
   closing_.store(true);
+  if (trainCancel_) trainCancel_->store(true);  // after closing_: the step then ends quietly
   thread_.quit();
   thread_.wait();
   // The worker state holds tensors; it goes after the thread that used it.
@@ -321,10 +328,13 @@ quint64 Session::classify(const QString& imagePath, const QString& device) {
       int newKernels = 0;  // kernels the cold run had to compile or read from the disk cache
       {
         // Told on this thread after each kernel; the UI hears it queued.
-        tl::CompileProgress watch([this, job, device, &newKernels](size_t compiled, size_t total) {
-          if (compiled == 0) newKernels += int(total);  // a batch starts
-          deliverRun(job, [this, job, device, compiled, total] {
-            emit compileProgress(job, device, int(compiled), int(total));
+        // The counts run over the whole cold run (every realize of it), and
+        // a kernel is counted when it can run, which on PoCL is after its
+        // first launch (core/realize.h).
+        tl::CompileProgress watch([this, job, device, &newKernels](size_t ready, size_t total) {
+          newKernels = int(total);
+          deliverRun(job, [this, job, device, ready, total] {
+            emit compileProgress(job, device, int(ready), int(total));
           });
         });
         // The cold run only: the warm runs below are timed here, so that the
@@ -342,6 +352,11 @@ quint64 Session::classify(const QString& imagePath, const QString& device) {
       data->coldSeconds = result.cold_seconds;
       data->coldNewKernels = newKernels;
       timeWarmRuns(job, image, *data);
+      // result.records are the cold run's (warm_runs = 0).
+      auto& first = st.firstRuns[{st.modelName, device}];
+      if (std::any_of(result.records.begin(), result.records.end(), [](auto& r) { return !r.replayed; }))
+        first = result.records;
+      data->kernelReads = kernelReadsFrom(data->records, first);
       RunPtr out = data;
       deliverRun(job, [this, out] { emit classified(out); });
     } catch (const tl::Cancelled&) {

@@ -63,6 +63,10 @@ class Session : public QObject {
   // step. `captureGraph` snapshots the first step's graph (trainGraph).
   quint64 trainRun(int steps, bool captureGraph = false);
   void trainPause();
+  // Pauses, and abandons a step in flight whose optimizer has no state yet
+  // (the first after a reset or a load, which compiles the step's kernels):
+  // it stops at its next kernel and leaves nothing changed (trainCancelled).
+  void trainCancel();
   bool training() const { return trainRunJob_ != 0; }
   quint64 trainEvaluate();
   quint64 trainHistograms(const QString& parameter, int bins);
@@ -72,9 +76,10 @@ class Session : public QObject {
 
  signals:
   void progress(quint64 job, const QString& stage, int percent);
-  // A classify's cold run compiling its new kernels: `compiled` of `total`
-  // (told once with 0, then after each kernel; nothing when all are cached).
-  void compileProgress(quint64 job, const QString& device, int compiled, int total);
+  // A classify's cold run compiling its new kernels: `ready` of `total`,
+  // both over the whole cold run (told when a realize finds new kernels,
+  // then after each kernel can run; nothing when all are compiled already).
+  void compileProgress(quint64 job, const QString& device, int ready, int total);
   // Then its timed warm runs: `run` (1-based) of `runs` is starting.
   void runProgress(quint64 job, const QString& device, int run, int runs);
   void warningKernelBuilt(const QString& device, const QString& name, const QString& source, const QString& buildLog);
@@ -98,7 +103,11 @@ class Session : public QObject {
   void trainSaved(const QString& path);
   void trainLoaded(const QString& path);
   void trainProbed(const QList<float>& logits);
-  void trainStopped(quint64 job, int steps);  // a run ended: done, paused or failed
+  void trainStopped(quint64 job, int steps);  // a run ended: done, paused, cancelled or failed
+  // A step compiling its new kernels: `ready` of `total` (CompileProgress);
+  // `cancellable`: trainCancel() abandons this step.
+  void trainCompileProgress(quint64 job, const QString& device, int ready, int total, bool cancellable);
+  void trainCancelled(quint64 job);  // the step was abandoned; trainStopped follows
 
  private:
   using Flag = std::shared_ptr<std::atomic<bool>>;
@@ -111,7 +120,7 @@ class Session : public QObject {
   void timeWarmRuns(quint64 job, const tl::Image& image, RunData& data);  // on the worker
   void checkInputMatters(const tl::Image& image, RunData& data);
   // Training: the worker-side helpers, run on thread_.
-  void trainChunk(quint64 job, Flag stop, int remaining, int done, bool capture);
+  void trainChunk(quint64 job, Flag stop, Flag cancel, int remaining, int done, bool capture);
   // Runs `work` on the worker; a failure's message starts with `context`.
   void trainJob(quint64 job, const QString& context, std::function<void(TrainWorker&)> work);
   void deliverTrain(quint64 generation, std::function<void()> emitter);
@@ -130,6 +139,7 @@ class Session : public QObject {
   quint64 trainGeneration_ = 0;  // the model results must belong to
   quint64 trainRunJob_ = 0;
   Flag trainStop_;
+  Flag trainCancel_;  // of the newest run: trainCancel()
   // Set when the window closes: a training step in flight (a cold first one
   // compiles for a while) stops at its next kernel instead of delaying exit.
   std::atomic<bool> closing_{false};

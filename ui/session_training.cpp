@@ -9,11 +9,12 @@
 namespace tlui {
 
 namespace {
-// Only closing the window interrupts a step: a pause waits for the step to
-// end, so a step is always applied whole.
-struct ClosingScope {
-  explicit ClosingScope(const std::atomic<bool>* flag) { tl::set_cancel_flag(flag); }
-  ~ClosingScope() { tl::set_cancel_flag(nullptr); }
+// What interrupts a step: closing the window, and trainCancel() when the
+// step can be abandoned whole (TrainWorker::cancellable). A pause waits for
+// the step to end, so a step is always applied whole or not at all.
+struct CancelScope {
+  explicit CancelScope(const std::atomic<bool>* flag) { tl::set_cancel_flag(flag); }
+  ~CancelScope() { tl::set_cancel_flag(nullptr); }
 };
 }  // namespace
 
@@ -69,9 +70,10 @@ quint64 Session::trainRun(int steps, bool captureGraph) {
   quint64 job = nextJob_++;
   if (trainStop_) trainStop_->store(true);
   trainStop_ = std::make_shared<std::atomic<bool>>(false);
+  trainCancel_ = std::make_shared<std::atomic<bool>>(false);
   trainRunJob_ = job;
-  Flag stop = trainStop_;
-  post([this, job, stop, steps, captureGraph] { trainChunk(job, stop, steps, 0, captureGraph); });
+  Flag stop = trainStop_, cancel = trainCancel_;
+  post([this, job, stop, cancel, steps, captureGraph] { trainChunk(job, stop, cancel, steps, 0, captureGraph); });
   return job;
 }
 
@@ -79,7 +81,12 @@ void Session::trainPause() {
   if (trainStop_) trainStop_->store(true);
 }
 
-void Session::trainChunk(quint64 job, Flag stop, int remaining, int done, bool capture) {
+void Session::trainCancel() {
+  trainPause();
+  if (trainCancel_) trainCancel_->store(true);
+}
+
+void Session::trainChunk(quint64 job, Flag stop, Flag cancel, int remaining, int done, bool capture) {
   auto finish = [this, job](int steps) {
     QMetaObject::invokeMethod(
         this,
@@ -103,7 +110,15 @@ void Session::trainChunk(quint64 job, Flag stop, int remaining, int done, bool c
     }
     TrainStepPtr step;
     {
-      ClosingScope closing(&closing_);
+      const bool cancellable = trainer_->cancellable();
+      CancelScope scope(cancellable ? cancel.get() : &closing_);
+      // A step that compiles (the first one: about 14 s on PoCL) says how far.
+      const QString device = trainer_->device();
+      tl::CompileProgress watch([this, job, device, cancellable](size_t ready, size_t total) {
+        QMetaObject::invokeMethod(
+            this, [=, this] { emit trainCompileProgress(job, device, int(ready), int(total), cancellable); },
+            Qt::QueuedConnection);
+      });
       step = trainer_->step(graph.get());
     }
     const quint64 generation = step->generation;
@@ -119,14 +134,17 @@ void Session::trainChunk(quint64 job, Flag stop, int remaining, int done, bool c
       deliverTrain(generation, [this, eval] { emit trainEvaluated(eval); });
     }
   } catch (const tl::Cancelled&) {
-    return;  // the window is closing
+    if (closing_.load()) return;  // the window is closing
+    QMetaObject::invokeMethod(this, [this, job] { emit trainCancelled(job); }, Qt::QueuedConnection);
+    finish(done);
+    return;
   } catch (const std::exception& e) {
     trainFailed(job, QString("Training step failed: %1").arg(QString::fromUtf8(e.what())));
     finish(done);
     return;
   }
   const int left = remaining > 0 ? remaining - 1 : remaining;
-  post([this, job, stop, left, done] { trainChunk(job, stop, left, done + 1, false); });
+  post([this, job, stop, cancel, left, done] { trainChunk(job, stop, cancel, left, done + 1, false); });
 }
 
 quint64 Session::trainEvaluate() {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -116,6 +117,40 @@ void TrainWorker::startEpoch(int epoch) {
   batches_->start_epoch(epoch);
 }
 
+// One trainer step; with `graph`, its op graph is snapshotted into it.
+tl::train::StepResult TrainWorker::runStep(const data::Batch& batch, RunData* graph) {
+  if (!graph) return trainer_->step(batch);
+  // The step is one realize inside the core (forward and loss, gradients,
+  // update together); its graph is the whole step. Autograd and the
+  // optimizer make nodes outside any layer scope; naming them after their
+  // phase (told by the node ids the trainer reports) lets the graph pane
+  // box them as "backward" and "update" instead of one anonymous blob.
+  std::set<uint64_t> seen;
+  tl::RealizeObserver observer([&](const std::vector<tl::NodeRef>& roots) {
+    for (auto& node : tl::snapshot_graph(roots))
+      if (seen.insert(node.id).second) graph->graph.push_back(std::move(node));
+  });
+  tl::train::StepResult r = trainer_->step(batch);
+  const std::string optimizerName = optimizer_->name();
+  for (auto& node : graph->graph) {
+    if (node.realized || node.id < r.backward_first_id) continue;
+    const bool update = node.id >= r.update_first_id;
+    node.scope = std::string(update ? "update." : "backward.") +
+                 (node.scope.empty() ? (update ? optimizerName : "grad") : node.scope);
+  }
+  graph->records = r.kernels;
+  return r;
+}
+
+void TrainWorker::remakeOptimizer() {
+  trainer_.reset();
+  optimizer_ = tl::train::make_optimizer(settings_.optimizer.toStdString(), model_->parameters(), settings_.lr,
+                                         settings_.weightDecay);
+  trainer_ = std::make_unique<tl::train::Trainer>(*model_, *optimizer_);
+  baseLr_ = optimizer_->lr();
+  applySchedule();
+}
+
 void TrainWorker::applySchedule() {
   // Past the horizon, cosine stays at its floor instead of rising again.
   const int total = std::max(1, settings_.epochs);
@@ -126,40 +161,39 @@ void TrainWorker::applySchedule() {
 TrainStepPtr TrainWorker::step(RunData* graph) {
   if (!ready()) throw std::logic_error("no model: press Reset first");
   const auto started = std::chrono::steady_clock::now().time_since_epoch();
+  // A cancelled step changed no weight and no optimizer moment (they are
+  // assigned only once the step's realize succeeded, core/realize.h): the
+  // batch it drew and the epoch it may have started go back, and its
+  // optimizer, which counted the step already, is made again. So the next
+  // step is the one that was cancelled, with the same batch.
+  struct Position {
+    int epoch, inEpoch;
+    bool epochEnd;
+    std::unique_ptr<data::Batches> batches;
+  };
+  std::optional<Position> before;
+  if (cancellable()) before = Position{epoch_, stepInEpoch_, lastEpochEnd_, std::make_unique<data::Batches>(*batches_)};
   if (lastEpochEnd_) startEpoch(epoch_ + 1);
   data::Batch batch;
   if (!batches_->next(batch)) {  // an epoch of zero batches cannot happen (batch >= 1, data non-empty)
     startEpoch(epoch_ + 1);
     if (!batches_->next(batch)) throw std::runtime_error("the training set gives no batch");
   }
-  std::map<std::string, tl::Tensor> before;
-  for (auto& [name, slot] : model_->named_parameters()) before[name] = *slot;
+  std::map<std::string, tl::Tensor> parameters;
+  for (auto& [name, slot] : model_->named_parameters()) parameters[name] = *slot;
 
   tl::train::StepResult r;
-  if (graph) {
-    // The step is one realize inside the core (forward and loss, gradients,
-    // update together); its graph is the whole step. Autograd and the
-    // optimizer make nodes outside any layer scope; naming them after their
-    // phase (told by the node ids the trainer reports) lets the graph pane
-    // box them as "backward" and "update" instead of one anonymous blob.
-    std::set<uint64_t> seen;
-    tl::RealizeObserver observer([&](const std::vector<tl::NodeRef>& roots) {
-      for (auto& node : tl::snapshot_graph(roots))
-        if (seen.insert(node.id).second) graph->graph.push_back(std::move(node));
-    });
-    r = trainer_->step(batch);
-    const std::string optimizerName = optimizer_->name();
-    for (auto& node : graph->graph) {
-      if (node.realized || node.id < r.backward_first_id) continue;
-      const bool update = node.id >= r.update_first_id;
-      node.scope = std::string(update ? "update." : "backward.") +
-                   (node.scope.empty() ? (update ? optimizerName : "grad") : node.scope);
+  try {
+    r = runStep(batch, graph);
+  } catch (const tl::Cancelled&) {
+    if (before) {
+      epoch_ = before->epoch, stepInEpoch_ = before->inEpoch, lastEpochEnd_ = before->epochEnd;
+      batches_ = std::move(before->batches);
+      remakeOptimizer();
     }
-    graph->records = r.kernels;
-  } else {
-    r = trainer_->step(batch);
+    throw;
   }
-  lastParameters_ = std::move(before);
+  lastParameters_ = std::move(parameters);
   ++step_;
   ++stepInEpoch_;
   lastEpochEnd_ = stepInEpoch_ >= batches_->batches_per_epoch();
@@ -222,12 +256,7 @@ void TrainWorker::save(const QString& path) {
 void TrainWorker::load(const QString& path) {
   if (!ready()) throw std::logic_error("no model to load into: press Reset first");
   model_->load(path.toStdString());
-  trainer_.reset();
-  optimizer_ = tl::train::make_optimizer(settings_.optimizer.toStdString(), model_->parameters(), settings_.lr,
-                                         settings_.weightDecay);
-  trainer_ = std::make_unique<tl::train::Trainer>(*model_, *optimizer_);
-  baseLr_ = optimizer_->lr();
-  applySchedule();
+  remakeOptimizer();
   lastParameters_.clear();  // their gradients belong to the replaced weights
 }
 

@@ -24,6 +24,13 @@ class TrainWorker {
   ~TrainWorker();
 
   bool ready() const { return model_ != nullptr; }
+  QString device() const { return settings_.device; }
+  // Whether the next step may be abandoned half-way (a cancel throws
+  // tl::Cancelled out of step()) and leave everything as it was: while the
+  // optimizer has no state yet (the first step after a reset or a load, the
+  // one that compiles), since the optimizers count a step before its
+  // realize, and only a fresh one can be made again exactly.
+  bool cancellable() const { return optimizer_ && optimizer_->steps() == 0; }
   // Builds a fresh model and optimizer from the settings. Throws with a
   // readable message (bad data set, bad option) and then keeps the previous
   // model, data and counters untouched.
@@ -54,6 +61,8 @@ class TrainWorker {
   };
   std::shared_ptr<Data> loadData(const TrainSettings& s);
   void startEpoch(int epoch);
+  void remakeOptimizer();  // fresh, from settings_, for the current epoch's learning rate
+  tl::train::StepResult runStep(const tl::data::Batch& batch, RunData* graph);
   void applySchedule();  // the learning rate of epoch_
 
   TrainSettings settings_;

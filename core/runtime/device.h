@@ -17,6 +17,7 @@
 // which the device cannot be trusted retire it (available = false) instead of
 // failing every later call. Caching, scheduling and rendering are shared.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -117,6 +118,10 @@ class Program {
   }
   std::string build_log;  // compiler output, kept even on success
   bool cache_hit = false;  // came from the on-disk cache
+  // Built by a realize on a device that finishes builds at first launch
+  // (Device::builds_at_first_launch) and not launched yet: compile progress
+  // counts it when it is (core/realize.h, CompileProgress).
+  std::atomic<bool> awaits_first_launch{false};
 };
 
 // What a device's compiler produced for one kernel.
@@ -184,6 +189,12 @@ class Device {
   // then records only that the source was built, with its log; a warm run
   // builds from source again, which the driver answers from its own cache.
   virtual bool driver_keeps_binaries() const { return false; }
+  // Optional slot: the driver finishes a kernel's build when it first
+  // launches it, not in build() (PoCL compiles each kernel's work-group
+  // function then; issue 45: its build() returned in 1 s of
+  // EfficientNet-Lite0's 10 cold seconds). Compile progress then counts a new
+  // kernel when its first launch has returned.
+  virtual bool builds_at_first_launch() const { return false; }
 
   // Optional slot: many kernels -> one binary in one compiler run (one
   // OpenCL program, one shared library). A first run compiles dozens of

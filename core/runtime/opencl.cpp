@@ -366,13 +366,15 @@ std::string device_string(cl_device_id device, cl_device_info param) {
   return s;
 }
 
+bool is_pocl(const std::string& platform) { return platform == "Portable Computing Language"; }
+
 // PoCL keeps what it builds in its own disk cache unless POCL_KERNEL_CACHE=0.
 // Asking it for CL_PROGRAM_BINARIES compiles every kernel's work-group
 // function once more, for a launch size that the first launch then compiles
 // again: Lite0's first run on PoCL took twice as long with the binaries read.
 bool keeps_kernel_cache(const std::string& platform) {
   const char* off = std::getenv("POCL_KERNEL_CACHE");
-  return platform == "Portable Computing Language" && !(off && std::string(off) == "0");
+  return is_pocl(platform) && !(off && std::string(off) == "0");
 }
 
 std::string platform_string(cl_platform_id platform, cl_platform_info param) {
@@ -568,6 +570,10 @@ class OpenCLDevice : public Device {
   }
 
   bool driver_keeps_binaries() const override { return state_->driver_keeps_binaries; }
+  // PoCL's clBuildProgram makes LLVM IR; the machine code of each kernel's
+  // work-group function is compiled when the kernel is first launched with
+  // a work-group size (launches on a CPU device wait, OpenCLProgram::enqueue).
+  bool builds_at_first_launch() const override { return is_pocl(state_->info.platform); }
 
   // All new kernels of a realize in one program: PoCL runs one LLVM build
   // per clBuildProgram, which cost more than the code in most kernels.

@@ -299,7 +299,7 @@ void GraphPane::relayout() {
   watcher->setFuture(QtConcurrent::run([run, onnx, mode, expanded, font, groupFont] {
     DisplayGraph g = mode == OnnxGraph ? buildOnnxGraph(onnx->info)
                      : mode == OpGraph ? buildOpGraph(run->graph, run->records, expanded)
-                                       : buildKernelGraph(run->records, run->graph);
+                                       : buildKernelGraph(run->records, run->graph, run->kernelReads);
     const QFontMetricsF plain(font), bold(groupFont);
     for (auto& d : g.nodes) {
       QRectF r = (d.group ? bold : plain).boundingRect(QRectF(0, 0, 4000, 4000), Qt::AlignLeft | Qt::AlignTop, d.label);

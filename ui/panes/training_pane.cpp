@@ -7,6 +7,7 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineSeries>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QScrollArea>
 #include <QScrollBar>
@@ -47,19 +48,29 @@ TrainingPane::TrainingPane(Session* session, QWidget* parent)
   connect(session_, &Session::trainEvaluated, this, &TrainingPane::onEval);
   connect(session_, &Session::trainHistogramsReady, this, &TrainingPane::onHistograms);
   connect(session_, &Session::trainGraph, this, &TrainingPane::graphCaptured);
+  connect(session_, &Session::trainCompileProgress, this, &TrainingPane::showCompileProgress);
+  connect(session_, &Session::trainCancelled, this, [this](quint64 job) {
+    if (job != runJob_) return;
+    cancelledJob_ = job;
+    setStatus(tr("Cancelled the step while it compiled: nothing was applied. Step or Run starts it again."));
+    emit stepCancelled();
+  });
   connect(session_, &Session::trainStopped, this, [this](quint64 job, int done) {
     if (job != runJob_) return;
     runJob_ = 0;
     pausing_ = false;
+    hideCompileProgress();
     updateButtons();
     showLastKernels();
     requestHistograms();
     const int epochs = settingsForm_->settings().epochs;
-    if (stepsPerEpoch_ > 0 && steps_ >= epochs * stepsPerEpoch_)
-      setStatus(tr("The schedule's %n epoch(s) are done (%1 steps). Run N goes on past them; Reset starts again.",
-                   nullptr, epochs).arg(steps_));
-    else
-      setStatus(tr("Stopped after %n step(s); %1 steps in all.", nullptr, done).arg(steps_));
+    if (cancelledJob_ != job) {  // else the status says what was cancelled
+      if (stepsPerEpoch_ > 0 && steps_ >= epochs * stepsPerEpoch_)
+        setStatus(tr("The schedule's %n epoch(s) are done (%1 steps). Run N goes on past them; Reset starts again.",
+                     nullptr, epochs).arg(steps_));
+      else
+        setStatus(tr("Stopped after %n step(s); %1 steps in all.", nullptr, done).arg(steps_));
+    }
     emit runStopped(steps_);
   });
   connect(session_, &Session::trainSaved, this, [this](const QString& path) {
@@ -138,6 +149,18 @@ QWidget* TrainingPane::buildSettings() {
   status_ = new QLabel(tr("Press Step or Run to start training."));
   status_->setWordWrap(true);
   form->addRow(status_);
+  // A step that compiles (the first: seconds on a cold cache) shows how far
+  // it got, and the first one can be cancelled.
+  compileBar_ = new QProgressBar;
+  compileBar_->hide();
+  cancelButton_ = new QPushButton(tr("Cancel"));
+  cancelButton_->setToolTip(tr("Abandon this step: nothing of it is applied"));
+  cancelButton_->hide();
+  auto* progressRow = new QHBoxLayout;
+  progressRow->addWidget(compileBar_, 1);
+  progressRow->addWidget(cancelButton_);
+  form->addRow(progressRow);
+  connect(cancelButton_, &QPushButton::clicked, this, &TrainingPane::cancelStep);
   error_ = new QLabel;
   error_->setWordWrap(true);
   error_->setStyleSheet("color: #b00020;");
@@ -301,6 +324,32 @@ void TrainingPane::pause() {
   updateButtons();
 }
 
+void TrainingPane::cancelStep() {
+  if (!session_ || !running()) return;
+  session_->trainCancel();
+  pausing_ = true;
+  cancelButton_->setEnabled(false);
+  setStatus(tr("Cancelling the step..."));
+  updateButtons();
+}
+
+void TrainingPane::showCompileProgress(quint64 job, const QString& device, int ready, int total, bool cancellable) {
+  if (job != runJob_ || cancelledJob_ == job) return;
+  compileBar_->setRange(0, std::max(total, 1));
+  compileBar_->setValue(ready);
+  compileBar_->setFormat(tr("%1/%2 kernels").arg(ready).arg(total));
+  compileBar_->show();
+  cancelButton_->setVisible(cancellable);
+  cancelButton_->setEnabled(!pausing_);
+  setStatus(tr("Compiling the step's kernels for %1... %2/%3").arg(device).arg(ready).arg(total));
+}
+
+void TrainingPane::hideCompileProgress() {
+  compileBar_->hide();
+  cancelButton_->hide();
+  cancelButton_->setEnabled(true);
+}
+
 void TrainingPane::evaluate() {
   if (ensureModel()) session_->trainEvaluate();
 }
@@ -374,6 +423,7 @@ void TrainingPane::onStep(const TrainStepPtr& s) {
   if (!ready_) return;
   steps_ = s->step;
   lastStep_ = s;
+  hideCompileProgress();
   charts_->addStep(s->step, s->loss, s->accuracy);
   // The table is rebuilt at most a few times a second while running.
   if (!kernelsDirty_) {

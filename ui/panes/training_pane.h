@@ -15,6 +15,7 @@
 class QComboBox;
 class QLabel;
 class QLineSeries;
+class QProgressBar;
 class QPushButton;
 class QScatterSeries;
 class QSpinBox;
@@ -38,6 +39,7 @@ class TrainingPane : public QWidget {
   void runSpinBoxAmount();  // the Run N button: steps or epochs as chosen
   void runContinuous();
   void pause();
+  void cancelStep();  // the Cancel beside a compiling step's progress
   void evaluate();
   void captureGraph();  // the next step records its graph
   void saveModel(const QString& path);
@@ -68,10 +70,13 @@ class TrainingPane : public QWidget {
   QPushButton* runButton() const { return runButton_; }
   QPushButton* resetButton() const { return resetButton_; }
   QPushButton* evaluateButton() const { return evalButton_; }
+  QProgressBar* compileBar() const { return compileBar_; }
+  QPushButton* cancelButton() const { return cancelButton_; }
 
  signals:
   void graphCaptured(const tlui::RunPtr& run);
   void stepped(int step, double loss);
+  void stepCancelled();
   void evaluated(int step, double loss, double accuracy);
   void runStopped(int steps);
   void setupReady();
@@ -94,6 +99,8 @@ class TrainingPane : public QWidget {
   void onEval(const TrainEval& eval);
   void onHistograms(const HistogramsPtr& h);
   void showLastKernels();
+  void showCompileProgress(quint64 job, const QString& device, int ready, int total, bool cancellable);
+  void hideCompileProgress();
 
   QPointer<Session> session_;
   QString device_ = "cpu";
@@ -104,6 +111,8 @@ class TrainingPane : public QWidget {
   QPushButton *stepButton_, *runNButton_, *runButton_, *resetButton_, *evalButton_, *graphButton_, *saveButton_,
       *loadButton_;
   QLabel *status_, *error_, *totals_;
+  QProgressBar* compileBar_;
+  QPushButton* cancelButton_;
 
   TrainingCharts* charts_;
 
@@ -115,6 +124,7 @@ class TrainingPane : public QWidget {
   quint64 resetJob_ = 0;
   quint64 runJob_ = 0;
   bool pausing_ = false;
+  quint64 cancelledJob_ = 0;
   bool captureNext_ = true;
   int steps_ = 0;
   int stepsPerEpoch_ = 0;

@@ -25,6 +25,7 @@ class TrainingSettingsForm : public QWidget {
   TrainSettings settings() const;  // device left at its default: the page sets it
   // "" = the digits image; otherwise an MNIST folder (what Browse sets).
   void setMnistFolder(const QString& dir);
+  QComboBox* modelBox() const { return model_; }
   QSpinBox* seedBox() const { return seed_; }
   QSpinBox* batchBox() const { return batch_; }
   QSpinBox* epochsBox() const { return epochs_; }
