@@ -7,6 +7,14 @@ scripts/bench-gpu puts beside tinylens's own.
 
   bench_gpu_peer.py model --batch B --runs R [--image PATH]
   bench_gpu_peer.py matmul --n N --repeat R
+  bench_gpu_peer.py zoo --names resnet18 vit_b_16 ... --batch B --runs R [--compile]
+
+zoo: each of scripts/export_zoo.py's architectures (torchvision's, random
+weights: the time does not depend on them), host pixels to host logits,
+warm median of R runs as eager, as a captured CUDA graph (the input copied
+into the graph's static input, the output copied out) and, with --compile,
+torch.compile(mode="reduce-overhead"); one line per model with each and the
+best, for scripts/bench-gpu to put beside tinylens's `bench onnx`.
 """
 import argparse
 import os
@@ -58,9 +66,61 @@ def matmul(args):
     print("cublas fp32 (TF32 off) matmul n=%d: %.3f ms, %.1f GFLOP/s" % (n, best * 1e3, 2.0 * n**3 / best * 1e-9))
 
 
+def timed(fn, runs):
+    times = []
+    for r in range(runs + 2):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        dt = time.perf_counter() - t0
+        if r >= 2:  # the first runs load kernels (and compile)
+            times.append(dt)
+    return statistics.median(times)
+
+
+def zoo(args):
+    import export_zoo
+    models = export_zoo.zoo()
+    for name in args.names:
+        make, size = models[name]
+        net = make().eval().cuda()
+        host = torch.randn(args.batch, 3, size, size)
+        with torch.no_grad():
+            eager = timed(lambda: net(host.cuda()).cpu(), args.runs)
+            static_in = host.cuda()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    net(static_in)  # warm up on a side stream, as capture asks
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                static_out = net(static_in)
+
+            def replay():
+                static_in.copy_(host)
+                graph.replay()
+                return static_out.cpu()
+
+            graphed = timed(replay, args.runs)
+            times = {"eager": eager, "cuda graph": graphed}
+            if args.compile:
+                compiled = torch.compile(net, mode="reduce-overhead")
+                times["compile"] = timed(lambda: compiled(host.cuda()).cpu(), args.runs)
+        best = min(times, key=times.get)
+        print("pytorch %s %s batch %d: %s; best %s %.3f ms" %
+              (torch.__version__, name, args.batch, ", ".join("%s %.3f ms" % (k, v * 1e3) for k, v in times.items()),
+               best, times[best] * 1e3), flush=True)
+        del net
+        torch.cuda.empty_cache()
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["model", "matmul"])
+    ap.add_argument("what", choices=["model", "matmul", "zoo"])
+    ap.add_argument("--names", nargs="*", default=[])
+    ap.add_argument("--compile", action="store_true")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--image", default="/usr/share/doc/opencv-doc/examples/data/squirrel_cls.jpg")
@@ -68,7 +128,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=10)
     args = ap.parse_args()
     fp32_only()
-    model(args) if args.what == "model" else matmul(args)
+    {"model": model, "matmul": matmul, "zoo": zoo}[args.what](args)
 
 
 if __name__ == "__main__":
