@@ -468,12 +468,13 @@ void collect_row_tests(const E& e, const E& x, std::unordered_map<std::string, R
     const E& a = e->src[0];
     const E& b = e->src[1];
     const bool a_const = a->op == ExprOp::Const, b_const = b->op == ExprOp::Const;
-    if (a_const != b_const) {
+    const double c = a_const ? a->value : b->value;
+    if (a_const != b_const && std::fabs(c) < 2147483647.0) {  // an index bound, in int range
       const E& g = a_const ? b : a;
       if (!reads_var(g, x)) {
         RowTests& r = by_g[expr_key(g)];
         r.g = g;
-        const int64_t t = a_const ? int64_t(a->value) + 1 : int64_t(b->value);
+        const int64_t t = a_const ? int64_t(c) + 1 : int64_t(c);
         r.tests.push_back({e.get(), t});
         r.above.push_back(a_const);
         return;
