@@ -2,6 +2,7 @@
 // steps that match the core Trainer bit for bit, pause within one step,
 // reset, histograms, evaluation, save/load round trip, and bad input that
 // leaves the page usable.
+#include <QAbstractAxis>
 #include <QAbstractItemModelTester>
 #include <QComboBox>
 #include <QLineSeries>
@@ -380,6 +381,19 @@ class TestUiTraining : public QObject {
     QCOMPARE(evaluated[0][0].toInt(), 1);
     QVERIFY(std::isfinite(page_->trainLossSeries()->at(0).y()));
     page_->setMnistFolder({});
+  }
+
+  // Every axis of the two charts shows its labels whole: a short chart cut
+  // the accuracy axis's to "0 ... ... ..." (Qt Charts truncates by default).
+  void chartAxesShowWholeLabels() {
+    TrainingCharts* charts = page_->charts();
+    int axes = 0;
+    for (QAbstractSeries* series : std::initializer_list<QAbstractSeries*>{charts->trainLoss(), charts->smoothAccuracy()})
+      for (QAbstractAxis* axis : series->attachedAxes()) {
+        ++axes;
+        QVERIFY2(!axis->truncateLabels(), qPrintable(axis->titleText()));
+      }
+    QCOMPARE(axes, 4);
   }
 
   void cleanupTestCase() { window_.reset(); }
