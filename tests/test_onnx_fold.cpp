@@ -328,6 +328,31 @@ class TestOnnxFold : public QObject {
     fs::remove_all(dir);
   }
 
+  // A shape can depend on the input's values (NonZero's): a Shape node runs
+  // every time, and the values after it are reused only while it reads what
+  // it read when they were kept. Two inputs of one shape with 3 and 5
+  // nonzeros give 3 and 5 ones, in either order, again and again.
+  void shapesOfDataDependentValuesAreReadEachRun() {
+    Builder m;
+    m.input("x", {"8"});
+    m.output("y", {"n"});
+    auto* one = m.init("one", {1}, TP::INT64);
+    one->add_int64_data(1);
+    m.node("NonZero", {"x"}, {"nz"});
+    m.node("Shape", {"nz"}, {"s"});
+    m.node("Gather", {"s", "one"}, {"count"});
+    m.node("ConstantOfShape", {"count"}, {"y"});
+    fs::path dir = temp_dir("datashape");
+    OnnxModel model(m.save(dir / "datashape.onnx"));
+    const std::vector<float> three = {0, 1, 0, 2, 0, 0, 3, 0}, five = {1, 1, 0, 2, 0, 4, 3, 0};
+    for (const auto* x : {&three, &five, &five, &three, &five}) {
+      const int64_t want = x == &three ? 3 : 5;
+      const Tensor y = model.run({Tensor::from_data(*x, {8}, "cpu")}).at(0);
+      QCOMPARE(y.shape(), (Shape{want}));
+    }
+    fs::remove_all(dir);
+  }
+
   // A model with two outputs that share a product: run() computes both in
   // one realize, and the product once. A realize keeps only its roots
   // (Plan::Kernel::keep), so outputs realized one after the other would each

@@ -10,16 +10,17 @@
 #include <fstream>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <unordered_map>
 
 #include "core/io/limits.h"
+#include "core/io/onnx/budget.h"
+#include "core/io/onnx/checks.h"
 #include "core/io/onnx/depth.h"
 #include "core/io/onnx/fold.h"
 #include "core/io/onnx/registry.h"
-#include "core/io/onnx/budget.h"
-#include "core/io/onnx/checks.h"
 #include "core/io/onnx_shapes_only.h"
 #include "core/jit.h"
 #include "core/runtime/registry.h"
@@ -54,7 +55,6 @@ int64_t default_opset(const onnx::ModelProto& m) {
     if (o.domain().empty() || o.domain() == "ai.onnx") return o.version();
   return 1;
 }
-
 
 OnnxValueInfo value_info(const onnx::ValueInfoProto& v) {
   OnnxValueInfo info;
@@ -146,7 +146,6 @@ void decode_raw(const char* p, size_t n, int32_t e, std::vector<double>& out) {
     default: break;
   }
 }
-
 
 }  // namespace
 
@@ -490,6 +489,17 @@ static void bind_inputs(const onnx::GraphProto& g, const std::vector<OnnxValueIn
 }
 
 namespace {
+// The shapes of `env`'s values into `shapes` (when given), and of the values
+// folded away as the ones they became.
+void record_shapes(const std::unordered_map<std::string, Value>& env, const onnx_detail::GraphFolds& folds,
+                   std::map<std::string, Shape>* shapes) {
+  if (!shapes) return;
+  for (const auto& [name, v] : env)
+    if (v.present) (*shapes)[name] = v.shape;
+  for (const auto& [gone, kept] : folds.same_shape)
+    if (shapes->count(kept)) (*shapes)[gone] = shapes->at(kept);
+}
+
 std::string shapes_of(const std::vector<Tensor>& inputs) {
   std::string shown;
   for (const auto& t : inputs) shown += (shown.empty() ? "" : ", ") + (t.defined() ? shape_str(t.shape()) : "none");
@@ -567,13 +577,6 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
   for (const auto& [name, v] : m.initializers) constant.insert(name);
   const bool fold = !onnx_detail::ShapesOnly::active();
   const std::string shape_key = device + " " + shapes_of(inputs);
-  auto record_shapes = [&] {
-    if (!shapes) return;
-    for (const auto& [name, v] : env)
-      if (v.present) (*shapes)[name] = v.shape;
-    for (const auto& [gone, kept] : m.folds.same_shape)
-      if (shapes->count(kept)) (*shapes)[gone] = shapes->at(kept);
-  };
   try {
   for (int k = 0; k < g.node_size(); ++k) {
     const auto& n = g.node(k);
@@ -581,13 +584,22 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
     const auto kind = fold ? onnx_detail::fold_kind(n, constant, by_shape) : onnx_detail::FoldKind::None;
     const bool folds = kind != onnx_detail::FoldKind::None;
     auto& known = kind == onnx_detail::FoldKind::ByShape ? by_shape : constant;
+    // A Shape or Size node runs every time (a value's shape may depend on the
+    // input's values: NonZero's), and what it reads counts as known only
+    // while it equals what it read when the values after it were kept.
+    const bool reads_shape = n.op_type() == "Shape" || n.op_type() == "Size";
+    std::optional<std::vector<double>> kept_shape;
     if (folds) {
       std::lock_guard<std::mutex> lock(m.mutex);
       auto& cache = m.folded.of(kind == onnx_detail::FoldKind::ByShape ? shape_key : device);
       if (auto it = cache.find(n.output(0)); it != cache.end()) {
-        env[n.output(0)] = it->second;
-        known.insert(n.output(0));
-        continue;
+        if (reads_shape && kind == onnx_detail::FoldKind::ByShape) {
+          kept_shape = it->second.data;
+        } else {
+          env[n.output(0)] = it->second;
+          known.insert(n.output(0));
+          continue;
+        }
       }
     }
     std::vector<Value*> ins;
@@ -610,7 +622,9 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
     std::vector<Value> outs = onnx_detail::in_node(m.path, k, n, [&] {
       return onnx_detail::run_node(n, ins, m.opset, device, max_elements);
     });
-    if (folds && outs.size() == 1 && outs[0].present && !outs[0].is_sequence &&
+    if (kept_shape) {
+      if (outs.size() == 1 && outs[0].host && outs[0].data == *kept_shape) known.insert(n.output(0));
+    } else if (folds && outs.size() == 1 && outs[0].present && !outs[0].is_sequence &&
         (builder || numel(outs[0].shape) <= (kind == onnx_detail::FoldKind::ByShape ? onnx_detail::kFoldByShapeElements
                                                                                    : onnx_detail::kFoldSmallElements))) {
       onnx_detail::make_keepable(outs[0], device);
@@ -639,10 +653,10 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
           env.erase(name);
   }
   } catch (...) {
-    record_shapes();  // the shapes found before the node that failed or needs values
+    record_shapes(env, m.folds, shapes);  // the shapes found before the node that failed or needs values
     throw;
   }
-  record_shapes();
+  record_shapes(env, m.folds, shapes);
   std::vector<Tensor> result;
   for (const auto& o : g.output()) {
     auto it = env.find(o.name());
