@@ -5,6 +5,8 @@
 // that the kernels have the form that makes them fast.
 #include <QtTest/QtTest>
 
+#include <cmath>
+
 #include <string>
 #include <vector>
 
@@ -169,6 +171,39 @@ class TestFusion : public QObject {
       Tensor w = Tensor::from_data(ramp(size_t(k * n), 0.011f * float(round + 1), 0.3f - 0.2f * float(round)), {k, n}, dev);
       w.realize();
       check(40, w, 0.03f, "a new weight, round " + std::to_string(round));
+    }
+  }
+  // A 7x7 map's elementwise kernel walks each channel's 49 elements as one
+  // loop (the C device's rows of 7 did not fill a vector); a value that
+  // indexes the map by row and column apart (a shifted window: a pad, then
+  // a crop) keeps the loops over rows and columns. Values against a host
+  // computation in double.
+  void smallMapsAreOneLoop_data() { add_device_rows(); }
+  void smallMapsAreOneLoop() {
+    QFETCH(QString, device);
+    const std::string dev = device.toStdString();
+    const int64_t n = 2, c = 16, h = 7, w = 7;
+    const auto xs = ramp(size_t(n * c * h * w), 2.3f, -1.2f), bs = ramp(size_t(c), 1.1f, -0.5f),
+               ss = ramp(size_t(c), 0.9f, 0.2f);
+    Tensor x = Tensor::from_data(xs, {n, c, h, w}, dev), b = Tensor::from_data(bs, {1, c, 1, 1}, dev),
+           s = Tensor::from_data(ss, {1, c, 1, 1}, dev);
+    for (Tensor* t : {&x, &b, &s}) t->realize();
+    std::vector<float> scaled, shifted;
+    const auto recs = launches([&] { scaled = ((x + b).silu() * s).to_vector(); });
+    const auto shift_recs = launches([&] { shifted = (x.pad({{0, 0}, {0, 0}, {1, 0}, {1, 0}}).slice(2, 0, h).slice(3, 0, w) * s).to_vector(); });
+    for (int64_t i = 0; i < n * c * h * w; ++i) {
+      const int64_t ch = i / (h * w) % c, row = i / w % h, col = i % w;
+      const double v = double(xs[size_t(i)]) + bs[size_t(ch)];
+      const double want = v / (1 + std::exp(-v)) * ss[size_t(ch)];
+      QVERIFY2(std::fabs(scaled[size_t(i)] - want) <= 1e-5 * std::max(1.0, std::fabs(want)), std::to_string(i).c_str());
+      const double moved = row > 0 && col > 0 ? double(xs[size_t(i - w - 1)]) * ss[size_t(ch)] : 0.0;
+      QVERIFY2(std::fabs(shifted[size_t(i)] - moved) <= 1e-6 * std::max(1.0, std::fabs(moved)), std::to_string(i).c_str());
+    }
+    if (dev == "cpu") {
+      const std::string& one = recs.at(0).kernel->source;
+      QVERIFY2(one.find("x < 49") != std::string::npos && one.find("int y") == std::string::npos, one.c_str());
+      const std::string& two = shift_recs.at(0).kernel->source;
+      QVERIFY2(two.find("int y") != std::string::npos, two.c_str());
     }
   }
 };

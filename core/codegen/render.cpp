@@ -713,9 +713,11 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
     const int64_t height = width < 8 && shape.size() >= 2 ? shape[shape.size() - 2] : 1;
     const int64_t block = width * height;
     bool rows = d.buffers_in_array && block >= 8 && n_out > 0;
+    E row;
     if (rows) {
       parallel_items = n_out / block;
-      E row = var("gid", 0, parallel_items - 1), x = var("x", 0, width - 1);
+      row = var("gid", 0, parallel_items - 1);
+      E x = var("x", 0, width - 1);
       E y = height > 1 ? var("y", 0, height - 1) : nullptr;
       Shape outer(shape.begin(), shape.end() - (y ? 2 : 1));
       auto row_ix = std::make_shared<Index>();
@@ -731,9 +733,28 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
     if (rows && height == 1 && value_node->op == Op::Pad) {
       body = padded_rows(low, pr, *value_node, ix->dims, out.dtype, width);
     } else if (rows) {
-      const E v = cast(low.lower(value_node, ix), out.dtype);
       const std::string w = std::to_string(width), b = std::to_string(block);
-      if (height > 1)
+      // The rows of a block narrower than a vector (a 7x7 map) are one loop
+      // over its elements when no index divides by the loop variable (each
+      // load reads the block in order: y*W + x recombines into it), which
+      // fills vectors where a loop of 7 did not (EfficientNet's
+      // squeeze-excite scales over 7x7 maps).
+      E flat_x, flat_v;
+      if (height > 1) {
+        flat_x = var("x", 0, block - 1);
+        auto fix = std::make_shared<Index>(*ix);
+        fix->dims[fix->dims.size() - 2] = flat_x / idx(width);
+        fix->dims.back() = flat_x % idx(width);
+        fix->flat = row * idx(block) + flat_x;
+        low.keep_alive.push_back(fix);
+        flat_v = cast(low.lower(value_node, fix), out.dtype);
+        if (divides(flat_v, flat_x)) flat_v = nullptr;
+      }
+      const E v = flat_v ? flat_v : cast(low.lower(value_node, ix), out.dtype);
+      if (flat_v) {
+        pr.indent = "      ";
+        body = dispatched_row_loops(pr, v, flat_x, "b0[gid*" + b + "+x]", "    ");
+      } else if (height > 1)
         body = "    for (int y = 0; y < " + std::to_string(height) + "; ++y) {\n" +
                dispatched_row_loops(pr, v, ix->dims.back(), "b0[gid*" + b + "+y*" + w + "+x]", "      ") + "    }\n";
       else
