@@ -19,6 +19,7 @@ namespace {
 constexpr int kRecomputeLimit = 8;
 constexpr int kRecomputeLoads = 4;
 constexpr int kPermutedLoad = 4;
+constexpr int kLoadsCap = 1 << 20;  // loads are counted up to this (20000 transposes in a row)
 
 struct Planner {
   bool gemm;
@@ -112,11 +113,11 @@ struct Planner {
           continue;
         }
         c += cost[s];
-        l += loads[s];
+        l = std::min(l + loads[s], kLoadsCap);
         if (product[s]) product[n] = product[s];
       }
       cost[n] = c;
-      loads[n] = n->op == Op::Permute ? l * kPermutedLoad : l;
+      loads[n] = n->op == Op::Permute ? std::min(l * kPermutedLoad, kLoadsCap) : l;
       if (is_elementwise(n->op) && effective[n] > 1 && (c > kRecomputeLimit || l > kRecomputeLoads)) m = true;
       // An expression read through an Expand is computed once, not at each
       // read, when it is costly, or when it is a GEMM's epilogue however
