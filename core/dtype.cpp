@@ -27,15 +27,21 @@ double value_of_type(double v, DType t) {
                     double(std::numeric_limits<int32_t>::max()));
 }
 
-void check_span(const Shape& s, const std::string& what) {
+bool span_fits(const Shape& s) {
   int64_t span = 1;
   for (auto d : s) {
-    if (d < 0) throw ShapeError(what + ": negative size " + std::to_string(d) + " in shape " + shape_str(s));
-    if (d > 1 && span > kMaxShapeSpan / d)
-      throw ShapeError(what + ": shape " + shape_str(s) + " spans more than 2^48 (sizes multiplied with each 0 as 1)" +
-                       ", beyond any tensor tinylens can index");
+    if (d > 1 && span > kMaxShapeSpan / d) return false;
     span *= std::max<int64_t>(d, 1);
   }
+  return true;
+}
+
+void check_span(const Shape& s, const std::string& what) {
+  for (auto d : s)
+    if (d < 0) throw ShapeError(what + ": negative size " + std::to_string(d) + " in shape " + shape_str(s));
+  if (!span_fits(s))
+    throw ShapeError(what + ": shape " + shape_str(s) + " spans more than 2^48 (sizes multiplied with each 0 as 1)" +
+                     ", beyond any tensor tinylens can index");
 }
 
 int64_t numel(const Shape& s) {

@@ -55,6 +55,9 @@ constexpr int64_t kMaxShapeSpan = int64_t(1) << 48;
 // passes kMaxShapeSpan. Every node's shape and every shape read from a file
 // passes through it.
 void check_span(const Shape& s, const std::string& what);
+// Whether the span of `s` (its sizes, none negative) is within kMaxShapeSpan:
+// the test check_span makes, for callers that word their own error.
+bool span_fits(const Shape& s);
 // Elements of `s`, after check_span(s, "shape").
 int64_t numel(const Shape& s);
 

@@ -500,6 +500,13 @@ void record_shapes(const std::unordered_map<std::string, Value>& env, const onnx
     if (shapes->count(kept)) (*shapes)[gone] = shapes->at(kept);
 }
 
+uint64_t input_bytes_of(const std::vector<Tensor>& inputs) {  // on a device: 4 bytes an element
+  uint64_t bytes = 0;
+  for (const auto& t : inputs)
+    if (t.defined()) bytes = io::checked_add(bytes, io::checked_mul(uint64_t(t.numel()), 4, "inputs"), "inputs");
+  return bytes;
+}
+
 std::string shapes_of(const std::vector<Tensor>& inputs) {
   std::string shown;
   for (const auto& t : inputs) shown += (shown.empty() ? "" : ", ") + (t.defined() ? shape_str(t.shape()) : "none");
@@ -527,25 +534,22 @@ OnnxRunCost OnnxModel::estimate_run(const std::vector<Tensor>& inputs, std::map<
     }
     flops = walk.flops();
   }
-  OnnxRunCost cost = onnx_detail::run_cost(impl_->model.graph(), *shapes, flops);
+  OnnxRunCost cost = onnx_detail::run_cost(impl_->model.graph(), impl_->last_read, *shapes, flops);
   cost.complete = complete;
   return cost;
 }
 
 void OnnxModel::check_run_budget(const std::vector<Tensor>& inputs, const std::string& device) const {
   auto& m = *impl_;
-  uint64_t input_bytes = 0;
-  for (const auto& t : inputs)
-    if (t.defined()) input_bytes = io::checked_add(input_bytes, io::checked_mul(uint64_t(t.numel()), 4, "inputs"), "inputs");
-  const std::string key = device + " " + shapes_of(inputs);
+  const std::string shown = shapes_of(inputs), key = device + " " + shown;
   {
     std::lock_guard<std::mutex> lock(m.mutex);
     if (m.within_budget.count(key)) return;
   }
   const OnnxRunCost cost = estimate_run(inputs);
   const bool accelerator = Registry::instance().get(device).info().kind != "CPU";
-  io::check_run_budget(cost.flops, cost.peak_bytes, m.file_bytes, input_bytes, accelerator,
-                       m.path + " run on an input of " + shapes_of(inputs) +
+  io::check_run_budget(cost.flops, cost.peak_bytes, m.file_bytes, input_bytes_of(inputs), accelerator,
+                       m.path + " run on an input of " + shown +
                            (cost.busiest.empty() ? "" : " (most held after node " + cost.busiest + ")"));
   std::lock_guard<std::mutex> lock(m.mutex);
   m.within_budget.insert(key);
@@ -558,10 +562,7 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
   const std::string device = inputs.empty() ? default_device() : inputs[0].device();
   // Every value a node makes is held to the load budget of the model's files
   // plus the inputs given (4 bytes an element, as the device stores them).
-  uint64_t input_bytes = 0;
-  for (const auto& t : inputs)
-    if (t.defined()) input_bytes = io::checked_add(input_bytes, io::checked_mul(uint64_t(t.numel()), 4, "inputs"), "inputs");
-  const int64_t max_elements = int64_t(std::min<uint64_t>(io::load_budget(m.file_bytes + input_bytes) / 4,
+  const int64_t max_elements = int64_t(std::min<uint64_t>(io::load_budget(m.file_bytes + input_bytes_of(inputs)) / 4,
                                                           io::load_limits().max_tensor_elements));
   if (!onnx_detail::ShapesOnly::active()) check_run_budget(inputs, device);
   std::unordered_map<std::string, Value> env = m.initializer_values(device);

@@ -6,15 +6,15 @@ namespace tl::onnx_detail {
 
 namespace {
 
-// Every name the nodes of `g` and of their subgraphs read.
-void reads_of(const onnx::GraphProto& g, std::set<std::string>& out) {
-  for (const auto& n : g.node()) {
-    for (const auto& i : n.input())
-      if (!i.empty()) out.insert(i);
-    for (const auto& a : n.attribute()) {
-      if (a.has_g()) reads_of(a.g(), out);
-      for (const auto& sub : a.graphs()) reads_of(sub, out);
-    }
+// Every name node `n` reads, in its subgraphs too.
+void reads_of(const onnx::NodeProto& n, std::set<std::string>& out) {
+  for (const auto& i : n.input())
+    if (!i.empty()) out.insert(i);
+  for (const auto& a : n.attribute()) {
+    if (a.has_g())
+      for (const auto& m : a.g().node()) reads_of(m, out);
+    for (const auto& sub : a.graphs())
+      for (const auto& m : sub.node()) reads_of(m, out);
   }
 }
 
@@ -29,23 +29,17 @@ std::unordered_map<std::string, int> last_readers(const onnx::GraphProto& g) {
   std::unordered_map<std::string, int> last;
   for (int k = 0; k < g.node_size(); ++k) {
     std::set<std::string> reads;
-    const auto& n = g.node(k);
-    for (const auto& i : n.input())
-      if (!i.empty()) reads.insert(i);
-    for (const auto& a : n.attribute()) {
-      if (a.has_g()) reads_of(a.g(), reads);
-      for (const auto& sub : a.graphs()) reads_of(sub, reads);
-    }
+    reads_of(g.node(k), reads);
     for (const auto& name : reads) last[name] = k;
   }
   for (const auto& o : g.output()) last[o.name()] = g.node_size();
   return last;
 }
 
-OnnxRunCost run_cost(const onnx::GraphProto& g, const std::map<std::string, Shape>& shapes, double flops) {
+OnnxRunCost run_cost(const onnx::GraphProto& g, const std::unordered_map<std::string, int>& last,
+                     const std::map<std::string, Shape>& shapes, double flops) {
   OnnxRunCost cost;
   cost.flops = flops;
-  const auto last = last_readers(g);
   uint64_t live = 0;
   for (const auto& i : g.initializer()) live += bytes_of(shapes, i.name());
   for (const auto& i : g.input()) live += bytes_of(shapes, i.name());

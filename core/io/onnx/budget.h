@@ -24,7 +24,9 @@ namespace tl::onnx_detail {
 std::unordered_map<std::string, int> last_readers(const onnx::GraphProto& g);
 
 // The peak bytes of a run of `g` whose values have `shapes` (4 bytes an
-// element, as the devices store them); `flops` as counted.
-OnnxRunCost run_cost(const onnx::GraphProto& g, const std::map<std::string, Shape>& shapes, double flops);
+// element, as the devices store them), `last` its last_readers; `flops` as
+// counted.
+OnnxRunCost run_cost(const onnx::GraphProto& g, const std::unordered_map<std::string, int>& last,
+                     const std::map<std::string, Shape>& shapes, double flops);
 
 }  // namespace tl::onnx_detail

@@ -101,17 +101,15 @@ int64_t checked_numel(const onnx::NodeProto& n, const Shape& s, int64_t max_elem
     if (d < 0) bad(n, what + " " + shape_str(s) + " has a negative dimension");
   // A 0 anywhere means no elements, whatever the other sizes: then only the
   // span (what strides and offsets reach) can be too large.
-  int64_t count = 1, span = 1;
+  int64_t count = 1;
   const bool empty = std::find(s.begin(), s.end(), 0) != s.end();
-  for (auto d : s) {
+  for (auto d : s)
     if (!empty && (__builtin_mul_overflow(count, d, &count) || count > max_elements))
       bad(n, what + " " + shape_str(s) + " has more than " + std::to_string(max_elements) +
                  " elements, the most one value of this model may hold (" + io::budget_remedy() + ")");
-    if (d > 1 && span > kMaxShapeSpan / d)
-      bad(n, what + " " + shape_str(s) + " spans more than 2^48 (its sizes multiplied with each 0 as 1): no tensor "
-                 "tinylens can index");
-    span *= std::max<int64_t>(d, 1);
-  }
+  if (!span_fits(s))
+    bad(n, what + " " + shape_str(s) + " spans more than 2^48 (its sizes multiplied with each 0 as 1): no tensor "
+               "tinylens can index");
   return empty ? 0 : count;
 }
 
