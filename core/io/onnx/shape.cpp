@@ -620,17 +620,52 @@ Value center_crop_pad(const Ctx& c) {
   return from_tensor(x, c.v(0).elem);
 }
 
-// TopK by k rounds of (max, argmax, mask the winner): fine for the small k of
-// detection heads and tests.
+// TopK on the host: per row along the axis, a partial sort of the positions
+// by value (ties: the lower position first, as ONNX asks). Holds the input
+// once, as doubles, whatever k is.
+std::vector<Value> top_k_on_host(const Ctx& c, const Shape& shape, int axis, int64_t k, bool largest) {
+  Shape out_shape = shape;
+  out_shape[size_t(axis)] = k;
+  const int32_t elem = c.v(0).elem;
+  if (ShapesOnly::active()) {  // the shapes are known without the values
+    Tensor v = stand_in(out_shape, DType::f32, c.device), ix = stand_in(out_shape, DType::i32, c.device);
+    return {from_tensor(is_int_elem(elem) ? v.cast(DType::i32) : v, elem), from_tensor(ix, TP::INT64)};
+  }
+  const std::vector<double> x = c.h(0);
+  int64_t inner = 1;
+  for (size_t d = size_t(axis) + 1; d < shape.size(); ++d) inner *= shape[d];
+  const int64_t n = shape[size_t(axis)], outer = n ? int64_t(x.size()) / (n * inner) : 0;
+  std::vector<double> values(size_t(outer * k * inner)), indices(values.size());
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      auto at = [&](int64_t j) { return x[size_t((o * n + j) * inner + i)]; };
+      for (int64_t j = 0; j < n; ++j) order[size_t(j)] = j;
+      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) {
+        const double va = at(a), vb = at(b);
+        return va != vb ? (largest ? va > vb : va < vb) : a < b;
+      });
+      for (int64_t j = 0; j < k; ++j) {
+        values[size_t((o * k + j) * inner + i)] = at(order[size_t(j)]);
+        indices[size_t((o * k + j) * inner + i)] = double(order[size_t(j)]);
+      }
+    }
+  return {from_host(out_shape, elem, std::move(values)), from_host(out_shape, TP::INT64, std::move(indices))};
+}
+
+// TopK by k rounds of (max, argmax, mask the winner) on the device: for the
+// small k and inputs of detection heads and tests. The rounds of a group keep
+// their inputs (up to 16 copies of x) until the group is computed: a larger
+// k or input goes to the host instead.
 std::vector<Value> top_k(const Ctx& c) {
   Tensor x = c.t(0).cast(float_type(c.t(0).dtype()));
   int64_t k = c.opset < 10 ? attr_i(c.node, "k", 1) : c.first_int(1);
   int axis = int(norm_axis(attr_i(c.node, "axis", -1), x.ndim(), c.node));
   if (k < 1 || k > x.dim(axis))
     bad(c.node, "k = " + std::to_string(k) + " for an axis of " + std::to_string(x.dim(axis)) + " entries");
-  // One lazy max/argmax round per k.
-  if (k > kMaxUnrolledTaps) unsupported(c.node, c.opset, "k = " + std::to_string(k) + " (more than " + std::to_string(kMaxUnrolledTaps) + ")");
   bool largest = attr_i(c.node, "largest", 1) != 0;
+  if (k > 16 || x.numel() * std::min<int64_t>(k, 16) > (int64_t(1) << 22))
+    return top_k_on_host(c, x.shape(), axis, k, largest);
   if (!largest) x = -x;
   Shape s(size_t(x.ndim()), 1);
   s[size_t(axis)] = x.dim(axis);
