@@ -74,13 +74,13 @@ std::vector<GraphNode> snapshot_graph(const std::vector<NodeRef>& roots) {
   return out;  // sources before their consumers
 }
 
-double lazy_flops(const std::vector<NodeRef>& roots, std::unordered_set<NodeRef>& seen) {
+double lazy_flops(const std::vector<NodeRef>& roots, std::unordered_set<uint64_t>& seen) {
   double flops = 0;
   std::vector<NodeRef> stack(roots.begin(), roots.end());
   while (!stack.empty()) {
     NodeRef n = std::move(stack.back());
     stack.pop_back();
-    if (!n || n->realized() || !seen.insert(n).second) continue;
+    if (!n || n->realized() || !seen.insert(n->id).second) continue;
     if (is_elementwise(n->op) || n->op == Op::Cast) flops += double(numel(n->shape));
     else if (is_reduce(n->op) && !n->src.empty()) flops += double(numel(n->src[0]->shape));
     for (const auto& s : n->src) stack.push_back(s);

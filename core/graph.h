@@ -28,8 +28,8 @@ std::vector<GraphNode> snapshot_graph(const std::vector<NodeRef>& roots);
 // before any kernel exists: one FLOP per element of every elementwise node
 // and per input element of every reduction (so a matmul's multiply-add is
 // two), movement and leaves free. Realized nodes and those already in `seen`
-// are not counted; the walk adds the ones it counts to `seen` (which keeps
-// them alive, so that no address is reused between walks).
-double lazy_flops(const std::vector<NodeRef>& roots, std::unordered_set<NodeRef>& seen);
+// are not counted; the walk adds the ids of the ones it counts to `seen`
+// (ids are never reused, so the nodes need not stay alive between walks).
+double lazy_flops(const std::vector<NodeRef>& roots, std::unordered_set<uint64_t>& seen);
 
 }  // namespace tl

@@ -47,7 +47,7 @@ class ShapesOnly {
 
   ShapesOnly* outer_;
   double flops_ = 0;
-  std::unordered_set<NodeRef> counted_;
+  std::unordered_set<uint64_t> counted_;  // ids of the nodes counted
   std::unordered_set<const Node*> stand_ins_;
   std::vector<NodeRef> kept_;  // the stand-ins, alive while their addresses are listed
   RealizeObserver refuse_;
