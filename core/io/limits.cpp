@@ -58,6 +58,17 @@ std::string human(double v, const char* unit) {
   return buf;
 }
 
+// " a run may hold ...": where a run's byte budget comes from and how to lift it.
+std::string run_bytes_allowed(uint64_t budget, uint64_t file_bytes, uint64_t input_bytes) {
+  const RunLimits& r = run_limits();
+  return " a run may hold" +
+         (load_limits().trust_files || budget == r.max_bytes
+              ? std::string(" (half this machine's memory; TINYLENS_MAX_RUN_BYTES)")
+              : " for a file of " + std::to_string(file_bytes) + " bytes and inputs of " +
+                    std::to_string(input_bytes) + " (for a model you trust, TINYLENS_TRUST_FILES=1 allows up to " +
+                    human(double(r.max_bytes), "B") + ", TINYLENS_MAX_RUN_BYTES)");
+}
+
 }  // namespace
 
 const RunLimits& run_limits() {
@@ -84,12 +95,16 @@ void check_run_budget(double flops, uint64_t peak_bytes, uint64_t file_bytes, ui
   const uint64_t budget = run_byte_budget(file_bytes, input_bytes);
   if (peak_bytes > budget)
     throw IOError(what + " would need " + human(double(peak_bytes), "B") + " of values at once, more than the " +
-                  human(double(budget), "B") + " a run may hold" +
-                  (load_limits().trust_files || budget == r.max_bytes
-                       ? std::string(" (half this machine's memory; TINYLENS_MAX_RUN_BYTES)")
-                       : " for a file of " + std::to_string(file_bytes) + " bytes and inputs of " +
-                             std::to_string(input_bytes) + " (for a model you trust, TINYLENS_TRUST_FILES=1 allows up "
-                             "to " + human(double(r.max_bytes), "B") + ", TINYLENS_MAX_RUN_BYTES)"));
+                  human(double(budget), "B") + run_bytes_allowed(budget, file_bytes, input_bytes));
+}
+
+std::string run_bytes_exceeded(const std::string& what, uint64_t held, uint64_t asked, uint64_t limit,
+                               uint64_t file_bytes, uint64_t input_bytes) {
+  return what + " holds " + human(double(held), "B") + " of device buffers and asked for " +
+         human(double(asked), "B") + " more while it ran, past the " + human(double(limit), "B") +
+         run_bytes_allowed(limit, file_bytes, input_bytes) +
+         "; the estimate before the run could not see this far (shapes that depend on computed values, or "
+         "buffers inside the run's kernels)";
 }
 
 namespace {

@@ -86,6 +86,11 @@ uint64_t run_byte_budget(uint64_t file_bytes, uint64_t input_bytes);
 // (an accelerator: a GPU's kind, not a CPU's).
 void check_run_budget(double flops, uint64_t peak_bytes, uint64_t file_bytes, uint64_t input_bytes,
                       bool accelerator, const std::string& what);
+// The error of a run that, while it runs, asks for a buffer of `asked` bytes
+// with `held` held, past run_byte_budget's `limit` (RunMemory,
+// core/runtime/run_memory.h): what the estimate before it could not see.
+std::string run_bytes_exceeded(const std::string& what, uint64_t held, uint64_t asked, uint64_t limit,
+                               uint64_t file_bytes, uint64_t input_bytes);
 
 // The running total of what one load has allocated on behalf of a file,
 // against load_budget(file_bytes): loaders take() before they allocate and

@@ -4,12 +4,14 @@
 #include "core/io/onnx.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -28,6 +30,8 @@
 namespace tl {
 
 namespace fs = std::filesystem;
+using onnx_detail::input_bytes_of;
+using onnx_detail::shapes_of;
 using onnx_detail::Value;
 using TP = onnx::TensorProto;
 
@@ -198,7 +202,7 @@ fs::path external_file(const std::string& model_dir, const std::string& location
 }  // namespace
 
 Value value_from_proto(const onnx::TensorProto& t, const std::string& model_dir, const std::string& where,
-                       std::map<std::string, uint64_t>* external_files) {
+                       InitializerBudget* budget) {
   Value v;
   v.elem = t.data_type();
   v.host = true;
@@ -234,7 +238,7 @@ Value value_from_proto(const onnx::TensorProto& t, const std::string& model_dir,
     in.seekg(0, std::ios::end);
     const int64_t size = int64_t(in.tellg());
     if (size < 0) throw IOError("external data file '" + location + "' of " + name + " cannot be read");
-    if (external_files) (*external_files)[file.string()] = uint64_t(size);
+    if (budget) budget->external_files[file.string()] = uint64_t(size);
     const uint64_t want = io::checked_mul(n, eb, "external data of " + name);
     if (length >= 0 && uint64_t(length) != want)
       throw IOError("external data of " + name + ": length " + std::to_string(length) + " but the shape " +
@@ -243,6 +247,7 @@ Value value_from_proto(const onnx::TensorProto& t, const std::string& model_dir,
     if (end > uint64_t(size))
       throw IOError("external data file '" + location + "' is too short for " + name + " (offset " +
                     std::to_string(offset) + " + " + std::to_string(want) + " bytes reaches past its end)");
+    if (budget) budget->admit(n);
     std::string buf(size_t(want), '\0');
     in.seekg(offset);
     if (want > 0 && !in.read(buf.data(), std::streamsize(want)))
@@ -254,6 +259,7 @@ Value value_from_proto(const onnx::TensorProto& t, const std::string& model_dir,
     if (t.raw_data().size() != n * eb)
       throw IOError(name + ": raw data has " + std::to_string(t.raw_data().size()) + " bytes, the shape " +
                     shape_str(v.shape) + " needs " + std::to_string(n * eb));
+    if (budget) budget->admit(n);
     decode_raw(t.raw_data().data(), n, v.elem, v.data);
     return v;
   }
@@ -261,6 +267,7 @@ Value value_from_proto(const onnx::TensorProto& t, const std::string& model_dir,
     if (have != n)
       throw IOError(name + " holds " + std::to_string(have) + " values, its shape " + shape_str(v.shape) + " needs " +
                     std::to_string(n));
+    if (budget) budget->admit(n);
   };
   switch (v.elem) {
     case TP::FLOAT: check(size_t(t.float_data_size())); v.data.assign(t.float_data().begin(), t.float_data().end()); break;
@@ -326,6 +333,7 @@ struct OnnxModel::Impl {
   // budget (check_run_budget).
   std::unordered_map<std::string, int> last_read;
   mutable std::set<std::string> within_budget;
+  mutable std::atomic<uint64_t> last_peak_bytes{0};  // of the last run(inputs)
 };
 
 // The initializers as the graph reads them on `device`: each uploaded once
@@ -372,23 +380,13 @@ OnnxModel::OnnxModel(const std::string& path) : impl_(std::make_unique<Impl>()) 
   const auto& g = m.model.graph();
   onnx_detail::check_graph_names(m.model, path);
   const std::string dir = onnx_detail::model_folder(path);
-  // Initializers cost their bytes as stored; external data may name one
-  // region many times, so the sum is held to the budget of the files read.
-  std::map<std::string, uint64_t> external_files;
-  uint64_t stored_bytes = 0;
+  onnx_detail::InitializerBudget budget(path, model_bytes);
   for (const auto& t : g.initializer()) {
-    Value v = onnx_detail::value_from_proto(t, dir, path, &external_files);
-    uint64_t external_bytes = 0;
-    for (const auto& [file, size] : external_files) external_bytes += size;
-    // Held as doubles until uploaded: 8 bytes an element, whatever the file
-    // stores (a uint8 tensor takes 8 times its bytes).
-    stored_bytes = io::checked_add(stored_bytes, io::checked_mul(v.data.size(), sizeof(double), path), path);
-    io::check_load_budget(stored_bytes, model_bytes + external_bytes, "the initializers of " + path);
+    Value v = onnx_detail::value_from_proto(t, dir, path, &budget);
     m.parameters += int64_t(v.data.size());
     m.initializers[t.name()] = std::move(v);
   }
-  m.file_bytes = model_bytes;
-  for (const auto& [file, size] : external_files) m.file_bytes += size;
+  m.file_bytes = budget.file_bytes();
   onnx_detail::check_declared_shapes(m.model, path, m.file_bytes);
   for (const auto& i : g.input())
     if (!m.initializers.count(i.name())) m.inputs.push_back(value_info(i));
@@ -442,15 +440,25 @@ int64_t OnnxModel::nodes() const { return impl_->file_nodes; }
 
 std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs) const {
   auto& m = *impl_;
-  if (inputs.size() != 1 || m.inputs.size() != 1 || m.outputs.size() != 1 || !inputs[0].defined() ||
-      onnx_detail::ShapesOnly::active())
-    return run(inputs, nullptr);
+  if (onnx_detail::ShapesOnly::active()) return run(inputs, nullptr);
+  // The outputs are realized inside the bound on the device bytes held.
+  RunMemory bound = onnx_detail::bound_run_memory(m.path, m.file_bytes, inputs);
+  if (inputs.size() != 1 || m.inputs.size() != 1 || m.outputs.size() != 1 || !inputs[0].defined()) {
+    std::vector<Tensor> out = run(inputs, nullptr);
+    if (out.size() == 1) out[0].realize();
+    m.last_peak_bytes = bound.peak_bytes();
+    return out;
+  }
   check_run_budget(inputs, inputs[0].device());  // before a capture: the walk may realize shape arithmetic
   Impl::DeviceJit& j = m.jit_for(inputs[0].device());
   std::lock_guard<std::mutex> lock(j.mutex);
   if (!j.jit) j.jit = std::make_unique<Jit>([this](const Tensor& x) { return run({x}, nullptr).at(0); });
-  return {(*j.jit)(inputs[0])};
+  Tensor out = (*j.jit)(inputs[0]);
+  m.last_peak_bytes = bound.peak_bytes();
+  return {out};
 }
+
+uint64_t OnnxModel::last_run_peak_bytes() const { return impl_->last_peak_bytes; }
 
 bool OnnxModel::jit_captured(const std::string& device) const {
   Impl::DeviceJit& j = impl_->jit_for(device);
@@ -488,10 +496,9 @@ static void bind_inputs(const onnx::GraphProto& g, const std::vector<OnnxValueIn
   }
 }
 
-namespace {
 // The shapes of `env`'s values into `shapes` (when given), and of the values
 // folded away as the ones they became.
-void record_shapes(const std::unordered_map<std::string, Value>& env, const onnx_detail::GraphFolds& folds,
+static void record_shapes(const std::unordered_map<std::string, Value>& env, const onnx_detail::GraphFolds& folds,
                    std::map<std::string, Shape>* shapes) {
   if (!shapes) return;
   for (const auto& [name, v] : env)
@@ -499,20 +506,6 @@ void record_shapes(const std::unordered_map<std::string, Value>& env, const onnx
   for (const auto& [gone, kept] : folds.same_shape)
     if (shapes->count(kept)) (*shapes)[gone] = shapes->at(kept);
 }
-
-uint64_t input_bytes_of(const std::vector<Tensor>& inputs) {  // on a device: 4 bytes an element
-  uint64_t bytes = 0;
-  for (const auto& t : inputs)
-    if (t.defined()) bytes = io::checked_add(bytes, io::checked_mul(uint64_t(t.numel()), 4, "inputs"), "inputs");
-  return bytes;
-}
-
-std::string shapes_of(const std::vector<Tensor>& inputs) {
-  std::string shown;
-  for (const auto& t : inputs) shown += (shown.empty() ? "" : ", ") + (t.defined() ? shape_str(t.shape()) : "none");
-  return shown;
-}
-}  // namespace
 
 OnnxRunCost OnnxModel::estimate_run(const std::vector<Tensor>& inputs, std::map<std::string, Shape>* shapes,
                                      std::string* error) const {
@@ -568,6 +561,7 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
   std::unordered_map<std::string, Value> env = m.initializer_values(device);
   const auto& g = m.model.graph();
   bind_inputs(g, m.inputs, m.initializers, m.path, inputs, device, env);
+  record_shapes(env, m.folds, shapes);  // the inputs and initializers; the rest as they are made
   Value absent;
   absent.present = false;
   using onnx_detail::run_limits::kMaxLazyDepth;
@@ -598,6 +592,7 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
           kept_shape = it->second.data;
         } else {
           env[n.output(0)] = it->second;
+          if (shapes) (*shapes)[n.output(0)] = it->second.shape;
           known.insert(n.output(0));
           continue;
         }
@@ -614,6 +609,7 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
         std::lock_guard<std::mutex> lock(m.mutex);
         onnx_detail::bring_fold(m.folds, f->second, m.initializers, env, m.folded.of(device), device);
         it = env.find(name);
+        if (shapes && it != env.end()) (*shapes)[name] = it->second.shape;
       }
       if (it == env.end())
         throw ShapeError("ONNX node '" + n.name() + "' (" + n.op_type() + ") reads '" + name +
@@ -644,14 +640,16 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
       }
     }
     for (int i = 0; i < n.output_size() && size_t(i) < outs.size(); ++i)
-      if (!n.output(i).empty()) env[n.output(i)] = std::move(outs[size_t(i)]);
+      if (!n.output(i).empty()) {
+        if (shapes && outs[size_t(i)].present) (*shapes)[n.output(i)] = outs[size_t(i)].shape;
+        env[n.output(i)] = std::move(outs[size_t(i)]);
+      }
     // A value whose last reader this was is dropped: a long graph holds only
-    // what later nodes read (the shapes of all are kept when asked for).
-    if (!shapes)
-      for (const auto& name : n.input())
-        if (auto it = m.last_read.find(name);
-            it != m.last_read.end() && it->second == k && !constant.count(name) && !by_shape.count(name))
-          env.erase(name);
+    // what later nodes read (their shapes are kept as they are made).
+    for (const auto& name : n.input())
+      if (auto it = m.last_read.find(name);
+          it != m.last_read.end() && it->second == k && !constant.count(name) && !by_shape.count(name))
+        env.erase(name);
   }
   } catch (...) {
     record_shapes(env, m.folds, shapes);  // the shapes found before the node that failed or needs values
@@ -677,8 +675,7 @@ OnnxGraphInfo inspect_onnx(const std::string& path) {
   onnx::ModelProto m = parse_model(path, &model_bytes);
   // The statistics read every initializer: held to the same budget as a load,
   // so one external region named a thousand times is not read a thousand times.
-  std::map<std::string, uint64_t> external_files;
-  uint64_t stored_bytes = 0;
+  onnx_detail::InitializerBudget budget(path, model_bytes);
   OnnxGraphInfo info;
   info.opset = default_opset(m);
   info.producer = m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
@@ -701,29 +698,21 @@ OnnxGraphInfo inspect_onnx(const std::string& path) {
     Value v;
     bool read = false;
     try {
-      v = onnx_detail::value_from_proto(t, dir, path, &external_files);
+      v = onnx_detail::value_from_proto(t, dir, path, &budget);
       read = true;
     } catch (const IOError&) {
-      // Statistics are a nicety: an unreadable initializer still shows up by name.
+      // Statistics are a nicety: an unreadable initializer still shows up by
+      // name; one past the load budget is an error, as loading it would be.
+      if (budget.exceeded()) throw;
     }
     if (read) {
-      uint64_t external_bytes = 0;
-      for (const auto& [file, size] : external_files) external_bytes += size;
-      // Held as doubles until uploaded: 8 bytes an element, whatever the file
-    // stores (a uint8 tensor takes 8 times its bytes).
-    stored_bytes = io::checked_add(stored_bytes, io::checked_mul(v.data.size(), sizeof(double), path), path);
-      io::check_load_budget(stored_bytes, model_bytes + external_bytes, "the initializers of " + path);
       if (!v.data.empty()) {
-        double lo = v.data[0], hi = v.data[0], sum = 0, sq = 0;
-        for (double x : v.data) {
-          lo = std::min(lo, x);
-          hi = std::max(hi, x);
-          sum += x;
-        }
-        double mean = sum / double(v.data.size());
+        const auto [lo, hi] = std::minmax_element(v.data.begin(), v.data.end());
+        const double mean = std::accumulate(v.data.begin(), v.data.end(), 0.0) / double(v.data.size());
+        double sq = 0;
         for (double x : v.data) sq += (x - mean) * (x - mean);
-        in.min = float(lo);
-        in.max = float(hi);
+        in.min = float(*lo);
+        in.max = float(*hi);
         in.mean = float(mean);
         in.stddev = float(std::sqrt(sq / double(v.data.size())));
         in.has_stats = true;

@@ -112,6 +112,9 @@ class OnnxModel {
   // realize or read back on the way, later runs of that shape replay the
   // plan without walking the graph (jit_captured says so).
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+  // The most device bytes the last run() made and held at once (its buffers
+  // are bounded by the run budget as they are made: core/runtime/run_memory.h).
+  uint64_t last_run_peak_bytes() const;
   bool jit_captured(const std::string& device) const;
   // What a run on `inputs` would cost, from a walk that builds the lazy graph
   // and launches nothing (small shape arithmetic on the device aside).

@@ -58,10 +58,12 @@ bool is_float_elem(int32_t elem);
 
 // Values widened to double; `where` names the tensor's origin in errors.
 // External data is read only when `model_dir` is given (not empty), and only
-// from a regular file inside that folder; each file read is recorded with its
-// size in `external_files` when given (the load budget counts those bytes).
+// from a regular file inside that folder. A model's initializers are held to
+// `budget` when given: each file read is recorded in it, and the values are
+// admitted before they are decoded.
+class InitializerBudget;
 Value value_from_proto(const onnx::TensorProto& t, const std::string& model_dir, const std::string& where,
-                       std::map<std::string, uint64_t>* external_files = nullptr);
+                       InitializerBudget* budget = nullptr);
 
 // The folder external data is read from: the model's own ("." for a bare file name).
 std::string model_folder(const std::string& path);

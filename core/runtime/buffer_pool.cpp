@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "core/runtime/device.h"
+#include "core/runtime/run_memory.h"
 
 namespace tl {
 
@@ -74,7 +75,7 @@ std::shared_ptr<Buffer> Device::acquire(size_t bytes) {
     }
     pool = pool_.get();
   }
-  return pool->get(*this, bytes);
+  return RunMemory::charge(bytes, [&] { return pool->get(*this, bytes); });
 }
 
 }  // namespace tl

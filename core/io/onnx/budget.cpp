@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "core/io/limits.h"
+
 namespace tl::onnx_detail {
 
 namespace {
@@ -69,6 +71,42 @@ OnnxRunCost run_cost(const onnx::GraphProto& g, const std::unordered_map<std::st
     live -= std::min(live, freed[size_t(k)]);
   }
   return cost;
+}
+
+uint64_t InitializerBudget::file_bytes() const {
+  uint64_t bytes = model_bytes_;
+  for (const auto& [file, size] : external_files) bytes = io::checked_add(bytes, size, path_);
+  return bytes;
+}
+
+void InitializerBudget::admit(uint64_t elements) {
+  exceeded_ = true;  // until it passes
+  stored_ = io::checked_add(stored_, io::checked_mul(elements, sizeof(double), path_), path_);
+  io::check_load_budget(stored_, file_bytes(), "the initializers of " + path_);
+  exceeded_ = false;
+}
+
+uint64_t input_bytes_of(const std::vector<Tensor>& inputs) {
+  uint64_t bytes = 0;
+  for (const auto& t : inputs)
+    if (t.defined()) bytes = io::checked_add(bytes, io::checked_mul(uint64_t(t.numel()), 4, "inputs"), "inputs");
+  return bytes;
+}
+
+std::string shapes_of(const std::vector<Tensor>& inputs) {
+  std::string shown;
+  for (const auto& t : inputs) shown += (shown.empty() ? "" : ", ") + (t.defined() ? shape_str(t.shape()) : "none");
+  return shown;
+}
+
+RunMemory bound_run_memory(const std::string& path, uint64_t file_bytes, const std::vector<Tensor>& inputs) {
+  const uint64_t input_bytes = input_bytes_of(inputs);
+  return RunMemory(io::run_byte_budget(file_bytes, input_bytes),
+                   [what = path + (inputs.empty() ? " run" : " run on an input of " + shapes_of(inputs)), file_bytes,
+                    input_bytes](
+                       uint64_t held, uint64_t asked, uint64_t limit) {
+                     return io::run_bytes_exceeded(what, held, asked, limit, file_bytes, input_bytes);
+                   });
 }
 
 }  // namespace tl::onnx_detail

@@ -15,8 +15,30 @@
 
 #include "core/dtype.h"
 #include "core/io/onnx.h"
+#include "core/runtime/run_memory.h"
+#include "core/tensor.h"
 
 namespace tl::onnx_detail {
+
+// The load budget of a model's initializers (io::load_budget of the model
+// file and the external files read so far): each is admitted before it is
+// decoded, at 8 bytes an element, as the loader holds them (doubles until
+// uploaded, whatever the file stores: a uint8 tensor takes 8 times its
+// bytes). External data may name one region many times: the sum counts.
+class InitializerBudget {
+ public:
+  InitializerBudget(std::string path, uint64_t model_bytes) : path_(std::move(path)), model_bytes_(model_bytes) {}
+  std::map<std::string, uint64_t> external_files;  // read so far, with their sizes
+  // Adds `elements` values, or throws IOError naming the budget.
+  void admit(uint64_t elements);
+  bool exceeded() const { return exceeded_; }  // an admit threw
+  uint64_t file_bytes() const;                 // the model's and the external files'
+
+ private:
+  std::string path_;
+  uint64_t model_bytes_, stored_ = 0;
+  bool exceeded_ = false;
+};
 
 // For each value name the graph reads, the index of the last node of `g`
 // that reads it (inside a subgraph of that node too); graph outputs read at
@@ -28,5 +50,14 @@ std::unordered_map<std::string, int> last_readers(const onnx::GraphProto& g);
 // counted.
 OnnxRunCost run_cost(const onnx::GraphProto& g, const std::unordered_map<std::string, int>& last,
                      const std::map<std::string, Shape>& shapes, double flops);
+
+// The bytes of the inputs on a device (4 an element), and their shapes as an
+// error shows them: "(1, 3, 224, 224)".
+uint64_t input_bytes_of(const std::vector<Tensor>& inputs);
+std::string shapes_of(const std::vector<Tensor>& inputs);
+
+// The bound on the device bytes one run of the model at `path` holds
+// (RunMemory): the run byte budget of its file and these inputs.
+RunMemory bound_run_memory(const std::string& path, uint64_t file_bytes, const std::vector<Tensor>& inputs);
 
 }  // namespace tl::onnx_detail
