@@ -191,6 +191,42 @@ class TestOnnxMemory : public QObject {
     fs::remove_all(dir);
   }
 
+  // TopK on the host (k past 16) against a sort: ties go to the lower
+  // position, largest and smallest, along a middle axis.
+  void topKOnTheHostMatchesASort() {
+    const int64_t a = 2, n = 40, c = 3, k = 20;
+    std::vector<float> x(size_t(a * n * c));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float((i * 7) % 11) - 5;
+    for (int largest : {1, 0}) {
+      Builder b;
+      b.input("x", {"2", "40", "3"});
+      ints(b, "k", {1}, {k});
+      auto* t = b.node("TopK", {"x", "k"}, {"y", "i"});
+      int_attr(t, "axis", 1);
+      int_attr(t, "largest", largest);
+      b.output("y", {});
+      b.output("i", {});
+      fs::path dir = tltest::fresh_temp_dir("memory", "topk_host");
+      OnnxModel m(b.save(dir / "t.onnx"));
+      const auto out = m.run({Tensor::from_data(x, {a, n, c}, "cpu")});
+      const auto y = out.at(0).to_vector(), ix = out.at(1).to_vector();
+      QCOMPARE(out.at(0).shape(), (Shape{a, k, c}));
+      for (int64_t o = 0; o < a; ++o)
+        for (int64_t j = 0; j < c; ++j) {
+          std::vector<int64_t> order(static_cast<size_t>(n));
+          std::iota(order.begin(), order.end(), 0);
+          auto at = [&](int64_t p) { return x[size_t((o * n + p) * c + j)]; };
+          std::stable_sort(order.begin(), order.end(),
+                           [&](int64_t p, int64_t q) { return largest ? at(p) > at(q) : at(p) < at(q); });
+          for (int64_t r = 0; r < k; ++r) {
+            QCOMPARE(ix[size_t((o * k + r) * c + j)], float(order[size_t(r)]));
+            QCOMPARE(y[size_t((o * k + r) * c + j)], at(order[size_t(r)]));
+          }
+        }
+      fs::remove_all(dir);
+    }
+  }
+
   // A chain of 60,000 Adds (the file had 420,000 and took 2.8 GB):
   // the estimate's walk kept every lazy node (in the FLOP count's set and in
   // the values it kept for their shapes), so memory grew with the graph's
