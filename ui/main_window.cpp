@@ -214,7 +214,8 @@ void MainWindow::connectResults() {
                          .arg(onnx->info.nodes.size())
                          .arg(onnx->unsupported));
   });
-  connect(session_, &Session::imageDecoded, this, [this](quint64, const QString& path, const QImage& img) {
+  connect(session_, &Session::imageDecoded, this,
+          [this](quint64, const QString& path, const QImage& img, const QSize& size) {
     // Another image decoded: the old one's predictions no longer apply. (A
     // file that fails to decode leaves the previous image and results.)
     if (path != currentImage_) image_->clearPredictions();
@@ -224,7 +225,7 @@ void MainWindow::connectResults() {
     placeHint();
     currentImage_ = path;
     updateRunActions();
-    image_->setImage(path, img);
+    image_->setImage(path, img, size);
     image_->setError({});
     addRecent(path);
   });
@@ -370,6 +371,9 @@ void MainWindow::buildMenus() {
   });
   recentMenu_ = file->addMenu(tr("Open &Recent"));
   file->addSeparator();
+  file->addAction(tr("&Close Image"), QKeySequence::Close, this, &MainWindow::closeImage);
+  file->addAction(tr("Close Mo&del"), this, &MainWindow::closeModel);
+  file->addSeparator();
   file->addAction(tr("Export Op Graph as &SVG..."), this, [this] {
     QString path = QFileDialog::getSaveFileName(this, tr("Export graph"), "graph.svg", tr("SVG (*.svg)"));
     QString error;
@@ -445,6 +449,29 @@ void MainWindow::openImage(const QString& path) {
 void MainWindow::openModel(const QString& nameOrPath) {
   pendingModel_ = nameOrPath;
   session_->loadModel(nameOrPath);
+}
+
+void MainWindow::closeImage() {
+  session_->closeImage();
+  currentImage_.clear();
+  lastRun_.reset();
+  image_->clearImage();
+  kernels_->setRecords({}, 0, false, {});
+  graph_->setRun(nullptr);
+  source_->setKernel({}, {}, {}, {});
+  updateRunActions();
+  settleProgress();
+  status_->setText(tr("Image closed."));
+}
+
+void MainWindow::closeModel() {
+  closeImage();
+  session_->closeModel();
+  pendingModel_.clear();
+  loadedModel_.clear();
+  model_->setModel(nullptr);
+  graph_->setOnnx(nullptr);
+  status_->setText(tr("Model closed: the next image runs on the built-in model."));
 }
 
 void MainWindow::setDevice(const QString& name) {

@@ -32,6 +32,10 @@ class MainWindow : public QMainWindow {
   void openFile(const QString& path);
   void openImage(const QString& path);
   void openModel(const QString& nameOrPath);
+  // File > Close Image / Close Model: the panes forget them and the session
+  // frees what it kept (Session::closeImage, closeModel).
+  void closeImage();
+  void closeModel();
   void setDevice(const QString& name);
   QString device() const { return device_; }
   QString currentImage() const { return currentImage_; }

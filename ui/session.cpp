@@ -1,5 +1,6 @@
 #include "ui/session.h"
 
+#include <malloc.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -27,8 +28,20 @@ namespace tlui {
 struct Session::WorkerState {
   std::unique_ptr<tl::ImageClassifier> model;
   QString modelName;
-  tl::Image image;
+  // The decoded image of imagePath, kept for re-runs only when small: an
+  // 8000x8000 photo is 768 MB of floats, read again when a run needs it.
+  std::shared_ptr<const tl::Image> image;
   QString imagePath;
+
+  // The image at `path`: the kept one, or read (and kept when small).
+  std::shared_ptr<const tl::Image> imageAt(const QString& path) {
+    if (path == imagePath && image) return image;
+    auto read = std::make_shared<const tl::Image>(tl::load_image(path.toStdString()));
+    imagePath = path;
+    image = read->rgb.size() <= kKeptImageValues ? read : nullptr;
+    return read;
+  }
+  static constexpr size_t kKeptImageValues = size_t(2048) * 2048 * 3;
   // The newest first (not replayed) run's kernel records per model and
   // device: they name every buffer each kernel read, which a later cold run
   // that replays (a re-run) does not (kernelReadsFrom).
@@ -54,12 +67,24 @@ std::vector<tl::ProfileRecord> mapOntoGraph(const std::vector<tl::ProfileRecord>
   return out;
 }
 
-QImage to_qimage(const tl::Image& img) {
-  QImage out(img.width, img.height, QImage::Format_RGB888);
-  for (int y = 0; y < img.height; ++y) {
+// The picture the window shows of `img`: each pixel the mean of a step x
+// step block, the step the least that fits `maxSide` (the pane draws it
+// smaller still; a full-size copy of a large photo was 192 MB kept).
+QImage to_qimage(const tl::Image& img, int maxSide = 2048) {
+  const int step = std::max(1, (std::max(img.width, img.height) + maxSide - 1) / maxSide);
+  QImage out(img.width / step, img.height / step, QImage::Format_RGB888);
+  const float scale = 255.0f / float(step * step);
+  for (int y = 0; y < out.height(); ++y) {
     uchar* line = out.scanLine(y);
-    const float* src = img.rgb.data() + size_t(y) * size_t(img.width) * 3;
-    for (int x = 0; x < img.width * 3; ++x) line[x] = uchar(std::clamp(src[x], 0.0f, 1.0f) * 255.0f + 0.5f);
+    for (int x = 0; x < out.width(); ++x)
+      for (int c = 0; c < 3; ++c) {
+        float sum = 0;
+        for (int dy = 0; dy < step; ++dy)
+          for (int dx = 0; dx < step; ++dx)
+            sum += std::clamp(img.rgb[(size_t(y * step + dy) * size_t(img.width) + size_t(x * step + dx)) * 3 + size_t(c)],
+                              0.0f, 1.0f);
+        line[x * 3 + c] = uchar(sum * scale + 0.5f);
+      }
   }
   return out;
 }
@@ -195,6 +220,27 @@ void Session::cancel() {
   if (runFlag_) runFlag_->store(true);
 }
 
+void Session::closeImage() {
+  cancel();
+  post([this] {
+    state_->image.reset();
+    state_->imagePath.clear();
+    malloc_trim(0);  // the pages of a large photo go back to the system now
+  });
+}
+
+void Session::closeModel() {
+  cancel();
+  post([this] {
+    WorkerState& st = *state_;
+    st.model.reset();
+    st.modelName.clear();
+    st.firstRuns.clear();
+    for (auto& d : tl::Registry::instance().devices()) d->release_pooled();
+    malloc_trim(0);
+  });
+}
+
 quint64 Session::enumerateDevices() {
   quint64 job = nextJob_++;
   post([this, job] {
@@ -297,21 +343,19 @@ quint64 Session::classify(const QString& imagePath, const QString& device) {
     const std::string dev = device.toStdString();
     try {
       report(tr("Reading %1").arg(imagePath), 2);
-      tl::Image image;
+      std::shared_ptr<const tl::Image> read;
       try {
-        image = imagePath == st.imagePath ? st.image : tl::load_image(imagePath.toStdString());
+        read = st.imageAt(imagePath);
       } catch (const std::exception& e) {
         QString msg = QString::fromUtf8(e.what());
         deliverRun(job, [this, job, msg] { emit failed(job, FailureSource::Image, msg); });
         finish();
         return;
       }
-      if (imagePath != st.imagePath) {
-        st.image = image;
-        st.imagePath = imagePath;
-      }
+      const tl::Image& image = *read;
       QImage shown = to_qimage(image);
-      deliverRun(job, [this, job, imagePath, shown] { emit imageDecoded(job, imagePath, shown); });
+      const QSize size(image.width, image.height);
+      deliverRun(job, [this, job, imagePath, shown, size] { emit imageDecoded(job, imagePath, shown, size); });
 
       if (!st.model) {
         report(tr("Loading the built-in model"), 5);
@@ -436,8 +480,17 @@ void Session::timeWarmRuns(quint64 job, const tl::Image& image, RunData& data) {
 // the same replay, and the logits are compared.
 void Session::checkInputMatters(const tl::Image& image, RunData& data) {
   WorkerState& st = *state_;
-  tl::Image changed = image;
-  for (float& v : changed.rgb) v = std::fmod(v + 0.37f, 1.0f);
+  // A copy of at most 512 pixels a side is enough to change the input (the
+  // model resizes it anyway); a copy of the whole photo was 768 MB.
+  const int step = std::max(1, (std::max(image.width, image.height) + 511) / 512);
+  tl::Image changed;
+  changed.width = image.width / step;
+  changed.height = image.height / step;
+  changed.rgb.resize(size_t(changed.width) * size_t(changed.height) * 3);
+  for (int y = 0; y < changed.height; ++y)
+    for (int x = 0; x < changed.width * 3; ++x)
+      changed.rgb[size_t(y) * size_t(changed.width) * 3 + size_t(x)] = std::fmod(
+          image.rgb[size_t(y * step) * size_t(image.width) * 3 + size_t(x / 3 * step) * 3 + size_t(x % 3)] + 0.37f, 1.0f);
   tl::NoGrad noGrad;
   tl::Tensor other = st.model->preprocess(changed, data.device.toStdString());
   other.realize();
@@ -468,7 +521,8 @@ quint64 Session::compare(const QString& imagePath, const QStringList& devices) {
     }
     CancelScope cancelScope(flag.get());
     try {
-      tl::Image image = imagePath == st.imagePath ? st.image : tl::load_image(imagePath.toStdString());
+      const std::shared_ptr<const tl::Image> read = st.imageAt(imagePath);
+      const tl::Image& image = *read;
       if (!st.model) {
         st.model = tl::load_classifier(kBuiltinModel);
         st.modelName = kBuiltinModel;

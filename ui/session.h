@@ -45,6 +45,11 @@ class Session : public QObject {
   quint64 classify(const QString& imagePath, const QString& device);
   quint64 compare(const QString& imagePath, const QStringList& devices);
   void cancel();  // the running classify/compare job, if any
+  // Forget the image (its decoded copy) or the model (its weights, compiled
+  // plans and kernel records, and the buffers the devices keep for reuse);
+  // the next classify reads the image again, or loads the built-in model.
+  void closeImage();
+  void closeModel();
   // Compiles, on `device`, a tiny kernel whose source makes the compiler
   // warn (C: an assignment used as a condition; OpenCL: a double constant and
   // a literal that loses its fraction), so the clickable build log can be
@@ -86,7 +91,8 @@ class Session : public QObject {
   void devicesReady(const tlui::DeviceList& devices);
   void modelLoaded(const tlui::ModelPtr& model);
   void onnxInspected(const tlui::OnnxPtr& graph);
-  void imageDecoded(quint64 job, const QString& path, const QImage& image);
+  // `image` is the picture to show (at most 2048 pixels a side), `size` the file's.
+  void imageDecoded(quint64 job, const QString& path, const QImage& image, const QSize& size);
   void classified(const tlui::RunPtr& run);
   void compared(const tlui::ComparePtr& result);
   void failed(quint64 job, tlui::Session::FailureSource source, const QString& message);

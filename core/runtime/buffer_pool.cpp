@@ -78,4 +78,9 @@ std::shared_ptr<Buffer> Device::acquire(size_t bytes) {
   return RunMemory::charge(bytes, [&] { return pool->get(*this, bytes); });
 }
 
+void Device::release_pooled() {
+  std::lock_guard lock(pool_mutex_);
+  if (pool_) pool_->clear();
+}
+
 }  // namespace tl

@@ -236,6 +236,9 @@ class Device {
   // (buffer_pool.h), else allocate()d. A GPU keeps up to a quarter of its
   // memory; a device in host memory an eighth, at most 1 GiB.
   std::shared_ptr<Buffer> acquire(size_t bytes);
+  // Frees the buffers kept for reuse (the window calls it when a model is
+  // closed: its weights' buffers went back to the pool).
+  void release_pooled();
 
  private:
   std::mutex pool_mutex_;

@@ -135,10 +135,11 @@ ImagePane::ImagePane(QWidget* parent) : QWidget(parent), predictions_(new Predic
   layout->addWidget(times_);
 }
 
-void ImagePane::setImage(const QString& path, const QImage& image) {
+void ImagePane::setImage(const QString& path, const QImage& image, QSize size) {
   path_ = path;
   image_ = image;
-  caption_->setText(QString("%1  (%2 x %3)").arg(QFileInfo(path).fileName()).arg(image.width()).arg(image.height()));
+  if (!size.isValid()) size = image.size();
+  caption_->setText(QString("%1  (%2 x %3)").arg(QFileInfo(path).fileName()).arg(size.width()).arg(size.height()));
   updatePixmap();
   if (predictions_->rowCount() == 0) bars_->setPlaceholder(tr("Predictions appear here when the run finishes."));
 }
@@ -201,6 +202,15 @@ void ImagePane::setError(const QString& message) {
 QString ImagePane::warning() const { return warning_->isVisible() ? warning_->text() : QString(); }
 
 QString ImagePane::error() const { return error_->isVisible() ? error_->text() : QString(); }
+
+void ImagePane::clearImage() {
+  path_.clear();
+  image_ = QImage();
+  picture_->clear();
+  caption_->clear();
+  clearPredictions();
+  setError({});
+}
 
 void ImagePane::updatePixmap() {
   if (image_.isNull()) return;

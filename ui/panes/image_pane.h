@@ -39,7 +39,9 @@ class ImagePane : public QWidget {
   explicit ImagePane(QWidget* parent = nullptr);
   PredictionModel* predictions() const { return predictions_; }
   PredictionBars* bars() const { return bars_; }
-  void setImage(const QString& path, const QImage& image);
+  // `image` as shown (it may be a reduced copy); `size` the file's, for the caption.
+  void setImage(const QString& path, const QImage& image, QSize size = {});
+  void clearImage();  // no image, no predictions
   // The run's top-5 and its times: cold, and the median warm run whose
   // kernels (summing to kernelSeconds) the kernel table shows; headed by
   // the device, model and image they belong to.

@@ -35,6 +35,14 @@ ModelPane::ModelPane(QWidget* parent) : QWidget(parent) {
 }
 
 void ModelPane::setModel(const ModelPtr& model) {
+  if (!model) {  // closed: the built-in model runs the next image
+    model_.clear();
+    note_.clear();
+    summaryHtml_ = tr("No model open: an image opened now runs on the built-in model.");
+    summary_->setToolTip({});
+    showSummary();
+    return;
+  }
   const tl::ModelSummary& s = model->summary;
   // The combo names what is loaded: the built-in model or the opened file.
   int item = builtin_->findData(model->nameOrPath);
