@@ -484,6 +484,29 @@ class TestHostile : public QObject {
 #endif
   }
 
+  // Two records or header keys of one name: a reader's lookup found one of
+  // them (the last, for JSON), silently. Now the file is refused, naming it.
+  void duplicateNamesAreRefused() {
+    const QString st = io_error_of([&] {
+      tl::load_safetensors_bytes(
+          safetensors_file(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                           R"("w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4),
+          "twice.safetensors");
+    });
+    EXPECT_ERROR(st, "tensor 'w' appears twice in the header");
+    EXPECT_ERROR(st, "twice.safetensors");
+#ifdef TL_HAVE_PTH
+    const Bytes pkl = state_dict_pickle({{"w", [](Pickle& p) { p.tensor("0", 1, {1}, {1}); }}});
+    Bytes one = floats(1), other = floats(1);
+    other[3] = 0x3f;
+    const QString pth = io_error_of([&] {
+      tl::load_pth_bytes(make_zip({{"archive/data.pkl", pkl}, {"archive/data/0", one}, {"archive/data/0", other}}),
+                         "twice.pth");
+    });
+    EXPECT_ERROR(pth, "checkpoint 'twice.pth': the zip archive holds two records named 'archive/data/0'");
+#endif
+  }
+
   void pthForgedZipSizes() {
 #ifndef TL_HAVE_PTH
     QSKIP("built without libzip");

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <unordered_set>
 
 #include <zip.h>
@@ -231,6 +232,12 @@ StateDict load_zip(const std::string& path, const std::vector<uint8_t>& file) {
   // The records live under one root folder whose name varies with the torch
   // version ("archive", or the file's stem); data.pkl tells us which.
   const zip_int64_t entries = zip_get_num_entries(z.get(), 0);
+  // Two records of one name: a lookup by name finds one of them, and which
+  // one a reader meant is ambiguous.
+  std::set<std::string> names;
+  for (zip_int64_t i = 0; i < entries; ++i)
+    if (const char* n = zip_get_name(z.get(), zip_uint64_t(i), 0); n && !names.insert(n).second)
+      throw IOError("checkpoint '" + path + "': the zip archive holds two records named '" + io::clip(n) + "'");
   std::string root;
   zip_int64_t pkl_index = -1;
   for (zip_int64_t i = 0; i < entries; ++i) {

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -46,7 +47,12 @@ class HeaderScan {
   bool end_array() { return close(); }
   bool key(std::string& k) {
     charge(96 + k.size());  // a map node and its key
-    if (depth_ == 1) metadata_next_ = k == "__metadata__";
+    if (depth_ == 1) {
+      metadata_next_ = k == "__metadata__";
+      // A JSON parser keeps the last of two equal keys: the file would load
+      // a tensor other than the one its first entry describes.
+      if (!keys_.insert(k).second) throw fail_("tensor '" + io::clip(k) + "' appears twice in the header");
+    }
     return true;
   }
   bool parse_error(size_t, const std::string&, const nlohmann::json::exception& e) {
@@ -57,6 +63,7 @@ class HeaderScan {
 
  private:
   enum class Kind { Null, String, Other };
+  std::set<std::string> keys_;  // the header's top-level keys
 
   bool value(Kind kind) {
     charge(16);
