@@ -111,6 +111,39 @@ class TestOnnxMemory : public QObject {
     fs::remove_all(dir);
   }
 
+  // A batch the caller chooses scales a run's budgets: each of 128 items
+  // makes a value of 200,000 elements (25.6M in all, past one item's limit
+  // of about 17M for a file this small), which batch inference needs (a
+  // batch of 64 through EfficientNet-B0 was refused). A first dimension the
+  // file fixes is the file's own: no scaling, so a hostile file cannot buy
+  // memory by declaring (16384, 1).
+  void aChosenBatchScalesTheBudgets() {
+    fs::path dir = tltest::fresh_temp_dir("memory", "batch");
+    for (const std::string first : {"N", "128"}) {
+      Builder b;
+      b.input("x", {first, "1"});
+      ints(b, "wide", {2}, {1, 200000});
+      b.node("ConstantOfShape", {"wide"}, {"zeros"});
+      floats(b, "one", {1}, {1});
+      b.node("Add", {"zeros", "one"}, {"ones"});
+      b.node("Mul", {"x", "ones"}, {"spread"});
+      b.node("ReduceSum", {"spread", "axis"}, {"y"});
+      ints(b, "axis", {1}, {1});
+      b.output("y", {});
+      OnnxModel m(b.save(dir / ("batch" + first + ".onnx")));
+      std::vector<float> x(128);
+      std::iota(x.begin(), x.end(), 0.0f);
+      const Tensor input = Tensor::from_data(x, {128, 1}, "cpu");
+      if (first == "N") {
+        const auto y = m.run({input}).at(0).to_vector();
+        QCOMPARE(y.at(3), 600000.0f);
+      } else {
+        EXPECT_ERROR(error_of([&] { m.run({input}); }), "the most one value of this model may hold");
+      }
+    }
+    fs::remove_all(dir);
+  }
+
   // A run within its budget reports what it held: a chain of 300 Adds over
   // a 256 KB input holds its input's copy, a few chain values and the result.
   void aRunReportsItsPeakBytes() {

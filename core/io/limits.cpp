@@ -59,13 +59,14 @@ std::string human(double v, const char* unit) {
 }
 
 // " a run may hold ...": where a run's byte budget comes from and how to lift it.
-std::string run_bytes_allowed(uint64_t budget, uint64_t file_bytes, uint64_t input_bytes) {
+std::string run_bytes_allowed(uint64_t budget, uint64_t file_bytes, uint64_t input_bytes, uint64_t batch) {
   const RunLimits& r = run_limits();
   return " a run may hold" +
          (load_limits().trust_files || budget == r.max_bytes
               ? std::string(" (half this machine's memory; TINYLENS_MAX_RUN_BYTES)")
               : " for a file of " + std::to_string(file_bytes) + " bytes and inputs of " +
-                    std::to_string(input_bytes) + " (for a model you trust, TINYLENS_TRUST_FILES=1 allows up to " +
+                    std::to_string(input_bytes) + (batch > 1 ? " (a batch of " + std::to_string(batch) + ")" : "") +
+                    " (for a model you trust, TINYLENS_TRUST_FILES=1 allows up to " +
                     human(double(r.max_bytes), "B") + ", TINYLENS_MAX_RUN_BYTES)");
 }
 
@@ -76,33 +77,42 @@ const RunLimits& run_limits() {
   return limits;
 }
 
-uint64_t run_byte_budget(uint64_t file_bytes, uint64_t input_bytes) {
+uint64_t run_byte_budget(uint64_t file_bytes, uint64_t input_bytes, uint64_t batch) {
   const RunLimits& r = run_limits();
   if (load_limits().trust_files) return r.max_bytes;
-  const uint64_t load = load_budget(file_bytes > UINT64_MAX - input_bytes ? UINT64_MAX : file_bytes + input_bytes);
+  batch = std::max<uint64_t>(batch, 1);
+  const uint64_t item = input_bytes / batch;
+  const uint64_t load = load_budget(file_bytes > UINT64_MAX - item ? UINT64_MAX : file_bytes + item);
   const uint64_t relative = load > UINT64_MAX / r.bytes_per_load_byte ? UINT64_MAX : load * r.bytes_per_load_byte;
-  return std::min(relative, r.max_bytes);
+  return relative > r.max_bytes / batch ? r.max_bytes : relative * batch;
+}
+
+int64_t value_element_budget(uint64_t file_bytes, uint64_t input_bytes, uint64_t batch) {
+  batch = std::max<uint64_t>(batch, 1);
+  const uint64_t item = input_bytes / batch, cap = uint64_t(load_limits().max_tensor_elements);
+  const uint64_t one = load_budget(file_bytes > UINT64_MAX - item ? UINT64_MAX : file_bytes + item) / 4;
+  return int64_t(one > cap / batch ? cap : one * batch);
 }
 
 void check_run_budget(double flops, uint64_t peak_bytes, uint64_t file_bytes, uint64_t input_bytes,
-                      bool accelerator, const std::string& what) {
+                      bool accelerator, const std::string& what, uint64_t batch) {
   const RunLimits& r = run_limits();
   if (flops > r.max_flops(accelerator))
     throw IOError(what + " would need " + human(flops, "FLOP") + " of arithmetic, more than the " +
                   human(r.max_flops(accelerator), "FLOP") + " a run may take on this " +
                   (accelerator ? "accelerator" : "CPU device") +
                   " (about a minute; TINYLENS_MAX_RUN_FLOPS raises it for a model you trust)");
-  const uint64_t budget = run_byte_budget(file_bytes, input_bytes);
+  const uint64_t budget = run_byte_budget(file_bytes, input_bytes, batch);
   if (peak_bytes > budget)
     throw IOError(what + " would need " + human(double(peak_bytes), "B") + " of values at once, more than the " +
-                  human(double(budget), "B") + run_bytes_allowed(budget, file_bytes, input_bytes));
+                  human(double(budget), "B") + run_bytes_allowed(budget, file_bytes, input_bytes, batch));
 }
 
 std::string run_bytes_exceeded(const std::string& what, uint64_t held, uint64_t asked, uint64_t limit,
-                               uint64_t file_bytes, uint64_t input_bytes) {
+                               uint64_t file_bytes, uint64_t input_bytes, uint64_t batch) {
   return what + " holds " + human(double(held), "B") + " of device buffers and asked for " +
          human(double(asked), "B") + " more while it ran, past the " + human(double(limit), "B") +
-         run_bytes_allowed(limit, file_bytes, input_bytes) +
+         run_bytes_allowed(limit, file_bytes, input_bytes, batch) +
          "; the estimate before the run could not see this far (shapes that depend on computed values, or "
          "buffers inside the run's kernels)";
 }

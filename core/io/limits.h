@@ -78,19 +78,26 @@ struct RunLimits {
 const RunLimits& run_limits();
 
 // The most bytes a run may hold for a model of `file_bytes` and inputs of
-// `input_bytes`.
-uint64_t run_byte_budget(uint64_t file_bytes, uint64_t input_bytes);
+// `input_bytes` holding `batch` items (the first input's first dimension):
+// a batch of B may hold B times what one item may (activations grow with the
+// batch, the file's weights do not; a batch of 64 through DenseNet-121 held
+// 2.8 GB on a GPU), at most max_bytes.
+uint64_t run_byte_budget(uint64_t file_bytes, uint64_t input_bytes, uint64_t batch = 1);
+// The most elements one value of such a run may hold: the load budget of the
+// file and one item's inputs, 4 bytes an element, times the batch (capped
+// by max_tensor_elements).
+int64_t value_element_budget(uint64_t file_bytes, uint64_t input_bytes, uint64_t batch = 1);
 
 // Throws IOError("<what> would need ...") naming what the run needs and what
 // is allowed, when `flops` or `peak_bytes` passes the run budget of a device
 // (an accelerator: a GPU's kind, not a CPU's).
 void check_run_budget(double flops, uint64_t peak_bytes, uint64_t file_bytes, uint64_t input_bytes,
-                      bool accelerator, const std::string& what);
+                      bool accelerator, const std::string& what, uint64_t batch = 1);
 // The error of a run that, while it runs, asks for a buffer of `asked` bytes
 // with `held` held, past run_byte_budget's `limit` (RunMemory,
 // core/runtime/run_memory.h): what the estimate before it could not see.
 std::string run_bytes_exceeded(const std::string& what, uint64_t held, uint64_t asked, uint64_t limit,
-                               uint64_t file_bytes, uint64_t input_bytes);
+                               uint64_t file_bytes, uint64_t input_bytes, uint64_t batch = 1);
 
 // The running total of what one load has allocated on behalf of a file,
 // against load_budget(file_bytes): loaders take() before they allocate and

@@ -442,7 +442,7 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs) const {
   auto& m = *impl_;
   if (onnx_detail::ShapesOnly::active()) return run(inputs, nullptr);
   // The outputs are realized inside the bound on the device bytes held.
-  RunMemory bound = onnx_detail::bound_run_memory(m.path, m.file_bytes, inputs);
+  RunMemory bound = onnx_detail::bound_run_memory(m.path, m.file_bytes, m.inputs, inputs);
   if (inputs.size() != 1 || m.inputs.size() != 1 || m.outputs.size() != 1 || !inputs[0].defined()) {
     std::vector<Tensor> out = run(inputs, nullptr);
     if (out.size() == 1) out[0].realize();
@@ -543,7 +543,8 @@ void OnnxModel::check_run_budget(const std::vector<Tensor>& inputs, const std::s
   const bool accelerator = Registry::instance().get(device).info().kind != "CPU";
   io::check_run_budget(cost.flops, cost.peak_bytes, m.file_bytes, input_bytes_of(inputs), accelerator,
                        m.path + " run on an input of " + shown +
-                           (cost.busiest.empty() ? "" : " (most held after node " + cost.busiest + ")"));
+                           (cost.busiest.empty() ? "" : " (most held after node " + cost.busiest + ")"),
+                       onnx_detail::batch_of(m.inputs, inputs));
   std::lock_guard<std::mutex> lock(m.mutex);
   m.within_budget.insert(key);
 }
@@ -554,9 +555,10 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
     throw ShapeError(m.path + " takes " + std::to_string(m.inputs.size()) + " inputs, got " + std::to_string(inputs.size()));
   const std::string device = inputs.empty() ? default_device() : inputs[0].device();
   // Every value a node makes is held to the load budget of the model's files
-  // plus the inputs given (4 bytes an element, as the device stores them).
-  const int64_t max_elements = int64_t(std::min<uint64_t>(io::load_budget(m.file_bytes + input_bytes_of(inputs)) / 4,
-                                                          io::load_limits().max_tensor_elements));
+  // plus the inputs given (4 bytes an element, as the device stores them),
+  // times a batch the caller chose.
+  const int64_t max_elements =
+      io::value_element_budget(m.file_bytes, input_bytes_of(inputs), onnx_detail::batch_of(m.inputs, inputs));
   if (!onnx_detail::ShapesOnly::active()) check_run_budget(inputs, device);
   std::unordered_map<std::string, Value> env = m.initializer_values(device);
   const auto& g = m.model.graph();

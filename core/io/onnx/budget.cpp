@@ -93,19 +93,27 @@ uint64_t input_bytes_of(const std::vector<Tensor>& inputs) {
   return bytes;
 }
 
+uint64_t batch_of(const std::vector<OnnxValueInfo>& declared, const std::vector<Tensor>& inputs) {
+  if (declared.empty() || declared[0].shape.empty() || declared[0].shape[0] >= 0 || inputs.empty() ||
+      !inputs[0].defined() || inputs[0].shape().empty())
+    return 1;
+  return uint64_t(std::max<int64_t>(inputs[0].shape()[0], 1));
+}
+
 std::string shapes_of(const std::vector<Tensor>& inputs) {
   std::string shown;
   for (const auto& t : inputs) shown += (shown.empty() ? "" : ", ") + (t.defined() ? shape_str(t.shape()) : "none");
   return shown;
 }
 
-RunMemory bound_run_memory(const std::string& path, uint64_t file_bytes, const std::vector<Tensor>& inputs) {
-  const uint64_t input_bytes = input_bytes_of(inputs);
-  return RunMemory(io::run_byte_budget(file_bytes, input_bytes),
+RunMemory bound_run_memory(const std::string& path, uint64_t file_bytes, const std::vector<OnnxValueInfo>& declared,
+                           const std::vector<Tensor>& inputs) {
+  const uint64_t input_bytes = input_bytes_of(inputs), batch = batch_of(declared, inputs);
+  return RunMemory(io::run_byte_budget(file_bytes, input_bytes, batch),
                    [what = path + (inputs.empty() ? " run" : " run on an input of " + shapes_of(inputs)), file_bytes,
-                    input_bytes](
+                    input_bytes, batch](
                        uint64_t held, uint64_t asked, uint64_t limit) {
-                     return io::run_bytes_exceeded(what, held, asked, limit, file_bytes, input_bytes);
+                     return io::run_bytes_exceeded(what, held, asked, limit, file_bytes, input_bytes, batch);
                    });
 }
 

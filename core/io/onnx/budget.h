@@ -54,10 +54,16 @@ OnnxRunCost run_cost(const onnx::GraphProto& g, const std::unordered_map<std::st
 // The bytes of the inputs on a device (4 an element), and their shapes as an
 // error shows them: "(1, 3, 224, 224)".
 uint64_t input_bytes_of(const std::vector<Tensor>& inputs);
+// The batch of a run: the first input's first dimension when the model
+// leaves it free (`declared`: the model's inputs), else 1. The run's budgets
+// scale with it (io::run_byte_budget): the caller chooses a free batch (the
+// window and classify give 1), while a size the file fixes is the file's.
+uint64_t batch_of(const std::vector<OnnxValueInfo>& declared, const std::vector<Tensor>& inputs);
 std::string shapes_of(const std::vector<Tensor>& inputs);
 
 // The bound on the device bytes one run of the model at `path` holds
 // (RunMemory): the run byte budget of its file and these inputs.
-RunMemory bound_run_memory(const std::string& path, uint64_t file_bytes, const std::vector<Tensor>& inputs);
+RunMemory bound_run_memory(const std::string& path, uint64_t file_bytes, const std::vector<OnnxValueInfo>& declared,
+                           const std::vector<Tensor>& inputs);
 
 }  // namespace tl::onnx_detail
