@@ -309,7 +309,7 @@ int cmd_bench_model(const Args& a) {
 int cmd_bench_onnx(const Args& a) {
 #ifdef TL_HAVE_ONNX
   const std::string path = a.words.at(0);
-  const int runs = positive_option(a, "runs", 10);
+  const int runs = positive_option(a, "runs", 10), batch = positive_option(a, "batch", 1);
   OnnxModel model(path);
   std::printf("%s: opset %lld, %lld nodes, %lld parameters, %d warm runs\n", path.c_str(),
               (long long)model.opset(), (long long)model.nodes(), (long long)model.parameters(), runs);
@@ -318,7 +318,7 @@ int cmd_bench_onnx(const Args& a) {
     std::vector<Tensor> inputs;
     for (const auto& in : model.inputs()) {
       Shape shape = in.shape;
-      for (auto& d : shape) d = d < 0 ? 1 : d;
+      for (size_t i = 0; i < shape.size(); ++i) shape[i] = shape[i] >= 0 ? shape[i] : i == 0 ? batch : 1;
       Tensor t = in.dtype == "float" || in.dtype == "double" || in.dtype == "float16"
                      ? Tensor::randn(shape, gen, dev)
                      : Tensor::zeros(shape, in.dtype == "bool" ? DType::boolean : DType::i32, dev);
@@ -558,11 +558,13 @@ const std::vector<Command>& commands() {
        {device_option(true), {"batch", "B", "the batch size (default 1)"}, {"repeat", "R", "timed runs after the first (default 20)"}},
        cmd_bench_reduce_args},
       {"bench onnx", "MODEL.onnx", "time any ONNX model on one device or all",
-       "Random inputs of the declared shapes (dynamic dimensions taken as 1); outputs are read back to the host.\n"
+       "Random inputs of the declared shapes (a dynamic first dimension taken as --batch, others as 1); outputs are read\n"
+       "back to the host.\n"
        "Prints the cold run (compiles), the median of the warm runs and the fastest; scripts/bench onnx runs ONNX Runtime "
        "beside it.",
        {device_option(true),
         {"runs", "N", "warm runs (default 10)"},
+        {"batch", "N", "the size of a dynamic first input dimension (default 1)"},
         kProfile,
         kTune,
         kRetune,

@@ -231,6 +231,10 @@ def export(name, make, size, out_dir, seed):
     # fused inference kernel (no ONNX export) under no_grad.
     import inspect
     legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+    # TINYLENS_ZOO_DYNAMIC_BATCH=1: the batch dimension left free (a file for
+    # every batch size, as a deployment exports it: bench-gpu's batch 64).
+    if os.environ.get("TINYLENS_ZOO_DYNAMIC_BATCH") == "1":
+        legacy["dynamic_axes"] = {"input": {0: "N"}, "logits": {0: "N"}}
     torch.onnx.export(model, (x,), tmp, opset_version=17, input_names=["input"], output_names=["logits"],
                       do_constant_folding=True, **legacy)
     with open(os.path.join(data, "input_0.pb"), "wb") as f:
