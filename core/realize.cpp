@@ -26,29 +26,7 @@
 namespace tl {
 
 namespace {
-thread_local const std::atomic<bool>* cancel_flag = nullptr;
 thread_local RealizeObserver* realize_observer = nullptr;
-thread_local CompileProgress* compile_progress = nullptr;
-
-// The kernels a realize built on a device that finishes its builds at a
-// kernel's first launch (Device::builds_at_first_launch), from make_plan
-// until run_plan has launched each once: CompileProgress counts them then.
-// What run_plan never launches (a tuning candidate, a kernel with nothing to
-// compute) counts when the realize is done with it.
-struct FirstLaunches {
-  std::set<Program*> waiting;
-  FirstLaunches* parent;
-  FirstLaunches();
-  ~FirstLaunches();
-  void count_the_rest() {
-    for (Program* p : waiting) p->awaits_first_launch = false;
-    CompileProgress::kernels_ready(waiting.size());
-    waiting.clear();
-  }
-};
-thread_local FirstLaunches* first_launches = nullptr;
-FirstLaunches::FirstLaunches() : parent(first_launches) { first_launches = this; }
-FirstLaunches::~FirstLaunches() { first_launches = parent; }
 thread_local RealizeTogether* realize_together = nullptr;
 
 double now_seconds() {
@@ -79,9 +57,6 @@ std::shared_ptr<KernelInfo> describe(const KernelPlan& plan, const RenderedKerne
   return info;
 }
 }  // namespace
-
-void set_cancel_flag(const std::atomic<bool>* flag) { cancel_flag = flag; }
-bool cancel_requested() { return cancel_flag && cancel_flag->load(); }
 
 RealizeTogether::RealizeTogether() : parent_(realize_together) { realize_together = this; }
 RealizeTogether::~RealizeTogether() { realize_together = parent_; }
@@ -126,35 +101,6 @@ RealizeObserver::~RealizeObserver() { realize_observer = parent_; }
 
 void RealizeObserver::notify(const std::vector<NodeRef>& roots) {
   if (realize_observer && realize_observer->see_) realize_observer->see_(roots);
-}
-
-CompileProgress::CompileProgress(std::function<void(size_t, size_t)> report)
-    : report_(std::move(report)), parent_(compile_progress) {
-  compile_progress = this;
-}
-
-CompileProgress::~CompileProgress() { compile_progress = parent_; }
-
-void CompileProgress::kernels_found(size_t n) {
-  if (!compile_progress || n == 0) return;
-  compile_progress->total_ += n;
-  if (compile_progress->report_) compile_progress->report_(compile_progress->ready_, compile_progress->total_);
-}
-
-// One call per kernel, even when several finished at once, so a listener
-// sees every count.
-void CompileProgress::kernels_ready(size_t n) {
-  for (size_t i = 0; i < n && compile_progress; ++i) {
-    CompileProgress& p = *compile_progress;
-    p.ready_ = std::min(p.ready_ + 1, p.total_);
-    if (p.report_) p.report_(p.ready_, p.total_);
-  }
-}
-
-void count_first_launch(Program& program) {
-  if (!program.awaits_first_launch.load(std::memory_order_relaxed)) return;
-  program.awaits_first_launch = false;
-  if (first_launches && first_launches->waiting.erase(&program)) CompileProgress::kernels_ready(1);
 }
 
 // Compiles through the in-process memo and the disk cache; `hit` says
@@ -283,7 +229,7 @@ static void compile_in_parallel(Device& device, const std::vector<std::vector<co
   size_t compiled = 0;  // kernels, not jobs
   unsigned running = 0;
   std::exception_ptr error;
-  const std::atomic<bool>* cancel = cancel_flag;  // thread_local: read it on this thread
+  const std::atomic<bool>* cancel = cancel_flag_of_this_thread();  // read it on this thread
   auto worker = [&] {
     for (size_t i; (i = next++) < jobs.size();) {
       if (cancel && cancel->load()) break;
@@ -342,17 +288,6 @@ bool pool_fusion_enabled() {
   return !(off && *off && std::strcmp(off, "0") != 0);
 }
 
-std::string settings_key() {
-  std::string key;
-  for (const char* name : {"TINYLENS_NOPOOLFUSION", "TINYLENS_NOREUSE", "TINYLENS_TUNE", "TINYLENS_GEMM",
-                           "TINYLENS_REDUCE", "TINYLENS_CUDA_TILE"}) {
-    const char* v = std::getenv(name);
-    key += v ? v : "";
-    key += '\0';
-  }
-  return key;
-}
-
 void forget_compiled_kernels() {
   {
     std::lock_guard lock(memo_mutex);
@@ -368,6 +303,7 @@ size_t compile_new_kernels(Device& device, const std::vector<KernelSource>& kern
   // (FirstLaunches), and so is one that an earlier realize built but never
   // launched (it was cancelled); outside a realize, nothing will launch a
   // kernel: it is ready when built.
+  FirstLaunches* first_launches = FirstLaunches::innermost();
   const bool at_launch = device.builds_at_first_launch() && first_launches;
   std::vector<const KernelSource*> fresh;
   std::vector<Program*> unlaunched;
@@ -397,7 +333,7 @@ size_t compile_new_kernels(Device& device, const std::vector<KernelSource>& kern
       for (auto* k : fresh)
         if (auto it = memo().find({device.name(), k->source}); it != memo().end()) {
           it->second->awaits_first_launch = true;
-          first_launches->waiting.insert(it->second.get());
+          FirstLaunches::innermost()->waiting.insert(it->second.get());
         }
     }
   } await_launches{device, fresh, at_launch};

@@ -9,7 +9,8 @@
 #include <list>
 #include <mutex>
 
-#include "core/realize.h"
+#include "core/progress.h"
+#include "core/settings.h"
 
 namespace tl {
 
@@ -62,7 +63,7 @@ GraphKey graph_key(const std::vector<NodeRef>& roots, const std::string& device)
   g.index.reserve(last_index);
   KeyWriter w{g.text};
   w.text(device);
-  w.text(settings_key());  // what schedules, renders and tunes it (realize.h)
+  w.text(settings_key());  // what schedules, renders and tunes it (settings.h)
   auto id_of = [&](const NodeRef& n) -> int {
     if (auto it = g.index.find(n.get()); it != g.index.end()) return it->second;
     int id = ~int(g.inputs.size());  // only realized nodes are met here unvisited

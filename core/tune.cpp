@@ -9,7 +9,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "core/realize.h"
+#include "core/progress.h"
 #include "core/runtime/cache.h"
 
 namespace tl {
