@@ -279,13 +279,11 @@ static void require_dtypes(const KernelPlan& plan, const Device& device) {
 }
 
 bool batching_enabled() {
-  const char* off = std::getenv("TINYLENS_NOBATCH");
-  return !(off && *off && std::strcmp(off, "0") != 0);
+  return !setting_is_on("TINYLENS_NOBATCH");
 }
 
 bool pool_fusion_enabled() {
-  const char* off = std::getenv("TINYLENS_NOPOOLFUSION");
-  return !(off && *off && std::strcmp(off, "0") != 0);
+  return !setting_is_on("TINYLENS_NOPOOLFUSION");
 }
 
 void forget_compiled_kernels() {

@@ -269,13 +269,11 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
 }
 
 bool replay_enabled() {
-  const char* off = std::getenv("TINYLENS_NOREPLAY");
-  return !(off && *off && std::strcmp(off, "0") != 0);
+  return !setting_is_on("TINYLENS_NOREPLAY");
 }
 
 bool reuse_enabled() {
-  const char* off = std::getenv("TINYLENS_NOREUSE");
-  return !(off && *off && std::strcmp(off, "0") != 0);
+  return !setting_is_on("TINYLENS_NOREUSE");
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #include "core/models/efficientnet.h"
 #include "core/models/onnx_classifier.h"
 #include "core/runtime/registry.h"
+#include "core/settings.h"
 #ifdef TL_HAVE_PTH
 #include "core/io/pth.h"
 #endif
@@ -117,7 +118,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 std::string models_directory() {
   std::vector<fs::path> candidates;
-  if (const char* env = std::getenv("TINYLENS_MODELS"); env && *env) candidates.emplace_back(env);
+  if (const char* env = setting_value("TINYLENS_MODELS"); env && *env) candidates.emplace_back(env);
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
