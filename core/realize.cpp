@@ -2,13 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <set>
 #include <unordered_map>
 #include <thread>
@@ -28,10 +25,6 @@ namespace tl {
 namespace {
 thread_local RealizeObserver* realize_observer = nullptr;
 thread_local RealizeTogether* realize_together = nullptr;
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 std::mutex memo_mutex;
 std::map<std::pair<std::string, std::string>, std::shared_ptr<Program>>& memo() {
@@ -393,7 +386,7 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
     for (auto& c : tune ? rendered.back().candidates : std::vector<TemplateKernel>{})
       sources.push_back({c.entry.empty() ? rendered.back().name : c.entry, c.source});
   }
-  double t0 = now_seconds();
+  double t0 = steady_seconds();
   const size_t built = compile_new_kernels(device, sources);
   // A cancel stopped the compilers: the kernels left are not built one by
   // one below, only to be thrown away.
@@ -404,7 +397,7 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
     tuned[p] = tune_kernel(device, plans[p], rendered[p], [&](const TemplateKernel& c) {
       return compile_kernel(device, c.entry.empty() ? rendered[p].name : c.entry, c.source);
     });
-  compile_seconds = now_seconds() - t0;  // a search is a one-time cost too, like a compile
+  compile_seconds = steady_seconds() - t0;  // a search is a one-time cost too, like a compile
   auto result = std::make_shared<Plan>();
   std::unordered_map<const Node*, int> kernel_of;  // node -> the kernel that computes it
   for (size_t p = 0; p < plans.size(); ++p) {
@@ -440,7 +433,7 @@ static thread_local uint64_t thread_realizes = 0;
 uint64_t realizes_on_this_thread() { return thread_realizes; }
 
 void realize_nodes(const std::vector<NodeRef>& roots) {
-  double started = now_seconds();
+  double started = steady_seconds();
   std::map<std::string, std::vector<NodeRef>> by_device;
   std::vector<NodeRef> pending;
   for (auto& r : roots)
@@ -466,7 +459,7 @@ void realize_nodes(const std::vector<NodeRef>& roots) {
       run_plan(*fresh, graph, device, false, compile_seconds, started);
       first_launches_of_this_plan.count_the_rest();
     }
-    started = now_seconds();  // the next device's wall time starts here
+    started = steady_seconds();  // the next device's wall time starts here
   }
 }
 

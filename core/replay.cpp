@@ -1,8 +1,6 @@
 #include "core/replay.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -15,8 +13,6 @@
 namespace tl {
 
 namespace {
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // The key is binary: fixed-width numbers appended raw, fast to build and
 // compared byte for byte.
@@ -251,7 +247,7 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
       record.kernel = replayed && timed ? renumbered(plan.kernels[i], graph) : plan.kernels[i].info;
       record.seconds = seconds[i];
       record.replayed = replayed;
-      if (i == 0) record.realize_wall = now() - started, record.compile_seconds = compile_seconds;
+      if (i == 0) record.realize_wall = steady_seconds() - started, record.compile_seconds = compile_seconds;
       ProfileCapture::add(record);
     }
   }
