@@ -25,6 +25,7 @@
 #include "core/profile.h"
 #include "core/realize.h"
 #include "core/runtime/registry.h"
+#include "core/settings.h"
 #include "core/tensor.h"
 #ifdef TL_HAVE_ONNX
 #include "core/io/onnx.h"
@@ -97,6 +98,12 @@ int cmd_devices(const Args&) {
 int cmd_ops(const Args&) {
   for (auto& o : primitive_ops()) std::printf("%-12s %s\n", o.name, o.meaning);
   std::printf("%zu primitive ops\n", primitive_ops().size());
+  return 0;
+}
+
+int cmd_env(const Args& a) {
+  const std::string text = a.has("markdown") ? settings_markdown(false) + "\n" + settings_markdown(true) : settings_report();
+  std::fputs(text.c_str(), stdout);
   return 0;
 }
 
@@ -515,6 +522,11 @@ const std::vector<Command>& commands() {
       {"devices", "", "list every device and its facts",
        "Names, kinds, memory, compute units, fp16/fp64, and why a device is unavailable.", {}, cmd_devices},
       {"ops", "", "list the primitive ops", "The op set every computation lowers to, one per line.", {}, cmd_ops},
+      {"env", "", "list the TINYLENS_* settings with their values here",
+       "Each variable's value in this environment, its default, what it does and where it is read\n"
+       "(the table of core/settings.h).",
+       {{"markdown", "", "print the programs' and then the tests' table as README.md and tests/README.md hold them"}},
+       cmd_env},
       {"demo", "", "a small real computation with its kernel table",
        "softmax(gelu(x @ w1.T) @ w2.T) on random data; prints a few values and the kernel table.\n"
        "This is what runs when no command is given.",

@@ -9,6 +9,7 @@
 #include "core/codegen/templates.h"
 #include "core/error.h"
 #include "core/runtime/registry.h"
+#include "core/settings.h"
 #include "core/tensor_internal.h"
 #include "core/tree_reduce.h"
 
@@ -149,9 +150,8 @@ Tensor tap_sum(const Tensor& x, const Tensor& weight, const Window2d& g, int64_t
 // instead of 75). TINYLENS_DEPTHWISE=guarded gives any device this form (CI
 // tests it on PoCL and the C device), =padded the other one (to compare).
 bool guarded_form(const Tensor& x) {
-  const char* force = std::getenv("TINYLENS_DEPTHWISE");
-  if (force && std::string(force) == "guarded") return true;
-  if (force && std::string(force) == "padded") return false;
+  if (setting_equals("TINYLENS_DEPTHWISE", "guarded")) return true;
+  if (setting_equals("TINYLENS_DEPTHWISE", "padded")) return false;
   return Registry::instance().get(x.device()).info().kind == "GPU";
 }
 

@@ -1,17 +1,11 @@
 #include "core/jit.h"
 
-#include <chrono>
-
 #include "core/profile.h"
 #include "core/realize.h"
 #include "core/replay.h"
 #include "core/runtime/registry.h"
 
 namespace tl {
-
-namespace {
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-}  // namespace
 
 // What a replay needs of the first call's graph: the plan, the realized
 // tensors it reads (with the input's place among them), what each graph
@@ -61,7 +55,7 @@ Tensor Jit::operator()(const Tensor& input) {
       for (const auto& k : c.plan->kernels)
         if (k.keep) make(size_t(k.output));
     }
-    run_plan(*c.plan, g, Registry::instance().get_available(c.device), true, 0, now());
+    run_plan(*c.plan, g, Registry::instance().get_available(c.device), true, 0, steady_seconds());
     return Tensor(g.nodes[c.result]);
   }
 

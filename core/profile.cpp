@@ -1,5 +1,6 @@
 #include "core/profile.h"
 
+#include <chrono>
 #include <cstdio>
 
 namespace tl {
@@ -13,6 +14,10 @@ ProfileCapture::~ProfileCapture() { current_capture = parent_; }
 
 void ProfileCapture::add(const ProfileRecord& r) {
   for (auto* c = current_capture; c; c = c->parent_) c->records_.push_back(r);
+}
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 bool ProfileCapture::active() { return current_capture != nullptr; }

@@ -86,6 +86,10 @@ struct ProfileTotals {
   double kernel_seconds = 0, wall_seconds = 0, compile_seconds = 0;
   double host_overhead() const { return wall_seconds > kernel_seconds ? wall_seconds - kernel_seconds : 0; }
 };
+
+// Seconds on the steady clock: what a realize's wall and compile times are
+// measured in (realize.cpp, replay.cpp, jit.cpp).
+double steady_seconds();
 ProfileTotals profile_totals(const std::vector<ProfileRecord>& records);
 // "87 kernels (87 replayed): wall 12.1 ms = kernels 9.8 ms + host overhead 2.3 ms"
 std::string format_profile_totals(const ProfileTotals& t);

@@ -2,13 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <set>
 #include <unordered_map>
 #include <thread>
@@ -26,34 +23,8 @@
 namespace tl {
 
 namespace {
-thread_local const std::atomic<bool>* cancel_flag = nullptr;
 thread_local RealizeObserver* realize_observer = nullptr;
-thread_local CompileProgress* compile_progress = nullptr;
-
-// The kernels a realize built on a device that finishes its builds at a
-// kernel's first launch (Device::builds_at_first_launch), from make_plan
-// until run_plan has launched each once: CompileProgress counts them then.
-// What run_plan never launches (a tuning candidate, a kernel with nothing to
-// compute) counts when the realize is done with it.
-struct FirstLaunches {
-  std::set<Program*> waiting;
-  FirstLaunches* parent;
-  FirstLaunches();
-  ~FirstLaunches();
-  void count_the_rest() {
-    for (Program* p : waiting) p->awaits_first_launch = false;
-    CompileProgress::kernels_ready(waiting.size());
-    waiting.clear();
-  }
-};
-thread_local FirstLaunches* first_launches = nullptr;
-FirstLaunches::FirstLaunches() : parent(first_launches) { first_launches = this; }
-FirstLaunches::~FirstLaunches() { first_launches = parent; }
 thread_local RealizeTogether* realize_together = nullptr;
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 std::mutex memo_mutex;
 std::map<std::pair<std::string, std::string>, std::shared_ptr<Program>>& memo() {
@@ -79,9 +50,6 @@ std::shared_ptr<KernelInfo> describe(const KernelPlan& plan, const RenderedKerne
   return info;
 }
 }  // namespace
-
-void set_cancel_flag(const std::atomic<bool>* flag) { cancel_flag = flag; }
-bool cancel_requested() { return cancel_flag && cancel_flag->load(); }
 
 RealizeTogether::RealizeTogether() : parent_(realize_together) { realize_together = this; }
 RealizeTogether::~RealizeTogether() { realize_together = parent_; }
@@ -126,35 +94,6 @@ RealizeObserver::~RealizeObserver() { realize_observer = parent_; }
 
 void RealizeObserver::notify(const std::vector<NodeRef>& roots) {
   if (realize_observer && realize_observer->see_) realize_observer->see_(roots);
-}
-
-CompileProgress::CompileProgress(std::function<void(size_t, size_t)> report)
-    : report_(std::move(report)), parent_(compile_progress) {
-  compile_progress = this;
-}
-
-CompileProgress::~CompileProgress() { compile_progress = parent_; }
-
-void CompileProgress::kernels_found(size_t n) {
-  if (!compile_progress || n == 0) return;
-  compile_progress->total_ += n;
-  if (compile_progress->report_) compile_progress->report_(compile_progress->ready_, compile_progress->total_);
-}
-
-// One call per kernel, even when several finished at once, so a listener
-// sees every count.
-void CompileProgress::kernels_ready(size_t n) {
-  for (size_t i = 0; i < n && compile_progress; ++i) {
-    CompileProgress& p = *compile_progress;
-    p.ready_ = std::min(p.ready_ + 1, p.total_);
-    if (p.report_) p.report_(p.ready_, p.total_);
-  }
-}
-
-void count_first_launch(Program& program) {
-  if (!program.awaits_first_launch.load(std::memory_order_relaxed)) return;
-  program.awaits_first_launch = false;
-  if (first_launches && first_launches->waiting.erase(&program)) CompileProgress::kernels_ready(1);
 }
 
 // Compiles through the in-process memo and the disk cache; `hit` says
@@ -283,7 +222,7 @@ static void compile_in_parallel(Device& device, const std::vector<std::vector<co
   size_t compiled = 0;  // kernels, not jobs
   unsigned running = 0;
   std::exception_ptr error;
-  const std::atomic<bool>* cancel = cancel_flag;  // thread_local: read it on this thread
+  const std::atomic<bool>* cancel = cancel_flag_of_this_thread();  // read it on this thread
   auto worker = [&] {
     for (size_t i; (i = next++) < jobs.size();) {
       if (cancel && cancel->load()) break;
@@ -333,24 +272,11 @@ static void require_dtypes(const KernelPlan& plan, const Device& device) {
 }
 
 bool batching_enabled() {
-  const char* off = std::getenv("TINYLENS_NOBATCH");
-  return !(off && *off && std::strcmp(off, "0") != 0);
+  return !setting_is_on("TINYLENS_NOBATCH");
 }
 
 bool pool_fusion_enabled() {
-  const char* off = std::getenv("TINYLENS_NOPOOLFUSION");
-  return !(off && *off && std::strcmp(off, "0") != 0);
-}
-
-std::string settings_key() {
-  std::string key;
-  for (const char* name : {"TINYLENS_NOPOOLFUSION", "TINYLENS_NOREUSE", "TINYLENS_TUNE", "TINYLENS_GEMM",
-                           "TINYLENS_REDUCE", "TINYLENS_CUDA_TILE"}) {
-    const char* v = std::getenv(name);
-    key += v ? v : "";
-    key += '\0';
-  }
-  return key;
+  return !setting_is_on("TINYLENS_NOPOOLFUSION");
 }
 
 void forget_compiled_kernels() {
@@ -368,6 +294,7 @@ size_t compile_new_kernels(Device& device, const std::vector<KernelSource>& kern
   // (FirstLaunches), and so is one that an earlier realize built but never
   // launched (it was cancelled); outside a realize, nothing will launch a
   // kernel: it is ready when built.
+  FirstLaunches* first_launches = FirstLaunches::innermost();
   const bool at_launch = device.builds_at_first_launch() && first_launches;
   std::vector<const KernelSource*> fresh;
   std::vector<Program*> unlaunched;
@@ -397,7 +324,7 @@ size_t compile_new_kernels(Device& device, const std::vector<KernelSource>& kern
       for (auto* k : fresh)
         if (auto it = memo().find({device.name(), k->source}); it != memo().end()) {
           it->second->awaits_first_launch = true;
-          first_launches->waiting.insert(it->second.get());
+          FirstLaunches::innermost()->waiting.insert(it->second.get());
         }
     }
   } await_launches{device, fresh, at_launch};
@@ -459,7 +386,7 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
     for (auto& c : tune ? rendered.back().candidates : std::vector<TemplateKernel>{})
       sources.push_back({c.entry.empty() ? rendered.back().name : c.entry, c.source});
   }
-  double t0 = now_seconds();
+  double t0 = steady_seconds();
   const size_t built = compile_new_kernels(device, sources);
   // A cancel stopped the compilers: the kernels left are not built one by
   // one below, only to be thrown away.
@@ -470,7 +397,7 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
     tuned[p] = tune_kernel(device, plans[p], rendered[p], [&](const TemplateKernel& c) {
       return compile_kernel(device, c.entry.empty() ? rendered[p].name : c.entry, c.source);
     });
-  compile_seconds = now_seconds() - t0;  // a search is a one-time cost too, like a compile
+  compile_seconds = steady_seconds() - t0;  // a search is a one-time cost too, like a compile
   auto result = std::make_shared<Plan>();
   std::unordered_map<const Node*, int> kernel_of;  // node -> the kernel that computes it
   for (size_t p = 0; p < plans.size(); ++p) {
@@ -506,7 +433,7 @@ static thread_local uint64_t thread_realizes = 0;
 uint64_t realizes_on_this_thread() { return thread_realizes; }
 
 void realize_nodes(const std::vector<NodeRef>& roots) {
-  double started = now_seconds();
+  double started = steady_seconds();
   std::map<std::string, std::vector<NodeRef>> by_device;
   std::vector<NodeRef> pending;
   for (auto& r : roots)
@@ -532,7 +459,7 @@ void realize_nodes(const std::vector<NodeRef>& roots) {
       run_plan(*fresh, graph, device, false, compile_seconds, started);
       first_launches_of_this_plan.count_the_rest();
     }
-    started = now_seconds();  // the next device's wall time starts here
+    started = steady_seconds();  // the next device's wall time starts here
   }
 }
 

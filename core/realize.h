@@ -1,16 +1,16 @@
 // Runs the kernels a set of nodes needs: schedule, render, compile (memoised
 // in memory and cached on disk), allocate, launch, record a profile entry.
 #pragma once
-#include <atomic>
 #include <functional>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "core/ops.h"
 #include "core/profile.h"
+#include "core/progress.h"
 #include "core/runtime/device.h"
+#include "core/settings.h"
 
 namespace tl {
 
@@ -20,14 +20,6 @@ void realize_nodes(const std::vector<NodeRef>& roots);
 // them whether a function computed or read anything on the way.
 uint64_t realizes_on_this_thread();
 uint64_t host_reads_on_this_thread();
-
-// Set by a job's owner: checked between kernels; when it becomes true the
-// realize throws Cancelled and leaves every tensor as it was.
-struct Cancelled : std::runtime_error {
-  Cancelled() : std::runtime_error("cancelled") {}
-};
-void set_cancel_flag(const std::atomic<bool>* flag);  // for this thread; nullptr clears
-bool cancel_requested();                             // this thread's flag is set
 
 // While alive, realizes on this thread (realize_nodes, Tensor::realize, and
 // the work handed to realize_then) are collected instead of run; realize()
@@ -74,44 +66,6 @@ class RealizeObserver {
   RealizeObserver* parent_;
 };
 
-// While alive, every realize on this thread that compiles kernels new to this
-// process reports its progress to `report(ready, total)`, counted over the
-// observer's whole life, so a run of several realizes (an ONNX model
-// realizes in pieces, a classify realizes its input first) counts every
-// kernel of the run: a realize that finds n new kernels (or, on PoCL, n
-// built by a cancelled realize and never launched) reports total + n before
-// its first compile starts, then ready + 1 once per kernel, when that
-// kernel can run: when it is built (a disk-cache hit counts; kernels built
-// together in one compiler run are counted when that run ends, one call
-// each), or, on a device that finishes a build at the kernel's first launch
-// (Device::builds_at_first_launch: PoCL), when its first launch has
-// returned, which is where such a device spends the time. So ready reaches
-// total only when the last new kernel is done. Always called on the
-// realizing thread, even while workers compile in parallel; it must not
-// throw. A realize with nothing new to compile reports nothing. Nestable
-// like RealizeObserver: only the innermost observer is told. The CLI draws a
-// progress bar with it, the window a status line.
-class CompileProgress {
- public:
-  explicit CompileProgress(std::function<void(size_t ready, size_t total)> report);
-  ~CompileProgress();
-  CompileProgress(const CompileProgress&) = delete;
-  CompileProgress& operator=(const CompileProgress&) = delete;
-  // Called by realize: n more kernels to count, then each one ready.
-  static void kernels_found(size_t n);
-  static void kernels_ready(size_t n);
-
- private:
-  std::function<void(size_t, size_t)> report_;
-  CompileProgress* parent_;
-  size_t ready_ = 0, total_ = 0;
-};
-
-// Called by run_plan after each launch: a kernel built on a device that
-// finishes builds at first launch and not launched before is counted ready
-// now (Program::awaits_first_launch).
-void count_first_launch(Program& program);
-
 // How a realize compiles: the kernels among `kernels` that this process has
 // not compiled yet are loaded from the disk cache when each was built alone
 // before; the rest are built in one batch per core (one program each) when
@@ -126,11 +80,6 @@ bool batching_enabled();  // false when TINYLENS_NOBATCH=1
 // kernel where the device can (KernelPlan::pool); false when
 // TINYLENS_NOPOOLFUSION=1, to compare.
 bool pool_fusion_enabled();
-// The settings that change what a graph schedules, renders or tunes to
-// (TINYLENS_NOPOOLFUSION, _NOREUSE, _TUNE, _GEMM, _REDUCE, _CUDA_TILE), as
-// text: part of the rendered-kernel and replay keys, so a setting changed
-// while a process runs is never answered from a plan made under the old one.
-std::string settings_key();
 
 // Forgets every kernel this process rendered and compiled (not the disk
 // cache): the next realize renders, then compiles or loads, as a new process

@@ -1,21 +1,18 @@
 #include "core/replay.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <list>
 #include <mutex>
 
-#include "core/realize.h"
+#include "core/progress.h"
+#include "core/settings.h"
 
 namespace tl {
 
 namespace {
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // The key is binary: fixed-width numbers appended raw, fast to build and
 // compared byte for byte.
@@ -62,7 +59,7 @@ GraphKey graph_key(const std::vector<NodeRef>& roots, const std::string& device)
   g.index.reserve(last_index);
   KeyWriter w{g.text};
   w.text(device);
-  w.text(settings_key());  // what schedules, renders and tunes it (realize.h)
+  w.text(settings_key());  // what schedules, renders and tunes it (settings.h)
   auto id_of = [&](const NodeRef& n) -> int {
     if (auto it = g.index.find(n.get()); it != g.index.end()) return it->second;
     int id = ~int(g.inputs.size());  // only realized nodes are met here unvisited
@@ -250,7 +247,7 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
       record.kernel = replayed && timed ? renumbered(plan.kernels[i], graph) : plan.kernels[i].info;
       record.seconds = seconds[i];
       record.replayed = replayed;
-      if (i == 0) record.realize_wall = now() - started, record.compile_seconds = compile_seconds;
+      if (i == 0) record.realize_wall = steady_seconds() - started, record.compile_seconds = compile_seconds;
       ProfileCapture::add(record);
     }
   }
@@ -268,13 +265,11 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
 }
 
 bool replay_enabled() {
-  const char* off = std::getenv("TINYLENS_NOREPLAY");
-  return !(off && *off && std::strcmp(off, "0") != 0);
+  return !setting_is_on("TINYLENS_NOREPLAY");
 }
 
 bool reuse_enabled() {
-  const char* off = std::getenv("TINYLENS_NOREUSE");
-  return !(off && *off && std::strcmp(off, "0") != 0);
+  return !setting_is_on("TINYLENS_NOREUSE");
 }
 
 namespace {

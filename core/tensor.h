@@ -93,7 +93,6 @@ class Tensor {
   Tensor tanh() const;
   Tensor gelu() const;                       // tanh approximation
   Tensor silu() const;
-  Tensor swish() const { return silu(); }
   Tensor abs() const;
   Tensor sign() const;
   Tensor clip(double low, double high) const;

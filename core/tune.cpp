@@ -4,13 +4,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <mutex>
 #include <sstream>
 
-#include "core/realize.h"
+#include "core/progress.h"
 #include "core/runtime/cache.h"
+#include "core/settings.h"
 
 namespace tl {
 
@@ -173,13 +173,11 @@ void settle_before_tuning() {
 }
 
 bool tune_enabled() {
-  const char* v = std::getenv("TINYLENS_TUNE");
-  return v && *v && std::strcmp(v, "0") != 0;
+  return setting_is_on("TINYLENS_TUNE");
 }
 
 bool retune_requested() {
-  const char* v = std::getenv("TINYLENS_TUNE");
-  return v && std::strcmp(v, "retune") == 0;
+  return setting_equals("TINYLENS_TUNE", "retune");
 }
 
 void set_tune_clock(TuneClock clock) {

@@ -426,21 +426,4 @@ TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
   return out;
 }
 
-namespace {
-std::string gemm_c_shared_source() {
-  return specialise(embedded_kernel("gemm_cpu_shared.h"), {{"API", embedded_kernel("gemm_cpu.h")}});
-}
-}  // namespace
-
-std::string gemm_c_library_source() {
-  return specialise(embedded_kernel("gemm_cpu.c"), {{"SHARED", gemm_c_shared_source()}});
-}
-
-std::string gemm_c_extras_source() {
-  return specialise(embedded_kernel("gemm_cpu_extras.c"),
-                    {{"SHARED", gemm_c_shared_source()},
-                     {"WINOGRAD", embedded_kernel("gemm_cpu_winograd.c")},
-                     {"DEPTHWISE", embedded_kernel("gemm_cpu_depthwise.c")}});
-}
-
 }  // namespace tl

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/codegen/templates.h"
+#include "core/settings.h"
 
 namespace tl {
 
@@ -32,7 +33,7 @@ constexpr CudaTiles kTiles[] = {{128, 128, 8, 8, 8}, {64, 64, 16, 4, 4}, {32, 32
 // TINYLENS_CUDA_TILE=TMxTNxTKxWMxWN forces one, for benchmarking candidates.
 CudaTiles pick_tiles(const GemmShape& s, const DeviceInfo& info, bool& forced_out) {
   forced_out = false;
-  if (const char* forced = std::getenv("TINYLENS_CUDA_TILE")) {
+  if (const char* forced = setting_value("TINYLENS_CUDA_TILE")) {
     CudaTiles t{};
     if (std::sscanf(forced, "%dx%dx%dx%dx%d", &t.tm, &t.tn, &t.tk, &t.wm, &t.wn) == 5 && t.wm % 4 == 0 &&
         t.wn % 4 == 0 && t.tm % t.wm == 0 && t.tn % t.wn == 0 && t.tk % 4 == 0 && t.threads() <= 1024 &&

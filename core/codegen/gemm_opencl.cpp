@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/codegen/templates.h"
+#include "core/settings.h"
 
 namespace tl {
 
@@ -191,8 +192,7 @@ TemplateKernel render_gemm_opencl(const GemmShape& shape, const std::string& nam
   s.epilogue.flat = true;  // both templates pass C's flat index to the epilogue
   // TINYLENS_GEMM=tiled forces the local-memory template on a CPU device too,
   // so CI's PoCL run also tests the kernel that GPUs get.
-  const char* force = std::getenv("TINYLENS_GEMM");
-  if (info.kind == "CPU" && !(force && std::string(force) == "tiled")) {
+  if (info.kind == "CPU" && !setting_equals("TINYLENS_GEMM", "tiled")) {
     const GemmTiles t = pick_tiles(s, info, fitting_tiles(info));
     const bool wide = gemm_needs_wide_index(s, t.tm, t.tn, t.tk);
     TemplateKernel out = render_gemm_registers(s, name, info, d, wide);

@@ -14,6 +14,7 @@
 #include "core/codegen/lower.h"
 #include "core/codegen/reduce.h"
 #include "core/codegen/templates.h"
+#include "core/settings.h"
 
 namespace tl {
 
@@ -154,8 +155,7 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
   }
   const int64_t r_count = numel(red_shape);
   E gid = var("gid", 0, std::max<int64_t>(n_out - 1, 0));
-  const char* form = std::getenv("TINYLENS_REDUCE");
-  const bool serial_only = form && std::string(form) == "serial";
+  const bool serial_only = setting_equals("TINYLENS_REDUCE", "serial");
   const int64_t group = serial_only ? 0 : reduce_group_size(d, device.info(), n_out, r_count, out.dtype);
   // The serial form walks several reduced axes (a batch norm's images and
   // pixels) as nested loops, one per axis of more than one element, in the

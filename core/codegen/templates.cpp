@@ -7,22 +7,6 @@
 
 namespace tl {
 
-const std::string& embedded_kernel(const std::string& file) {
-  auto& all = embedded_kernels();
-  auto it = all.find(file);
-  if (it == all.end()) throw std::runtime_error("no kernel template named '" + file + "' was built in");
-  return it->second;
-}
-
-std::string specialise(std::string text, const std::map<std::string, std::string>& values) {
-  for (auto& [key, value] : values) {
-    std::string pattern = "{{" + key + "}}";
-    for (size_t pos = text.find(pattern); pos != std::string::npos; pos = text.find(pattern, pos + value.size()))
-      text.replace(pos, pattern.size(), value);
-  }
-  return text;
-}
-
 void check_gemm_shape(const GemmShape& s) {
   if (s.batch < 0 || s.m < 0 || s.n < 0 || s.k < 0)
     throw ShapeError("gemm: negative size batch=" + std::to_string(s.batch) + " m=" + std::to_string(s.m) +

@@ -9,15 +9,9 @@
 
 #include "core/ops.h"
 #include "core/runtime/device.h"
+#include "core/runtime/kernel_files.h"
 
 namespace tl {
-
-// The text of kernels/<file>, embedded at build time. Throws if unknown.
-const std::map<std::string, std::string>& embedded_kernels();
-const std::string& embedded_kernel(const std::string& file);
-
-// Replaces every "{{KEY}}" in text with its value.
-std::string specialise(std::string text, const std::map<std::string, std::string>& values);
 
 // Elementwise ops applied to each element of C as it is stored, rendered by
 // the generic renderer (render.cpp): after `statements`, `value` is the
@@ -129,16 +123,8 @@ std::string tile_label(int tm, int tn, int tk, int wm, int wn);
 std::map<std::string, std::string> gemm_values(const GemmShape& s, const std::string& name, bool wide,
                                                const Dialect& d);
 
+// The C device's, calling its GEMM library (runtime/kernel_files.h).
 TemplateKernel render_gemm_c(const GemmShape& shape, const std::string& name);  // gemm_c.cpp
-// The C device's GEMM library (kernels/gemm_cpu.c with its API), which every
-// kernel render_gemm_c makes calls through kGemmCLibraryEntry (gemm_c.cpp).
-std::string gemm_c_library_source();
-inline constexpr const char* kGemmCLibraryEntry = "tinylens_gemm_f32";
-// Its second half (kernels/gemm_cpu_extras.c: Winograd, the product as C^T),
-// compiled beside the first and loaded before it into the global scope,
-// where the first finds it by name.
-std::string gemm_c_extras_source();
-inline constexpr const char* kGemmCExtrasEntry = "tinylens_gemm_extras";
 TemplateKernel render_gemm_opencl(const GemmShape& shape, const std::string& name, const DeviceInfo& info,
                                   const Dialect& d);  // gemm_opencl.cpp
 TemplateKernel render_gemm_cuda(const GemmShape& shape, const std::string& name, const DeviceInfo& info,

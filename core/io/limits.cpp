@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/settings.h"
 
 namespace tl::io {
 
@@ -36,9 +37,9 @@ RunLimits make_run_limits() {
   RunLimits l;
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   l.max_bytes = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) / 2 : uint64_t(8) << 30;
-  if (const char* env = std::getenv("TINYLENS_MAX_RUN_BYTES"); env && *env)
+  if (const char* env = setting_value("TINYLENS_MAX_RUN_BYTES"); env && *env)
     if (uint64_t v = parse_bytes(env)) l.max_bytes = v;
-  if (const char* env = std::getenv("TINYLENS_MAX_RUN_FLOPS"); env && *env) {
+  if (const char* env = setting_value("TINYLENS_MAX_RUN_FLOPS"); env && *env) {
     char* end = nullptr;
     double v = std::strtod(env, &end);
     const std::string unit = end ? end : "";
@@ -121,10 +122,9 @@ namespace {
 
 LoadLimits make_limits() {
   LoadLimits l;
-  if (const char* env = std::getenv("TINYLENS_MAX_LOAD_BYTES"); env && *env)
+  if (const char* env = setting_value("TINYLENS_MAX_LOAD_BYTES"); env && *env)
     if (uint64_t v = parse_bytes(env)) l.max_total_bytes = v;
-  if (const char* env = std::getenv("TINYLENS_TRUST_FILES"); env && *env && std::string(env) != "0")
-    l.trust_files = true;
+  if (setting_is_on("TINYLENS_TRUST_FILES")) l.trust_files = true;
   return l;
 }
 

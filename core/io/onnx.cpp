@@ -36,13 +36,19 @@ using onnx_detail::Value;
 using TP = onnx::TensorProto;
 
 namespace {
+std::atomic<size_t> parse_count{0};
+}  // namespace
 
-onnx::ModelProto parse_model(const std::string& path, uint64_t* file_bytes = nullptr) {
+namespace onnx_detail {
+
+ParsedModel parse_model(const std::string& path) {
+  ++parse_count;
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) throw IOError("ONNX model " + path + " does not exist or is not a file");
   std::string bytes = io::read_whole_file(path, "ONNX model");
-  if (file_bytes) *file_bytes = bytes.size();
-  onnx::ModelProto m;
+  ParsedModel parsed;
+  parsed.bytes = bytes.size();
+  onnx::ModelProto& m = parsed.model;
   if (bytes.empty() || bytes.size() > size_t(std::numeric_limits<int>::max()) ||
       !m.ParseFromArray(bytes.data(), int(bytes.size())))
     throw IOError(path + " is not a valid ONNX model (protobuf parse failed" +
@@ -51,7 +57,7 @@ onnx::ModelProto parse_model(const std::string& path, uint64_t* file_bytes = nul
   // and an IR version.
   if (!m.has_graph() || m.ir_version() <= 0)
     throw IOError(path + " is not a valid ONNX model (no graph or IR version in it)");
-  return m;
+  return parsed;
 }
 
 int64_t default_opset(const onnx::ModelProto& m) {
@@ -80,6 +86,14 @@ OnnxValueInfo value_info(const onnx::ValueInfoProto& v) {
   }
   return info;
 }
+
+}  // namespace onnx_detail
+
+size_t onnx_parses() { return parse_count.load(); }
+
+namespace {
+using onnx_detail::default_opset;
+using onnx_detail::value_info;
 
 template <class T>
 void widen(const void* src, size_t n, std::vector<double>& out) {
@@ -371,11 +385,13 @@ std::unordered_map<std::string, Value> OnnxModel::Impl::initializer_values(const
   return env;
 }
 
-OnnxModel::OnnxModel(const std::string& path) : impl_(std::make_unique<Impl>()) {
+OnnxModel::OnnxModel(const std::string& path) : OnnxModel(path, onnx_detail::parse_model(path)) {}
+
+OnnxModel::OnnxModel(const std::string& path, onnx_detail::ParsedModel&& parsed) : impl_(std::make_unique<Impl>()) {
   auto& m = *impl_;
   m.path = path;
-  uint64_t model_bytes = 0;
-  m.model = parse_model(path, &model_bytes);
+  const uint64_t model_bytes = parsed.bytes;
+  m.model = std::move(parsed.model);
   m.opset = default_opset(m.model);
   const auto& g = m.model.graph();
   onnx_detail::check_graph_names(m.model, path);
@@ -668,124 +684,6 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
   if (onnx_detail::ShapesOnly::active()) onnx_detail::ShapesOnly::count(result);
   else if (result.size() > 1) Tensor::realize_all(result);
   return result;
-}
-
-// ---------------- inspection ----------------
-
-OnnxGraphInfo inspect_onnx(const std::string& path) {
-  uint64_t model_bytes = 0;
-  onnx::ModelProto m = parse_model(path, &model_bytes);
-  // The statistics read every initializer: held to the same budget as a load,
-  // so one external region named a thousand times is not read a thousand times.
-  onnx_detail::InitializerBudget budget(path, model_bytes);
-  OnnxGraphInfo info;
-  info.opset = default_opset(m);
-  info.producer = m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
-  const auto& g = m.graph();
-  const std::string dir = onnx_detail::model_folder(path);
-  std::set<std::string> init_names;
-  for (const auto& t : g.initializer()) {
-    init_names.insert(t.name());
-    OnnxGraphInfo::Init in;
-    in.name = t.name();
-    in.shape.assign(t.dims().begin(), t.dims().end());
-    in.dtype = onnx_detail::elem_name(t.data_type());
-    // A hostile file's dimensions may be negative or overflow: -1 then.
-    in.count = 1;
-    for (auto d : in.shape)
-      if (d < 0 || __builtin_mul_overflow(in.count, d, &in.count)) {
-        in.count = -1;
-        break;
-      }
-    Value v;
-    bool read = false;
-    try {
-      v = onnx_detail::value_from_proto(t, dir, path, &budget);
-      read = true;
-    } catch (const IOError&) {
-      // Statistics are a nicety: an unreadable initializer still shows up by
-      // name; one past the load budget is an error, as loading it would be.
-      if (budget.exceeded()) throw;
-    }
-    if (read) {
-      if (!v.data.empty()) {
-        const auto [lo, hi] = std::minmax_element(v.data.begin(), v.data.end());
-        const double mean = std::accumulate(v.data.begin(), v.data.end(), 0.0) / double(v.data.size());
-        double sq = 0;
-        for (double x : v.data) sq += (x - mean) * (x - mean);
-        in.min = float(*lo);
-        in.max = float(*hi);
-        in.mean = float(mean);
-        in.stddev = float(std::sqrt(sq / double(v.data.size())));
-        in.has_stats = true;
-      }
-    }
-    info.initializers.push_back(std::move(in));
-  }
-  for (const auto& i : g.input())
-    if (!init_names.count(i.name())) info.inputs.push_back(value_info(i));
-  for (const auto& o : g.output()) info.outputs.push_back(value_info(o));
-  for (const auto& v : g.value_info())
-    if (v.type().has_tensor_type()) info.values.push_back(value_info(v));
-  int k = 0;
-  for (const auto& n : g.node()) {
-    OnnxGraphInfo::Node node;
-    node.name = n.name().empty() ? n.op_type() + "_" + std::to_string(k) : n.name();
-    ++k;
-    node.op_type = n.op_type();
-    node.domain = n.domain().empty() ? "ai.onnx" : n.domain();
-    node.inputs.assign(n.input().begin(), n.input().end());
-    node.outputs.assign(n.output().begin(), n.output().end());
-    for (const auto& a : n.attribute()) node.attributes.emplace_back(a.name(), onnx_detail::attribute_text(a));
-    node.unsupported_reason = onnx_detail::op_unsupported_reason(n.domain(), n.op_type(), info.opset);
-    node.supported = node.unsupported_reason.empty();
-    info.nodes.push_back(std::move(node));
-  }
-  return info;
-}
-
-bool infer_onnx_shapes(OnnxGraphInfo& info, const std::string& path, std::string* error, OnnxRunCost* cost) {
-  std::map<std::string, Shape> shapes;
-  bool complete = true;
-  std::map<std::string, std::string> dtypes;
-  try {
-    OnnxModel model(path);
-    std::vector<Tensor> inputs;
-    for (const auto& in : model.inputs()) {
-      Shape s = in.shape;
-      for (auto& d : s) d = d < 0 ? 1 : d;
-      inputs.push_back(Tensor::zeros(s, DType::f32, "cpu"));
-    }
-    // A shape may depend on values that only a run computes (a reshape to
-    // the contents of a layer's output): inspecting never runs the model, so
-    // the shapes past that node stay unknown.
-    std::string why;
-    const OnnxRunCost estimate = model.estimate_run(inputs, &shapes, &why);
-    if (!why.empty()) throw ShapeError(why);
-    complete = estimate.complete;
-    if (cost) *cost = estimate;
-  } catch (const std::exception& e) {
-    if (error) *error = e.what();
-    return false;
-  }
-  if (!complete && error)
-    *error = "some shapes depend on values computed from the weights or the input; they are known after a run";
-  std::set<std::string> known;
-  for (const auto* list : {&info.inputs, &info.outputs, &info.values})
-    for (const auto& v : *list) known.insert(v.name);
-  for (const auto& i : info.initializers) known.insert(i.name);
-  for (const auto& n : info.nodes)
-    for (const auto& out : n.outputs) {
-      auto it = shapes.find(out);
-      if (out.empty() || known.count(out) || it == shapes.end()) continue;
-      OnnxValueInfo v;
-      v.name = out;
-      v.shape = it->second;
-      v.dim_names.assign(v.shape.size(), "");
-      info.values.push_back(std::move(v));
-      known.insert(out);
-    }
-  return complete;
 }
 
 }  // namespace tl

@@ -18,6 +18,10 @@
 
 namespace tl {
 
+namespace onnx_detail {
+struct ParsedModel;  // onnx_ops.h
+}
+
 // A node the runtime cannot map (op, attribute value or data type it lacks).
 // Its message reads "unsupported ONNX op 'domain::Op' (opset N)[: why]".
 struct OnnxUnsupported : IOError {
@@ -86,12 +90,31 @@ OnnxGraphInfo inspect_onnx(const std::string& path);
 // `cost`, when given, receives the estimated cost of a run at those shapes.
 bool infer_onnx_shapes(OnnxGraphInfo& info, const std::string& path, std::string* error = nullptr,
                        OnnxRunCost* cost = nullptr);
+class OnnxModel;
+// The same on a model already open.
+bool infer_onnx_shapes(OnnxGraphInfo& info, const OnnxModel& model, std::string* error = nullptr,
+                       OnnxRunCost* cost = nullptr);
+
+// An ONNX file opened once: one read and one parse give the graph as the
+// file has it and, when tinylens can run it, the model.
+struct OnnxFile {
+  OnnxGraphInfo graph;
+  std::shared_ptr<const OnnxModel> model;  // null when the file has what the runtime lacks
+  std::string unsupported;                 // then: the OnnxUnsupported message
+};
+// Throws what inspect_onnx and OnnxModel's constructor throw, except
+// OnnxUnsupported (OnnxFile::unsupported).
+OnnxFile open_onnx(const std::string& path);
+// ONNX files this process has parsed (tests: one parse per open).
+size_t onnx_parses();
 
 class OnnxModel {
  public:
   // Parses the file and its external data; throws IOError for a file that is
   // not an ONNX model and OnnxUnsupported for the first node it cannot run.
   explicit OnnxModel(const std::string& path);
+  // The same from a file parse_model already read (open_onnx).
+  OnnxModel(const std::string& path, onnx_detail::ParsedModel&& parsed);
   ~OnnxModel();
   OnnxModel(const OnnxModel&) = delete;
   OnnxModel& operator=(const OnnxModel&) = delete;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/io/onnx.h"
 #include "core/tensor.h"
 
 namespace tl::onnx_detail {
@@ -67,6 +68,17 @@ Value value_from_proto(const onnx::TensorProto& t, const std::string& model_dir,
 
 // The folder external data is read from: the model's own ("." for a bare file name).
 std::string model_folder(const std::string& path);
+
+// A model file read and parsed (onnx.cpp, the only parser), and its size.
+struct ParsedModel {
+  onnx::ModelProto model;
+  uint64_t bytes = 0;
+};
+// Throws IOError for a file that is missing, over the load limit, or not an
+// ONNX model.
+ParsedModel parse_model(const std::string& path);
+int64_t default_opset(const onnx::ModelProto& m);  // of the default domain
+OnnxValueInfo value_info(const onnx::ValueInfoProto& v);
 
 // The device tensor of a value, uploading host data on first use.
 Tensor& device_tensor(Value& v, const std::string& device);

@@ -12,6 +12,7 @@
 #include "core/models/efficientnet.h"
 #include "core/models/onnx_classifier.h"
 #include "core/runtime/registry.h"
+#include "core/settings.h"
 #ifdef TL_HAVE_PTH
 #include "core/io/pth.h"
 #endif
@@ -109,6 +110,10 @@ class EfficientNetClassifier final : public ImageClassifier {
   std::vector<std::string> labels_;
 };
 
+std::vector<std::string> imagenet_labels() {
+  return read_labels((fs::path(models_directory()) / kLabelsFile).string(), EfficientNetLite0::kClasses);
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -117,7 +122,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 std::string models_directory() {
   std::vector<fs::path> candidates;
-  if (const char* env = std::getenv("TINYLENS_MODELS"); env && *env) candidates.emplace_back(env);
+  if (const char* env = setting_value("TINYLENS_MODELS"); env && *env) candidates.emplace_back(env);
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
@@ -138,6 +143,10 @@ std::string models_directory() {
   return user.empty() ? std::string("resources/models") : user.string();
 }
 
+std::unique_ptr<ImageClassifier> load_classifier(std::shared_ptr<const OnnxModel> onnx_model) {
+  return make_onnx_classifier(std::move(onnx_model), imagenet_labels);
+}
+
 std::unique_ptr<ImageClassifier> load_classifier(const std::string& name_or_path) {
   std::string path = name_or_path;
   const bool builtin = name_or_path == kBuiltinName;
@@ -150,9 +159,7 @@ std::unique_ptr<ImageClassifier> load_classifier(const std::string& name_or_path
   if (!builtin && lower_extension(path) == ".onnx") {
     std::error_code ec;
     if (!fs::is_regular_file(path, ec)) throw IOError("ONNX model " + path + " does not exist or is not a file");
-    return make_onnx_classifier(path, [] {
-      return read_labels((fs::path(models_directory()) / kLabelsFile).string(), EfficientNetLite0::kClasses);
-    });
+    return make_onnx_classifier(path, imagenet_labels);
   }
   StateDict state = load_checkpoint(path);
   // The network first: a wrong checkpoint is the likelier error, and its

@@ -60,6 +60,9 @@ class ImageClassifier {
 // path to a .pth / .safetensors checkpoint of EfficientNet-Lite0 (or an .onnx
 // file once ONNX support exists). Throws IOError naming what is wrong.
 std::unique_ptr<ImageClassifier> load_classifier(const std::string& name_or_path);
+// The classifier around an ONNX model already open (open_onnx), which it shares.
+class OnnxModel;
+std::unique_ptr<ImageClassifier> load_classifier(std::shared_ptr<const OnnxModel> onnx_model);
 
 // Runs the classifier: one cold run, then `warm_runs` timed runs.
 ClassifyResult classify(ImageClassifier& model, const Image& image, const std::string& device, int top_k = 5,

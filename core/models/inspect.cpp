@@ -109,23 +109,26 @@ ModelInspection inspect_model_file(const std::string& name_or_path) {
   m.format = format_of(name_or_path);
   if (m.format == "onnx") {
 #ifdef TL_HAVE_ONNX
-    m.graph = inspect_onnx(name_or_path);
+    // One read and one parse for the graph, its shapes and the classifier.
+    OnnxFile file = open_onnx(name_or_path);
+    m.graph = std::move(file.graph);
     for (const auto& n : m.graph->nodes) m.unsupported += n.supported ? 0 : 1;
-    if (m.unsupported == 0)
-      m.shapes_inferred = infer_onnx_shapes(*m.graph, name_or_path, &m.shapes_error, &m.run_cost);
+    if (m.unsupported == 0 && file.model)
+      m.shapes_inferred = infer_onnx_shapes(*m.graph, *file.model, &m.shapes_error, &m.run_cost);
+    else if (m.unsupported == 0)
+      m.shapes_error = file.unsupported;
     m.onnx_flops = m.shapes_inferred ? onnx_flops(*m.graph) : 0;
-#endif
     // A readable graph that cannot classify still shows; a file that cannot
     // be loaded at all (hostile sizes, external data) is an error.
+    m.classifier_error = file.unsupported;
     try {
-      m.classifier = load_classifier(name_or_path);
+      if (file.model) m.classifier = load_classifier(file.model);
     } catch (const NotAClassifier& e) {
       m.classifier_error = e.what();
-#ifdef TL_HAVE_ONNX
-    } catch (const OnnxUnsupported& e) {
-      m.classifier_error = e.what();
-#endif
     }
+#else
+    m.classifier = load_classifier(name_or_path);
+#endif
   } else {
     m.classifier = load_classifier(name_or_path);
   }

@@ -25,10 +25,11 @@ class OnnxClassifier final : public ImageClassifier {
     return true;
   }
 
-  OnnxClassifier(const std::string& path, const std::function<std::vector<std::string>()>& imagenet_labels)
-      : model_(path) {
-    const auto& ins = model_.inputs();
-    const auto& outs = model_.outputs();
+  OnnxClassifier(std::shared_ptr<const OnnxModel> model, const std::function<std::vector<std::string>()>& imagenet_labels)
+      : model_(std::move(model)) {
+    const std::string& path = model_->path();
+    const auto& ins = model_->inputs();
+    const auto& outs = model_->outputs();
     if (ins.size() != 1 || ins[0].shape.size() != 4 || ins[0].dtype != "float" || (ins[0].shape[1] != 3 && ins[0].shape[1] != -1))
       throw NotAClassifier(path + " is not an image classifier: it needs one float input (N, 3, H, W), the graph has " +
                     describe(ins));
@@ -64,12 +65,12 @@ class OnnxClassifier final : public ImageClassifier {
 
   ModelSummary summary() const override {
     ModelSummary s;
-    s.name = std::filesystem::path(model_.path()).stem().string() + " (ONNX)";
-    s.source = model_.path();
-    s.layers = model_.nodes();
-    s.parameters = model_.parameters();
+    s.name = std::filesystem::path(model_->path()).stem().string() + " (ONNX)";
+    s.source = model_->path();
+    s.layers = model_->nodes();
+    s.parameters = model_->parameters();
     s.input_shape = {1, 3, height_, width_};
-    s.notes = {"ONNX opset " + std::to_string(model_.opset()) + ", " + std::to_string(model_.nodes()) + " nodes",
+    s.notes = {"ONNX opset " + std::to_string(model_->opset()) + ", " + std::to_string(model_->nodes()) + " nodes",
                tf_norm_ ? "input: (pixel - 127) / 128 (EfficientNet-Lite)" : "input: ImageNet mean/std",
                "input: short side resized to " + std::to_string(resize()) + ", centre crop " + std::to_string(height_)};
     if (classes_ != 1000) s.notes.push_back(std::to_string(classes_) + " classes, named \"class N\"");
@@ -80,7 +81,7 @@ class OnnxClassifier final : public ImageClassifier {
     static const float imagenet_mean[3] = {0.485f, 0.456f, 0.406f}, imagenet_std[3] = {0.229f, 0.224f, 0.225f};
     const float tf_mean[3] = {EfficientNetLite0::kMean, EfficientNetLite0::kMean, EfficientNetLite0::kMean};
     const float tf_std[3] = {EfficientNetLite0::kStd, EfficientNetLite0::kStd, EfficientNetLite0::kStd};
-    if (height_ != width_) throw IOError(model_.path() + ": non-square inputs are not supported by the preprocessing");
+    if (height_ != width_) throw IOError(model_->path() + ": non-square inputs are not supported by the preprocessing");
     return Tensor::from_data(preprocess_imagenet(image, resize(), int(height_), tf_norm_ ? tf_mean : imagenet_mean,
                                                  tf_norm_ ? tf_std : imagenet_std),
                              {1, 3, height_, width_}, device);
@@ -88,10 +89,10 @@ class OnnxClassifier final : public ImageClassifier {
 
   Tensor forward(const Tensor& input) override {
     // The declared output shape is the file's word; what the graph computes decides.
-    Tensor y = model_.run({input}).at(0);
+    Tensor y = model_->run({input}).at(0);
     if (y.ndim() > 2 && trailing_units(y.shape())) y = y.reshape({y.dim(0), y.dim(1)});
     if (y.ndim() != 2 || y.dim(0) != input.dim(0) || y.dim(1) != classes_)
-      throw ShapeError(model_.path() + " declares logits (N, " + std::to_string(classes_) + ") but its graph computes " +
+      throw ShapeError(model_->path() + " declares logits (N, " + std::to_string(classes_) + ") but its graph computes " +
                        shape_str(y.shape()) + " for an input of " + shape_str(input.shape()));
     return y;
   }
@@ -108,7 +109,7 @@ class OnnxClassifier final : public ImageClassifier {
   static constexpr int64_t kMaxSide = 16384;      // pixels a side of the declared input
   static constexpr uint64_t kLabelBytes = 32;     // what one "class N" label costs, roughly
 
-  OnnxModel model_;
+  std::shared_ptr<const OnnxModel> model_;
   int64_t height_ = 224, width_ = 224, classes_ = 0;
   bool tf_norm_ = false;
   std::vector<std::string> labels_;
@@ -118,7 +119,12 @@ class OnnxClassifier final : public ImageClassifier {
 
 std::unique_ptr<ImageClassifier> make_onnx_classifier(
     const std::string& path, const std::function<std::vector<std::string>()>& imagenet_labels) {
-  return std::make_unique<OnnxClassifier>(path, imagenet_labels);
+  return make_onnx_classifier(std::make_shared<OnnxModel>(path), imagenet_labels);
+}
+
+std::unique_ptr<ImageClassifier> make_onnx_classifier(
+    std::shared_ptr<const OnnxModel> model, const std::function<std::vector<std::string>()>& imagenet_labels) {
+  return std::make_unique<OnnxClassifier>(std::move(model), imagenet_labels);
 }
 #else
 std::unique_ptr<ImageClassifier> make_onnx_classifier(const std::string& path,

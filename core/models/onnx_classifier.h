@@ -22,5 +22,9 @@ struct NotAClassifier : IOError {
 // when the graph is not shaped like an image classifier.
 std::unique_ptr<ImageClassifier> make_onnx_classifier(
     const std::string& path, const std::function<std::vector<std::string>()>& imagenet_labels);
+// The same around a model already open (open_onnx), which it shares.
+class OnnxModel;
+std::unique_ptr<ImageClassifier> make_onnx_classifier(
+    std::shared_ptr<const OnnxModel> model, const std::function<std::vector<std::string>()>& imagenet_labels);
 
 }  // namespace tl

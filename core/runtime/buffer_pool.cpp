@@ -5,11 +5,12 @@
 
 #include "core/runtime/device.h"
 #include "core/runtime/run_memory.h"
+#include "core/settings.h"
 
 namespace tl {
 
 BufferPool::BufferPool(size_t capacity) : state_(std::make_shared<State>()) {
-  if (const char* mb = std::getenv("TINYLENS_POOL_MB"); mb && *mb) capacity = size_t(std::strtoull(mb, nullptr, 10)) << 20;
+  if (const char* mb = setting_value("TINYLENS_POOL_MB"); mb && *mb) capacity = size_t(std::strtoull(mb, nullptr, 10)) << 20;
   state_->capacity = capacity;
 }
 

@@ -12,6 +12,7 @@
 
 #include "core/io/limits.h"
 #include "core/runtime/device.h"
+#include "core/settings.h"
 
 namespace tl {
 
@@ -55,7 +56,7 @@ std::string cache_path(const std::string& key, const std::string& extension) {
 }
 
 std::string prebuilt_cache_directory() {
-  if (const char* off = std::getenv("TINYLENS_NOPREBUILT"); off && *off && std::string(off) != "0") return "";
+  if (setting_is_on("TINYLENS_NOPREBUILT")) return "";
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return "";

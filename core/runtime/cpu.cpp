@@ -21,8 +21,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "core/codegen/templates.h"
 #include "core/runtime/device.h"
+#include "core/runtime/kernel_files.h"
 #include "core/runtime/registry.h"
 #include "core/runtime/scratch.h"
 #include "core/runtime/thread_pool.h"

@@ -1,6 +1,7 @@
 // The device interface. Adding an accelerator means one file that implements
-// this class and registers it (registry.h), plus its dialect table; README's
-// "Adding a device" lists what that file writes. The slots, in order:
+// this class and registers it (registry.h), plus its dialect table;
+// core/runtime/README.md ("Adding a device") lists what that file writes.
+// The slots, in order:
 //   info()              facts and capabilities; when the device cannot run here,
 //                       available = false and unavailable_reason says why in
 //                       words a user can act on ("libcuda.so.1 not found: ...").
@@ -120,7 +121,7 @@ class Program {
   bool cache_hit = false;  // came from the on-disk cache
   // Built by a realize on a device that finishes builds at first launch
   // (Device::builds_at_first_launch) and not launched yet: compile progress
-  // counts it when it is (core/realize.h, CompileProgress).
+  // counts it when it is (core/progress.h, CompileProgress).
   std::atomic<bool> awaits_first_launch{false};
 };
 

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "core/settings.h"
+
 namespace tl {
 
 namespace {
@@ -53,7 +55,7 @@ bool poll_until(Done done) {
 }  // namespace
 
 unsigned default_thread_count() {
-  if (const char* env = std::getenv("TINYLENS_THREADS")) {
+  if (const char* env = setting_value("TINYLENS_THREADS")) {
     char* end = nullptr;
     const long n = std::strtol(env, &end, 10);
     if (end != env && *end == '\0' && n > 0 && n <= 1024) return unsigned(n);

@@ -8,6 +8,7 @@
 
 #include "core/io/onnx/context.h"
 #include "core/io/onnx_shapes_only.h"
+#include "core/settings.h"
 
 namespace tl::onnx_detail {
 
@@ -63,8 +64,7 @@ void make_keepable(Value& v, const std::string& device) {
 }
 
 bool folding_disabled() {
-  const char* off = std::getenv("TINYLENS_NOFOLD");
-  return off && *off && std::string(off) != "0";
+  return setting_is_on("TINYLENS_NOFOLD");
 }
 
 namespace {
