@@ -11,7 +11,6 @@
 #include <fstream>
 #include <limits>
 #include <mutex>
-#include <numeric>
 #include <optional>
 #include <set>
 #include <sstream>
