@@ -49,6 +49,9 @@ struct ProfileRecord {
   // these minus the kernels' sum is the host overhead (scheduling, rendering,
   // allocation, launching, waiting); compile_seconds is kept apart.
   double realize_wall = 0, compile_seconds = 0;
+  // When run_plan queued the launch (steady clock seconds, core/trace.h's
+  // trace_clock) and how long the enqueue call took; 0 when not captured.
+  double enqueued = 0, enqueue_seconds = 0;
   double gflops() const { return seconds > 0 ? kernel->flops / seconds * 1e-9 : 0; }
   double gbps() const { return seconds > 0 ? kernel->bytes / seconds * 1e-9 : 0; }
 };

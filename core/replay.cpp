@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "core/realize.h"
+#include "core/trace.h"
 
 namespace tl {
 
@@ -174,6 +175,7 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
   std::vector<std::shared_ptr<Buffer>> out(n);
   std::vector<double> seconds(n, 0.0);
   const bool timed = ProfileCapture::timed();
+  std::vector<std::pair<double, double>> queued(ProfileCapture::active() ? n : 0);  // enqueue time, duration
   {
     QueueWait wait{device};
     LaunchArgs args;
@@ -225,7 +227,9 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
         for (int d = 0; d < 3; ++d) args.global[d] = k.global[d], args.local[d] = k.local[d];
         args.ints = k.ints, args.int_bytes = k.int_bytes;
         if (!k.empty) {
+          const double t = queued.empty() ? 0 : now();
           k.program->enqueue(args, timed ? &seconds[i] : nullptr);
+          if (!queued.empty()) queued[i] = {t, now() - t};
           count_first_launch(*k.program);  // compile progress, where builds end at first launch
         }
       }
@@ -239,7 +243,10 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
         spare.emplace(bytes, std::move(out[size_t(f)]));
       }
     }
-    if (timed || !device.realize_may_return_early()) wait.finish();
+    if (timed || !device.realize_may_return_early()) {
+      TraceScope span("wait");
+      wait.finish();
+    }
     else wait.done = true;  // the next read waits (Device::realize_may_return_early)
   }
   if (ProfileCapture::active()) {
@@ -250,6 +257,7 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
       record.kernel = replayed && timed ? renumbered(plan.kernels[i], graph) : plan.kernels[i].info;
       record.seconds = seconds[i];
       record.replayed = replayed;
+      record.enqueued = queued[i].first, record.enqueue_seconds = queued[i].second;
       if (i == 0) record.realize_wall = now() - started, record.compile_seconds = compile_seconds;
       ProfileCapture::add(record);
     }
