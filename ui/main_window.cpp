@@ -190,6 +190,7 @@ void MainWindow::connectResults() {
   connect(session_, &Session::modelLoaded, this, [this](const ModelPtr& m) {
     settleProgress();
     loadedModel_ = m->nameOrPath;
+    lastModel_ = m;
     model_->setModel(m);
     // The ONNX graph belongs to the .onnx it came from; another model hides it.
     if (m->job != 0 && !m->nameOrPath.endsWith(".onnx", Qt::CaseInsensitive) && graph_->onnx()) {
@@ -230,6 +231,7 @@ void MainWindow::connectResults() {
   });
   connect(session_, &Session::classified, this, &MainWindow::onClassified);
   connect(session_, &Session::compared, this, [this](const ComparePtr& r) {
+    lastCompare_ = r;
     compare_->setResult(r);
     showCompare();
     status_->setText(tr("Compared %1 devices").arg(r->runs.size()));
@@ -384,6 +386,16 @@ void MainWindow::buildMenus() {
     QString path = QFileDialog::getSaveFileName(this, tr("Export kernels"), "kernels.csv", tr("CSV (*.csv)"));
     QString error;
     if (!path.isEmpty() && !exportKernelsCsv(path, &error)) showError(error);
+  });
+  file->addAction(tr("Export &Trace..."), this, [this] {
+    QString path = QFileDialog::getSaveFileName(this, tr("Export trace"), "trace.json", tr("Trace JSON (*.json)"));
+    QString error;
+    if (!path.isEmpty() && !exportTrace(path, &error)) showError(error);
+  });
+  file->addAction(tr("Export &Report..."), this, [this] {
+    QString path = QFileDialog::getSaveFileName(this, tr("Export report"), "report.html", tr("HTML (*.html)"));
+    QString error;
+    if (!path.isEmpty() && !exportReport(path, &error)) showError(error);
   });
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);

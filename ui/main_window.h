@@ -59,6 +59,16 @@ class MainWindow : public QMainWindow {
   QStringList recentFiles() const;
 
   bool exportGraph(const QString& path, QString* error);  // .svg or .png by suffix
+  // File > Export Trace / Export Report (ui/main_window_exports.cpp): written
+  // on the worker from the run shown (and the last comparison); false, with
+  // the reason in `error`, when there is nothing to write yet. The file is
+  // there when exportFinished(job) comes; a failure shows as an error.
+  bool exportTrace(const QString& path, QString* error, quint64* job = nullptr);
+  bool exportReport(const QString& path, QString* error, quint64* job = nullptr);
+  // Writes the report to `path` after the first result and quits (as
+  // setScreenshotPath does): `tinylens MODEL IMAGE --report FILE`.
+  void setReportPath(const QString& path);
+  ComparePtr lastCompare() const { return lastCompare_; }
   bool exportKernelsCsv(const QString& path, QString* error);
   // Help > Build a Kernel with a Known Warning, on the current device.
   void buildWarningKernel();
@@ -75,6 +85,7 @@ class MainWindow : public QMainWindow {
   void runFailed(const QString& message);
   void devicesKnown();
   void warningKernelShown();  // the known-warning kernel is in the source pane
+  void exportFinished(quint64 job, const QString& path);
 
  protected:
   void dragEnterEvent(QDragEnterEvent* event) override;
@@ -125,6 +136,9 @@ class MainWindow : public QMainWindow {
   QString pendingModel_;
   QString loadedModel_;  // the classifier runs use now
   RunPtr lastRun_;
+  ComparePtr lastCompare_;
+  ModelPtr lastModel_;
+  QString reportPath_;
   QString screenshotPath_;
   int screenshotLingerMs_ = 0;
   bool screenshotResult_ = false;

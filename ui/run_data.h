@@ -14,6 +14,7 @@
 #include "core/io/onnx.h"
 #include "core/models/classifier.h"
 #include "core/profile.h"
+#include "core/trace.h"
 #include "core/runtime/device.h"
 
 namespace tlui {
@@ -56,6 +57,10 @@ struct RunData {
   // weights. uniformLogits: every class got the same logit.
   bool outputIgnoresImage = false;
   bool uniformLogits = false;
+  // Everything the job did on the worker, as File > Export Trace writes it
+  // (core/trace.h): the cold run with its compiles, the run that built the
+  // graph, the warm runs (the table's is one of them) and the input check.
+  std::shared_ptr<const tl::TraceDocument> trace;
 };
 
 // What a run whose output ignores the image says, or "" for a sound run.

@@ -1,0 +1,189 @@
+// The window's File > Export Trace and File > Export Report (issue 46): the
+// trace holds the kernels the kernel table shows, with their durations, on
+// the device's track; the report is one file that refers to nothing outside
+// itself and lists the table's kernels. A tiny ONNX classifier built here
+// keeps the run to a few small kernels.
+#include <QMenuBar>
+#include <QProcess>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QtTest/QtTest>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/onnx_builder.h"
+#include "tests/testing.h"
+#include "ui/main_window.h"
+
+using namespace tlui;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// x (1,3,8,8) -> Conv 3x3 -> Relu -> GlobalAveragePool -> Flatten -> (1, 4).
+QString writeClassifier(const fs::path& path) {
+  tltest::Builder b;
+  b.input("x", {"1", "3", "8", "8"});
+  b.output("out", {"1", "4"});
+  auto* conv = b.node("Conv", {"x", "W", "B"}, {"y"});
+  tltest::ints_attr(conv, "kernel_shape", {3, 3});
+  tltest::ints_attr(conv, "pads", {1, 1, 1, 1});
+  b.node("Relu", {"y"}, {"r"});
+  b.node("GlobalAveragePool", {"r"}, {"p"});
+  b.node("Flatten", {"p"}, {"out"});
+  auto* W = b.init("W", {4, 3, 3, 3}, onnx::TensorProto::FLOAT);
+  for (int i = 0; i < 108; ++i) W->add_float_data(float(std::cos(i * 0.3) * 0.4));
+  auto* B = b.init("B", {4}, onnx::TensorProto::FLOAT);
+  for (float v : {0.0f, 0.2f, -0.1f, 0.1f}) B->add_float_data(v);
+  return QString::fromStdString(b.save(path));
+}
+
+QString readText(const QString& path) {
+  QFile f(path);
+  return f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : QString();
+}
+
+}  // namespace
+
+class TestUiExports : public QObject {
+  Q_OBJECT
+  std::unique_ptr<MainWindow> window_;
+  QTemporaryDir tmp_;
+  QString model_;
+
+  QString file(const char* name) const { return tmp_.path() + "/" + name; }
+
+  // Starts an export and waits for its file; false when it failed.
+  bool finish(bool started, quint64 job) {
+    if (!started) return false;
+    QSignalSpy done(window_.get(), &MainWindow::exportFinished);
+    return QTest::qWaitFor([&] {
+      for (auto& call : done)
+        if (call[0].toULongLong() == job) return true;
+      return false;
+    }, 30000);
+  }
+
+ private slots:
+  void initTestCase() {
+    QStandardPaths::setTestModeEnabled(true);
+    QCoreApplication::setOrganizationName("tinylens-test");
+    QCoreApplication::setApplicationName("tinylens-test-exports");
+    QSettings().clear();
+    QVERIFY(tmp_.isValid());
+    model_ = writeClassifier(fs::path(tmp_.path().toStdString()) / "tiny.onnx");
+    window_ = std::make_unique<MainWindow>();
+    window_->resize(1280, 800);
+    window_->show();
+    QVERIFY(QTest::qWaitForWindowExposed(window_.get()));
+    QTRY_VERIFY_WITH_TIMEOUT(window_->devicePane()->model()->rowCount() > 0, 30000);
+  }
+
+  void nothingToExportBeforeARun() {
+    QString error;
+    QVERIFY(!window_->exportTrace(file("early.json"), &error));
+    QVERIFY2(error.contains("classify an image first"), qPrintable(error));
+    QVERIFY(!window_->exportReport(file("early.html"), &error));
+    QVERIFY(!QFileInfo::exists(file("early.json")) && !QFileInfo::exists(file("early.html")));
+    // Both are in the File menu.
+    QStringList actions;
+    for (QAction* menu : window_->menuBar()->actions())
+      if (menu->menu())
+        for (QAction* a : menu->menu()->actions()) actions << a->text().remove('&');
+    QVERIFY2(actions.contains("Export Trace...") && actions.contains("Export Report..."), qPrintable(actions.join(", ")));
+  }
+
+  void exportsTheShownRun() {
+    QSignalSpy loaded(window_->session(), &Session::modelLoaded);
+    window_->openModel(model_);
+    QVERIFY(QTest::qWaitFor([&] { return !loaded.isEmpty(); }, 60000));
+    QSignalSpy done(window_.get(), &MainWindow::runFinished);
+    window_->openImage(tltest::kSquirrel);
+    QVERIFY(QTest::qWaitFor([&] { return !done.isEmpty(); }, tltest::kRunTimeoutMs));
+    QVERIFY(QTest::qWaitFor([&] { return !window_->session()->busy(); }, 10000));
+    const RunPtr run = window_->lastRun();
+    QVERIFY(run && !run->records.empty() && run->trace);
+
+    // The trace: the table's records are the kernels of one of its warm
+    // runs, with the same names, order and durations, on "device cpu".
+    QString error;
+    quint64 job = 0;
+    bool started = window_->exportTrace(file("run.json"), &error, &job);
+    QVERIFY2(finish(started, job), qPrintable(error));
+    const json trace = json::parse(readText(file("run.json")).toStdString());
+    int deviceTrack = -1;
+    for (auto& e : trace.at("traceEvents"))
+      if (e.at("ph") == "M" && e.at("name") == "thread_name" && e.at("args").at("name") == "device cpu")
+        deviceTrack = e.at("tid").get<int>();
+    QVERIFY(deviceTrack > 1);
+    std::vector<json> kernels;
+    for (auto& e : trace.at("traceEvents"))
+      if (e.at("ph") == "X" && e.value("cat", "") == "kernel") kernels.push_back(e);
+    bool found = false;
+    for (size_t start = 0; !found && start + run->records.size() <= kernels.size(); ++start) {
+      bool all = true;
+      for (size_t i = 0; all && i < run->records.size(); ++i) {
+        const json& e = kernels[start + i];
+        all = e.at("name").get<std::string>() == run->records[i].kernel->name &&
+              std::fabs(e.at("dur").get<double>() - run->records[i].seconds * 1e6) < 0.0015 &&
+              e.at("tid").get<int>() == deviceTrack;
+      }
+      found = all;
+    }
+    QVERIFY2(found, "the kernel table's run is not in the trace with its durations");
+    QCOMPARE(trace.at("otherData").at("model").get<std::string>(), model_.toStdString());
+
+    // The report: self-contained, the table's kernels listed in order.
+    started = window_->exportReport(file("run.html"), &error, &job);
+    QVERIFY2(finish(started, job), qPrintable(error));
+    const QString html = readText(file("run.html"));
+    QVERIFY(html.startsWith("<!DOCTYPE html>"));
+    QVERIFY(!html.contains("http:") && !html.contains("https:") && !html.contains("src=") && !html.contains("<script"));
+    int at = html.indexOf("<table class=\"kernels\">");
+    QVERIFY(at > 0);
+    for (const auto& r : run->records) {
+      at = html.indexOf("<code>" + QString::fromStdString(r.kernel->name).toHtmlEscaped() + "</code>", at);
+      QVERIFY2(at > 0, r.kernel->name.c_str());
+    }
+    QVERIFY(html.contains("tiny.onnx") && html.contains(QString::fromStdString(run->top[0].label).toHtmlEscaped()));
+  }
+
+  void unwritablePathIsAnError() {
+    QSignalSpy failed(window_->session(), &Session::failed);
+    QString error;
+    QVERIFY(window_->exportReport("/nonexistent-folder/r.html", &error));
+    QVERIFY(QTest::qWaitFor([&] { return !failed.isEmpty(); }, 30000));
+    QCOMPARE(failed[0][1].value<Session::FailureSource>(), Session::FailureSource::Export);
+    QVERIFY2(failed[0][2].toString().contains("cannot write the report to /nonexistent-folder/r.html"),
+             qPrintable(failed[0][2].toString()));
+  }
+
+  // `tinylens MODEL IMAGE --report FILE` writes the report after the first
+  // result and exits 0; the run's kernels are in it.
+  void headlessReport() {
+    const QString out = file("headless.html");
+    QProcess p;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("QT_QPA_PLATFORM", "offscreen");
+    p.setProcessEnvironment(env);
+    p.start(QCoreApplication::applicationDirPath() + "/../tinylens",
+            {"--device", "cpu", model_, tltest::kSquirrel, "--report", out});
+    QVERIFY(p.waitForStarted() && p.waitForFinished(tltest::kRunTimeoutMs));
+    QCOMPARE(p.exitCode(), 0);
+    const QString html = readText(out);
+    QVERIFY2(html.contains("<table class=\"kernels\">") && html.contains("tinylens (the window)"), qPrintable(html.left(400)));
+    QVERIFY(html.contains("<code>" + QString::fromStdString(window_->lastRun()->records[0].kernel->name) + "</code>"));
+    QVERIFY(!html.contains("http:") && !html.contains("src="));
+  }
+
+  void cleanupTestCase() { window_.reset(); }
+};
+
+QTEST_MAIN(TestUiExports)
+#include "test_ui_exports.moc"
