@@ -12,6 +12,7 @@
 #include "app/cli_common.h"
 #include "core/io/image.h"
 #include "core/models/classifier.h"
+#include "core/memory.h"
 #include "core/profile.h"
 #include "core/realize.h"
 #include "core/tensor.h"
@@ -150,6 +151,7 @@ int cmd_bench_model(const Args& a) {
                 phase[1] * 1e3, model->jit_captured() ? "replayed by the Jit: no graph built" : "graph built and realized",
                 phase[2] * 1e3);
     if (a.has("profile")) std::printf("%s", format_profile_table(records).c_str());
+    if (a.has("memory")) std::printf("%s", format_memory(memory_profile(records), records).c_str());
   }
   if (a.has("trace")) save_trace(a.get("trace"), trace);
   return 0;
@@ -195,6 +197,7 @@ int cmd_bench_onnx(const Args& a) {
                 profiled_runs(a, runs) > 1 ? "medians of the profiled runs" : "last run",
                 model.jit_captured(dev) ? ", replayed by the Jit: no graph built" : "");
     if (a.has("profile")) std::printf("%s", format_profile_table(records).c_str());
+    if (a.has("memory")) std::printf("%s", format_memory(memory_profile(records), records).c_str());
     if (a.has("dump-kernels")) dump_kernels(records, a.get("dump-kernels"));
   }
   if (a.has("trace")) save_trace(a.get("trace"), trace);

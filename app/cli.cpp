@@ -22,6 +22,7 @@
 #include "core/ops.h"
 #include "core/io/image.h"
 #include "core/models/classifier.h"
+#include "core/memory.h"
 #include "core/profile.h"
 #include "core/realize.h"
 #include "core/runtime/registry.h"
@@ -142,6 +143,7 @@ int cmd_classify(const Args& a) {
                 image.height, r.device.c_str(), r.cold_seconds * 1e3, r.warm_seconds * 1e3, runs);
     for (auto& p : r.top) std::printf("  %6.2f%%  %-4d %s\n", p.probability * 100.0, p.index, p.label.c_str());
     if (a.has("profile")) std::printf("%s", format_profile_table(r.records).c_str());
+    if (a.has("memory")) std::printf("%s", format_memory(memory_profile(r.records), r.records).c_str());
     if (a.has("dump-kernels")) dump_kernels(r.records, a.get("dump-kernels"));
   }
   if (a.has("trace")) {
@@ -273,6 +275,9 @@ Option device_option(bool all) {
               (all ? "; all: each available one)" : ")")};
 }
 const Option kProfile = {"profile", "", "print the kernel table: each kernel's time, GFLOP/s and GB/s"};
+const Option kMemory = {"memory", "",
+                        "print the run's memory: the live bytes at each launch and their peak, and each value's size, "
+                        "writer, readers, lifetime and buffer reuse"};
 const Option kTrace = {"trace", "FILE",
                        "write the run as a Trace Event Format JSON (host phases, each kernel on its device's track) "
                        "that ui.perfetto.dev and chrome://tracing open"};
@@ -329,6 +334,7 @@ const std::vector<Command>& commands() {
         {"image", "PATH", "the input image (default the OpenCV squirrel sample; a synthetic one if it is missing)"},
         kProfile,
         kTrace,
+        kMemory,
         kTune,
         kRetune},
        cmd_bench_model},
@@ -345,6 +351,7 @@ const std::vector<Command>& commands() {
         {"runs", "N", "warm runs (default 10)"},
         kProfile,
         kTrace,
+        kMemory,
         kTune,
         kRetune,
         {"dump-kernels", "DIR", "write each kernel's source and build log into DIR"}},
@@ -356,6 +363,7 @@ const std::vector<Command>& commands() {
         {"runs", "N", "warm runs per image; their median is printed (default 3)"},
         kProfile,
         kTrace,
+        kMemory,
         kTune,
         kRetune,
         {"dump-kernels", "DIR", "write each kernel's source and build log into DIR"}},

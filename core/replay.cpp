@@ -167,6 +167,32 @@ Buffer* packed_copy(Buffer& source, const PackedOperand& p, Device& device) {
       .get();
 }
 
+// What launch i of `plan` writes and reads, by buffer: a part of an
+// assembled concatenation is named by the buffer it is a part of.
+ProfileRecord::Buffers buffers_used(const Plan& plan, size_t i, const std::vector<std::shared_ptr<Buffer>>& out,
+                                    const LaunchArgs& args) {
+  auto whole = [&](size_t k) {
+    while (plan.kernels[k].into >= 0) k = size_t(plan.kernels[k].into);
+    return k;
+  };
+  ProfileRecord::Buffers b;
+  const size_t root = whole(i);
+  b.output = reinterpret_cast<uintptr_t>(out[root].get());
+  b.output_bytes = out[root]->bytes(), b.value_bytes = plan.kernels[root].bytes;
+  b.kept = plan.kernels[root].keep;
+  const auto& a = plan.kernels[i].args;
+  for (size_t j = 0; j < a.size() && j + 1 < args.buffers.size(); ++j) {
+    const Buffer* buffer = args.buffers[j + 1];
+    if (a[j] >= 0) {
+      const size_t from = whole(size_t(a[j]));
+      b.inputs.push_back({reinterpret_cast<uintptr_t>(out[from].get()), out[from]->bytes()});
+    } else {
+      b.inputs.push_back({reinterpret_cast<uintptr_t>(buffer), buffer->bytes()});
+    }
+  }
+  return b;
+}
+
 }  // namespace
 
 void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool replayed, double compile_seconds,
@@ -176,6 +202,7 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
   std::vector<double> seconds(n, 0.0);
   const bool timed = ProfileCapture::timed();
   std::vector<std::pair<double, double>> queued(ProfileCapture::active() ? n : 0);  // enqueue time, duration
+  std::vector<ProfileRecord::Buffers> used(queued.size());                          // for core/memory.h
   {
     QueueWait wait{device};
     LaunchArgs args;
@@ -224,6 +251,7 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
         const size_t operands = args.buffers.size();
         for (const auto& p : k.packed)
           args.buffers.push_back(packed_copy(*args.buffers.at(std::min(size_t(p.operand), operands - 1)), p, device));
+        if (!used.empty()) used[i] = buffers_used(plan, i, out, args);
         for (int d = 0; d < 3; ++d) args.global[d] = k.global[d], args.local[d] = k.local[d];
         args.ints = k.ints, args.int_bytes = k.int_bytes;
         if (!k.empty) {
@@ -258,6 +286,7 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
       record.seconds = seconds[i];
       record.replayed = replayed;
       record.enqueued = queued[i].first, record.enqueue_seconds = queued[i].second;
+      record.buffers = used[i];
       if (i == 0) record.realize_wall = now() - started, record.compile_seconds = compile_seconds;
       ProfileCapture::add(record);
     }

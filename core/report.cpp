@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/memory.h"
 #include "core/runtime/registry.h"
 
 namespace tl {
@@ -137,6 +138,28 @@ std::string trace_section(const ReportRun& run) {
   return out + "</table>\n";
 }
 
+// The live memory at each launch as an area, the peak named (core/memory.h).
+std::string memory_section(const ReportRun& run) {
+  const MemoryProfile m = memory_profile(run.records);
+  if (m.live_bytes.empty() || m.peak_bytes == 0) return "";
+  auto mib = [](size_t b) { return fmt("%.3f MiB", double(b) / (1024.0 * 1024.0)); };
+  std::string out = "<h4>Memory</h4>\n<p>peak " + mib(m.peak_bytes) + " live at launch " +
+                    std::to_string(m.peak_launch) + " (<code>" + html_escape(run.records[m.peak_launch].kernel->name) +
+                    "</code>); " + std::to_string(m.values.size()) + " values in " + std::to_string(m.buffers) +
+                    " buffers (" + mib(m.buffer_bytes) + "), " + std::to_string(m.reused_buffers) +
+                    " reused; read only (weights, inputs): " + mib(m.input_bytes) + "</p>\n";
+  const double w = 700, h = 120, step = w / double(m.live_bytes.size());
+  std::string points = "0," + fmt("%.1f", h);
+  for (size_t i = 0; i < m.live_bytes.size(); ++i) {
+    const std::string y = fmt("%.1f", h - double(m.live_bytes[i]) / double(m.peak_bytes) * (h - 4));
+    points += " " + fmt("%.1f", step * double(i)) + "," + y + " " + fmt("%.1f", step * double(i + 1)) + "," + y;
+  }
+  points += " " + fmt("%.1f", w) + "," + fmt("%.1f", h);
+  return out + "<svg width=\"700\" height=\"120\" role=\"img\"><polygon points=\"" + points +
+         "\" fill=\"#9ab8e0\" stroke=\"#4a7fc1\"/></svg>\n<p>live memory per launch, 0 to " +
+         std::to_string(m.live_bytes.size() - 1) + "</p>\n";
+}
+
 std::string run_section(const ReportRun& run) {
   std::string out = "<h2>On " + html_escape(run.device) + "</h2>\n<p>cold run " +
                     fmt("%.1f", run.cold_seconds * 1e3) + " ms (compiles included), warm run " +
@@ -148,7 +171,7 @@ std::string run_section(const ReportRun& run) {
     bars.push_back({p.label, double(p.probability) * 100});
   }
   out += "</table>\n" + bar_chart(bars, "%");
-  out += "<h3>Kernels</h3>\n" + kernel_table(run) + trace_section(run);
+  out += "<h3>Kernels</h3>\n" + kernel_table(run) + trace_section(run) + memory_section(run);
   return out;
 }
 

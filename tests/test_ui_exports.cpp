@@ -3,7 +3,10 @@
 // the device's track; the report is one file that refers to nothing outside
 // itself and lists the table's kernels. A tiny ONNX classifier built here
 // keeps the run to a few small kernels.
+#include <QDockWidget>
 #include <QMenuBar>
+#include <QTableView>
+#include <QTableWidget>
 #include <QProcess>
 #include <QSettings>
 #include <QSignalSpy>
@@ -152,6 +155,27 @@ class TestUiExports : public QObject {
       QVERIFY2(at > 0, r.kernel->name.c_str());
     }
     QVERIFY(html.contains("tiny.onnx") && html.contains(QString::fromStdString(run->top[0].label).toHtmlEscaped()));
+  }
+
+  // The Memory pane shows the run's values, and a click on one selects the
+  // kernel that wrote it in the kernel table.
+  void memoryPaneShowsTheRun() {
+    const RunPtr run = window_->lastRun();
+    QVERIFY(run && run->memory);
+    MemoryPane* pane = window_->memoryPane();
+    QVERIFY(pane->summaryText().contains("peak") && pane->summaryText().contains("tiny.onnx on cpu"));
+    QCOMPARE(size_t(pane->table()->rowCount()), run->memory->values.size());
+    QVERIFY(!run->memory->values.empty());
+    const size_t last = run->memory->values.size() - 1;
+    const int writer = int(run->memory->values[last].writers.front());
+    QCOMPARE(pane->table()->item(int(last), 3)->text(),
+             QString("%1 %2").arg(writer).arg(QString::fromStdString(run->records[size_t(writer)].kernel->name)));
+    const QRect cell = pane->table()->visualItemRect(pane->table()->item(int(last), 0));
+    window_->findChild<QDockWidget*>("memoryDock")->raise();
+    QTest::qWait(50);
+    QTest::mouseClick(pane->table()->viewport(), Qt::LeftButton, {}, cell.center());
+    QTRY_COMPARE(window_->kernelPane()->view()->currentIndex().row(), writer);
+    QCOMPARE(pane->chart()->launchAt(-5), -1);
   }
 
   void unwritablePathIsAnError() {

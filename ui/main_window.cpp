@@ -76,6 +76,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
   source_ = new SourcePane;
   compare_ = new ComparePane;
   training_ = new TrainingPane(session_);
+  memory_ = new MemoryPane;
   buildDocks();
   buildMenus();
 
@@ -105,6 +106,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
   });
   connect(devices_, &DevicePane::devicePicked, this, &MainWindow::setDevice);
   connect(kernels_, &KernelPane::kernelSelected, this, &MainWindow::showKernel);
+  connect(memory_, &MemoryPane::kernelSelected, kernels_, &KernelPane::selectRecord);
   connect(graph_, &GraphPane::kernelSelected, this, [this](int record) {
     kernels_->selectRecord(record);
   });
@@ -306,6 +308,7 @@ void MainWindow::buildDocks() {
   makeDock(this, tr("Kernels"), "kernelDock", kernels_);
   makeDock(this, tr("Kernel source"), "sourceDock", source_);
   makeDock(this, tr("Training"), "trainingDock", training_);
+  makeDock(this, tr("Memory"), "memoryDock", memory_);
   // The image column runs the full height: on a 768-pixel screen the
   // bottom docks would otherwise leave the picture a strip.
   setCorner(Qt::BottomLeftCorner, Qt::LeftDockWidgetArea);
@@ -332,6 +335,7 @@ void MainWindow::placeDocks() {
   dock("modelDock")->raise();
   addDockWidget(Qt::BottomDockWidgetArea, dock("kernelDock"));
   tabifyDockWidget(dock("kernelDock"), dock("trainingDock"));
+  tabifyDockWidget(dock("kernelDock"), dock("memoryDock"));
   dock("kernelDock")->raise();
   addDockWidget(Qt::BottomDockWidgetArea, dock("sourceDock"));
   sizeDocks();
@@ -530,6 +534,7 @@ void MainWindow::onClassified(const RunPtr& run) {
   image_->setError({});
   devices_->setResultsDevice(run->device);
   kernels_->setRecords(run->records, run->warmSeconds, run->jitReplayed, runSubject(*run));
+  memory_->setRun(run);
   graph_->setRun(run);
   if (!run->records.empty()) kernels_->selectRecord(0);
   status_->setText(tr("%1 on %2: %3 (%4 %), warm %5 ms (median run), %6")
@@ -550,6 +555,7 @@ void MainWindow::showTrainingGraph(const RunPtr& run) {
   lastRun_ = run;
   hint_->hide();
   kernels_->setRecords(run->records, 0, false, run->model);
+  memory_->setRun(run);
   graph_->setRun(run);
   if (!run->records.empty()) kernels_->selectRecord(0);
   status_->setText(tr("Op graph of %1: %2 nodes, %3 kernels").arg(run->model).arg(run->graph.size()).arg(run->records.size()));
@@ -558,6 +564,7 @@ void MainWindow::showTrainingGraph(const RunPtr& run) {
 void MainWindow::showKernel(int record) {
   if (!lastRun_ || record < 0 || size_t(record) >= lastRun_->records.size()) return;
   const auto& k = *lastRun_->records[size_t(record)].kernel;
+  memory_->selectLaunch(record);
   source_->setKernel(QString("#%1 %2 (%3)").arg(record).arg(QString::fromStdString(k.name), QString::fromStdString(k.device)),
                      QString::fromStdString(k.source), QString::fromStdString(k.build_log),
                      sourceExtension(QString::fromStdString(k.device)));

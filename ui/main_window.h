@@ -8,6 +8,7 @@
 #include "ui/panes/graph_pane.h"
 #include "ui/panes/image_pane.h"
 #include "ui/panes/kernel_pane.h"
+#include "ui/panes/memory_pane.h"
 #include "ui/panes/side_panes.h"
 #include "ui/panes/source_pane.h"
 #include "ui/panes/training_pane.h"
@@ -54,6 +55,7 @@ class MainWindow : public QMainWindow {
   SourcePane* sourcePane() const { return source_; }
   ComparePane* comparePane() const { return compare_; }
   TrainingPane* trainingPane() const { return training_; }
+  MemoryPane* memoryPane() const { return memory_; }
   RunPtr lastRun() const { return lastRun_; }
   QString statusText() const;
   QStringList recentFiles() const;
@@ -122,6 +124,7 @@ class MainWindow : public QMainWindow {
   SourcePane* source_;
   ComparePane* compare_;
   TrainingPane* training_;
+  MemoryPane* memory_;
   QLabel* status_;
   QLabel* hint_ = nullptr;
   QProgressBar* progress_;

@@ -13,6 +13,7 @@
 #include "core/graph.h"
 #include "core/io/onnx.h"
 #include "core/models/classifier.h"
+#include "core/memory.h"
 #include "core/profile.h"
 #include "core/trace.h"
 #include "core/runtime/device.h"
@@ -61,6 +62,8 @@ struct RunData {
   // (core/trace.h): the cold run with its compiles, the run that built the
   // graph, the warm runs (the table's is one of them) and the input check.
   std::shared_ptr<const tl::TraceDocument> trace;
+  // The memory of `records`' run (core/memory.h), for the Memory pane.
+  std::shared_ptr<const tl::MemoryProfile> memory;
 };
 
 // What a run whose output ignores the image says, or "" for a sound run.

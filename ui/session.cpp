@@ -355,6 +355,7 @@ quint64 Session::classify(const QString& imagePath, const QString& device) {
       data->coldNewKernels = newKernels;
       timeWarmRuns(job, image, *data);
       data->trace = std::make_shared<const tl::TraceDocument>(tl::trace_document(trace));
+      data->memory = std::make_shared<const tl::MemoryProfile>(tl::memory_profile(data->records));
       // result.records are the cold run's (warm_runs = 0).
       auto& first = st.firstRuns[{st.modelName, device}];
       if (std::any_of(result.records.begin(), result.records.end(), [](auto& r) { return !r.replayed; }))
