@@ -178,6 +178,56 @@ class TestUiExports : public QObject {
     QCOMPARE(pane->chart()->launchAt(-5), -1);
   }
 
+  // The Timeline pane draws the run's trace: a row per host phase and one
+  // for the device with every kernel; zoom narrows the view; a click on a
+  // kernel of the table's run selects that record in the kernel table.
+  void timelineShowsTheTrace() {
+    const RunPtr run = window_->lastRun();
+    QVERIFY(run && run->trace);
+    window_->findChild<QDockWidget*>("timelineDock")->raise();
+    TimelineView* view = window_->timelinePane()->view();
+    QTRY_VERIFY(view->isVisible() && view->width() > 300);
+    int deviceRow = -1;
+    QStringList labels;
+    for (size_t i = 0; i < view->rows().size(); ++i) {
+      labels << view->rows()[i].label;
+      if (view->rows()[i].label == "device cpu") deviceRow = int(i);
+    }
+    for (const char* phase : {"cold run", "warm run", "realize", "launch", "download"})
+      QVERIFY2(labels.contains(phase), qPrintable(labels.join(", ")));
+    QVERIFY(deviceRow >= 0);
+    const auto& spans = view->rows()[size_t(deviceRow)].spans;
+    QCOMPARE(spans.size(), run->trace->kernels.size());
+    const double width = view->viewEnd() - view->viewStart();
+    view->zoom(2, view->viewStart() + width / 2);
+    QVERIFY(std::fabs((view->viewEnd() - view->viewStart()) - width / 2) < 1e-12);
+    view->fit();
+    QVERIFY(std::fabs((view->viewEnd() - view->viewStart()) - width) < 1e-12);
+    // The table's run inside the trace: its last kernel, clicked.
+    const auto& all = run->trace->kernels;
+    const size_t n = run->records.size();
+    QVERIFY(n >= 2);
+    size_t start = all.size();
+    for (size_t s = 0; s + n <= all.size() && start == all.size(); ++s) {
+      bool same = true;
+      for (size_t i = 0; same && i < n; ++i) same = all[s + i].seconds == run->records[i].seconds;
+      if (same) start = s;
+    }
+    QVERIFY(start < all.size());
+    const int target = int(start + n - 1);
+    int spanIndex = -1;
+    for (size_t i = 0; i < spans.size(); ++i)
+      if (spans[i].kernel == target) spanIndex = int(i);
+    QVERIFY(spanIndex >= 0);
+    const auto& s = spans[size_t(spanIndex)];
+    view->setView(s.start - s.seconds, s.start + 2 * s.seconds);
+    window_->kernelPane()->selectRecord(0);
+    const QRectF box = view->spanRect(deviceRow, spanIndex);
+    QVERIFY(box.width() > 20);
+    QTest::mouseClick(view, Qt::LeftButton, {}, box.center().toPoint());
+    QTRY_COMPARE(window_->kernelPane()->view()->currentIndex().row(), int(n - 1));
+  }
+
   void unwritablePathIsAnError() {
     QSignalSpy failed(window_->session(), &Session::failed);
     QString error;

@@ -77,6 +77,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
   compare_ = new ComparePane;
   training_ = new TrainingPane(session_);
   memory_ = new MemoryPane;
+  timeline_ = new TimelinePane;
   buildDocks();
   buildMenus();
 
@@ -107,6 +108,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
   connect(devices_, &DevicePane::devicePicked, this, &MainWindow::setDevice);
   connect(kernels_, &KernelPane::kernelSelected, this, &MainWindow::showKernel);
   connect(memory_, &MemoryPane::kernelSelected, kernels_, &KernelPane::selectRecord);
+  connect(timeline_, &TimelinePane::kernelSelected, kernels_, &KernelPane::selectRecord);
   connect(graph_, &GraphPane::kernelSelected, this, [this](int record) {
     kernels_->selectRecord(record);
   });
@@ -235,6 +237,7 @@ void MainWindow::connectResults() {
   connect(session_, &Session::compared, this, [this](const ComparePtr& r) {
     lastCompare_ = r;
     compare_->setResult(r);
+    timeline_->setCompare(r);
     showCompare();
     status_->setText(tr("Compared %1 devices").arg(r->runs.size()));
   });
@@ -309,6 +312,7 @@ void MainWindow::buildDocks() {
   makeDock(this, tr("Kernel source"), "sourceDock", source_);
   makeDock(this, tr("Training"), "trainingDock", training_);
   makeDock(this, tr("Memory"), "memoryDock", memory_);
+  makeDock(this, tr("Timeline"), "timelineDock", timeline_);
   // The image column runs the full height: on a 768-pixel screen the
   // bottom docks would otherwise leave the picture a strip.
   setCorner(Qt::BottomLeftCorner, Qt::LeftDockWidgetArea);
@@ -336,6 +340,7 @@ void MainWindow::placeDocks() {
   addDockWidget(Qt::BottomDockWidgetArea, dock("kernelDock"));
   tabifyDockWidget(dock("kernelDock"), dock("trainingDock"));
   tabifyDockWidget(dock("kernelDock"), dock("memoryDock"));
+  tabifyDockWidget(dock("kernelDock"), dock("timelineDock"));
   dock("kernelDock")->raise();
   addDockWidget(Qt::BottomDockWidgetArea, dock("sourceDock"));
   sizeDocks();
@@ -535,6 +540,7 @@ void MainWindow::onClassified(const RunPtr& run) {
   devices_->setResultsDevice(run->device);
   kernels_->setRecords(run->records, run->warmSeconds, run->jitReplayed, runSubject(*run));
   memory_->setRun(run);
+  timeline_->setRun(run);
   graph_->setRun(run);
   if (!run->records.empty()) kernels_->selectRecord(0);
   status_->setText(tr("%1 on %2: %3 (%4 %), warm %5 ms (median run), %6")

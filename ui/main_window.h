@@ -9,6 +9,7 @@
 #include "ui/panes/image_pane.h"
 #include "ui/panes/kernel_pane.h"
 #include "ui/panes/memory_pane.h"
+#include "ui/panes/timeline_pane.h"
 #include "ui/panes/side_panes.h"
 #include "ui/panes/source_pane.h"
 #include "ui/panes/training_pane.h"
@@ -56,6 +57,7 @@ class MainWindow : public QMainWindow {
   ComparePane* comparePane() const { return compare_; }
   TrainingPane* trainingPane() const { return training_; }
   MemoryPane* memoryPane() const { return memory_; }
+  TimelinePane* timelinePane() const { return timeline_; }
   RunPtr lastRun() const { return lastRun_; }
   QString statusText() const;
   QStringList recentFiles() const;
@@ -125,6 +127,7 @@ class MainWindow : public QMainWindow {
   ComparePane* compare_;
   TrainingPane* training_;
   MemoryPane* memory_;
+  TimelinePane* timeline_;
   QLabel* status_;
   QLabel* hint_ = nullptr;
   QProgressBar* progress_;
