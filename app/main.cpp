@@ -42,7 +42,9 @@ int main(int argc, char** argv) {
                             "file");
   parser.addOption(device);
   parser.addOption(screenshot);
+  QCommandLineOption pane("pane", "Bring this pane to the front (e.g. Timeline, Memory, Kernels).", "title");
   parser.addOption(report);
+  parser.addOption(pane);
   parser.addOption(linger);
   parser.addPositionalArgument("model", "A built-in model name or a .pth / .safetensors file (optional).");
   parser.addPositionalArgument("image", "An image to classify (optional).");
@@ -53,6 +55,10 @@ int main(int argc, char** argv) {
   if (parser.isSet(report)) window.setReportPath(parser.value(report));
   if (parser.isSet(device)) window.setDevice(parser.value(device));
   window.show();
+  if (parser.isSet(pane) && !window.raisePane(parser.value(pane))) {
+    std::fprintf(stderr, "tinylens: no pane titled '%s'\n", qPrintable(parser.value(pane)));
+    return 2;
+  }
 
   QString model, image;
   for (const QString& arg : parser.positionalArguments()) {

@@ -72,6 +72,9 @@ class MainWindow : public QMainWindow {
   // Writes the report to `path` after the first result and quits (as
   // setScreenshotPath does): `tinylens MODEL IMAGE --report FILE`.
   void setReportPath(const QString& path);
+  // Brings the dock titled `title` (any case: "timeline", "memory") to the
+  // front of its tab group; false when there is none (`tinylens --pane`).
+  bool raisePane(const QString& title);
   ComparePtr lastCompare() const { return lastCompare_; }
   bool exportKernelsCsv(const QString& path, QString* error);
   // Help > Build a Kernel with a Known Warning, on the current device.

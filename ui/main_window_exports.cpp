@@ -1,5 +1,6 @@
 // File > Export Trace, File > Export Report, and the headless --report.
 #include <QApplication>
+#include <QDockWidget>
 #include <QFileInfo>
 #include <QLabel>
 #include <QTimer>
@@ -45,6 +46,16 @@ bool MainWindow::exportReport(const QString& path, QString* error, quint64* job)
   if (job) *job = id;
   status_->setText(tr("Exporting the report of %1 to %2").arg(runSubject(*lastRun_), QFileInfo(path).absoluteFilePath()));
   return true;
+}
+
+bool MainWindow::raisePane(const QString& title) {
+  for (QDockWidget* dock : findChildren<QDockWidget*>())
+    if (dock->windowTitle().compare(title, Qt::CaseInsensitive) == 0) {
+      dock->show();
+      dock->raise();
+      return true;
+    }
+  return false;
 }
 
 void MainWindow::setReportPath(const QString& path) {

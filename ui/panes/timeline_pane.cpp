@@ -69,6 +69,13 @@ void TimelineView::setRuns(const std::vector<RunPtr>& runs) {
       if (fresh) rows_.push_back({prefix + label, index, device, {}});
       return rows_[it->second];
     };
+    // The devices' rows first: the kernels are what a trace is opened for.
+    for (const auto& d : tl::place_kernels(doc.kernels, doc.origin)) {
+      const auto& r = doc.kernels[d.record];
+      rowFor("device " + QString::fromStdString(r.kernel->device), true)
+          .spans.push_back({d.start - doc.origin, d.seconds, QString::fromStdString(r.kernel->name), int(d.record)});
+      total_ = std::max(total_, d.start - doc.origin + d.seconds);
+    }
     for (const auto& s : doc.host) {
       rowFor(phaseOf(s.name), false).spans.push_back({s.start - doc.origin, s.seconds, QString::fromStdString(s.name), -1});
       total_ = std::max(total_, s.start - doc.origin + s.seconds);
@@ -77,12 +84,6 @@ void TimelineView::setRuns(const std::vector<RunPtr>& runs) {
       if (r.enqueued > 0 && r.enqueue_seconds > 0)
         rowFor("launch", false).spans.push_back({r.enqueued - doc.origin, r.enqueue_seconds,
                                                  "launch " + QString::fromStdString(r.kernel->name), -1});
-    for (const auto& d : tl::place_kernels(doc.kernels, doc.origin)) {
-      const auto& r = doc.kernels[d.record];
-      rowFor("device " + QString::fromStdString(r.kernel->device), true)
-          .spans.push_back({d.start - doc.origin, d.seconds, QString::fromStdString(r.kernel->name), int(d.record)});
-      total_ = std::max(total_, d.start - doc.origin + d.seconds);
-    }
   }
   setMinimumHeight(kTop + int(rows_.size()) * kRowHeight + 4);
   fit();
