@@ -228,6 +228,35 @@ class TestUiExports : public QObject {
     QTRY_COMPARE(window_->kernelPane()->view()->currentIndex().row(), int(n - 1));
   }
 
+  // The Tuner pane: the shown (untuned) run says tuning is off; a run whose
+  // kernel the tuner chose lists every candidate with its time, the chosen
+  // one marked, and a click selects the kernel.
+  void tunerPaneListsTheCandidates() {
+    TunerPane* pane = window_->tunerPane();
+    QVERIFY2(pane->summaryText().contains("no kernel was tuned"), qPrintable(pane->summaryText()));
+    QCOMPARE(pane->table()->rowCount(), 0);
+    auto run = std::make_shared<RunData>(*window_->lastRun());
+    auto info = std::make_shared<tl::KernelInfo>(*run->records.back().kernel);
+    info->tuned = "kc=128";
+    info->tune_candidates = {{"default", 530e-6}, {"split=cols", 611e-6}, {"kc=128", 412e-6}};
+    info->tune_searched = true;
+    run->records.back().kernel = info;
+    pane->setRun(run);
+    QCOMPARE(pane->table()->rowCount(), 3);
+    QVERIFY2(pane->summaryText().contains("1 kernels tuned, 1 searched in this run, 0 read from the kernel cache"),
+             qPrintable(pane->summaryText()));
+    QCOMPARE(pane->table()->item(2, 2)->text(), QString("kc=128"));
+    QCOMPARE(pane->table()->item(2, 3)->text(), QString("412.0"));
+    QVERIFY(pane->table()->item(2, 5)->text().startsWith("chosen"));
+    QVERIFY(pane->table()->item(2, 0)->font().bold() && !pane->table()->item(0, 0)->font().bold());
+    QCOMPARE(pane->table()->item(1, 4)->text(), QString("%1x").arg(611.0 / 412.0, 0, 'f', 2));
+    QSignalSpy selected(pane, &TunerPane::kernelSelected);
+    emit pane->table()->cellClicked(1, 0);
+    QCOMPARE(selected.size(), 1);
+    QCOMPARE(selected[0][0].toInt(), int(run->records.size() - 1));
+    pane->setRun(window_->lastRun());
+  }
+
   void unwritablePathIsAnError() {
     QSignalSpy failed(window_->session(), &Session::failed);
     QString error;

@@ -78,6 +78,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
   training_ = new TrainingPane(session_);
   memory_ = new MemoryPane;
   timeline_ = new TimelinePane;
+  tuner_ = new TunerPane;
   buildDocks();
   buildMenus();
 
@@ -109,6 +110,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
   connect(kernels_, &KernelPane::kernelSelected, this, &MainWindow::showKernel);
   connect(memory_, &MemoryPane::kernelSelected, kernels_, &KernelPane::selectRecord);
   connect(timeline_, &TimelinePane::kernelSelected, kernels_, &KernelPane::selectRecord);
+  connect(tuner_, &TunerPane::kernelSelected, kernels_, &KernelPane::selectRecord);
   connect(graph_, &GraphPane::kernelSelected, this, [this](int record) {
     kernels_->selectRecord(record);
   });
@@ -313,6 +315,7 @@ void MainWindow::buildDocks() {
   makeDock(this, tr("Training"), "trainingDock", training_);
   makeDock(this, tr("Memory"), "memoryDock", memory_);
   makeDock(this, tr("Timeline"), "timelineDock", timeline_);
+  makeDock(this, tr("Tuner"), "tunerDock", tuner_);
   // The image column runs the full height: on a 768-pixel screen the
   // bottom docks would otherwise leave the picture a strip.
   setCorner(Qt::BottomLeftCorner, Qt::LeftDockWidgetArea);
@@ -341,6 +344,7 @@ void MainWindow::placeDocks() {
   tabifyDockWidget(dock("kernelDock"), dock("trainingDock"));
   tabifyDockWidget(dock("kernelDock"), dock("memoryDock"));
   tabifyDockWidget(dock("kernelDock"), dock("timelineDock"));
+  tabifyDockWidget(dock("kernelDock"), dock("tunerDock"));
   dock("kernelDock")->raise();
   addDockWidget(Qt::BottomDockWidgetArea, dock("sourceDock"));
   sizeDocks();
@@ -541,6 +545,7 @@ void MainWindow::onClassified(const RunPtr& run) {
   kernels_->setRecords(run->records, run->warmSeconds, run->jitReplayed, runSubject(*run));
   memory_->setRun(run);
   timeline_->setRun(run);
+  tuner_->setRun(run);
   graph_->setRun(run);
   if (!run->records.empty()) kernels_->selectRecord(0);
   status_->setText(tr("%1 on %2: %3 (%4 %), warm %5 ms (median run), %6")

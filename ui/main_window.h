@@ -10,6 +10,7 @@
 #include "ui/panes/kernel_pane.h"
 #include "ui/panes/memory_pane.h"
 #include "ui/panes/timeline_pane.h"
+#include "ui/panes/tuner_pane.h"
 #include "ui/panes/side_panes.h"
 #include "ui/panes/source_pane.h"
 #include "ui/panes/training_pane.h"
@@ -58,6 +59,7 @@ class MainWindow : public QMainWindow {
   TrainingPane* trainingPane() const { return training_; }
   MemoryPane* memoryPane() const { return memory_; }
   TimelinePane* timelinePane() const { return timeline_; }
+  TunerPane* tunerPane() const { return tuner_; }
   RunPtr lastRun() const { return lastRun_; }
   QString statusText() const;
   QStringList recentFiles() const;
@@ -131,6 +133,7 @@ class MainWindow : public QMainWindow {
   TrainingPane* training_;
   MemoryPane* memory_;
   TimelinePane* timeline_;
+  TunerPane* tuner_;
   QLabel* status_;
   QLabel* hint_ = nullptr;
   QProgressBar* progress_;
