@@ -51,12 +51,12 @@ struct ProfileRecord {
   // allocation, launching, waiting); compile_seconds is kept apart.
   double realize_wall = 0, compile_seconds = 0;
   // When run_plan queued the launch (steady clock seconds, core/trace.h's
-  // trace_clock) and how long the enqueue call took; 0 when not captured.
+  // trace_clock) and how long the enqueue took; 0 without a timed capture.
   double enqueued = 0, enqueue_seconds = 0;
   // The device buffers the launch used (core/memory.h): ids are the buffers'
   // addresses, a concatenation assembled in place names the buffer it is a
   // part of; `kept`: the output outlives the run (a root or a value a
-  // gradient flows through). Filled while a capture is alive.
+  // gradient flows through). Filled while a timed capture is alive.
   struct Buffers {
     uint64_t output = 0;
     size_t output_bytes = 0, value_bytes = 0;  // the buffer's size; of it, what the kernel's output takes

@@ -201,7 +201,9 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
   std::vector<std::shared_ptr<Buffer>> out(n);
   std::vector<double> seconds(n, 0.0);
   const bool timed = ProfileCapture::timed();
-  std::vector<std::pair<double, double>> queued(ProfileCapture::active() ? n : 0);  // enqueue time, duration
+  // Only a timed capture (a trace, a kernel table) pays for these: a
+  // training step that only counts its launches does not.
+  std::vector<std::pair<double, double>> queued(timed ? n : 0);  // enqueue time, duration
   std::vector<ProfileRecord::Buffers> used(queued.size());                          // for core/memory.h
   {
     QueueWait wait{device};
@@ -285,8 +287,10 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
       record.kernel = replayed && timed ? renumbered(plan.kernels[i], graph) : plan.kernels[i].info;
       record.seconds = seconds[i];
       record.replayed = replayed;
-      record.enqueued = queued[i].first, record.enqueue_seconds = queued[i].second;
-      record.buffers = used[i];
+      if (timed) {
+        record.enqueued = queued[i].first, record.enqueue_seconds = queued[i].second;
+        record.buffers = used[i];
+      }
       if (i == 0) record.realize_wall = now() - started, record.compile_seconds = compile_seconds;
       ProfileCapture::add(record);
     }

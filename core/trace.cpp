@@ -48,8 +48,9 @@ std::string number(double v) {
 
 std::string launch_size(const KernelInfo& k) {
   std::string s = std::to_string(k.global[0]) + "x" + std::to_string(k.global[1]) + "x" + std::to_string(k.global[2]);
-  if (k.local[0] > 0)
-    s += " / " + std::to_string(k.local[0]) + "x" + std::to_string(k.local[1]) + "x" + std::to_string(k.local[2]);
+  if (k.local[0] > 0)  // a local size of 0 in a higher dimension is 1 there
+    s += " / " + std::to_string(k.local[0]) + "x" + std::to_string(std::max<int64_t>(k.local[1], 1)) + "x" +
+         std::to_string(std::max<int64_t>(k.local[2], 1));
   return s;
 }
 

@@ -246,10 +246,16 @@ class TestTrace : public QObject {
     const std::string model = write_tiny_onnx(path("tiny.onnx"));
     const std::string file = path("bench.json");
     const Run r = run_cli({"bench", "onnx", QString::fromStdString(model), "--device", "cpu", "--runs", "3", "--profile",
-                           "--trace", QString::fromStdString(file)});
+                           "--memory", "--trace", QString::fromStdString(file)});
     QVERIFY2(r.code == 0, qPrintable(r.err));
     const auto rows = table_rows(r.out);
     QVERIFY2(!rows.empty(), qPrintable(r.out));
+    // --memory: the summary names a launch of the table, and a line per launch follows.
+    auto peak = QRegularExpression(R"(memory: peak [0-9.]+ MiB live at launch (\d+) \((\S+)\))").match(r.out);
+    QVERIFY2(peak.hasMatch(), qPrintable(r.out));
+    QVERIFY(size_t(peak.captured(1).toInt()) < rows.size());
+    QCOMPARE(peak.captured(2), rows[size_t(peak.captured(1).toInt())].first);
+    QVERIFY(r.out.contains("live memory per launch:"));
     const auto kernels = events_of(json::parse(read_text(file)), "X", "kernel");
     QCOMPARE(kernels.size(), rows.size());
     for (size_t i = 0; i < rows.size(); ++i) {
