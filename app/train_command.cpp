@@ -135,6 +135,9 @@ int run_training(const TrainConfig& c, std::FILE* out) {
     if (trace) span.emplace("epoch " + std::to_string(epoch + 1));
     EpochResult e = trainer.train_epoch(batches, epoch, &test_set, on_step);
     span.reset();
+    std::fprintf(out, "%5d %10.2e %10.4f %9.2f%% %9.2f%% %9.2f %9.2f %9lld\n", epoch + 1, e.lr, e.train_loss,
+                 100 * e.train_accuracy, 100 * e.test_accuracy, e.seconds, e.eval_seconds,
+                 (long long)e.kernel_launches);
     if (trace) {
       TraceDocument doc = trace_document(*trace);
       doc.about = {{"command", "train"}, {"model", c.model}, {"dataset", c.dataset}, {"epoch", std::to_string(epoch + 1)}};
@@ -142,9 +145,6 @@ int run_training(const TrainConfig& c, std::FILE* out) {
       std::fprintf(out, "wrote the trace of epoch %d (%zu kernels) to %s\n", epoch + 1, doc.kernels.size(),
                    c.trace.c_str());
     }
-    std::fprintf(out, "%5d %10.2e %10.4f %9.2f%% %9.2f%% %9.2f %9.2f %9lld\n", epoch + 1, e.lr, e.train_loss,
-                 100 * e.train_accuracy, 100 * e.test_accuracy, e.seconds, e.eval_seconds,
-                 (long long)e.kernel_launches);
     std::fflush(out);
   }
   if (c.profile) {
