@@ -22,15 +22,18 @@
 #include "core/ops.h"
 #include "core/io/image.h"
 #include "core/models/classifier.h"
+#include "core/memory.h"
 #include "core/profile.h"
 #include "core/realize.h"
 #include "core/runtime/registry.h"
 #include "core/settings.h"
 #include "core/tensor.h"
+#include "core/trace.h"
 #ifdef TL_HAVE_ONNX
 #include "core/io/onnx.h"
 #include "app/onnx_conformance.h"
 #endif
+#include "app/cli_common.h"
 #include "app/train_command.h"
 
 using namespace tl;
@@ -38,36 +41,23 @@ using namespace tl;
 int cmd_selftest(const std::string& device, const std::string& golden_path, bool verbose);  // selftest.cpp
 int cmd_inspect(const std::vector<std::string>& args);                                      // inspect.cpp
 int cmd_bench_reduce(const std::vector<std::string>& devices, int64_t batch, int repeat);      // bench_reduce.cpp
-int cmd_inspect(const std::vector<std::string>& args);  // inspect.cpp
+namespace tlcli {
+int cmd_bench_model(const Args& a);   // bench_commands.cpp
+int cmd_bench_onnx(const Args& a);    // bench_commands.cpp
+int cmd_bench_matmul(const Args& a);  // bench_commands.cpp
+int cmd_report(const Args& a);        // report_command.cpp
+}  // namespace tlcli
+using tlcli::Args;
+using tlcli::UsageError;
+using tlcli::positive_option;
+using tlcli::pick_devices;
+using tlcli::dump_kernels;
+using tlcli::cmd_bench_model;
+using tlcli::cmd_bench_onnx;
+using tlcli::cmd_bench_matmul;
+using tlcli::cmd_report;
 
 namespace {
-
-// A command's arguments: the words after its name, and its options
-// (`--name value`, `--name=value`, or "1" for a flag).
-struct Args {
-  std::vector<std::string> words;
-  std::map<std::string, std::string> options;
-  bool has(const std::string& k) const { return options.count(k) > 0; }
-  std::string get(const std::string& k, const std::string& fallback = "") const {
-    auto it = options.find(k);
-    return it == options.end() ? fallback : it->second;
-  }
-};
-
-// Wrong words on the command line: main prints the message, then the usage
-// of the command at hand, on stderr, and exits 2.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-int positive_option(const Args& a, const std::string& key, int fallback) {
-  const std::string text = a.get(key, std::to_string(fallback));
-  char* end = nullptr;
-  long v = std::strtol(text.c_str(), &end, 10);
-  if (end == text.c_str() || *end || v < 1 || v > 1000000)
-    throw UsageError("--" + key + " must be a positive integer, got '" + text + "'");
-  return int(v);
-}
 
 std::string human_bytes(uint64_t b) {
   char buf[32];
@@ -125,17 +115,6 @@ int cmd_demo(const Args& a) {
   return 0;
 }
 
-std::vector<std::string> pick_devices(const std::string& spec) {
-  std::vector<std::string> out;
-  if (spec == "all") {
-    for (auto& d : Registry::instance().devices())
-      if (d->available()) out.push_back(d->name());
-  } else {
-    out.push_back(spec.empty() ? default_device() : spec);
-  }
-  return out;
-}
-
 // Errors from the loaders may span lines (a checkpoint's list of bad keys);
 // the CLI promises one line per failure.
 std::string one_line(const std::string& message) {
@@ -152,233 +131,32 @@ std::string one_line(const std::string& message) {
   return out;
 }
 
-std::string kernel_file_stem(size_t index, const std::string& name) {
-  char prefix[16];
-  std::snprintf(prefix, sizeof prefix, "%03zu_", index);
-  std::string safe;
-  for (char c : name) safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-') ? c : '_';
-  return prefix + safe;
-}
-
-// One source file and one build log per distinct kernel, in launch order.
-void dump_kernels(const std::vector<ProfileRecord>& records, const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw IOError("--dump-kernels: cannot create " + dir + ": " + ec.message());
-  std::vector<const KernelInfo*> seen;
-  for (auto& r : records) {
-    const KernelInfo* k = r.kernel.get();
-    if (!k || std::find(seen.begin(), seen.end(), k) != seen.end()) continue;
-    seen.push_back(k);
-    const std::string stem = (fs::path(dir) / kernel_file_stem(seen.size() - 1, k->name)).string();
-    std::ofstream src(stem + Registry::instance().get(k->device).dialect().source_extension);
-    src << k->source;
-    std::ofstream log(stem + ".log");
-    log << k->build_log;
-    if (!src || !log) throw IOError("--dump-kernels: cannot write " + stem + ".*");
-  }
-  std::printf("wrote %zu kernels (source and build log) to %s\n", seen.size(), dir.c_str());
-}
-
 int cmd_classify(const Args& a) {
   const std::vector<std::string>& images = a.words;
   const int runs = positive_option(a, "runs", 3);
   const std::string device = a.get("device").empty() ? default_device() : a.get("device");
   Registry::instance().get_available(device);
+  if (a.has("trace")) tlcli::check_writable(a.get("trace"), "the trace");
+  std::optional<TraceCapture> trace;  // the cold run and every warm run of every image
+  if (a.has("trace")) trace.emplace();
+  std::optional<TraceScope> phase(std::in_place, "load model");
   auto model = load_classifier(a.get("model", "efficientnet-lite0"));
   for (auto& path : images) {
+    phase.emplace("load image");
     Image image = load_image(path);
+    phase.reset();
     ClassifyResult r = classify(*model, image, device, 5, runs);
     std::printf("%s (%dx%d) on %s: cold %.1f ms, warm %.1f ms (median of %d)\n", path.c_str(), image.width,
                 image.height, r.device.c_str(), r.cold_seconds * 1e3, r.warm_seconds * 1e3, runs);
     for (auto& p : r.top) std::printf("  %6.2f%%  %-4d %s\n", p.probability * 100.0, p.index, p.label.c_str());
     if (a.has("profile")) std::printf("%s", format_profile_table(r.records).c_str());
+    if (a.has("memory")) std::printf("%s", format_memory(memory_profile(r.records), r.records).c_str());
     if (a.has("dump-kernels")) dump_kernels(r.records, a.get("dump-kernels"));
   }
-  return 0;
-}
-
-// One cold run (it compiles), then `runs` warm ones: wall times from the
-// first call of `run` to its return; then the kernels of one more run.
-struct Timing {
-  double cold = 0, warm_median = 0, warm_best = 0;
-  std::vector<ProfileRecord> records;
-};
-
-// --profile's table: each kernel's median over this many more runs.
-int profiled_runs(const Args& a, int runs) { return a.has("profile") ? std::min(runs, 21) : 1; }
-
-Timing time_runs(int runs, const std::function<void()>& run, int profiled_runs = 1) {
-  Timing t;
-  auto once = [&] {
-    const auto t0 = std::chrono::steady_clock::now();
-    run();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  t.cold = once();
-  std::vector<double> warm;
-  for (int r = 0; r < runs; ++r) warm.push_back(once());
-  std::sort(warm.begin(), warm.end());
-  t.warm_median = warm[warm.size() / 2];
-  t.warm_best = warm.front();  // what two builds compare by on a machine whose speed drifts
-  // The kernel table comes from more runs, untimed: capturing a profile
-  // costs host time that a peer framework's timing does not include. With
-  // several, each kernel's time is its median over them (one run's times
-  // move by tens of percent on a shared machine); the realize walls too.
-  std::vector<std::vector<ProfileRecord>> profiled;
-  for (int r = 0; r < std::max(1, profiled_runs); ++r) {
-    ProfileCapture capture;
-    run();
-    profiled.push_back(capture.records());
-  }
-  t.records = profiled.back();
-  auto median_of = [&](auto field) {
-    std::vector<double> v;
-    for (auto& recs : profiled) v.push_back(field(recs));
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  for (size_t i = 0; i < t.records.size(); ++i) {
-    bool aligned = true;
-    for (auto& recs : profiled) aligned = aligned && recs.size() == t.records.size() && recs[i].kernel->name == t.records[i].kernel->name;
-    if (!aligned) break;
-    t.records[i].seconds = median_of([&](const std::vector<ProfileRecord>& recs) { return recs[i].seconds; });
-    t.records[i].realize_wall = median_of([&](const std::vector<ProfileRecord>& recs) { return recs[i].realize_wall; });
-  }
-  return t;
-}
-
-int cmd_bench_model(const Args& a) {
-  const std::string name = a.get("model", "efficientnet-lite0");
-  const int runs = positive_option(a, "runs", 10);
-  const int batch = positive_option(a, "batch", 1);
-  const std::string image_path = a.get("image", "/usr/share/doc/opencv-doc/examples/data/squirrel_cls.jpg");
-  Image image;
-  std::error_code ec;
-  if (std::filesystem::exists(image_path, ec)) {
-    image = load_image(image_path);
-  } else {  // latency does not depend on the pixels; a gradient will do
-    image.width = image.height = 224;
-    image.rgb.resize(224 * 224 * 3);
-    for (size_t i = 0; i < image.rgb.size(); ++i) image.rgb[i] = float(i % 251) / 250.0f;
-  }
-  auto model = load_classifier(name);
-  auto summary = model->summary();
-  // The batch is the image repeated, prepared once on the host: every timed
-  // run goes from host pixels to host logits, as a peer framework is timed.
-  const std::vector<float> one = model->preprocess(image, "cpu").to_vector();
-  std::vector<float> pixels;
-  pixels.reserve(one.size() * size_t(batch));
-  for (int b = 0; b < batch; ++b) pixels.insert(pixels.end(), one.begin(), one.end());
-  Shape shape = summary.input_shape;
-  shape[0] = batch;
-  std::printf("%s, batch %d, %s input, %.2f GFLOP per image, %d warm runs (host pixels to host logits)\n",
-              summary.name.c_str(), batch, shape_str(shape).c_str(), summary.flops * 1e-9, runs);
-  for (auto& dev : pick_devices(a.get("device"))) {
-    // Each run's phases, kept for the last (profiled) one. The forward goes
-    // through the classifier's Jit (core/jit.h), as classify does; with
-    // TINYLENS_NOREPLAY=1 it builds the graph every time.
-    double phase[3] = {0, 0, 0};  // upload, forward, download
-    const Timing timing = time_runs(runs, [&] {
-      auto t0 = std::chrono::steady_clock::now();
-      auto lap = [&](double& into) {
-        auto t = std::chrono::steady_clock::now();
-        into = std::chrono::duration<double>(t - t0).count();
-        t0 = t;
-      };
-      Tensor input = Tensor::from_data(pixels, shape, dev);
-      lap(phase[0]);
-      Tensor logits = model->infer(input);
-      lap(phase[1]);
-      (void)logits.to_vector();
-      lap(phase[2]);
-    }, profiled_runs(a, runs));
-    const double cold = timing.cold, median = timing.warm_median;
-    const std::vector<ProfileRecord>& records = timing.records;
-    ProfileTotals t = profile_totals(records);
-    std::printf("%-14s cold %9.1f ms   warm median %8.2f ms   %6.1f GFLOP/s   %8.1f images/s   kernels %zu (%.2f ms in "
-                "kernels, host overhead %.2f ms, %zu replayed)\n",
-                dev.c_str(), cold * 1e3, median * 1e3, summary.flops * batch / median * 1e-9, batch / median,
-                records.size(), t.kernel_seconds * 1e3, t.host_overhead() * 1e3, t.replayed);
-    std::printf("%-14s one run: upload %.2f ms, forward %.2f ms (%s), download %.2f ms\n", "", phase[0] * 1e3,
-                phase[1] * 1e3, model->jit_captured() ? "replayed by the Jit: no graph built" : "graph built and realized",
-                phase[2] * 1e3);
-    if (a.has("profile")) std::printf("%s", format_profile_table(records).c_str());
-  }
-  return 0;
-}
-
-// Any ONNX model, timed from host inputs to host outputs the way ONNX Runtime
-// is timed beside it (scripts/bench onnx): random inputs of the declared
-// shapes (dynamic dimensions taken as 1), one cold run, then the median of
-// the warm ones.
-int cmd_bench_onnx(const Args& a) {
-#ifdef TL_HAVE_ONNX
-  const std::string path = a.words.at(0);
-  const int runs = positive_option(a, "runs", 10), batch = positive_option(a, "batch", 1);
-  OnnxModel model(path);
-  std::printf("%s: opset %lld, %lld nodes, %lld parameters, %d warm runs\n", path.c_str(),
-              (long long)model.opset(), (long long)model.nodes(), (long long)model.parameters(), runs);
-  for (auto& dev : pick_devices(a.get("device"))) {
-    Generator gen(0);
-    std::vector<Tensor> inputs;
-    for (const auto& in : model.inputs()) {
-      Shape shape = in.shape;
-      for (size_t i = 0; i < shape.size(); ++i) shape[i] = shape[i] >= 0 ? shape[i] : i == 0 ? batch : 1;
-      Tensor t = in.dtype == "float" || in.dtype == "double" || in.dtype == "float16"
-                     ? Tensor::randn(shape, gen, dev)
-                     : Tensor::zeros(shape, in.dtype == "bool" ? DType::boolean : DType::i32, dev);
-      t.realize();
-      inputs.push_back(t);
-    }
-    const Timing timing = time_runs(runs, [&] {
-      for (auto& out : model.run(inputs)) (void)out.to_vector();  // to the host, as a peer returns them
-    }, profiled_runs(a, runs));
-    const double cold = timing.cold, median = timing.warm_median;
-    const std::vector<ProfileRecord>& records = timing.records;
-    double kernel_ms = 0;
-    for (auto& rec : records) kernel_ms += rec.seconds * 1e3;
-    std::printf("%-14s cold %9.1f ms   warm median %8.2f ms (best %.3f)   kernels %zu (%.2f ms in kernels, %s)%s\n",
-                dev.c_str(), cold * 1e3, median * 1e3, timing.warm_best * 1e3, records.size(), kernel_ms,
-                profiled_runs(a, runs) > 1 ? "medians of the profiled runs" : "last run",
-                model.jit_captured(dev) ? ", replayed by the Jit: no graph built" : "");
-    if (a.has("profile")) std::printf("%s", format_profile_table(records).c_str());
-    if (a.has("dump-kernels")) dump_kernels(records, a.get("dump-kernels"));
-  }
-  return 0;
-#else
-  (void)a;
-  throw std::runtime_error("this build has no ONNX support (configured with -DTL_WITH_ONNX=OFF)");
-#endif
-}
-
-int cmd_bench_matmul(const Args& a) {
-  const int64_t n = positive_option(a, "n", 1024);
-  const int64_t m = positive_option(a, "m", n), k = positive_option(a, "k", n);
-  const int repeat = positive_option(a, "repeat", 5);
-  for (auto& dev : pick_devices(a.get("device"))) {
-    Generator gen(0);
-    // x plays a layer's weights: realized once, then read by every run.
-    Tensor x = Tensor::randn({m, k}, gen, dev), y = Tensor::randn({k, n}, gen, dev);
-    x.realize();
-    y.realize();
-    double best = 1e30, kernel_best = 1e30;
-    for (int r = 0; r < repeat + 1; ++r) {
-      ProfileCapture cap;
-      auto t0 = std::chrono::steady_clock::now();
-      Tensor z = x.matmul(y);
-      z.realize();
-      double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (r == 0) continue;  // the first run compiles
-      best = std::min(best, dt);
-      kernel_best = std::min(kernel_best, cap.total_seconds());
-    }
-    double flops = 2.0 * double(m) * double(n) * double(k);
-    std::string size = m == n && k == n ? "n=" + std::to_string(n)
-                                        : "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
-    std::printf("matmul %s on %s: %.3f ms, %.1f GFLOP/s (kernel time %.3f ms, %.1f GFLOP/s)\n", size.c_str(),
-                dev.c_str(), best * 1e3, flops / best * 1e-9, kernel_best * 1e3, flops / kernel_best * 1e-9);
+  if (a.has("trace")) {
+    TraceDocument doc = trace_document(*trace);
+    doc.about = {{"command", "classify"}, {"model", a.get("model", "efficientnet-lite0")}, {"device", device}};
+    tlcli::save_trace(a.get("trace"), doc);
   }
   return 0;
 }
@@ -504,6 +282,12 @@ Option device_option(bool all) {
               (all ? "; all: each available one)" : ")")};
 }
 const Option kProfile = {"profile", "", "print the kernel table: each kernel's time, GFLOP/s and GB/s"};
+const Option kMemory = {"memory", "",
+                        "print the run's memory: the live bytes at each launch and their peak, and each value's size, "
+                        "writer, readers, lifetime and buffer reuse"};
+const Option kTrace = {"trace", "FILE",
+                       "write the run as a Trace Event Format JSON (host phases, each kernel on its device's track) "
+                       "that ui.perfetto.dev and chrome://tracing open"};
 const Option kTune = {"tune", "",
                       "time a few renderings of each new kernel and keep the fastest in the kernel cache "
                       "(as TINYLENS_TUNE=1; core/tune.h)"};
@@ -561,6 +345,8 @@ const std::vector<Command>& commands() {
         {"batch", "N", "images per run: the input image repeated (default 1)"},
         {"image", "PATH", "the input image (default the OpenCV squirrel sample; a synthetic one if it is missing)"},
         kProfile,
+        kTrace,
+        kMemory,
         kTune,
         kRetune},
        cmd_bench_model},
@@ -578,6 +364,8 @@ const std::vector<Command>& commands() {
         {"runs", "N", "warm runs (default 10)"},
         {"batch", "N", "the size of a dynamic first input dimension (default 1)"},
         kProfile,
+        kTrace,
+        kMemory,
         kTune,
         kRetune,
         {"dump-kernels", "DIR", "write each kernel's source and build log into DIR"}},
@@ -588,10 +376,22 @@ const std::vector<Command>& commands() {
         model_option(),
         {"runs", "N", "warm runs per image; their median is printed (default 3)"},
         kProfile,
+        kTrace,
+        kMemory,
         kTune,
         kRetune,
         {"dump-kernels", "DIR", "write each kernel's source and build log into DIR"}},
        cmd_classify},
+      {"report", "IMAGE", "classify an image and write a self-contained HTML report",
+       "The model, the image, each device's predictions and timings, the kernel table, the trace's summary,\n"
+       "a comparison when several devices ran, and the machine: one HTML file, charts inline, that opens offline.",
+       {model_option(),
+        device_option(true),
+        {"output", "FILE", "where to write the HTML (also -o FILE)"},
+        {"runs", "N", "warm runs per device; their median is reported (default 3)"},
+        kTune,
+        kRetune},
+       cmd_report},
       {"onnx-test", "DIR...", "run ONNX backend test cases (model.onnx + test_data_set_*)",
        "Each DIR is a case folder or a folder of case folders; prints one line per case, then the counts.\n"
        "Exits 1 when a case fails that is not an expected failure.",
@@ -692,6 +492,9 @@ CommandLine split_command_line(int argc, char** argv) {
       only_words = true;
     } else if (s == "-h") {
       cl.options["help"] = "1";
+    } else if (s == "-o") {  // report's --output
+      if (i + 1 < argc) cl.options["output"] = argv[++i];
+      else complain("option -o needs a value");
     } else if (s[1] != '-') {
       complain("unknown option '" + s + "'");
     } else {

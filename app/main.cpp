@@ -1,4 +1,4 @@
-// tinylens: the Qt window. `tinylens [--device NAME] [--screenshot FILE] [MODEL] [IMAGE]`
+// tinylens: the Qt window. `tinylens [--device NAME] [--screenshot FILE] [--report FILE] [MODEL] [IMAGE]`
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QFileInfo>
@@ -38,8 +38,13 @@ int main(int argc, char** argv) {
                             "With --screenshot: keep the window this many milliseconds after saving the grab "
                             "(so a script can capture the whole screen with its window manager).",
                             "ms", "0");
+  QCommandLineOption report("report", "Write the HTML report (File > Export Report) after the first result and exit.",
+                            "file");
   parser.addOption(device);
   parser.addOption(screenshot);
+  QCommandLineOption pane("pane", "Bring this pane to the front (e.g. Timeline, Memory, Kernels).", "title");
+  parser.addOption(report);
+  parser.addOption(pane);
   parser.addOption(linger);
   parser.addPositionalArgument("model", "A built-in model name or a .pth / .safetensors file (optional).");
   parser.addPositionalArgument("image", "An image to classify (optional).");
@@ -47,8 +52,13 @@ int main(int argc, char** argv) {
 
   tlui::MainWindow window;
   if (parser.isSet(screenshot)) window.setScreenshotPath(parser.value(screenshot), parser.value(linger).toInt());
+  if (parser.isSet(report)) window.setReportPath(parser.value(report));
   if (parser.isSet(device)) window.setDevice(parser.value(device));
   window.show();
+  if (parser.isSet(pane) && !window.raisePane(parser.value(pane))) {
+    std::fprintf(stderr, "tinylens: no pane titled '%s'\n", qPrintable(parser.value(pane)));
+    return 2;
+  }
 
   QString model, image;
   for (const QString& arg : parser.positionalArguments()) {

@@ -1,12 +1,16 @@
 #include "app/train_command.h"
 
+#include "app/cli_common.h"
+
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
 #include "core/data/dataset.h"
 #include "core/train/models.h"
 #include "core/train/trainer.h"
+#include "core/trace.h"
 
 using namespace tl;
 using namespace tl::train;
@@ -30,6 +34,7 @@ const std::vector<TrainOption>& train_options() {
       {"out", "FILE", "where to save the model (default tinylens-MODEL-DATASET.safetensors here)"},
       {"no-save", nullptr, "save nothing"},
       {"profile", nullptr, "print the kernels that took the most time in the last epoch"},
+      {"trace", "FILE", "write the last epoch as a Trace Event Format JSON (ui.perfetto.dev, chrome://tracing)"},
   };
   return options;
 }
@@ -73,6 +78,7 @@ TrainConfig parse_train_options(const std::map<std::string, std::string>& option
     else if (k == "device") c.device = v == "all" ? "" : v;
     else if (k == "out") c.out = v;
     else if (k == "profile") c.profile = true;
+    else if (k == "trace") c.trace = v;
     else if (k == "no-save") c.save = false;
   }
   if (c.model != "cnn" && c.model != "mlp")
@@ -87,6 +93,7 @@ TrainConfig parse_train_options(const std::map<std::string, std::string>& option
 }
 
 int run_training(const TrainConfig& c, std::FILE* out) {
+  if (!c.trace.empty()) check_writable(c.trace, "the trace");  // before the training, not after it
   data::Dataset train_set, test_set;
   if (c.dataset.rfind("mnist:", 0) == 0) {
     std::tie(train_set, test_set) = data::load_mnist_dir(c.dataset.substr(6));
@@ -122,10 +129,22 @@ int run_training(const TrainConfig& c, std::FILE* out) {
         slot.second += 1;
       }
     };
+    std::optional<TraceCapture> trace;
+    if (!c.trace.empty() && epoch + 1 == c.epochs) trace.emplace();
+    std::optional<TraceScope> span;
+    if (trace) span.emplace("epoch " + std::to_string(epoch + 1));
     EpochResult e = trainer.train_epoch(batches, epoch, &test_set, on_step);
+    span.reset();
     std::fprintf(out, "%5d %10.2e %10.4f %9.2f%% %9.2f%% %9.2f %9.2f %9lld\n", epoch + 1, e.lr, e.train_loss,
                  100 * e.train_accuracy, 100 * e.test_accuracy, e.seconds, e.eval_seconds,
                  (long long)e.kernel_launches);
+    if (trace) {
+      TraceDocument doc = trace_document(*trace);
+      doc.about = {{"command", "train"}, {"model", c.model}, {"dataset", c.dataset}, {"epoch", std::to_string(epoch + 1)}};
+      write_trace(c.trace, doc);
+      std::fprintf(out, "wrote the trace of epoch %d (%zu kernels) to %s\n", epoch + 1, doc.kernels.size(),
+                   c.trace.c_str());
+    }
     std::fflush(out);
   }
   if (c.profile) {

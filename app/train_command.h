@@ -26,6 +26,7 @@ struct TrainConfig {
   std::string out;                 // safetensors path; empty = tinylens-MODEL-DATASET.safetensors here
   bool save = true;                // --no-save: keep nothing
   bool profile = false;            // print the kernels that dominated the last epoch
+  std::string trace;               // write the last epoch's trace (core/trace.h) here; empty = none
 };
 
 // The command's options, for its --help and for the check of unknown ones.

@@ -2,6 +2,7 @@
 #pragma once
 #include <memory>
 #include <mutex>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,6 +50,19 @@ struct ProfileRecord {
   // these minus the kernels' sum is the host overhead (scheduling, rendering,
   // allocation, launching, waiting); compile_seconds is kept apart.
   double realize_wall = 0, compile_seconds = 0;
+  // When run_plan queued the launch (steady clock seconds, core/trace.h's
+  // trace_clock) and how long the enqueue took; 0 without a timed capture.
+  double enqueued = 0, enqueue_seconds = 0;
+  // The device buffers the launch used (core/memory.h): ids are the buffers'
+  // addresses, a concatenation assembled in place names the buffer it is a
+  // part of; `kept`: the output outlives the run (a root or a value a
+  // gradient flows through). Filled while a timed capture is alive.
+  struct Buffers {
+    uint64_t output = 0;
+    size_t output_bytes = 0, value_bytes = 0;  // the buffer's size; of it, what the kernel's output takes
+    bool kept = false;
+    std::vector<std::pair<uint64_t, size_t>> inputs;  // id, bytes
+  } buffers;
   double gflops() const { return seconds > 0 ? kernel->flops / seconds * 1e-9 : 0; }
   double gbps() const { return seconds > 0 ? kernel->bytes / seconds * 1e-9 : 0; }
 };

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <cstdio>
 #include <set>
@@ -12,6 +13,7 @@
 
 #include "core/assemble.h"
 #include "core/codegen/render.h"
+#include "core/trace.h"
 #include "core/error.h"
 #include "core/codegen/templates.h"
 #include "core/replay.h"
@@ -375,17 +377,20 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
                                        double& compile_seconds) {
   std::function<bool(const KernelPlan&)> pools;  // none: no pool is merged (TINYLENS_NOPOOLFUSION)
   if (pool_fusion_enabled()) pools = [&](const KernelPlan& p) { return gemm_epilogue_in_registers(p, device); };
+  std::optional<TraceScope> span(std::in_place, "schedule");
   auto plans = schedule(group, has_gemm_template(device), gemm_template_gathers(device), pools);
   for (auto& plan : plans) require_dtypes(plan, device);
   std::vector<RenderedKernel> rendered;
   std::vector<KernelSource> sources;
   const bool tune = tune_enabled();  // tuned: every candidate is compiled too (core/tune.h)
+  span.emplace("render");
   for (auto& plan : plans) {
     rendered.push_back(render_cached(plan, device));
     sources.push_back({entry_of(rendered.back()), rendered.back().source});
     for (auto& c : tune ? rendered.back().candidates : std::vector<TemplateKernel>{})
       sources.push_back({c.entry.empty() ? rendered.back().name : c.entry, c.source});
   }
+  span.emplace(TraceCapture::active() ? "compile " + std::to_string(sources.size()) + " kernels" : std::string());
   double t0 = steady_seconds();
   const size_t built = compile_new_kernels(device, sources);
   // A cancel stopped the compilers: the kernels left are not built one by
@@ -398,6 +403,7 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
       return compile_kernel(device, c.entry.empty() ? rendered[p].name : c.entry, c.source);
     });
   compile_seconds = steady_seconds() - t0;  // a search is a one-time cost too, like a compile
+  span.reset();
   auto result = std::make_shared<Plan>();
   std::unordered_map<const Node*, int> kernel_of;  // node -> the kernel that computes it
   for (size_t p = 0; p < plans.size(); ++p) {
@@ -444,6 +450,7 @@ void realize_nodes(const std::vector<NodeRef>& roots) {
   if (pending.empty()) return;
   ++thread_realizes;
   if (RealizeTogether::collect(pending)) return;
+  TraceScope span("realize");
   RealizeObserver::notify(pending);
   bool replay = replay_enabled();
   for (auto& [name, group] : by_device) {

@@ -9,6 +9,7 @@
 
 #include "core/progress.h"
 #include "core/settings.h"
+#include "core/trace.h"
 
 namespace tl {
 
@@ -163,6 +164,32 @@ Buffer* packed_copy(Buffer& source, const PackedOperand& p, Device& device) {
       .get();
 }
 
+// What launch i of `plan` writes and reads, by buffer: a part of an
+// assembled concatenation is named by the buffer it is a part of.
+ProfileRecord::Buffers buffers_used(const Plan& plan, size_t i, const std::vector<std::shared_ptr<Buffer>>& out,
+                                    const LaunchArgs& args) {
+  auto whole = [&](size_t k) {
+    while (plan.kernels[k].into >= 0) k = size_t(plan.kernels[k].into);
+    return k;
+  };
+  ProfileRecord::Buffers b;
+  const size_t root = whole(i);
+  b.output = reinterpret_cast<uintptr_t>(out[root].get());
+  b.output_bytes = out[root]->bytes(), b.value_bytes = plan.kernels[root].bytes;
+  b.kept = plan.kernels[root].keep;
+  const auto& a = plan.kernels[i].args;
+  for (size_t j = 0; j < a.size() && j + 1 < args.buffers.size(); ++j) {
+    const Buffer* buffer = args.buffers[j + 1];
+    if (a[j] >= 0) {
+      const size_t from = whole(size_t(a[j]));
+      b.inputs.push_back({reinterpret_cast<uintptr_t>(out[from].get()), out[from]->bytes()});
+    } else {
+      b.inputs.push_back({reinterpret_cast<uintptr_t>(buffer), buffer->bytes()});
+    }
+  }
+  return b;
+}
+
 }  // namespace
 
 void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool replayed, double compile_seconds,
@@ -171,6 +198,10 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
   std::vector<std::shared_ptr<Buffer>> out(n);
   std::vector<double> seconds(n, 0.0);
   const bool timed = ProfileCapture::timed();
+  // Only a timed capture (a trace, a kernel table) pays for these: a
+  // training step that only counts its launches does not.
+  std::vector<std::pair<double, double>> queued(timed ? n : 0);  // enqueue time, duration
+  std::vector<ProfileRecord::Buffers> used(queued.size());                          // for core/memory.h
   {
     QueueWait wait{device};
     LaunchArgs args;
@@ -219,10 +250,13 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
         const size_t operands = args.buffers.size();
         for (const auto& p : k.packed)
           args.buffers.push_back(packed_copy(*args.buffers.at(std::min(size_t(p.operand), operands - 1)), p, device));
+        if (!used.empty()) used[i] = buffers_used(plan, i, out, args);
         for (int d = 0; d < 3; ++d) args.global[d] = k.global[d], args.local[d] = k.local[d];
         args.ints = k.ints, args.int_bytes = k.int_bytes;
         if (!k.empty) {
+          const double t = queued.empty() ? 0 : steady_seconds();
           k.program->enqueue(args, timed ? &seconds[i] : nullptr);
+          if (!queued.empty()) queued[i] = {t, steady_seconds() - t};
           count_first_launch(*k.program);  // compile progress, where builds end at first launch
         }
       }
@@ -236,7 +270,10 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
         spare.emplace(bytes, std::move(out[size_t(f)]));
       }
     }
-    if (timed || !device.realize_may_return_early()) wait.finish();
+    if (timed || !device.realize_may_return_early()) {
+      TraceScope span("wait");
+      wait.finish();
+    }
     else wait.done = true;  // the next read waits (Device::realize_may_return_early)
   }
   if (ProfileCapture::active()) {
@@ -247,6 +284,10 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
       record.kernel = replayed && timed ? renumbered(plan.kernels[i], graph) : plan.kernels[i].info;
       record.seconds = seconds[i];
       record.replayed = replayed;
+      if (timed) {
+        record.enqueued = queued[i].first, record.enqueue_seconds = queued[i].second;
+        record.buffers = used[i];
+      }
       if (i == 0) record.realize_wall = steady_seconds() - started, record.compile_seconds = compile_seconds;
       ProfileCapture::add(record);
     }

@@ -13,6 +13,7 @@
 #include "core/realize.h"
 #include "core/runtime/registry.h"
 #include "core/tensor_internal.h"
+#include "core/trace.h"
 
 namespace tl {
 
@@ -107,7 +108,10 @@ NodeRef buffer_node(const void* data, const Shape& shape, DType t, const std::st
   n->device = dev.name();
   size_t bytes = size_t(mul_sizes(numel(shape), int64_t(dtype_size(t)), "buffer of " + shape_str(shape)));
   n->buffer = dev.acquire(bytes);
-  if (data) dev.copy_in(*n->buffer, data, bytes);
+  if (data) {
+    TraceScope span("upload");
+    dev.copy_in(*n->buffer, data, bytes);
+  }
   return n;
 }
 }  // namespace detail
@@ -260,6 +264,7 @@ static std::vector<T> read_as(const Tensor& t) {
   auto& n = *c.node();
   size_t count = size_t(tl::numel(n.shape));
   Device& dev = *n.buffer->device();
+  TraceScope span("download");
   auto convert = [&](auto element) {
     std::vector<decltype(element)> raw(count);
     dev.copy_out(*n.buffer, raw.data(), count * sizeof(element));

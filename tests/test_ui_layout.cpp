@@ -80,9 +80,9 @@ class TestUiLayout : public QObject {
     QVERIFY2(min.width() <= 1280 && min.height() <= 800, qPrintable(QString("%1x%2").arg(min.width()).arg(min.height())));
     QVERIFY2(min.height() <= 768 - 70, qPrintable(QString("height %1").arg(min.height())));
     const auto docks = window_->findChildren<QDockWidget*>();
-    // Image, devices, model, graph, kernels and source, training; Compare
-    // devices is a window of its own.
-    QCOMPARE(docks.size(), 6);
+    // Image, devices, model, graph, kernels and source, training, memory,
+    // timeline, tuner; Compare devices is a window of its own.
+    QCOMPARE(docks.size(), 9);
     // At 1280x800 less a title bar, each dock shown (or the front tab of its
     // group) has room to be used.
     window_->resize(1280, 800 - 32);

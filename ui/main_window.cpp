@@ -76,6 +76,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
   source_ = new SourcePane;
   compare_ = new ComparePane;
   training_ = new TrainingPane(session_);
+  memory_ = new MemoryPane;
+  timeline_ = new TimelinePane;
+  tuner_ = new TunerPane;
   buildDocks();
   buildMenus();
 
@@ -105,6 +108,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
   });
   connect(devices_, &DevicePane::devicePicked, this, &MainWindow::setDevice);
   connect(kernels_, &KernelPane::kernelSelected, this, &MainWindow::showKernel);
+  connect(memory_, &MemoryPane::kernelSelected, kernels_, &KernelPane::selectRecord);
+  connect(timeline_, &TimelinePane::kernelSelected, kernels_, &KernelPane::selectRecord);
+  connect(tuner_, &TunerPane::kernelSelected, kernels_, &KernelPane::selectRecord);
   connect(graph_, &GraphPane::kernelSelected, this, [this](int record) {
     kernels_->selectRecord(record);
   });
@@ -190,6 +196,7 @@ void MainWindow::connectResults() {
   connect(session_, &Session::modelLoaded, this, [this](const ModelPtr& m) {
     settleProgress();
     loadedModel_ = m->nameOrPath;
+    lastModel_ = m;
     model_->setModel(m);
     // The ONNX graph belongs to the .onnx it came from; another model hides it.
     if (m->job != 0 && !m->nameOrPath.endsWith(".onnx", Qt::CaseInsensitive) && graph_->onnx()) {
@@ -231,7 +238,9 @@ void MainWindow::connectResults() {
   });
   connect(session_, &Session::classified, this, &MainWindow::onClassified);
   connect(session_, &Session::compared, this, [this](const ComparePtr& r) {
+    lastCompare_ = r;
     compare_->setResult(r);
+    timeline_->setCompare(r);
     showCompare();
     status_->setText(tr("Compared %1 devices").arg(r->runs.size()));
   });
@@ -305,6 +314,9 @@ void MainWindow::buildDocks() {
   makeDock(this, tr("Kernels"), "kernelDock", kernels_);
   makeDock(this, tr("Kernel source"), "sourceDock", source_);
   makeDock(this, tr("Training"), "trainingDock", training_);
+  makeDock(this, tr("Memory"), "memoryDock", memory_);
+  makeDock(this, tr("Timeline"), "timelineDock", timeline_);
+  makeDock(this, tr("Tuner"), "tunerDock", tuner_);
   // The image column runs the full height: on a 768-pixel screen the
   // bottom docks would otherwise leave the picture a strip.
   setCorner(Qt::BottomLeftCorner, Qt::LeftDockWidgetArea);
@@ -331,6 +343,9 @@ void MainWindow::placeDocks() {
   dock("modelDock")->raise();
   addDockWidget(Qt::BottomDockWidgetArea, dock("kernelDock"));
   tabifyDockWidget(dock("kernelDock"), dock("trainingDock"));
+  tabifyDockWidget(dock("kernelDock"), dock("memoryDock"));
+  tabifyDockWidget(dock("kernelDock"), dock("timelineDock"));
+  tabifyDockWidget(dock("kernelDock"), dock("tunerDock"));
   dock("kernelDock")->raise();
   addDockWidget(Qt::BottomDockWidgetArea, dock("sourceDock"));
   sizeDocks();
@@ -388,6 +403,16 @@ void MainWindow::buildMenus() {
     QString path = QFileDialog::getSaveFileName(this, tr("Export kernels"), "kernels.csv", tr("CSV (*.csv)"));
     QString error;
     if (!path.isEmpty() && !exportKernelsCsv(path, &error)) showError(error);
+  });
+  file->addAction(tr("Export &Trace..."), this, [this] {
+    QString path = QFileDialog::getSaveFileName(this, tr("Export trace"), "trace.json", tr("Trace JSON (*.json)"));
+    QString error;
+    if (!path.isEmpty() && !exportTrace(path, &error)) showError(error);
+  });
+  file->addAction(tr("Export &Report..."), this, [this] {
+    QString path = QFileDialog::getSaveFileName(this, tr("Export report"), "report.html", tr("HTML (*.html)"));
+    QString error;
+    if (!path.isEmpty() && !exportReport(path, &error)) showError(error);
   });
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
@@ -545,6 +570,9 @@ void MainWindow::onClassified(const RunPtr& run) {
   image_->setError({});
   devices_->setResultsDevice(run->device);
   kernels_->setRecords(run->records, run->warmSeconds, run->jitReplayed, runSubject(*run));
+  memory_->setRun(run);
+  timeline_->setRun(run);
+  tuner_->setRun(run);
   graph_->setRun(run);
   if (!run->records.empty()) kernels_->selectRecord(0);
   status_->setText(tr("%1 on %2: %3 (%4 %), warm %5 ms (median run), %6")
@@ -565,6 +593,7 @@ void MainWindow::showTrainingGraph(const RunPtr& run) {
   lastRun_ = run;
   hint_->hide();
   kernels_->setRecords(run->records, 0, false, run->model);
+  memory_->setRun(run);
   graph_->setRun(run);
   if (!run->records.empty()) kernels_->selectRecord(0);
   status_->setText(tr("Op graph of %1: %2 nodes, %3 kernels").arg(run->model).arg(run->graph.size()).arg(run->records.size()));
@@ -573,6 +602,7 @@ void MainWindow::showTrainingGraph(const RunPtr& run) {
 void MainWindow::showKernel(int record) {
   if (!lastRun_ || record < 0 || size_t(record) >= lastRun_->records.size()) return;
   const auto& k = *lastRun_->records[size_t(record)].kernel;
+  memory_->selectLaunch(record);
   source_->setKernel(QString("#%1 %2 (%3)").arg(record).arg(QString::fromStdString(k.name), QString::fromStdString(k.device)),
                      QString::fromStdString(k.source), QString::fromStdString(k.build_log),
                      sourceExtension(QString::fromStdString(k.device)));

@@ -8,6 +8,9 @@
 #include "ui/panes/graph_pane.h"
 #include "ui/panes/image_pane.h"
 #include "ui/panes/kernel_pane.h"
+#include "ui/panes/memory_pane.h"
+#include "ui/panes/timeline_pane.h"
+#include "ui/panes/tuner_pane.h"
 #include "ui/panes/side_panes.h"
 #include "ui/panes/source_pane.h"
 #include "ui/panes/training_pane.h"
@@ -58,11 +61,27 @@ class MainWindow : public QMainWindow {
   SourcePane* sourcePane() const { return source_; }
   ComparePane* comparePane() const { return compare_; }
   TrainingPane* trainingPane() const { return training_; }
+  MemoryPane* memoryPane() const { return memory_; }
+  TimelinePane* timelinePane() const { return timeline_; }
+  TunerPane* tunerPane() const { return tuner_; }
   RunPtr lastRun() const { return lastRun_; }
   QString statusText() const;
   QStringList recentFiles() const;
 
   bool exportGraph(const QString& path, QString* error);  // .svg or .png by suffix
+  // File > Export Trace / Export Report (ui/main_window_exports.cpp): written
+  // on the worker from the run shown (and the last comparison); false, with
+  // the reason in `error`, when there is nothing to write yet. The file is
+  // there when exportFinished(job) comes; a failure shows as an error.
+  bool exportTrace(const QString& path, QString* error, quint64* job = nullptr);
+  bool exportReport(const QString& path, QString* error, quint64* job = nullptr);
+  // Writes the report to `path` after the first result and quits (as
+  // setScreenshotPath does): `tinylens MODEL IMAGE --report FILE`.
+  void setReportPath(const QString& path);
+  // Brings the dock titled `title` (any case: "timeline", "memory") to the
+  // front of its tab group; false when there is none (`tinylens --pane`).
+  bool raisePane(const QString& title);
+  ComparePtr lastCompare() const { return lastCompare_; }
   bool exportKernelsCsv(const QString& path, QString* error);
   // Help > Build a Kernel with a Known Warning, on the current device.
   void buildWarningKernel();
@@ -79,6 +98,7 @@ class MainWindow : public QMainWindow {
   void runFailed(const QString& message);
   void devicesKnown();
   void warningKernelShown();  // the known-warning kernel is in the source pane
+  void exportFinished(quint64 job, const QString& path);
 
  protected:
   void dragEnterEvent(QDragEnterEvent* event) override;
@@ -115,6 +135,9 @@ class MainWindow : public QMainWindow {
   SourcePane* source_;
   ComparePane* compare_;
   TrainingPane* training_;
+  MemoryPane* memory_;
+  TimelinePane* timeline_;
+  TunerPane* tuner_;
   QLabel* status_;
   QLabel* hint_ = nullptr;
   QProgressBar* progress_;
@@ -129,6 +152,9 @@ class MainWindow : public QMainWindow {
   QString pendingModel_;
   QString loadedModel_;  // the classifier runs use now
   RunPtr lastRun_;
+  ComparePtr lastCompare_;
+  ModelPtr lastModel_;
+  QString reportPath_;
   QString screenshotPath_;
   int screenshotLingerMs_ = 0;
   bool screenshotResult_ = false;

@@ -13,7 +13,9 @@
 #include "core/graph.h"
 #include "core/io/onnx.h"
 #include "core/models/classifier.h"
+#include "core/memory.h"
 #include "core/profile.h"
+#include "core/trace.h"
 #include "core/runtime/device.h"
 
 namespace tlui {
@@ -56,6 +58,12 @@ struct RunData {
   // weights. uniformLogits: every class got the same logit.
   bool outputIgnoresImage = false;
   bool uniformLogits = false;
+  // Everything the job did on the worker, as File > Export Trace writes it
+  // (core/trace.h): the cold run with its compiles, the run that built the
+  // graph, the warm runs (the table's is one of them) and the input check.
+  std::shared_ptr<const tl::TraceDocument> trace;
+  // The memory of `records`' run (core/memory.h), for the Memory pane.
+  std::shared_ptr<const tl::MemoryProfile> memory;
 };
 
 // What a run whose output ignores the image says, or "" for a sound run.

@@ -20,6 +20,7 @@
 #include "core/runtime/device.h"
 #include "core/runtime/registry.h"
 #include "core/tensor.h"
+#include "core/trace.h"
 #include "ui/graph_data.h"
 #include "ui/train_worker.h"
 
@@ -341,6 +342,7 @@ quint64 Session::classify(const QString& imagePath, const QString& device) {
     }
     CancelScope cancelScope(flag.get());
     const std::string dev = device.toStdString();
+    tl::TraceCapture trace;  // File > Export Trace: this whole job
     try {
       report(tr("Reading %1").arg(imagePath), 2);
       std::shared_ptr<const tl::Image> read;
@@ -396,6 +398,8 @@ quint64 Session::classify(const QString& imagePath, const QString& device) {
       data->coldSeconds = result.cold_seconds;
       data->coldNewKernels = newKernels;
       timeWarmRuns(job, image, *data);
+      data->trace = std::make_shared<const tl::TraceDocument>(tl::trace_document(trace));
+      data->memory = std::make_shared<const tl::MemoryProfile>(tl::memory_profile(data->records));
       // result.records are the cold run's (warm_runs = 0).
       auto& first = st.firstRuns[{st.modelName, device}];
       if (std::any_of(result.records.begin(), result.records.end(), [](auto& r) { return !r.replayed; }))
@@ -434,6 +438,7 @@ void Session::timeWarmRuns(quint64 job, const tl::Image& image, RunData& data) {
   std::vector<tl::ProfileRecord> built;
   {
     tl::ProfileCapture capture;
+    tl::TraceScope span("graph run");
     tl::Tensor logits = st.model->forward(input);
     data.graph = tl::snapshot_graph({logits.node()});
     (void)logits.to_vector();
@@ -450,12 +455,16 @@ void Session::timeWarmRuns(quint64 job, const tl::Image& image, RunData& data) {
   std::vector<WarmRun> runs;
   // The cold run uploaded the weights, so the Jit captured nothing then;
   // this untimed call captures, and every run below replays.
-  if (!st.model->jit_captured()) (void)st.model->infer(input).to_vector();
+  if (!st.model->jit_captured()) {
+    tl::TraceScope span("jit capture");
+    (void)st.model->infer(input).to_vector();
+  }
   const bool byJit = st.model->jit_captured();
   for (int r = 0; r < kWarmRuns; ++r) {
     deliverRun(job, [this, job, device, r] { emit runProgress(job, device, r + 1, kWarmRuns); });
     WarmRun run;
     tl::ProfileCapture capture;
+    tl::TraceScope span("warm run " + std::to_string(r + 1));
     auto t0 = std::chrono::steady_clock::now();
     (void)st.model->infer(input).to_vector();
     run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -480,6 +489,7 @@ void Session::timeWarmRuns(quint64 job, const tl::Image& image, RunData& data) {
 // the same replay, and the logits are compared.
 void Session::checkInputMatters(const tl::Image& image, RunData& data) {
   WorkerState& st = *state_;
+  tl::TraceScope span("input check");
   // A copy of at most 512 pixels a side is enough to change the input (the
   // model resizes it anyway); a copy of the whole photo was 768 MB.
   const int step = std::max(1, (std::max(image.width, image.height) + 511) / 512);
@@ -533,6 +543,7 @@ quint64 Session::compare(const QString& imagePath, const QStringList& devices) {
         const QString device = devices[i];
         int pct = 100 * i / int(devices.size());
         deliverRun(job, [this, job, device, pct] { emit progress(job, tr("Comparing: running on %1").arg(device), pct); });
+        tl::TraceCapture trace;
         tl::ClassifyResult r = tl::classify(*st.model, image, device.toStdString(), 5, 0);
         tl::Tensor input = st.model->preprocess(image, device.toStdString());
         input.realize();
@@ -549,6 +560,7 @@ quint64 Session::compare(const QString& imagePath, const QStringList& devices) {
         run->warmRuns = kCompareRuns;
         run->records = std::move(timed.records);
         run->kernelSamples = std::move(timed.samples);
+        run->trace = std::make_shared<const tl::TraceDocument>(tl::trace_document(trace));
         for (const auto& rec : run->records) run->kernelSeconds += rec.seconds;
         data->runs.push_back(run);
       }

@@ -30,6 +30,7 @@ class Session : public QObject {
     Compare,        // compare
     WarningKernel,  // buildWarningKernel
     Train,          // every training request
+    Export,         // exportTrace, exportReport
   };
   Q_ENUM(FailureSource)
 
@@ -55,6 +56,12 @@ class Session : public QObject {
   // a literal that loses its fraction), so the clickable build log can be
   // seen working. Answers with warningKernelBuilt or failed(FailureSource::WarningKernel).
   quint64 buildWarningKernel(const QString& device);
+
+  // Writes a file from results already shown, on the worker: a run's trace
+  // (core/trace.h), or the report (core/report.h) of a run and, when given,
+  // a comparison. Answers with exported or failed(FailureSource::Export).
+  quint64 exportTrace(const QString& path, const RunPtr& run);
+  quint64 exportReport(const QString& path, const RunPtr& run, const ComparePtr& compare, const ModelPtr& model);
 
   bool busy() const { return busyJob_ != 0; }
   quint64 latestRunJob() const { return runJob_; }
@@ -98,6 +105,7 @@ class Session : public QObject {
   void failed(quint64 job, tlui::Session::FailureSource source, const QString& message);
   void cancelled(quint64 job);
   void idle();
+  void exported(quint64 job, const QString& path);
 
   // Training results of the newest model only (older ones are dropped);
   // failures arrive through failed() with FailureSource::Train.

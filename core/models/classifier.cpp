@@ -13,6 +13,7 @@
 #include "core/models/onnx_classifier.h"
 #include "core/runtime/registry.h"
 #include "core/settings.h"
+#include "core/trace.h"
 #ifdef TL_HAVE_PTH
 #include "core/io/pth.h"
 #endif
@@ -193,6 +194,7 @@ ClassifyResult classify(ImageClassifier& model, const Image& image, const std::s
   std::vector<ProfileRecord> cold_records;
   {
     ProfileCapture capture;
+    TraceScope span("cold run");
     auto t0 = std::chrono::steady_clock::now();
     logits = model.infer(input).to_vector();
     result.cold_seconds = seconds_since(t0);
@@ -201,6 +203,7 @@ ClassifyResult classify(ImageClassifier& model, const Image& image, const std::s
   std::vector<double> warm;
   for (int r = 0; r < warm_runs; ++r) {
     ProfileCapture capture;
+    TraceScope span("warm run");
     auto t0 = std::chrono::steady_clock::now();
     logits = model.infer(input).to_vector();
     warm.push_back(seconds_since(t0));
