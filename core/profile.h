@@ -50,8 +50,8 @@ struct ProfileRecord {
   // these minus the kernels' sum is the host overhead (scheduling, rendering,
   // allocation, launching, waiting); compile_seconds is kept apart.
   double realize_wall = 0, compile_seconds = 0;
-  // When run_plan queued the launch (steady clock seconds, core/trace.h's
-  // trace_clock) and how long the enqueue took; 0 without a timed capture.
+  // When run_plan queued the launch (steady_seconds, below) and how long
+  // the enqueue took; 0 without a timed capture.
   double enqueued = 0, enqueue_seconds = 0;
   // The device buffers the launch used (core/memory.h): ids are the buffers'
   // addresses, a concatenation assembled in place names the buffer it is a

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -64,11 +63,7 @@ std::string phase_of(const std::string& name) {
 
 }  // namespace
 
-double trace_clock() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-TraceCapture::TraceCapture() : profile_(true), origin_(trace_clock()), parent_(current_trace) { current_trace = this; }
+TraceCapture::TraceCapture() : profile_(true), origin_(steady_seconds()), parent_(current_trace) { current_trace = this; }
 TraceCapture::~TraceCapture() { current_trace = parent_; }
 
 bool TraceCapture::active() { return current_trace != nullptr; }
@@ -80,17 +75,17 @@ void TraceCapture::add(const HostSpan& span) {
 TraceScope::TraceScope(const char* name, const char* category) : on_(TraceCapture::active()), category_(category) {
   if (!on_) return;
   name_ = name;
-  start_ = trace_clock();
+  start_ = steady_seconds();
 }
 
 TraceScope::TraceScope(std::string name, const char* category) : on_(TraceCapture::active()), category_(category) {
   if (!on_) return;
   name_ = std::move(name);
-  start_ = trace_clock();
+  start_ = steady_seconds();
 }
 
 TraceScope::~TraceScope() {
-  if (on_) TraceCapture::add({std::move(name_), category_, start_, trace_clock() - start_});
+  if (on_) TraceCapture::add({std::move(name_), category_, start_, steady_seconds() - start_});
 }
 
 TraceDocument trace_document(const TraceCapture& capture) {

@@ -22,12 +22,12 @@
 
 namespace tl {
 
-double trace_clock();  // seconds of the steady clock, the time base of every span and of ProfileRecord::enqueued
+// Every span, and ProfileRecord::enqueued, is in steady_seconds() (core/profile.h).
 
 struct HostSpan {
   std::string name;      // "schedule", "compile 12 kernels", "load model"
   std::string category;  // "host" unless the caller says otherwise
-  double start = 0, seconds = 0;  // trace_clock() time
+  double start = 0, seconds = 0;  // steady_seconds() time
 };
 
 class TraceCapture {
@@ -38,7 +38,7 @@ class TraceCapture {
   TraceCapture& operator=(const TraceCapture&) = delete;
   const std::vector<HostSpan>& spans() const { return spans_; }
   const std::vector<ProfileRecord>& records() const { return profile_.records(); }
-  double origin() const { return origin_; }  // trace_clock() when the capture began
+  double origin() const { return origin_; }  // steady_seconds() when the capture began
   static bool active();                      // some capture is alive on this thread
   static void add(const HostSpan& span);     // to every capture alive on this thread
 
