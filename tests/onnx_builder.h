@@ -82,6 +82,30 @@ inline void ints_attr(onnx::NodeProto* n, const std::string& name, const std::ve
   for (auto x : v) a->add_ints(x);
 }
 
+// x (1,3,8,8) -> Conv 3x3 (pad 1, `stride`; W's i-th of 108 values is
+// weight(i), B is `bias`) -> Relu -> GlobalAveragePool -> Flatten -> (1, 4):
+// a classifier of four classes whose run is a few small kernels, for the
+// window's and the CLI's tests. Returns the path written.
+template <class Weight>
+std::string tiny_classifier(const std::filesystem::path& path, Weight weight, const std::vector<float>& bias,
+                            int64_t stride = 1) {
+  Builder b;
+  b.input("x", {"1", "3", "8", "8"});
+  b.output("out", {"1", "4"});
+  auto* conv = b.node("Conv", {"x", "W", "B"}, {"y"});
+  ints_attr(conv, "kernel_shape", {3, 3});
+  ints_attr(conv, "pads", {1, 1, 1, 1});
+  if (stride != 1) ints_attr(conv, "strides", {stride, stride});
+  b.node("Relu", {"y"}, {"r"});
+  b.node("GlobalAveragePool", {"r"}, {"p"});
+  b.node("Flatten", {"p"}, {"out"});
+  auto* W = b.init("W", {4, 3, 3, 3}, onnx::TensorProto::FLOAT);
+  for (int i = 0; i < 108; ++i) W->add_float_data(weight(i));
+  auto* B = b.init("B", {4}, onnx::TensorProto::FLOAT);
+  for (float v : bias) B->add_float_data(v);
+  return b.save(path);
+}
+
 // An empty folder of its own for one test's files:
 // <temp>/tinylens-<suite>-<name>-<pid>, emptied if a crashed run left it.
 inline std::filesystem::path fresh_temp_dir(const std::string& suite, const std::string& name) {

@@ -10,36 +10,16 @@
 #include "core/profile.h"
 #include "core/realize.h"
 #include "core/tensor.h"
+#include "tests/cli_run.h"
 #include "tests/testing.h"
 
 using tl::Tensor;
 
 namespace {
 
-struct Run {
-  int code = -1;
-  QString out, err;
-};
-
-// The binary lands in the build folder's root, the suites in build/tests/.
-QString cli_path() { return QCoreApplication::applicationDirPath() + "/../tinylens-cli"; }
-
-Run run_cli(const QStringList& args, const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment()) {
-  QProcess p;
-  p.setProcessEnvironment(env);
-  p.start(cli_path(), args);
-  Run r;
-  if (!p.waitForStarted() || !p.waitForFinished(10 * 60 * 1000)) {
-    p.kill();
-    p.waitForFinished();
-    r.err = "did not start or finish: " + p.errorString();
-    return r;
-  }
-  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  return r;
-}
+using Run = tltest::CliRun;
+using tltest::cli_path;
+using tltest::run_cli;
 
 // `project(tinylens VERSION x.y ...)` of the top CMakeLists.txt.
 QString cmake_version() {

@@ -17,6 +17,7 @@
 #include "core/report.h"
 #include "core/tensor.h"
 #include "core/trace.h"
+#include "tests/cli_run.h"
 #include "tests/onnx_builder.h"
 #include "tests/testing.h"
 
@@ -26,27 +27,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-  int code = -1;
-  QString out, err;
-};
-
-QString cli_path() { return QCoreApplication::applicationDirPath() + "/../tinylens-cli"; }
+using Run = tltest::CliRun;
 
 Run run_cli(const QStringList& args) {
-  QProcess p;
-  p.start(cli_path(), args);
-  Run r;
-  if (!p.waitForStarted() || !p.waitForFinished(tltest::kRunTimeoutMs)) {
-    p.kill();
-    p.waitForFinished();
-    r.err = "did not start or finish: " + p.errorString();
-    return r;
-  }
-  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  return r;
+  return tltest::run_cli(args, QProcessEnvironment::systemEnvironment(), tltest::kRunTimeoutMs);
 }
 
 std::string read_text(const std::string& path) {
@@ -89,22 +73,8 @@ std::vector<std::pair<QString, double>> table_rows(const QString& out) {
   return rows;
 }
 
-// x (1,3,8,8) -> Conv 3x3 -> Relu -> GlobalAveragePool -> Flatten -> (1, 4).
 std::string write_tiny_onnx(const fs::path& path) {
-  tltest::Builder b;
-  b.input("x", {"1", "3", "8", "8"});
-  b.output("out", {"1", "4"});
-  auto* conv = b.node("Conv", {"x", "W", "B"}, {"y"});
-  tltest::ints_attr(conv, "kernel_shape", {3, 3});
-  tltest::ints_attr(conv, "pads", {1, 1, 1, 1});
-  b.node("Relu", {"y"}, {"r"});
-  b.node("GlobalAveragePool", {"r"}, {"p"});
-  b.node("Flatten", {"p"}, {"out"});
-  auto* W = b.init("W", {4, 3, 3, 3}, onnx::TensorProto::FLOAT);
-  for (int i = 0; i < 108; ++i) W->add_float_data(float(std::sin(i * 0.7) * 0.5));
-  auto* B = b.init("B", {4}, onnx::TensorProto::FLOAT);
-  for (float v : {0.1f, -0.2f, 0.0f, 0.3f}) B->add_float_data(v);
-  return b.save(path);
+  return tltest::tiny_classifier(path, [](int i) { return float(std::sin(i * 0.7) * 0.5); }, {0.1f, -0.2f, 0.0f, 0.3f});
 }
 
 }  // namespace

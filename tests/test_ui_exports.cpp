@@ -29,22 +29,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// x (1,3,8,8) -> Conv 3x3 -> Relu -> GlobalAveragePool -> Flatten -> (1, 4).
 QString writeClassifier(const fs::path& path) {
-  tltest::Builder b;
-  b.input("x", {"1", "3", "8", "8"});
-  b.output("out", {"1", "4"});
-  auto* conv = b.node("Conv", {"x", "W", "B"}, {"y"});
-  tltest::ints_attr(conv, "kernel_shape", {3, 3});
-  tltest::ints_attr(conv, "pads", {1, 1, 1, 1});
-  b.node("Relu", {"y"}, {"r"});
-  b.node("GlobalAveragePool", {"r"}, {"p"});
-  b.node("Flatten", {"p"}, {"out"});
-  auto* W = b.init("W", {4, 3, 3, 3}, onnx::TensorProto::FLOAT);
-  for (int i = 0; i < 108; ++i) W->add_float_data(float(std::cos(i * 0.3) * 0.4));
-  auto* B = b.init("B", {4}, onnx::TensorProto::FLOAT);
-  for (float v : {0.0f, 0.2f, -0.1f, 0.1f}) B->add_float_data(v);
-  return QString::fromStdString(b.save(path));
+  return QString::fromStdString(
+      tltest::tiny_classifier(path, [](int i) { return float(std::cos(i * 0.3) * 0.4); }, {0.0f, 0.2f, -0.1f, 0.1f}));
 }
 
 QString readText(const QString& path) {

@@ -46,18 +46,9 @@ int64_t residentBytes() {
 
 QString mb(int64_t bytes) { return QString::number(double(bytes) / 1e6, 'f', 1) + " MB"; }
 
-// x (1,3,8,8) -> Conv 3x3 -> GlobalAveragePool -> Flatten -> (1, 4).
 QString writeClassifier(const fs::path& path, float scale) {
-  tltest::Builder b;
-  b.input("x", {"1", "3", "8", "8"});
-  b.output("out", {"1", "4"});
-  auto* conv = b.node("Conv", {"x", "W"}, {"y"});
-  tltest::ints_attr(conv, "kernel_shape", {3, 3});
-  b.node("GlobalAveragePool", {"y"}, {"p"});
-  b.node("Flatten", {"p"}, {"out"});
-  auto* W = b.init("W", {4, 3, 3, 3}, onnx::TensorProto::FLOAT);
-  for (int i = 0; i < 108; ++i) W->add_float_data(float(std::sin(i * scale)));
-  return QString::fromStdString(b.save(path));
+  return QString::fromStdString(
+      tltest::tiny_classifier(path, [scale](int i) { return float(std::sin(i * scale)); }, {0.0f, 0.1f, 0.2f, 0.3f}));
 }
 
 }  // namespace

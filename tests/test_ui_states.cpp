@@ -34,25 +34,10 @@ namespace {
 
 using tltest::kSquirrel;
 
-// x (1,3,8,8) -> Conv(W, B; 3x3, stride 2, pad 1) -> Relu -> GlobalAveragePool
-// -> Flatten -> (1, 4). `weight(i)` gives W's i-th of 108 values, B is `bias`.
+// The tiny classifier (tests/onnx_builder.h) with stride 2.
 template <class Weight>
 QString writeClassifier(const fs::path& path, Weight weight, std::vector<float> bias) {
-  tltest::Builder b;
-  b.input("x", {"1", "3", "8", "8"});
-  b.output("out", {"1", "4"});
-  auto* conv = b.node("Conv", {"x", "W", "B"}, {"y"});
-  tltest::ints_attr(conv, "kernel_shape", {3, 3});
-  tltest::ints_attr(conv, "pads", {1, 1, 1, 1});
-  tltest::ints_attr(conv, "strides", {2, 2});
-  b.node("Relu", {"y"}, {"r"});
-  b.node("GlobalAveragePool", {"r"}, {"p"});
-  b.node("Flatten", {"p"}, {"out"});
-  auto* W = b.init("W", {4, 3, 3, 3}, onnx::TensorProto::FLOAT);
-  for (int i = 0; i < 108; ++i) W->add_float_data(weight(i));
-  auto* B = b.init("B", {4}, onnx::TensorProto::FLOAT);
-  for (float v : bias) B->add_float_data(v);
-  return QString::fromStdString(b.save(path));
+  return QString::fromStdString(tltest::tiny_classifier(path, weight, bias, 2));
 }
 
 QString writeFile(const QString& path, const QByteArray& bytes) {
