@@ -22,7 +22,7 @@ class Buffer;
 class RunMemory {
  public:
   // describe(held, asked, limit): the error's text when a buffer of `asked`
-  // bytes would take `held` past `limit`.
+  // bytes would take `held` past `limit`; called only while the scope lives.
   using Describe = std::function<std::string(uint64_t held, uint64_t asked, uint64_t limit)>;
   RunMemory(uint64_t limit, Describe describe);
   ~RunMemory();

@@ -109,10 +109,11 @@ std::string shapes_of(const std::vector<Tensor>& inputs) {
 RunMemory bound_run_memory(const std::string& path, uint64_t file_bytes, const std::vector<OnnxValueInfo>& declared,
                            const std::vector<Tensor>& inputs) {
   const uint64_t input_bytes = input_bytes_of(inputs), batch = batch_of(declared, inputs);
+  // The error's words are built only when it is raised, which is while the
+  // scope (and so `path` and `inputs`) lives: not on every run.
   return RunMemory(io::run_byte_budget(file_bytes, input_bytes, batch),
-                   [what = path + (inputs.empty() ? " run" : " run on an input of " + shapes_of(inputs)), file_bytes,
-                    input_bytes, batch](
-                       uint64_t held, uint64_t asked, uint64_t limit) {
+                   [&path, &inputs, file_bytes, input_bytes, batch](uint64_t held, uint64_t asked, uint64_t limit) {
+                     const std::string what = path + (inputs.empty() ? " run" : " run on an input of " + shapes_of(inputs));
                      return io::run_bytes_exceeded(what, held, asked, limit, file_bytes, input_bytes, batch);
                    });
 }

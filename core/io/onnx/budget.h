@@ -62,7 +62,8 @@ uint64_t batch_of(const std::vector<OnnxValueInfo>& declared, const std::vector<
 std::string shapes_of(const std::vector<Tensor>& inputs);
 
 // The bound on the device bytes one run of the model at `path` holds
-// (RunMemory): the run byte budget of its file and these inputs.
+// (RunMemory): the run byte budget of its file and these inputs. `path` and
+// `inputs` must outlive the returned scope (its error reads them).
 RunMemory bound_run_memory(const std::string& path, uint64_t file_bytes, const std::vector<OnnxValueInfo>& declared,
                            const std::vector<Tensor>& inputs);
 
