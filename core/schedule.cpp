@@ -20,6 +20,20 @@ constexpr int kRecomputeLimit = 8;
 constexpr int kRecomputeLoads = 4;
 constexpr int kPermutedLoad = 4;
 constexpr int kLoadsCap = 1 << 20;  // loads are counted up to this (20000 transposes in a row)
+// An exp, log, sin or pow is a polynomial of a dozen operations on the C
+// device (kernels/c_math.h), not one.
+constexpr int kTranscendentalCost = 4;
+// A GEMM's epilogue read by a reduction and by other kernels is stored by
+// the GEMM (which writes C anyway) when it is more than this many ops: SiLU
+// after a depthwise convolution, read by a squeeze-and-excite's mean and by
+// its scale, is computed once instead of by both. A bias and ReLU stay
+// recomputed, and so does a value only one kernel reads twice (SiLU's x).
+constexpr int kCheapEpilogue = 2;
+
+int op_cost(Op op) {
+  if (op == Op::Exp || op == Op::Log || op == Op::Sin || op == Op::Pow) return kTranscendentalCost;
+  return is_elementwise(op) ? 1 : 0;
+}
 
 struct Planner {
   bool gemm;
@@ -76,6 +90,10 @@ struct Planner {
     // The GEMM product that n's fused expression reads, if any, and the one
     // it reads in place (through elementwise ops and reshapes only).
     std::unordered_map<Node*, Node*> product, in_place;
+    // The product that a stored value n's expression reads was computed from
+    // (a softmax's maximum, a LayerNorm's mean): an expression of a product
+    // that also reads such a value cannot be computed by the GEMM's store.
+    std::unordered_map<Node*, Node*> after;
     for (auto& r : roots)
       if (!r->realized()) effective[r.get()] += 1;
     // consumers come after their sources in `order`, so walk it backwards
@@ -105,7 +123,7 @@ struct Planner {
         reads = r;
       }
       if (aligned && reads) in_place[n] = reads;
-      int c = is_elementwise(n->op) ? 1 : 0, l = 0;
+      int c = op_cost(n->op), l = 0;
       for (Node* s : ins) {
         if (is_gemm(s)) product[n] = s;
         if (s->realized() || materialised.count(s)) {
@@ -116,6 +134,11 @@ struct Planner {
         l = std::min(l + loads[s], kLoadsCap);
         if (product[s]) product[n] = product[s];
       }
+      for (Node* s : ins)
+        if (!is_gemm(s)) {
+          Node* from = s->realized() ? nullptr : materialised.count(s) ? product[s] : after[s];
+          if (from) after[n] = from;
+        }
       cost[n] = c;
       loads[n] = n->op == Op::Permute ? std::min(l * kPermutedLoad, kLoadsCap) : l;
       if (is_elementwise(n->op) && effective[n] > 1 && (c > kRecomputeLimit || l > kRecomputeLoads)) m = true;
@@ -128,6 +151,9 @@ struct Planner {
       const Node* p = product[n];
       const bool epilogue = p && !p->requires_grad && consumers[product[n]].size() == 1 && n->dtype == DType::f32;
       if (is_elementwise(n->op) && expanded[n] && (c > kRecomputeLimit || epilogue)) m = true;
+      if (is_elementwise(n->op) && effective[n] > 1 && epilogue && after[n] != p && c > kCheapEpilogue &&
+          std::any_of(consumers[n].begin(), consumers[n].end(), [](Node* u) { return is_reduce(u->op); }))
+        m = true;
       // The same for an epilogue that is then moved (padded into a
       // concatenation, permuted): the GEMM's store computes it once, and the
       // kernel that moves it reads one value instead of recomputing a

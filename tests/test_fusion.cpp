@@ -85,6 +85,30 @@ class TestFusion : public QObject {
     QVERIFY2(bad.empty(), bad.c_str());
   }
 
+  // SiLU after a convolution, read by a squeeze-and-excite's mean and by its
+  // scale: an exp is a dozen operations on the C device, so the value is
+  // stored once by the GEMM (its epilogue) instead of recomputed, exp and
+  // all, by both readers.
+  void expensiveValuesAreComputedOnce() {
+    const int64_t C = 6, H = 5, W = 8, O = 4;
+    Tensor image = Tensor::from_data(ramp(size_t(C * H * W), 1.7f, -0.8f), {1, C, H, W}, "cpu");
+    Tensor weight = Tensor::from_data(ramp(size_t(O * C), 0.6f, -0.3f), {O, C, 1, 1}, "cpu");
+    image.realize();
+    weight.realize();
+    auto block = [&](bool step) {
+      Tensor v = image.conv2d(weight, Tensor()).silu();
+      if (step) v.realize();
+      return (v * v.mean({2, 3}, true)).to_vector();
+    };
+    std::vector<float> fused;
+    const auto recs = launches([&] { fused = block(false); });
+    int with_exp = 0;
+    for (const auto& r : recs) with_exp += r.kernel->source.find("tl_expf(v") != std::string::npos;
+    QVERIFY2(with_exp == 1, ("kernels computing exp: " + std::to_string(with_exp) + " of " + tltest::kernel_names(recs)).c_str());
+    const std::string bad = first_difference(fused, block(true));
+    QVERIFY2(bad.empty(), bad.c_str());
+  }
+
   // A batch norm and ReLU over the concatenation of many parts along the
   // channels (a DenseNet layer reads all earlier layers' outputs so). Each
   // element read every part through its guard; the C device's row kernel
