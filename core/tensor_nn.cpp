@@ -349,6 +349,27 @@ Tensor Tensor::windows2d(int64_t kh, int64_t kw, int64_t stride_h, int64_t strid
   return windows_2d(*this, kh, kw, stride_h, stride_w, 1, 1, oh, ow, "windows2d", shape());
 }
 
+// x = y * s with s of shape (1 or N, C, 1, 1) broadcast over the plane (a
+// squeeze-and-excite's scale): returns s, and y through `y`; else an
+// undefined tensor.
+static Tensor channel_scale(const Tensor& x, Tensor& y) {
+  const Node& n = *x.node();
+  // (a realized product is read as it is: its buffer holds the scaled image)
+  if (n.op != Op::Mul || n.realized() || n.src.size() != 2 || n.dtype != DType::f32 || n.shape.size() != 4)
+    return Tensor();
+  for (int i = 0; i < 2; ++i) {
+    const NodeRef& e = n.src[size_t(i)];
+    const NodeRef& other = n.src[size_t(1 - i)];
+    if (e->op != Op::Expand || other->op == Op::Expand || other->shape != n.shape) continue;
+    const Shape& s = e->src[0]->shape;
+    if (s.size() == 4 && (s[0] == 1 || s[0] == n.shape[0]) && s[1] == n.shape[1] && s[2] == 1 && s[3] == 1) {
+      y = Tensor(other);
+      return Tensor(e->src[0]);
+    }
+  }
+  return Tensor();
+}
+
 Tensor Tensor::conv2d(const Tensor& weight, const Tensor& bias, const Conv2dOptions& opt) const {
   Scope scope("conv2d");
   if (ndim() != 4 || weight.ndim() != 4)
@@ -375,7 +396,17 @@ Tensor Tensor::conv2d(const Tensor& weight, const Tensor& bias, const Conv2dOpti
     if (opt.stride_h > 1 || opt.stride_w > 1)
       x = x.slice(2, 0, x.dim(2), opt.stride_h).slice(3, 0, x.dim(3), opt.stride_w).contiguous();
     OH = x.dim(2), OW = x.dim(3);
-    out = weight.reshape({O, C}).matmul(x.reshape({N, C, OH * OW}));
+    // A per-channel scale of the input scales the weights' columns instead
+    // (O x C products an image, not C x OH x OW): the GEMM reads the image
+    // unscaled from the buffer it is in, and no pass writes the scaled copy.
+    Tensor y, scale = OH * OW >= O ? channel_scale(x, y) : Tensor();
+    if (scale.defined()) {
+      const int64_t n = scale.dim(0);
+      Tensor w = weight.reshape({1, O, C}) * scale.reshape({n, 1, C});
+      out = (n == 1 ? w.reshape({O, C}) : w).matmul(y.reshape({N, C, OH * OW}));
+    } else {
+      out = weight.reshape({O, C}).matmul(x.reshape({N, C, OH * OW}));
+    }
   } else if (KH == 1 && KW == 1 && opt.stride_h == 1 && opt.stride_w == 1 && CG > 1) {
     OH = x.dim(2), OW = x.dim(3);
     out = weight.reshape({G, O / G, CG}).matmul(x.reshape({N, G, CG, OH * OW}));

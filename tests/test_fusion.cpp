@@ -85,6 +85,40 @@ class TestFusion : public QObject {
     QVERIFY2(bad.empty(), bad.c_str());
   }
 
+  // A squeeze-and-excite block scales each channel of an image by a number
+  // of its own (the sigmoid of two small products over its mean) before a
+  // 1x1 convolution. The product then scales the weights' columns (O x C
+  // numbers an image) instead of writing the scaled image (C x H x W): no
+  // kernel but the GEMM reads the image. Per image and shared scales, values
+  // as with the scaled image realized first.
+  void squeezeExciteScalesTheWeights_data() { add_device_rows(); }
+  void squeezeExciteScalesTheWeights() {
+    QFETCH(QString, device);
+    const std::string dev = device.toStdString();
+    const int64_t N = 2, C = 12, H = 9, W = 7, O = 8;
+    Tensor image = Tensor::from_data(ramp(size_t(N * C * H * W), 1.7f, -0.8f), {N, C, H, W}, dev);
+    Tensor weight = Tensor::from_data(ramp(size_t(O * C), 0.6f, -0.3f), {O, C, 1, 1}, dev);
+    Tensor bias = Tensor::from_data(ramp(size_t(O), 0.2f, 0.1f), {O}, dev);
+    for (int64_t images : {N, int64_t(1)}) {
+      Tensor gate = Tensor::from_data(ramp(size_t(images * C), 3.0f, -1.5f), {images, C, 1, 1}, dev);
+      for (auto* t : {&image, &weight, &bias, &gate}) t->realize();
+      std::vector<float> fused;
+      const auto recs = launches([&] { fused = (image * gate.sigmoid()).conv2d(weight, bias).to_vector(); });
+      for (const auto& r : recs)
+        if (r.kernel->name.rfind("GEMM", 0) != 0)
+          QVERIFY2(r.kernel->bytes < double(N * C * H * W * 4),
+                   (r.kernel->name + " moves " + std::to_string(r.kernel->bytes) +
+                    " bytes: the scaled image was written; kernels: " + tltest::kernel_names(recs))
+                       .c_str());
+      Tensor scaled = image * gate.sigmoid();
+      scaled.realize();
+      const std::vector<float> unfused = scaled.conv2d(weight, bias).to_vector();
+      QCOMPARE(fused.size(), size_t(N * O * H * W));
+      const std::string bad = first_difference(fused, unfused);
+      QVERIFY2(bad.empty(), (bad + " with " + std::to_string(images) + " scale(s) per channel").c_str());
+    }
+  }
+
   // SiLU after a convolution, read by a squeeze-and-excite's mean and by its
   // scale: an exp is a dozen operations on the C device, so the value is
   // stored once by the GEMM (its epilogue) instead of recomputed, exp and

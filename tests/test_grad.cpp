@@ -209,6 +209,17 @@ const std::vector<GradCase>& grad_cases() {
     conv("conv2d_stride2_pad1", {1, 2, 5, 5}, {2, 2, 3, 3}, conv_opts(2, 1, 1, 1));
     conv("conv2d_dilation2", {1, 1, 6, 6}, {2, 1, 3, 3}, conv_opts(1, 1, 2, 1));
     conv("conv2d_groups2", {1, 4, 3, 4}, {4, 2, 2, 2}, conv_opts(1, 0, 1, 2));
+    // A squeeze-and-excite's scale before a 1x1 convolution becomes a scale
+    // of the weights (Tensor::conv2d): the gradients reach the image, the
+    // scale (per image, and shared) and the weights through it.
+    auto scaled = [&](const std::string& name, tl::Shape xs, tl::Shape ss, int64_t out) {
+      c.push_back({name, {{xs}, {ss}, {{out, xs[1], 1, 1}}, {{out}}}, [](const V& in) {
+                     return (in[0] * in[1]).conv2d(in[2], in[3], conv_opts(1, 0, 1, 1));
+                   }});
+    };
+    scaled("conv2d_1x1_channel_scale", {1, 3, 3, 4}, {1, 3, 1, 1}, 2);
+    scaled("conv2d_1x1_channel_scale_per_image", {2, 3, 2, 3}, {2, 3, 1, 1}, 4);
+    scaled("conv2d_1x1_channel_scale_shared", {2, 3, 2, 2}, {1, 3, 1, 1}, 2);
     // nn::Conv2d lowers 3x3 convolutions on its own (batch inside the
     // columns, one GEMM per pass): its gradients against finite differences.
     auto module_conv = [&](const std::string& name, tl::Shape xs, tl::Shape ws, int64_t stride, int64_t pad) {
