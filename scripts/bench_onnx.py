@@ -20,9 +20,14 @@ and tuned (TINYLENS_TUNE=1, the kernel cache holding the tuner's choices); the
 table ends with the geometric means of the median ratios and the machine's
 load before and after.
 
-  scripts/bench_onnx.py [--cli build/tinylens-cli] [--runs 20] [--rounds 3] [--zoo] [MODEL.onnx ...]
+With --base CLI, each round also times another build of tinylens (an older
+commit's) on the same model, and the table gives this build's time over it:
+a change measured against what it changes, in the same call.
+
+  scripts/bench_onnx.py [--cli build/tinylens-cli] [--base OTHER-CLI] [--runs 20] [--rounds 3] [--zoo] [MODEL.onnx ...]
 """
 import argparse
+import math
 import os
 import re
 import statistics
@@ -103,6 +108,7 @@ def main():
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--zoo", action="store_true", help="the zoo and the light models, default and tuned")
+    ap.add_argument("--base", help="another tinylens-cli, timed in each round beside --cli")
     ap.add_argument("models", nargs="*")
     args = ap.parse_args()
     if args.zoo:
@@ -113,20 +119,38 @@ def main():
     threads = len(os.sched_getaffinity(0)) or 1
     print(f"ONNX Runtime {ort.__version__} (CPU provider, {threads} intra-op threads) vs tinylens cpu device; "
           f"warm median of {args.runs} runs, {args.rounds} alternating rounds")
-    print(f"{'model':<28} {'tinylens ms':>12} {'ORT ms':>9} {'ratio':>7}   (tinylens / ORT time; <= 1: as fast or faster)")
+    base_cols = f" {'base ms':>9} {'/base':>6}" if args.base else ""
+    print(f"{'model':<28} {'tinylens ms':>12} {'ORT ms':>9} {'ratio':>7}{base_cols}   "
+          "(tinylens / ORT time; <= 1: as fast or faster)")
+    logs = {"ort": [], "base": []}
     for path in args.models:
-        name = os.path.basename(path)
+        name = label(path)
         if not os.path.exists(path):
             print(f"{name:<28} missing: run scripts/setup")
             continue
-        ratios = []
+        ratios, to_base = [], []
         for _ in range(args.rounds):
             ours, _cold = tinylens_median(args.cli, path, args.runs)
             peer = ort_median(path, args.runs, threads)
             ratios.append(ours / peer)
-            print(f"{name:<28} {ours:12.2f} {peer:9.2f} {ours / peer:7.2f}")
+            line = f"{name:<28} {ours:12.2f} {peer:9.2f} {ours / peer:7.2f}"
+            if args.base:
+                base, _cold = tinylens_median(args.base, path, args.runs)
+                to_base.append(ours / base)
+                line += f" {base:9.2f} {ours / base:6.2f}"
+            print(line)
             sys.stdout.flush()
-        print(f"{name:<28} median ratio {statistics.median(ratios):.2f} over {args.rounds} rounds")
+        logs["ort"].append(math.log(statistics.median(ratios)))
+        line = f"{name:<28} median ratio {statistics.median(ratios):.2f} over {args.rounds} rounds"
+        if to_base:
+            logs["base"].append(math.log(statistics.median(to_base)))
+            line += f"; to the base {statistics.median(to_base):.2f}"
+        print(line)
+    if len(logs["ort"]) > 1:
+        line = f"geometric mean over {len(logs['ort'])} models: {math.exp(sum(logs['ort']) / len(logs['ort'])):.2f} to ORT"
+        if logs["base"]:
+            line += f", {math.exp(sum(logs['base']) / len(logs['base'])):.2f} to the base"
+        print(line)
 
 
 def zoo_table(args, models):
