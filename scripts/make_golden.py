@@ -469,6 +469,13 @@ def op_cases(w):
         w.case(name, inputs, lambda x, wt, b=None, st=st, pd=pd, g=g: F.conv2d(x, wt, b, st, pd, 1, g),
                rtol=1e-4, atol=1e-4)
 
+    # A squeeze-and-excite's scale before a 1x1 convolution (which the core
+    # turns into a scale of the weights): per image, and one shared scale.
+    r = rng("squeeze_excite")
+    for name, ss in (("conv2d_1x1_channel_scale", (2, 24, 1, 1)), ("conv2d_1x1_channel_scale_shared", (1, 24, 1, 1))):
+        w.case(name, [randn(r, 2, 24, 9, 9), randn(r, *ss), randn(r, 16, 24, 1, 1, scale=0.5), randn(r, 16)],
+               lambda x, s, wt, b: F.conv2d(x * torch.sigmoid(s), wt, b), rtol=1e-4, atol=1e-4)
+
     # ---- normalisation, softmax, losses ----
     r = rng("norm")
     bx = randn(r, 4, 3, 5, 5, scale=2.0) + np.float32(1.0)

@@ -279,6 +279,8 @@ inline const std::map<std::string, OpFn>& op_table() {
     t["conv2d_dw3x3_s2"] = conv(opts(2, 2, 1, 1, 1, 16));
     t["conv2d_dw5x5_s1"] = conv(opts(1, 1, 2, 2, 1, 24));
     t["conv2d_dw5x5_s2"] = conv(opts(2, 2, 2, 2, 1, 24));
+    t["conv2d_1x1_channel_scale"] = [](V& in, const std::string&) { return V{(in[0] * in[1].sigmoid()).conv2d(in[2], in[3])}; };
+    t["conv2d_1x1_channel_scale_shared"] = t["conv2d_1x1_channel_scale"];
     t["avg_pool_k2s2"] = unary([](auto& x) { return x.avg_pool2d(2, 2); });
     t["avg_pool_k3s2p1"] = unary([](auto& x) { return x.avg_pool2d(3, 2, 1); });
     t["avg_pool_k3_default_stride"] = unary([](auto& x) { return x.avg_pool2d(3); });
