@@ -420,6 +420,7 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
   if (cancel_requested()) throw Cancelled();
   if (tune && built > 0 && sources.size() > plans.size()) settle_before_tuning();  // some kernel has candidates
   std::vector<TuneOutcome> tuned(plans.size());
+  if (tune) TuneSearch::announce(plans, rendered);
   for (size_t p = 0; tune && p < plans.size(); ++p)
     tuned[p] = tune_kernel(device, plans[p], rendered[p], [&](const TemplateKernel& c) {
       return compile_kernel(device, c.entry.empty() ? rendered[p].name : c.entry, c.source);
