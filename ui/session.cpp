@@ -47,6 +47,9 @@ struct Session::WorkerState {
   // device: they name every buffer each kernel read, which a later cold run
   // that replays (a re-run) does not (kernelReadsFrom).
   std::map<std::pair<QString, QString>, std::vector<tl::ProfileRecord>> firstRuns;
+  // The ONNX model the classifier runs (null for the others): a run records
+  // the shape of every value with it (RunData::valueShapes).
+  std::shared_ptr<const tl::OnnxModel> onnx;
 };
 
 namespace {
@@ -236,6 +239,7 @@ void Session::closeModel() {
     WorkerState& st = *state_;
     st.model.reset();
     st.modelName.clear();
+    st.onnx.reset();
     st.firstRuns.clear();
     for (auto& d : tl::Registry::instance().devices()) d->release_pooled();
     malloc_trim(0);
@@ -317,6 +321,7 @@ quint64 Session::loadModel(const QString& nameOrPath) {
     }
     st.model = std::move(opened.classifier);
     st.modelName = nameOrPath;
+    st.onnx = opened.onnx;
     ModelPtr out = data;
     // Models load in request order, so the newest one ends up loaded; only
     // its announcement matters.
@@ -363,6 +368,7 @@ quint64 Session::classify(const QString& imagePath, const QString& device) {
         report(tr("Loading the built-in model"), 5);
         st.model = tl::load_classifier(kBuiltinModel);
         st.modelName = kBuiltinModel;
+        st.onnx.reset();
         auto data = std::make_shared<ModelData>();
         data->nameOrPath = kBuiltinModel;
         data->summary = st.model->summary();
@@ -479,6 +485,14 @@ void Session::timeWarmRuns(quint64 job, const tl::Image& image, RunData& data) {
   data.records = mapOntoGraph(median.records, built, mapped);
   data.jitReplayed = mapped && byJit;
   for (const auto& rec : data.records) data.kernelSeconds += rec.seconds;
+#ifdef TL_HAVE_ONNX
+  if (st.onnx) {
+    // The shape of every value in this run (a dynamic batch as it was): one
+    // more walk of the graph, untimed, its output left unrealized.
+    tl::TraceScope span("shapes run");
+    (void)st.onnx->run({input}, &data.valueShapes);
+  }
+#endif
   checkInputMatters(image, data);
 }
 
@@ -536,6 +550,7 @@ quint64 Session::compare(const QString& imagePath, const QStringList& devices) {
       if (!st.model) {
         st.model = tl::load_classifier(kBuiltinModel);
         st.modelName = kBuiltinModel;
+        st.onnx.reset();
       }
       auto data = std::make_shared<CompareData>();
       data->job = job;
