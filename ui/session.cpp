@@ -605,6 +605,8 @@ quint64 Session::compare(const QString& imagePath, const QStringList& devices) {
       return;
     }
     CancelScope cancelScope(flag.get());
+    std::optional<tl::SettingOverride> tuned;  // as classifications run, once tuned from the window
+    if (st.tuned && !tl::tune_enabled()) tuned.emplace(tl::SettingName("TINYLENS_TUNE"), "1");
     try {
       const std::shared_ptr<const tl::Image> read = st.imageAt(imagePath);
       const tl::Image& image = *read;
