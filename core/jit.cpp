@@ -4,6 +4,7 @@
 #include "core/realize.h"
 #include "core/replay.h"
 #include "core/runtime/registry.h"
+#include "core/settings.h"
 
 namespace tl {
 
@@ -25,8 +26,11 @@ struct Jit::Captured {
   std::string device;
   DType dtype;
   Shape shape;
+  uint64_t settings = 0;  // settings_generation() when captured
 
-  bool fits(const Node& in) const { return in.device == device && in.dtype == dtype && in.shape == shape; }
+  bool fits(const Node& in) const {
+    return in.device == device && in.dtype == dtype && in.shape == shape && settings == settings_generation();
+  }
 };
 
 Tensor Jit::operator()(const Tensor& input) {
@@ -88,6 +92,7 @@ Tensor Jit::operator()(const Tensor& input) {
     for (const auto& n : g.nodes) c->nodes.push_back({n->op, n->dtype, n->shape});
     c->result = size_t(g.index.at(root.get()));
     c->device = in.device(), c->dtype = in.dtype(), c->shape = in.shape();
+    c->settings = settings_generation();
     captured_ = std::move(c);
   }
   return out;

@@ -11,7 +11,10 @@
 // or read back anything, its result needs a gradient, or it launched no
 // kernels) is not captured, and the next call runs the function and tries
 // again (a first call that uploads weights or folds constants is followed
-// by one that does not). TINYLENS_NOREPLAY=1 turns capturing off.
+// by one that does not). TINYLENS_NOREPLAY=1 turns capturing off. A capture
+// replays only under the settings generation it was made at
+// (settings_generation(): a SettingOverride made or ended, tuning choices
+// committed), so a thread whose settings changed plans and captures again.
 #pragma once
 #include <functional>
 #include <memory>

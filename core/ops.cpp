@@ -61,4 +61,11 @@ bool is_elementwise(Op op) { return is_unary(op) || is_binary(op) || op == Op::W
 bool is_reduce(Op op) { return op == Op::Sum || op == Op::ReduceMax; }
 bool is_movement(Op op) { return op >= Op::Reshape && op <= Op::Flip; }
 
+namespace {
+thread_local int32_t current_origin = -1;
+}
+OriginScope::OriginScope(int32_t origin) : previous_(current_origin) { current_origin = origin; }
+OriginScope::~OriginScope() { current_origin = previous_; }
+int32_t OriginScope::current() { return current_origin; }
+
 }  // namespace tl

@@ -78,12 +78,34 @@ struct Node {
   // "blocks.3.depthwise") and a process-unique id
   std::string scope;
   uint64_t id = next_id();
+  // The model's own node this one was made for (OriginScope: an ONNX node's
+  // index in its file), -1 outside any. Realize turns the origins of the
+  // nodes a kernel fuses into KernelInfo::origins.
+  int32_t origin = -1;
 
   bool realized() const { return buffer != nullptr; }
   static uint64_t next_id() {
     static std::atomic<uint64_t> counter{1};
     return counter++;
   }
+};
+
+// While alive on this thread, every node made (make in tensor.cpp) records
+// `origin` as its Node::origin: OnnxModel::run sets the index of the ONNX
+// node it is converting, so each kernel of the run can be mapped back to the
+// nodes of the model's graph it computes. An int, set once per model node:
+// nothing is formatted, and a replay carries the kernels' origins in their
+// KernelInfo without looking at nodes.
+class OriginScope {
+ public:
+  explicit OriginScope(int32_t origin);
+  ~OriginScope();
+  OriginScope(const OriginScope&) = delete;
+  OriginScope& operator=(const OriginScope&) = delete;
+  static int32_t current();  // -1 outside any
+
+ private:
+  int32_t previous_;
 };
 
 // A convolution's B operand (the im2col columns) described by the image it

@@ -36,6 +36,19 @@ struct KernelInfo {
   bool tune_searched = false;
   // A concatenation that its inputs' kernels wrote in place: not launched.
   bool assembled = false;
+  // The model's own nodes this kernel computes (Node::origin: ONNX node
+  // indices, ascending; -1: nodes made outside any, such as a classifier's
+  // reshape), each with its share of the kernel's work: the FLOPs of the
+  // primitive nodes it fused that came from it (a product 2*m*n*k, an
+  // elementwise op one per element, a reduction one per input element) over
+  // the kernel's. The shares sum to 1 (equal shares when nothing computes);
+  // a view a node became (a Reshape read in place) is listed with share 0,
+  // a constant not at all. Set when the kernel is planned: a replay copies it.
+  struct Origin {
+    int32_t node = -1;
+    float share = 0;
+  };
+  std::vector<Origin> origins;
 };
 // "tuned: kc=576 412.0 us (searched; default 530.1, split=cols 611.0, kc=128 498.2)",
 // or "" for a kernel the tuner did not choose.

@@ -34,12 +34,34 @@ std::map<std::pair<std::string, std::string>, std::shared_ptr<Program>>& memo() 
   return m;
 }
 
+// KernelInfo::origins of a kernel that computes `fused`.
+std::vector<KernelInfo::Origin> origins_of(const std::vector<NodeRef>& fused) {
+  std::map<int32_t, double> work;  // origin -> FLOPs
+  double total = 0;
+  for (const auto& n : fused) {
+    if (n->op == Op::Const || n->op == Op::Buffer || (n->origin < 0 && is_movement(n->op))) continue;
+    const MatmulHint* h = n->matmul.get();
+    const double w = h                 ? double(h->batch) * double(h->m) * double(h->n) * double(h->k) * 2
+                     : is_reduce(n->op) ? double(numel(n->src[0]->shape))
+                     : is_movement(n->op) ? 0.0
+                                          : double(numel(n->shape));
+    work[n->origin] += w;
+    total += w;
+  }
+  std::vector<KernelInfo::Origin> out;
+  if (work.size() == 1 && work.begin()->first < 0) return out;  // no model node: nothing to map to
+  for (const auto& [origin, w] : work)
+    out.push_back({origin, float(total > 0 ? w / total : 1.0 / double(work.size()))});
+  return out;
+}
+
 std::shared_ptr<KernelInfo> describe(const KernelPlan& plan, const RenderedKernel& r, const Device& device) {
   auto info = std::make_shared<KernelInfo>();
   info->name = r.name;
   info->device = device.name();
   info->ops = r.ops;
   for (auto& n : plan.fused) info->node_ids.push_back(n->id);
+  info->origins = origins_of(plan.fused);
   info->output_node = plan.output->id;
   for (auto& n : plan.inputs) info->input_nodes.push_back(n->id);
   info->output_shape = shape_str(plan.output->shape);
@@ -398,6 +420,7 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
   if (cancel_requested()) throw Cancelled();
   if (tune && built > 0 && sources.size() > plans.size()) settle_before_tuning();  // some kernel has candidates
   std::vector<TuneOutcome> tuned(plans.size());
+  if (tune) TuneSearch::announce(plans, rendered);
   for (size_t p = 0; tune && p < plans.size(); ++p)
     tuned[p] = tune_kernel(device, plans[p], rendered[p], [&](const TemplateKernel& c) {
       return compile_kernel(device, c.entry.empty() ? rendered[p].name : c.entry, c.source);

@@ -13,6 +13,7 @@
 // old one.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -121,9 +122,30 @@ bool setting_is_on(SettingName name);
 // Set to exactly `value`.
 bool setting_equals(SettingName name, std::string_view value);
 
-// The keyed settings' values (unset as empty), each ended by a NUL: part of
-// the rendered-kernel and replay keys (core/README.md, Caches).
+// The keyed settings' values (unset as empty), each ended by a NUL, and
+// after settings_changed() its count: part of the rendered-kernel and
+// replay keys (core/README.md, Caches).
 std::string settings_key();
+
+// A setting's value on this thread only, while alive, in place of the
+// environment's (setting_value and settings_key read it): the window's
+// worker runs with TINYLENS_TUNE=1 once tuned from the window, and a tuner
+// search (tune.h) with TINYLENS_NOREPLAY=1. Nest them; end them in reverse.
+class SettingOverride {
+ public:
+  SettingOverride(SettingName name, std::string value);
+  ~SettingOverride();
+  SettingOverride(const SettingOverride&) = delete;
+  SettingOverride& operator=(const SettingOverride&) = delete;
+};
+
+// Counts the changes of what settings mean that their values in the
+// environment do not show: an override made or ended, settings_changed().
+// A Jit replays a capture only under the count it was captured at.
+uint64_t settings_generation();
+// Says that work done under the settings now is stale though their values
+// did not change (new tuning choices were stored): settings_key changes.
+void settings_changed();
 
 // Every setting of the programs (or, with `tests`, of the tests and scripts)
 // as rows of a Markdown table: name, default, what it does. The READMEs hold

@@ -83,6 +83,7 @@ NodeRef make(Op op, std::vector<NodeRef> src, Shape shape, DType dtype, std::vec
   n->arg = std::move(arg);
   n->value = value;
   n->scope = scope_name;
+  n->origin = OriginScope::current();
   if (!src.empty()) n->device = src[0]->device;
   for (auto& s : src) {
     if (s->device != n->device)

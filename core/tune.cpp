@@ -172,8 +172,43 @@ void settle_before_tuning() {
     if (cancel_requested()) throw Cancelled();
 }
 
+namespace {
+thread_local TuneSearch* innermost_search = nullptr;
+}
+
+TuneSearch::TuneSearch(Selector selects, Progress progress)
+    : no_replay_("TINYLENS_NOREPLAY", "1"),
+      selects_(std::move(selects)),
+      progress_(std::move(progress)),
+      parent_(innermost_search) {
+  innermost_search = this;
+}
+TuneSearch::~TuneSearch() { innermost_search = parent_; }
+TuneSearch* TuneSearch::innermost() { return innermost_search; }
+
+bool TuneSearch::selects(const RenderedKernel& r, const KernelPlan& plan) const {
+  return !selects_ || selects_(r.name, plan.output->shape);
+}
+
+void TuneSearch::announce(const std::vector<KernelPlan>& plans, const std::vector<RenderedKernel>& rendered) {
+  TuneSearch* s = innermost_search;
+  if (!s) return;
+  size_t n = 0;
+  for (size_t p = 0; p < plans.size(); ++p)
+    n += !rendered[p].candidates.empty() && numel(plans[p].output->shape) > 0 && s->selects(rendered[p], plans[p]);
+  if (n == 0) return;
+  s->total_ += n;
+  if (s->progress_) s->progress_(s->done_, s->total_);
+}
+
+void TuneSearch::commit() {
+  for (const auto& [path, choice] : pending_) write_choice(path, choice);
+  pending_.clear();
+  settings_changed();
+}
+
 bool tune_enabled() {
-  return setting_is_on("TINYLENS_TUNE");
+  return innermost_search || setting_is_on("TINYLENS_TUNE");
 }
 
 bool retune_requested() {
@@ -211,7 +246,18 @@ TuneOutcome tune_kernel(Device& device, const KernelPlan& plan, RenderedKernel& 
   const auto all = tune_candidates(r);
   if (all.empty() || numel(plan.output->shape) == 0) return t;
   const std::string path = device_cache_path(device, entry_text(all), ".tune");
-  if (retune_requested() || !read_choice(path, all, t)) {
+  TuneSearch* search = innermost_search;
+  const bool again = search ? search->selects(r, plan) : retune_requested();
+  bool known = false;
+  if (!again && search)  // a choice this search made but has not stored yet
+    for (const auto& [p, choice] : search->pending_)
+      if (p == path) t = choice, known = true;
+  if (!again && !known) known = read_choice(path, all, t);
+  if (!known && search && !again) {  // left out of the search, never tuned: the default
+    r.candidates.clear();
+    return TuneOutcome{};
+  }
+  if (!known) {
     t = TuneOutcome{};
     t.searched = true;
     ++search_count;
@@ -224,7 +270,13 @@ TuneOutcome tune_kernel(Device& device, const KernelPlan& plan, RenderedKernel& 
       if (best[i] < best[pick] * (pick == 0 ? kMargin : 1.0)) pick = i;
     }
     t.chosen = all[pick].label;
-    write_choice(path, t);
+    if (search) {
+      search->pending_.emplace_back(path, t);
+      ++search->done_;
+      if (search->progress_) search->progress_(search->done_, search->total_);
+    } else {
+      write_choice(path, t);
+    }
   }
   for (auto& c : all)
     if (c.label == t.chosen) {

@@ -30,6 +30,7 @@
 
 #include "core/codegen/render.h"
 #include "core/schedule.h"
+#include "core/settings.h"
 
 namespace tl {
 
@@ -63,6 +64,45 @@ size_t tune_searches();
 // the others pass 32 MiB through the cache between two reads of one, so each
 // candidate is timed reading its weights from memory, as in a model.
 int tune_weight_copies(size_t weight_bytes);
+
+// A search its caller asks for (the window's Re-tune): while alive on this
+// thread, tuning is on and every realize plans afresh (TINYLENS_NOREPLAY=1
+// for this thread: no plan or Jit capture is replayed or remembered), so
+// each kernel of what runs meanwhile passes through tune_kernel. Those that
+// `selects` picks (by the kernel's name and output shape) are searched again;
+// the others keep their stored choice, or their default rendering when none
+// is stored (not searched). `progress(done, total)` is told on this thread:
+// when a realize finds kernels to search (total grows; a model realizes in
+// pieces) and after each search. The choices are stored by commit() alone:
+// a search cancelled (the cancel flag is checked between candidates'
+// launches) or failed leaves every stored choice as it was. After a commit,
+// tuned runs plan again (settings_changed), so they read the new choices.
+class TuneSearch {
+ public:
+  using Selector = std::function<bool(const std::string& kernel, const Shape& output_shape)>;
+  using Progress = std::function<void(size_t done, size_t total)>;
+  TuneSearch(Selector selects, Progress progress);
+  ~TuneSearch();
+  TuneSearch(const TuneSearch&) = delete;
+  TuneSearch& operator=(const TuneSearch&) = delete;
+  void commit();
+  size_t searched() const { return done_; }
+  static TuneSearch* innermost();  // on this thread; nullptr when none
+
+  // Called by realize before it tunes `plans`: the ones this search times.
+  static void announce(const std::vector<KernelPlan>& plans, const std::vector<RenderedKernel>& rendered);
+
+ private:
+  friend TuneOutcome tune_kernel(Device&, const KernelPlan&, RenderedKernel&,
+                                 const std::function<std::shared_ptr<Program>(const TemplateKernel&)>&);
+  bool selects(const RenderedKernel& r, const KernelPlan& plan) const;
+  SettingOverride no_replay_;
+  Selector selects_;
+  Progress progress_;
+  TuneSearch* parent_;
+  size_t done_ = 0, total_ = 0;
+  std::vector<std::pair<std::string, TuneOutcome>> pending_;  // cache path, choice
+};
 
 // Every rendering of `r` the tuner may choose: the default first, then its
 // candidates. What a tuned plan compiles.

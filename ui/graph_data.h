@@ -26,6 +26,11 @@ struct DisplayNode {
   int onnxNode = -1;
   QRgb fill = 0;  // 0: coloured by time
   bool unsupported = false;
+  // ONNX graph with a run of the model: the node's share of the run's
+  // kernels (onnxRunCosts), which the metric colours; `seconds` above holds
+  // its time.
+  bool costed = false;
+  double flops = 0, bytes = 0;
 };
 
 struct DisplayEdge {

@@ -97,6 +97,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), session_(new Sess
 
   connectProgress();
   connectResults();
+  connectTuner();
 
   // ---- widgets -> session ----
   connect(image_, &ImagePane::fileDropped, this, &MainWindow::openFile);

@@ -114,6 +114,7 @@ class MainWindow : public QMainWindow {
   void sizeDocks();
   void connectProgress();
   void connectResults();
+  void connectTuner();  // main_window_tuner.cpp
   void saveSettings();
   void addRecent(const QString& path);
   void rebuildRecentMenu();

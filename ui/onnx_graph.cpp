@@ -2,13 +2,12 @@
 
 #include <QColor>
 #include <QStringList>
+#include <algorithm>
 #include <set>
 
 namespace tlui {
 
 namespace {
-
-QString qs(const std::string& s) { return QString::fromStdString(s); }
 
 // Long attribute values would make boxes as wide as the screen.
 QString elide(const QString& s, int max) { return s.size() <= max ? s : s.left(max - 1) + QChar(0x2026); }
@@ -97,13 +96,58 @@ QString onnxInputRole(const std::string& op, size_t i) {
   return QString("in%1").arg(i);
 }
 
-DisplayGraph buildOnnxGraph(const tl::OnnxGraphInfo& info) {
+OnnxRunCosts onnxRunCosts(const tl::OnnxGraphInfo& info, const std::vector<tl::ProfileRecord>& records) {
+  OnnxRunCosts out;
+  out.nodes.resize(info.nodes.size());
+  for (size_t r = 0; r < records.size(); ++r) {
+    const tl::ProfileRecord& rec = records[r];
+    out.kernelSeconds += rec.seconds;
+    double mapped = 0;
+    for (const auto& o : rec.kernel->origins) {
+      if (o.node < 0 || size_t(o.node) >= out.nodes.size()) continue;
+      OnnxNodeCost& c = out.nodes[size_t(o.node)];
+      c.seconds += rec.seconds * o.share;
+      c.flops += rec.kernel->flops * o.share;
+      c.bytes += rec.kernel->bytes * o.share;
+      c.kernels.push_back({int(r), o.share});
+      mapped += o.share;
+    }
+    out.outsideSeconds += rec.seconds * std::max(0.0, 1.0 - mapped);
+  }
+  return out;
+}
+
+bool runIsOf(const RunData& run, const QString& path) { return !path.isEmpty() && run.model == path; }
+
+namespace {
+
+// "0.042 ms, 1.2 MFLOP, 0.35 MB"
+QString costText(const OnnxNodeCost& c) {
+  return QString("%1 ms, %2 MFLOP, %3 MB")
+      .arg(c.seconds * 1e3, 0, 'f', 3)
+      .arg(c.flops * 1e-6, 0, 'g', 3)
+      .arg(c.bytes * 1e-6, 0, 'g', 3);
+}
+
+// A value's shape in the run, or "" when the run did not record it.
+QString runShape(const RunData* run, const std::string& name) {
+  if (!run) return {};
+  auto it = run->valueShapes.find(name);
+  return it == run->valueShapes.end() ? QString() : onnxShapeText(it->second);
+}
+
+}  // namespace
+
+DisplayGraph buildOnnxGraph(const tl::OnnxGraphInfo& info, const RunData* run) {
   DisplayGraph g;
   const OnnxValueIndex index(info);
+  const OnnxRunCosts costs = run ? onnxRunCosts(info, run->records) : OnnxRunCosts{};
   std::map<std::string, int> producer;  // value name -> display node
   for (const auto& in : info.inputs) {
     DisplayNode d;
-    d.label = QString("input\n%1 %2").arg(qs(in.name), onnxShapeText(in.shape, in.dim_names));
+    const QString ran = runShape(run, in.name), declared = onnxShapeText(in.shape, in.dim_names);
+    d.label = QString("input\n%1 %2").arg(qs(in.name), ran.isEmpty() || ran == declared ? declared
+                                                                                       : ran + " (" + declared + ")");
     d.fill = qRgb(214, 238, 214);
     producer[in.name] = int(g.nodes.size());
     g.nodes.push_back(d);
@@ -141,6 +185,16 @@ DisplayGraph buildOnnxGraph(const tl::OnnxGraphInfo& info) {
       lines << elide(qs(name) + " = " + qs(value), 32);
     }
     if (d.unsupported) lines << QString::fromUtf8("\u26A0 unsupported");
+    if (run) {
+      QStringList shapes;
+      for (const auto& out : n.outputs)
+        if (!runShape(run, out).isEmpty()) shapes << runShape(run, out);
+      if (!shapes.isEmpty()) lines << QString::fromUtf8("\u2192 ") + shapes.join(" ");
+      const OnnxNodeCost& c = costs.nodes[i];
+      lines << (c.kernels.empty() ? QString("no kernel") : costText(c));
+      d.costed = true;
+      d.seconds = c.seconds, d.flops = c.flops, d.bytes = c.bytes;
+    }
     d.label = lines.join('\n');
     for (const auto& out : n.outputs)
       if (!out.empty()) producer[out] = to;
@@ -148,7 +202,9 @@ DisplayGraph buildOnnxGraph(const tl::OnnxGraphInfo& info) {
   }
   for (const auto& out : info.outputs) {
     DisplayNode d;
-    d.label = QString("output\n%1 %2").arg(qs(out.name), onnxShapeText(out.shape, out.dim_names));
+    const QString ran = runShape(run, out.name), declared = onnxShapeText(out.shape, out.dim_names);
+    d.label = QString("output\n%1 %2").arg(qs(out.name), ran.isEmpty() || ran == declared ? declared
+                                                                                         : ran + " (" + declared + ")");
     d.fill = qRgb(214, 238, 214);
     int to = int(g.nodes.size());
     g.nodes.push_back(d);
@@ -195,6 +251,31 @@ QString onnxNodeHtml(const tl::OnnxGraphInfo& info, int node) {
     QString type = index.typeText(name);
     html += QString("%1 %2<br>").arg(qs(name).toHtmlEscaped(),
                                      type.isEmpty() ? QString("<i>shape unknown</i>") : type.toHtmlEscaped());
+  }
+  return html + "</p>";
+}
+
+QString onnxNodeRunHtml(const tl::OnnxGraphInfo& info, int node, const RunData& run) {
+  if (node < 0 || size_t(node) >= info.nodes.size()) return {};
+  const auto& n = info.nodes[size_t(node)];
+  const OnnxRunCosts costs = onnxRunCosts(info, run.records);
+  const OnnxNodeCost& c = costs.nodes[size_t(node)];
+  QString html = QString("<p><b>In the run</b> (%1)<br>").arg(runSubject(run).toHtmlEscaped());
+  for (const auto& out : n.outputs) {
+    const QString shape = runShape(&run, out);
+    if (!out.empty() && !shape.isEmpty()) html += QString("%1 %2<br>").arg(qs(out).toHtmlEscaped(), shape);
+  }
+  if (c.kernels.empty())
+    return html + "No kernel computes it: it was folded at load, computed once, on the host, or read in place "
+                  "by the kernels of the nodes after it.</p>";
+  html += costText(c) + "</p><p><b>Kernels</b> (its share of each)<br>";
+  for (const auto& [record, share] : c.kernels) {
+    const auto& r = run.records[size_t(record)];
+    html += QString("<a href='kernel:%1'>%2</a> %3 ms, %4%<br>")
+                .arg(record)
+                .arg(QString::fromStdString(r.kernel->name).toHtmlEscaped())
+                .arg(r.seconds * 1e3, 0, 'f', 3)
+                .arg(share * 100, 0, 'f', 0);
   }
   return html + "</p>";
 }

@@ -7,7 +7,9 @@
 #include <QMetaType>
 #include <QString>
 #include <QStringList>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/graph.h"
@@ -64,6 +66,9 @@ struct RunData {
   std::shared_ptr<const tl::TraceDocument> trace;
   // The memory of `records`' run (core/memory.h), for the Memory pane.
   std::shared_ptr<const tl::MemoryProfile> memory;
+  // An ONNX model's run: the shape each value had in it (a dynamic batch
+  // resolved), which the ONNX graph shows; empty for other models.
+  std::map<std::string, tl::Shape> valueShapes;
 };
 
 // What a run whose output ignores the image says, or "" for a sound run.

@@ -15,12 +15,15 @@
 #include "core/io/onnx.h"
 #include "core/io/onnx_flops.h"
 #include "core/models/inspect.h"
+#include "core/progress.h"
 #include "core/realize.h"
 #include "core/error.h"
 #include "core/runtime/device.h"
 #include "core/runtime/registry.h"
+#include "core/settings.h"
 #include "core/tensor.h"
 #include "core/trace.h"
+#include "core/tune.h"
 #include "ui/graph_data.h"
 #include "ui/train_worker.h"
 
@@ -47,6 +50,12 @@ struct Session::WorkerState {
   // device: they name every buffer each kernel read, which a later cold run
   // that replays (a re-run) does not (kernelReadsFrom).
   std::map<std::pair<QString, QString>, std::vector<tl::ProfileRecord>> firstRuns;
+  // The ONNX model the classifier runs (null for the others): a run records
+  // the shape of every value with it (RunData::valueShapes).
+  std::shared_ptr<const tl::OnnxModel> onnx;
+  // Set by the first re-tune (session_tune.cpp): classifications then run
+  // with TINYLENS_TUNE=1, reading the tuner's stored choices.
+  bool tuned = false;
 };
 
 namespace {
@@ -236,6 +245,7 @@ void Session::closeModel() {
     WorkerState& st = *state_;
     st.model.reset();
     st.modelName.clear();
+    st.onnx.reset();
     st.firstRuns.clear();
     for (auto& d : tl::Registry::instance().devices()) d->release_pooled();
     malloc_trim(0);
@@ -317,6 +327,7 @@ quint64 Session::loadModel(const QString& nameOrPath) {
     }
     st.model = std::move(opened.classifier);
     st.modelName = nameOrPath;
+    st.onnx = opened.onnx;
     ModelPtr out = data;
     // Models load in request order, so the newest one ends up loaded; only
     // its announcement matters.
@@ -329,95 +340,151 @@ quint64 Session::loadModel(const QString& nameOrPath) {
 quint64 Session::classify(const QString& imagePath, const QString& device) {
   quint64 job = nextJob_++;
   Flag flag = startRunJob(job);
-  post([this, job, flag, imagePath, device] {
+  post([this, job, flag, imagePath, device] { classifyOnWorker(job, flag, imagePath, device); });
+  return job;
+}
+
+quint64 Session::retune(const QString& imagePath, const QString& device, const QString& kernel,
+                        const QString& outputShape) {
+  quint64 job = nextJob_++;
+  Flag flag = startRunJob(job);
+  post([this, job, flag, imagePath, device, kernel, outputShape] {
     WorkerState& st = *state_;
-    auto report = [this, job](const QString& stage, int pct) {
-      deliverRun(job, [this, job, stage, pct] { emit progress(job, stage, pct); });
-    };
-    auto finish = [this, job] { finishRun(job); };
-    if (flag->load()) {  // cancelled, or superseded, before it started
+    int searched = 0;
+    try {
+      CancelScope cancelScope(flag.get());
+      if (flag->load()) throw tl::Cancelled();
+      if (!st.model) throw std::runtime_error("no model is loaded: classify an image first");
+      const std::shared_ptr<const tl::Image> image = st.imageAt(imagePath);
+      const std::string dev = device.toStdString(), name = kernel.toStdString(), shape = outputShape.toStdString();
+      tl::TuneSearch::Selector selects;  // none: every kernel
+      if (!name.empty())
+        selects = [name, shape](const std::string& k, const tl::Shape& s) {
+          return k == name && (shape.empty() || tl::shape_str(s) == shape);
+        };
+      tl::TuneSearch search(selects, [this, job](size_t done, size_t total) {
+        deliverRun(job, [this, job, done, total] { emit tuneProgress(job, int(done), int(total)); });
+      });
+      tl::CompileProgress watch([this, job, device](size_t ready, size_t total) {
+        deliverRun(job, [this, job, device, ready, total] { emit compileProgress(job, device, int(ready), int(total)); });
+      });
+      // One run of the model: nothing replays inside the search, so each
+      // of its kernels is planned and passes through the tuner.
+      tl::NoGrad noGrad;
+      tl::Tensor input = st.model->preprocess(*image, dev);
+      input.realize();
+      (void)st.model->infer(input).to_vector();
+      searched = int(search.searched());
+      search.commit();
+      st.tuned = true;
+    } catch (const tl::Cancelled&) {
       deliverRun(job, [this, job] { emit cancelled(job); });
+      finishRun(job);
+      return;
+    } catch (const std::exception& e) {
+      QString msg = QString("Re-tuning on %1 failed: %2").arg(device, e.what());
+      deliverRun(job, [this, job, msg] { emit failed(job, FailureSource::Run, msg); });
+      finishRun(job);
+      return;
+    }
+    deliverRun(job, [this, job, searched] { emit retuned(job, searched); });
+    classifyOnWorker(job, flag, imagePath, device);  // the results with the new choices
+  });
+  return job;
+}
+
+// A classification on the worker: read the image, the cold run, the warm runs.
+void Session::classifyOnWorker(quint64 job, const Flag& flag, const QString& imagePath, const QString& device) {
+  WorkerState& st = *state_;
+  auto report = [this, job](const QString& stage, int pct) {
+    deliverRun(job, [this, job, stage, pct] { emit progress(job, stage, pct); });
+  };
+  auto finish = [this, job] { finishRun(job); };
+  if (flag->load()) {  // cancelled, or superseded, before it started
+    deliverRun(job, [this, job] { emit cancelled(job); });
+    finish();
+    return;
+  }
+  CancelScope cancelScope(flag.get());
+  // Once tuned from the window, runs read the tuner's choices (core/tune.h).
+  std::optional<tl::SettingOverride> tuned;
+  if (st.tuned && !tl::tune_enabled()) tuned.emplace(tl::SettingName("TINYLENS_TUNE"), "1");
+  const std::string dev = device.toStdString();
+  tl::TraceCapture trace;  // File > Export Trace: this whole job
+  try {
+    report(tr("Reading %1").arg(imagePath), 2);
+    std::shared_ptr<const tl::Image> read;
+    try {
+      read = st.imageAt(imagePath);
+    } catch (const std::exception& e) {
+      QString msg = QString::fromUtf8(e.what());
+      deliverRun(job, [this, job, msg] { emit failed(job, FailureSource::Image, msg); });
       finish();
       return;
     }
-    CancelScope cancelScope(flag.get());
-    const std::string dev = device.toStdString();
-    tl::TraceCapture trace;  // File > Export Trace: this whole job
-    try {
-      report(tr("Reading %1").arg(imagePath), 2);
-      std::shared_ptr<const tl::Image> read;
-      try {
-        read = st.imageAt(imagePath);
-      } catch (const std::exception& e) {
-        QString msg = QString::fromUtf8(e.what());
-        deliverRun(job, [this, job, msg] { emit failed(job, FailureSource::Image, msg); });
-        finish();
-        return;
-      }
-      const tl::Image& image = *read;
-      QImage shown = to_qimage(image);
-      const QSize size(image.width, image.height);
-      deliverRun(job, [this, job, imagePath, shown, size] { emit imageDecoded(job, imagePath, shown, size); });
+    const tl::Image& image = *read;
+    QImage shown = to_qimage(image);
+    const QSize size(image.width, image.height);
+    deliverRun(job, [this, job, imagePath, shown, size] { emit imageDecoded(job, imagePath, shown, size); });
 
-      if (!st.model) {
-        report(tr("Loading the built-in model"), 5);
-        st.model = tl::load_classifier(kBuiltinModel);
-        st.modelName = kBuiltinModel;
-        auto data = std::make_shared<ModelData>();
-        data->nameOrPath = kBuiltinModel;
-        data->summary = st.model->summary();
-        ModelPtr out = data;
-        QMetaObject::invokeMethod(this, [this, out] { emit modelLoaded(out); }, Qt::QueuedConnection);
-      }
-      report(tr("Cold run on %1: compiling its kernels").arg(device), 10);
-      tl::ClassifyResult result;
-      int newKernels = 0;  // kernels the cold run had to compile or read from the disk cache
-      {
-        // Told on this thread after each kernel; the UI hears it queued.
-        // The counts run over the whole cold run (every realize of it), and
-        // a kernel is counted when it can run, which on PoCL is after its
-        // first launch (core/realize.h).
-        tl::CompileProgress watch([this, job, device, &newKernels](size_t ready, size_t total) {
-          newKernels = int(total);
-          deliverRun(job, [this, job, device, ready, total] {
-            emit compileProgress(job, device, int(ready), int(total));
-          });
-        });
-        // The cold run only: the warm runs below are timed here, so that the
-        // latency shown and the kernel table come from one and the same run.
-        result = tl::classify(*st.model, image, dev, 5, 0);
-      }
-
-      auto data = std::make_shared<RunData>();
-      data->job = job;
-      data->device = device;
-      data->imagePath = imagePath;
-      data->model = st.modelName;
-      data->top = result.top;
-      data->logits = result.logits;
-      data->coldSeconds = result.cold_seconds;
-      data->coldNewKernels = newKernels;
-      timeWarmRuns(job, image, *data);
-      data->trace = std::make_shared<const tl::TraceDocument>(tl::trace_document(trace));
-      data->memory = std::make_shared<const tl::MemoryProfile>(tl::memory_profile(data->records));
-      // result.records are the cold run's (warm_runs = 0).
-      auto& first = st.firstRuns[{st.modelName, device}];
-      if (std::any_of(result.records.begin(), result.records.end(), [](auto& r) { return !r.replayed; }))
-        first = result.records;
-      data->kernelReads = kernelReadsFrom(data->records, first);
-      RunPtr out = data;
-      deliverRun(job, [this, out] { emit classified(out); });
-    } catch (const tl::Cancelled&) {
-      // deliverRun drops it when a newer job superseded this one: only an
-      // explicit cancel is announced.
-      deliverRun(job, [this, job] { emit cancelled(job); });
-    } catch (const std::exception& e) {
-      QString msg = QString("Classification on %1 failed: %2").arg(device, e.what());
-      deliverRun(job, [this, job, msg] { emit failed(job, FailureSource::Run, msg); });
+    if (!st.model) {
+      report(tr("Loading the built-in model"), 5);
+      st.model = tl::load_classifier(kBuiltinModel);
+      st.modelName = kBuiltinModel;
+      st.onnx.reset();
+      auto data = std::make_shared<ModelData>();
+      data->nameOrPath = kBuiltinModel;
+      data->summary = st.model->summary();
+      ModelPtr out = data;
+      QMetaObject::invokeMethod(this, [this, out] { emit modelLoaded(out); }, Qt::QueuedConnection);
     }
-    finish();
-  });
-  return job;
+    report(tr("Cold run on %1: compiling its kernels").arg(device), 10);
+    tl::ClassifyResult result;
+    int newKernels = 0;  // kernels the cold run had to compile or read from the disk cache
+    {
+      // Told on this thread after each kernel; the UI hears it queued.
+      // The counts run over the whole cold run (every realize of it), and
+      // a kernel is counted when it can run, which on PoCL is after its
+      // first launch (core/realize.h).
+      tl::CompileProgress watch([this, job, device, &newKernels](size_t ready, size_t total) {
+        newKernels = int(total);
+        deliverRun(job, [this, job, device, ready, total] {
+          emit compileProgress(job, device, int(ready), int(total));
+        });
+      });
+      // The cold run only: the warm runs below are timed here, so that the
+      // latency shown and the kernel table come from one and the same run.
+      result = tl::classify(*st.model, image, dev, 5, 0);
+    }
+
+    auto data = std::make_shared<RunData>();
+    data->job = job;
+    data->device = device;
+    data->imagePath = imagePath;
+    data->model = st.modelName;
+    data->top = result.top;
+    data->logits = result.logits;
+    data->coldSeconds = result.cold_seconds;
+    data->coldNewKernels = newKernels;
+    timeWarmRuns(job, image, *data);
+    data->trace = std::make_shared<const tl::TraceDocument>(tl::trace_document(trace));
+    data->memory = std::make_shared<const tl::MemoryProfile>(tl::memory_profile(data->records));
+    // result.records are the cold run's (warm_runs = 0).
+    auto& first = st.firstRuns[{st.modelName, device}];
+    if (std::any_of(result.records.begin(), result.records.end(), [](auto& r) { return !r.replayed; }))
+      first = result.records;
+    data->kernelReads = kernelReadsFrom(data->records, first);
+    RunPtr out = data;
+    deliverRun(job, [this, out] { emit classified(out); });
+  } catch (const tl::Cancelled&) {
+    // deliverRun drops it when a newer job superseded this one: only an
+    // explicit cancel is announced.
+    deliverRun(job, [this, job] { emit cancelled(job); });
+  } catch (const std::exception& e) {
+    QString msg = QString("Classification on %1 failed: %2").arg(device, e.what());
+    deliverRun(job, [this, job, msg] { emit failed(job, FailureSource::Run, msg); });
+  }
+  finish();
 }
 
 // The run's graph, then kWarmRuns timed warm runs on the worker: the median
@@ -479,6 +546,14 @@ void Session::timeWarmRuns(quint64 job, const tl::Image& image, RunData& data) {
   data.records = mapOntoGraph(median.records, built, mapped);
   data.jitReplayed = mapped && byJit;
   for (const auto& rec : data.records) data.kernelSeconds += rec.seconds;
+#ifdef TL_HAVE_ONNX
+  if (st.onnx) {
+    // The shape of every value in this run (a dynamic batch as it was): one
+    // more walk of the graph, untimed, its output left unrealized.
+    tl::TraceScope span("shapes run");
+    (void)st.onnx->run({input}, &data.valueShapes);
+  }
+#endif
   checkInputMatters(image, data);
 }
 
@@ -530,12 +605,15 @@ quint64 Session::compare(const QString& imagePath, const QStringList& devices) {
       return;
     }
     CancelScope cancelScope(flag.get());
+    std::optional<tl::SettingOverride> tuned;  // as classifications run, once tuned from the window
+    if (st.tuned && !tl::tune_enabled()) tuned.emplace(tl::SettingName("TINYLENS_TUNE"), "1");
     try {
       const std::shared_ptr<const tl::Image> read = st.imageAt(imagePath);
       const tl::Image& image = *read;
       if (!st.model) {
         st.model = tl::load_classifier(kBuiltinModel);
         st.modelName = kBuiltinModel;
+        st.onnx.reset();
       }
       auto data = std::make_shared<CompareData>();
       data->job = job;

@@ -45,7 +45,16 @@ class Session : public QObject {
   quint64 loadModel(const QString& nameOrPath);
   quint64 classify(const QString& imagePath, const QString& device);
   quint64 compare(const QString& imagePath, const QStringList& devices);
-  void cancel();  // the running classify/compare job, if any
+  // Re-tunes the kernels of the current model's run on `device` with the
+  // image (core/tune.h, TuneSearch): all of them, or those named `kernel`
+  // whose output shape is `outputShape` (KernelInfo's). Searches, telling
+  // tuneProgress; then stores the choices, runs every later classification
+  // with TINYLENS_TUNE=1 and classifies again (retuned, then classified).
+  // cancel() stops it between two candidates' launches (cancelled): every
+  // stored choice, and every result shown, stays as it was.
+  quint64 retune(const QString& imagePath, const QString& device, const QString& kernel = {},
+                 const QString& outputShape = {});
+  void cancel();  // the running classify/compare/retune job, if any
   // Forget the image (its decoded copy) or the model (its weights, compiled
   // plans and kernel records, and the buffers the devices keep for reuse);
   // the next classify reads the image again, or loads the built-in model.
@@ -94,6 +103,10 @@ class Session : public QObject {
   void compileProgress(quint64 job, const QString& device, int ready, int total);
   // Then its timed warm runs: `run` (1-based) of `runs` is starting.
   void runProgress(quint64 job, const QString& device, int run, int runs);
+  // A re-tune's search: `done` of `total` kernels searched (total grows as
+  // the model's realizes find kernels); then retuned with how many.
+  void tuneProgress(quint64 job, int done, int total);
+  void retuned(quint64 job, int searched);
   void warningKernelBuilt(const QString& device, const QString& name, const QString& source, const QString& buildLog);
   void devicesReady(const tlui::DeviceList& devices);
   void modelLoaded(const tlui::ModelPtr& model);
@@ -131,6 +144,7 @@ class Session : public QObject {
   void deliverRun(quint64 job, std::function<void()> emitter);
   void finishRun(quint64 job);
   Flag startRunJob(quint64 job);
+  void classifyOnWorker(quint64 job, const Flag& flag, const QString& imagePath, const QString& device);
   void timeWarmRuns(quint64 job, const tl::Image& image, RunData& data);  // on the worker
   void checkInputMatters(const tl::Image& image, RunData& data);
   // Training: the worker-side helpers, run on thread_.

@@ -583,8 +583,7 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
   absent.present = false;
   using onnx_detail::run_limits::kMaxLazyDepth;
   onnx_detail::DepthMemo depth_memo;
-  // Values that are the same on every run (initializers and folded nodes)
-  // and those that depend only on the inputs' shapes (onnx_detail::fold_kind).
+  // Values the same on every run (initializers, folds) and those set by the inputs' shapes (fold_kind).
   std::set<std::string> constant, by_shape;
   for (const auto& [name, v] : m.initializers) constant.insert(name);
   const bool fold = !onnx_detail::ShapesOnly::active();
@@ -633,6 +632,7 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs, std::map<s
                          "', which no earlier node, input or initializer defines");
       ins.push_back(&it->second);
     }
+    const OriginScope origin(m.folds.file_index(k));  // what it makes names its node in the file
     std::vector<Value> outs = onnx_detail::in_node(m.path, k, n, [&] {
       return onnx_detail::run_node(n, ins, m.opset, device, max_elements);
     });

@@ -123,6 +123,7 @@ ModelInspection inspect_model_file(const std::string& name_or_path) {
     m.classifier_error = file.unsupported;
     try {
       if (file.model) m.classifier = load_classifier(file.model);
+      if (m.classifier) m.onnx = file.model;
     } catch (const NotAClassifier& e) {
       m.classifier_error = e.what();
     }

@@ -24,6 +24,9 @@ struct ModelInspection {
   // The classifier, or why the (readable) file cannot classify images:
   // an unsupported node, a graph not shaped like a classifier.
   std::unique_ptr<ImageClassifier> classifier;
+  // The ONNX model the classifier runs (null for other formats): the window
+  // runs it once more to record the shape of every value (OnnxModel::run).
+  std::shared_ptr<const OnnxModel> onnx;
   ModelSummary summary;  // of the classifier
   std::string classifier_error;
   // FLOPs per run of the ONNX graph (Conv, ConvTranspose, MatMul, Gemm) from

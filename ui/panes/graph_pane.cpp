@@ -219,7 +219,10 @@ void GraphPane::setRun(const RunPtr& run) {
   nodeById_.clear();
   if (run_)
     for (const auto& n : run_->graph) nodeById_[n.id] = &n;
-  if (mode_ == OnnxGraph) return;  // the file's graph stays as the user left it
+  if (mode_ == OnnxGraph) {  // the file's graph stays, with this run's costs when it ran the file
+    if (onnx_ && run_ && runIsOf(*run_, onnx_->path)) relayout();
+    return;
+  }
   details_->clear();
   relayout();
 }
@@ -297,7 +300,7 @@ void GraphPane::relayout() {
   });
   const QFont font = nodeFont(false), groupFont = nodeFont(true);
   watcher->setFuture(QtConcurrent::run([run, onnx, mode, expanded, font, groupFont] {
-    DisplayGraph g = mode == OnnxGraph ? buildOnnxGraph(onnx->info)
+    DisplayGraph g = mode == OnnxGraph ? buildOnnxGraph(onnx->info, run && runIsOf(*run, onnx->path) ? run.get() : nullptr)
                      : mode == OpGraph ? buildOpGraph(run->graph, run->records, expanded)
                                        : buildKernelGraph(run->records, run->graph, run->kernelReads);
     const QFontMetricsF plain(font), bold(groupFont);
@@ -332,6 +335,8 @@ QColor GraphPane::colourFor(double value, double max) const {
 double GraphPane::metricValue(int node) const {
   if (!run_ || node < 0 || size_t(node) >= graph_.nodes.size()) return 0;
   const DisplayNode& d = graph_.nodes[size_t(node)];
+  if (mode_ == OnnxGraph)  // the node's share of its kernels (onnxRunCosts)
+    return !d.costed ? 0 : metric_ == ByFlops ? d.flops * 1e-6 : metric_ == ByBytes ? d.bytes * 1e-6 : d.seconds * 1e3;
   std::set<int> kernels;
   if (d.kernel >= 0) kernels.insert(d.kernel);
   if (d.group) {
@@ -349,31 +354,41 @@ double GraphPane::metricValue(int node) const {
 }
 
 void GraphPane::recolour() {
-  metricBox_->setEnabled(mode_ != OnnxGraph);  // an ONNX file's boxes are coloured by op
-  if (mode_ == OnnxGraph) {
-    legend_->setText(tr("Boxes coloured by op kind; red border: unsupported"));
+  // An ONNX file's boxes are coloured by op, or by the metric once a run of
+  // the file has mapped its kernels back onto them.
+  const bool onnx = mode_ == OnnxGraph;
+  const bool costed = std::any_of(graph_.nodes.begin(), graph_.nodes.end(), [](const DisplayNode& d) { return d.costed; });
+  metricBox_->setEnabled(!onnx || costed);
+  if (onnx && !costed) {
+    legend_->setText(tr("Boxes coloured by op kind; red border: unsupported. Classify an image with this model "
+                        "for each node's time, FLOPs and bytes."));
     return;
   }
   std::vector<double> values(graph_.nodes.size());
   double max = 0;
   for (size_t i = 0; i < values.size(); ++i) max = std::max(max, values[i] = metricValue(int(i)));
-  for (size_t i = 0; i < nodeItems_.size() && i < values.size(); ++i)
-    if (auto* box = dynamic_cast<QAbstractGraphicsShapeItem*>(nodeItems_[i]); box && !graph_.nodes[i].fill)
-      box->setBrush(colourFor(values[i], max));
+  for (size_t i = 0; i < nodeItems_.size() && i < values.size(); ++i) {
+    const DisplayNode& d = graph_.nodes[i];
+    auto* box = dynamic_cast<QAbstractGraphicsShapeItem*>(nodeItems_[i]);
+    if (!box || (onnx ? !d.costed : d.fill != 0)) continue;
+    box->setBrush(onnx && metric_ == NoColour ? QColor(d.fill) : colourFor(values[i], max));
+  }
   if (metric_ == NoColour || max <= 0) {
-    legend_->setText(metric_ == NoColour ? tr("No colour") : tr("Nothing to colour: no kernel times"));
+    legend_->setText(metric_ == NoColour ? (onnx ? tr("Boxes coloured by op kind") : tr("No colour"))
+                                         : tr("Nothing to colour: no kernel times"));
     return;
   }
   const QString unit = metric_ == ByFlops ? tr("MFLOP") : metric_ == ByBytes ? tr("MB") : tr("ms");
   auto swatch = [&](double share) {
     return QString("<span style='background:%1'>&nbsp;&nbsp;&nbsp;&nbsp;</span>").arg(colourFor(share * max, max).name());
   };
-  legend_->setText(tr("%1 0 %2 %3 %4 %5 %6 (the largest box)")
+  legend_->setText(tr("%1 0 %2 %3 %4 %5 %6 (the largest box)%7")
                        .arg(swatch(0.001), swatch(0.25))
                        .arg(0.25 * max, 0, 'g', 3)
                        .arg(swatch(1.0))
                        .arg(max, 0, 'g', 3)
-                       .arg(unit));
+                       .arg(unit)
+                       .arg(onnx ? tr("; a kernel fused from several nodes is split by their FLOPs") : QString()));
 }
 
 void GraphPane::setMetric(Metric metric) {
@@ -472,7 +487,10 @@ void GraphPane::draw(const DisplayGraph& graph, const GraphLayout& layout) {
   // another model's results than the file opened here.
   if (mode_ == OnnxGraph && onnx_) {
     info_->setText(tr("%1: %2 ONNX nodes, %3 unsupported")
-                       .arg(modelShortName(onnx_->path)).arg(onnx_->info.nodes.size()).arg(onnx_->unsupported));
+                       .arg(modelShortName(onnx_->path)).arg(onnx_->info.nodes.size()).arg(onnx_->unsupported) +
+                   (run_ && runIsOf(*run_, onnx_->path)
+                        ? tr("; costs of its run on %1 (%2 kernels)").arg(run_->device).arg(run_->records.size())
+                        : QString()));
     info_->setToolTip(tr("The graph stored in %1").arg(onnx_->path));
   } else if (run_) {
     info_->setText(tr("%1 on %2: %3 nodes, %4 edges")
@@ -564,7 +582,9 @@ void GraphPane::showDetails(int node) {
   if (mode_ == OnnxGraph) {
     if (!onnx_ || node < 0 || size_t(node) >= graph_.nodes.size()) return;
     int index = graph_.nodes[size_t(node)].onnxNode;
-    if (index >= 0) details_->setHtml(onnxNodeHtml(onnx_->info, index));
+    if (index >= 0)
+      details_->setHtml(onnxNodeHtml(onnx_->info, index) +
+                        (run_ && runIsOf(*run_, onnx_->path) ? onnxNodeRunHtml(onnx_->info, index, *run_) : QString()));
     else showOnnxSummary();  // a graph input or output box
     return;
   }

@@ -169,6 +169,7 @@ GraphFolds fold_batch_norms(onnx::GraphProto& g, const std::set<std::string>& in
   for (int i = 0; i < g.node_size(); ++i) {
     if (dropped[size_t(i)]) continue;
     const auto [conv_at, fold_at] = fused_conv[size_t(i)];
+    out.file_node.push_back(conv_at < 0 ? i : conv_at);
     if (conv_at < 0) {
       *nodes.Add() = g.node(i);
       continue;

@@ -87,6 +87,11 @@ struct GraphFolds {
   // (removed value, kept value of the same shape): a convolution's output
   // that now flows straight into the normalisation's.
   std::vector<std::pair<std::string, std::string>> same_shape;
+  // Per node of the rewritten graph, the index in the file's graph of the
+  // node it is (a convolution that absorbed its normalisation: the
+  // convolution's); empty when nothing was rewritten.
+  std::vector<int> file_node;
+  int file_index(int k) const { return size_t(k) < file_node.size() ? file_node[size_t(k)] : k; }
 };
 
 // Rewrites `g` in place (node order stays topological) and says what the
