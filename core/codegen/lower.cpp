@@ -79,6 +79,18 @@ E both(const E& a, const E& b) {
   return binary(ExprOp::And, a, b);
 }
 
+E pad_inside(const Node& pad, std::vector<E>& d, size_t axes) {
+  E inside;
+  for (size_t i = 0; i < axes; ++i) {
+    int64_t before = pad.arg[2 * i], size = pad.src[0]->shape[i];
+    if (before == 0 && pad.arg[2 * i + 1] == 0) continue;
+    inside = both(inside, both(binary(ExprOp::CmpLt, idx(before - 1), d[i]),
+                               binary(ExprOp::CmpLt, d[i], idx(before + size))));
+    d[i] = assume_range(d[i] + idx(-before), 0, size - 1);
+  }
+  return inside;
+}
+
 std::string nan_max(const std::string& x, const std::string& y) {
   return "((" + y + "!=" + y + ")?" + y + ":(!(" + x + "<=" + y + ")?" + x + ":" + y + "))";
 }
@@ -160,16 +172,7 @@ E Lowerer::compute(const NodeRef& n, const IndexRef& ix) {
     }
     case Op::Pad: {
       auto d = dims_of(*ix);
-      E inside;
-      for (size_t i = 0; i < d.size(); ++i) {
-        int64_t before = n->arg[2 * i], size = s[0]->shape[i];
-        if (before == 0 && n->arg[2 * i + 1] == 0) continue;
-        inside = both(inside, both(binary(ExprOp::CmpLt, idx(before - 1), d[i]),
-                                   binary(ExprOp::CmpLt, d[i], idx(before + size))));
-        // Where this index matters it is inside the source axis; loads
-        // are guarded and the value masked everywhere else.
-        d[i] = assume_range(d[i] + idx(-before), 0, size - 1);
-      }
+      const E inside = pad_inside(*n, d, d.size());
       E v = lower(s[0], child(with_dims(s[0]->shape, d, both(ix->valid, inside))));
       return inside ? where(inside, v, constant(n->value, n->dtype)) : v;
     }

@@ -8,7 +8,6 @@
 #include <map>
 #include <set>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "core/codegen/expr.h"
 #include "core/codegen/lower.h"
@@ -104,26 +103,9 @@ static IndexRef reduced_index(const Shape& red_shape, bool nested, size_t merge_
 
 // Whether a division or modulo in `e` reads `x`.
 static bool divides(const E& e, const E& x) {
-  std::vector<const Expr*> stack = {e.get()};
-  std::set<const Expr*> seen;
-  auto reads_x = [&](const Expr* root) {
-    std::vector<const Expr*> st = {root};
-    while (!st.empty()) {
-      const Expr* n = st.back();
-      st.pop_back();
-      if (n == x.get()) return true;
-      for (auto& c : n->src) st.push_back(c.get());
-    }
-    return false;
-  };
-  while (!stack.empty()) {
-    const Expr* n = stack.back();
-    stack.pop_back();
-    if (!seen.insert(n).second) continue;
-    if ((n->op == ExprOp::Div || n->op == ExprOp::Mod) && reads_x(n)) return true;
-    for (auto& c : n->src) stack.push_back(c.get());
-  }
-  return false;
+  return !walk_nodes(*e, [&](const Expr& n) {
+    return (n.op == ExprOp::Div || n.op == ExprOp::Mod) && reads_var(n, x) ? Walk::stop : Walk::into;
+  });
 }
 
 // The serial body of a float maximum whose innermost loop the dialect
@@ -278,16 +260,8 @@ std::string padded_rows(Lowerer& low, Printer& pr, const Node& pad, const std::v
                         int64_t width) {
   const Node& src = *pad.src[0];
   const size_t last = out_dims.size() - 1;
-  std::vector<E> d(out_dims.size());
-  E row_inside;
-  for (size_t i = 0; i < last; ++i) {
-    int64_t before = pad.arg[2 * i], size = src.shape[i];
-    d[i] = out_dims[i];
-    if (before == 0 && pad.arg[2 * i + 1] == 0) continue;
-    row_inside = both(row_inside, both(binary(ExprOp::CmpLt, idx(before - 1), d[i]),
-                                       binary(ExprOp::CmpLt, d[i], idx(before + size))));
-    d[i] = assume_range(d[i] + idx(-before), 0, size - 1);
-  }
+  std::vector<E> d = out_dims;
+  const E row_inside = pad_inside(pad, d, last);
   const int64_t lo = pad.arg[2 * last], size = src.shape[last];
   d[last] = var("x", 0, std::max<int64_t>(size - 1, 0));
   // The printer names expressions by address: keep each one alive while it prints.
@@ -445,13 +419,6 @@ std::string expr_key(const E& e) {
   return k + ")";
 }
 
-bool reads_var(const E& e, const E& x) {
-  if (e.get() == x.get()) return true;
-  for (const auto& s : e->src)
-    if (reads_var(s, x)) return true;
-  return false;
-}
-
 // The tests of one row-invariant integer g against constants, each as
 // "g < t" (c < g is !(g < c + 1)): the comparison nodes and their t.
 struct RowTests {
@@ -461,27 +428,22 @@ struct RowTests {
   std::vector<int64_t> cuts;                            // the distinct t, sorted
 };
 
-void collect_row_tests(const E& e, const E& x, std::unordered_map<std::string, RowTests>& by_g,
-                       std::unordered_set<const Expr*>& seen) {
-  if (!seen.insert(e.get()).second) return;
-  if (e->op == ExprOp::CmpLt && e->src.size() == 2 && !is_float(e->src[0]->dtype)) {
-    const E& a = e->src[0];
-    const E& b = e->src[1];
+void collect_row_tests(const E& value, const E& x, std::unordered_map<std::string, RowTests>& by_g) {
+  walk_nodes(*value, [&](const Expr& e) {
+    if (e.op != ExprOp::CmpLt || e.src.size() != 2 || is_float(e.src[0]->dtype)) return Walk::into;
+    const E& a = e.src[0];
+    const E& b = e.src[1];
     const bool a_const = a->op == ExprOp::Const, b_const = b->op == ExprOp::Const;
     const double c = a_const ? a->value : b->value;
-    if (a_const != b_const && std::fabs(c) < 2147483647.0) {  // an index bound, in int range
-      const E& g = a_const ? b : a;
-      if (!reads_var(g, x)) {
-        RowTests& r = by_g[expr_key(g)];
-        r.g = g;
-        const int64_t t = a_const ? int64_t(c) + 1 : int64_t(c);
-        r.tests.push_back({e.get(), t});
-        r.above.push_back(a_const);
-        return;
-      }
-    }
-  }
-  for (const auto& s : e->src) collect_row_tests(s, x, by_g, seen);
+    if (a_const == b_const || std::fabs(c) >= 2147483647.0) return Walk::into;  // an index bound, in int range
+    const E& g = a_const ? b : a;
+    if (reads_var(*g, x)) return Walk::into;
+    RowTests& r = by_g[expr_key(g)];
+    r.g = g;
+    r.tests.push_back({&e, a_const ? int64_t(c) + 1 : int64_t(c)});
+    r.above.push_back(a_const);
+    return Walk::over;
+  });
 }
 
 }  // namespace
@@ -496,8 +458,7 @@ void collect_row_tests(const E& e, const E& x, std::unordered_map<std::string, R
 static std::string dispatched_row_loops(Printer& pr, const E& value, const E& x, const std::string& store,
                                         const std::string& indent) {
   std::unordered_map<std::string, RowTests> by_g;
-  std::unordered_set<const Expr*> seen;
-  collect_row_tests(value, x, by_g, seen);
+  collect_row_tests(value, x, by_g);
   RowTests* best = nullptr;
   for (auto& [key, r] : by_g) {
     r.cuts.clear();
@@ -655,11 +616,7 @@ static RenderedKernel render_gemm_kernel(const KernelPlan& plan, const Device& d
   g.epilogue = render_gemm_epilogue(plan, device.dialect(), gemm_epilogue_takes_flat(device), epilogue_flops);
   TemplateKernel t;
   if (!render_gemm(device, g, k.name, t)) throw std::logic_error("GEMM planned for a device without a template");
-  k.source = t.source;
-  k.entry = t.entry, k.ints = t.ints, k.int_bytes = t.int_bytes;
-  k.packed = t.packed;
-  k.candidates = std::move(t.candidates);
-  for (int i = 0; i < 3; ++i) k.global[i] = t.global[i], k.local[i] = t.local[i];
+  static_cast<TemplateKernel&>(k) = std::move(t);
   k.flops = (pool ? 1.0 : 2.0) * double(h.batch) * double(h.m) * double(h.n) * double(h.k) + epilogue_flops +
             pool_flops;
   k.ops.front() = pool ? "MAXPOOL" : "GEMM";
