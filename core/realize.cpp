@@ -98,22 +98,25 @@ void RealizeObserver::notify(const std::vector<NodeRef>& roots) {
   if (realize_observer && realize_observer->see_) realize_observer->see_(roots);
 }
 
+static void remember(Device& device, const std::string& source, std::shared_ptr<Program> program) {
+  std::lock_guard lock(memo_mutex);
+  memo()[{device.name(), source}] = std::move(program);
+}
+
 // Compiles through the in-process memo and the disk cache; `hit` says
 // whether nothing new was compiled.
 static std::shared_ptr<Program> compile_kernel(Device& device, const std::string& name, const std::string& source,
                                                bool* hit = nullptr) {
-  auto key = std::make_pair(device.name(), source);
   {
     std::lock_guard lock(memo_mutex);
-    if (auto it = memo().find(key); it != memo().end()) {
+    if (auto it = memo().find({device.name(), source}); it != memo().end()) {
       if (hit) *hit = true;
       return it->second;
     }
   }
   auto program = device.compile(name, source);
   if (hit) *hit = program->cache_hit;
-  std::lock_guard lock(memo_mutex);
-  memo()[key] = program;
+  remember(device, source, program);
   return program;
 }
 
@@ -164,11 +167,6 @@ static RenderedKernel render_cached(const KernelPlan& plan, const Device& device
   std::lock_guard lock(rendered_mutex);
   rendered_kernels.emplace(std::move(key), r);
   return r;
-}
-
-static void remember(Device& device, const std::string& source, std::shared_ptr<Program> program) {
-  std::lock_guard lock(memo_mutex);
-  memo()[{device.name(), source}] = std::move(program);
 }
 
 // One compiler job: a kernel alone, or several built together (one

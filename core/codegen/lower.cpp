@@ -6,12 +6,6 @@
 
 namespace tl::lowering {
 
-std::vector<int64_t> strides_of(const Shape& s) {
-  std::vector<int64_t> st(s.size(), 1);
-  for (int i = int(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
-  return st;
-}
-
 E flat_of(Index& ix) {
   if (!ix.flat) {
     auto st = strides_of(ix.shape);
@@ -37,6 +31,12 @@ IndexRef with_dims(const Shape& shape, std::vector<E> dims, E valid) {
   ix->shape = shape;
   ix->dims = std::move(dims);
   ix->valid = std::move(valid);
+  return ix;
+}
+
+IndexRef with_flat(const Shape& shape, E flat, std::vector<E> dims) {
+  auto ix = with_dims(shape, std::move(dims), nullptr);
+  ix->flat = std::move(flat);
   return ix;
 }
 
@@ -114,10 +114,7 @@ E Lowerer::compute(const NodeRef& n, const IndexRef& ix) {
     return load(p->second, n->dtype, i);
   }
   if (auto g = given.find(n.get()); g != given.end()) return g->second;
-  auto child = [&](IndexRef c) {
-    keep_alive.push_back(c);
-    return c;
-  };
+  auto child = [&](IndexRef c) { return keep(std::move(c)); };
   const auto& s = n->src;
   switch (n->op) {
     case Op::Const: return constant(n->value, n->dtype);
@@ -142,9 +139,7 @@ E Lowerer::compute(const NodeRef& n, const IndexRef& ix) {
       // need to split it into the source's axes and join them again.
       if (!ix->flat && !ix->dims.empty() && !params.count(s[0].get()))
         if (auto c = regroup(*ix, s[0]->shape)) return lower(s[0], child(c));
-      auto c = std::make_shared<Index>();
-      c->shape = s[0]->shape;
-      c->flat = flat_of(*ix);
+      auto c = with_flat(s[0]->shape, flat_of(*ix));
       c->valid = ix->valid;
       return lower(s[0], child(c));
     }

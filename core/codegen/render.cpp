@@ -71,8 +71,7 @@ static std::string independent(const Dialect& d, const std::string& indent) {
 // over those axes). Sets `loops`.
 static IndexRef reduced_index(const Shape& red_shape, bool nested, size_t merge_from, ReduceLoops& loops) {
   const int64_t r_count = numel(red_shape);
-  auto red_ix = std::make_shared<Index>();
-  red_ix->shape = red_shape;
+  IndexRef red_ix = with_flat(red_shape, nullptr);
   loops.clear();
   if (!nested) {
     red_ix->flat = var("r", 0, std::max<int64_t>(r_count - 1, 0));
@@ -151,18 +150,13 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
   IndexRef red_ix = reduced_index(red_shape, nested, red_shape.size(), loops);
   // The value at output position `out_flat` (and `out_dims`, when known).
   auto value_at = [&](const E& out_flat, std::vector<E> out_dims) {
-    auto out_ix = std::make_shared<Index>();
-    out_ix->shape = out.shape;
-    out_ix->flat = out_flat;
-    out_ix->dims = std::move(out_dims);
-    low.keep_alive.push_back(out_ix);
+    IndexRef out_ix = low.keep(with_flat(out.shape, out_flat, std::move(out_dims)));
     std::vector<E> dims;
     size_t j = 0;
     for (size_t i = 0; i < out.shape.size(); ++i)
       dims.push_back(reduced[i] ? dims_of(*red_ix)[j++] : dims_of(*out_ix)[i]);
-    auto in_ix = with_dims(input.shape, dims, nullptr);
+    IndexRef in_ix = low.keep(with_dims(input.shape, dims, nullptr));
     if (trailing) in_ix->flat = out_flat * idx(r_count) + red_ix->flat;
-    low.keep_alive.push_back(in_ix);
     return cast(low.lower(out.src[0], in_ix), out.dtype);
   };
   // The rows form (C): a parallel item is a row of the output's last axis,
@@ -179,11 +173,7 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
   if (rows) {
     E row = var("gid", 0, n_out / width - 1);
     x = var("x", 0, width - 1);
-    auto row_ix = std::make_shared<Index>();
-    row_ix->shape = Shape(out.shape.begin(), out.shape.begin() + row_axis);
-    row_ix->flat = row;
-    low.keep_alive.push_back(row_ix);
-    std::vector<E> out_dims = dims_of(*row_ix);
+    std::vector<E> out_dims = dims_of(*low.keep(with_flat(Shape(out.shape.begin(), out.shape.begin() + row_axis), row)));
     out_dims.push_back(x);
     while (out_dims.size() < out.shape.size()) out_dims.push_back(idx(0));
     v = value_at(row * idx(width) + x, out_dims);
@@ -281,8 +271,7 @@ std::string padded_rows(Lowerer& low, Printer& pr, const Node& pad, const std::v
   }
   pr.lines.clear();
   pr.indent = "        ";
-  auto src_ix = with_dims(src.shape, d, nullptr);  // inside by construction: no guards
-  low.keep_alive.push_back(src_ix);
+  IndexRef src_ix = low.keep(with_dims(src.shape, d, nullptr));  // inside by construction: no guards
   const E value = cast(low.lower(pad.src[0], src_ix), dtype);
   std::string v = pr(value);
   out += open + independent(pr.d, "      ") + "      for (int x = 0; x < " + std::to_string(size) + "; ++x) {\n" +
@@ -569,10 +558,7 @@ static GemmEpilogue render_gemm_epilogue(const KernelPlan& plan, const Dialect& 
   // col), broadcast vectors the regrouped axes (a bias reads b[row]).
   const NodeRef& end = plan.epilogue_end();
   IndexRef ix = regroup(*c_ix, end->shape);
-  if (!ix) {
-    ix = std::make_shared<Index>();
-    ix->shape = end->shape;
-  }
+  if (!ix) ix = with_flat(end->shape, nullptr);
   ix->flat = flat_of(*c_ix);
   E value = cast(low.lower(end, ix), DType::f32);
   match_row_bias_clamp(value, ep);
@@ -659,9 +645,7 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
       value_node = value_node->src[0];
       shape = value_node->shape;
     }
-    auto ix = std::make_shared<Index>();
-    ix->shape = shape;
-    ix->flat = gid;
+    IndexRef ix = with_flat(shape, gid);
     // On the C device each parallel item is a whole row, walked by an inner
     // loop: the index arithmetic of the outer axes is then loop-invariant and
     // the row itself vectorises. Rows narrower than a vector (a 7x7 map) are
@@ -677,14 +661,10 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
       E x = var("x", 0, width - 1);
       E y = height > 1 ? var("y", 0, height - 1) : nullptr;
       Shape outer(shape.begin(), shape.end() - (y ? 2 : 1));
-      auto row_ix = std::make_shared<Index>();
-      row_ix->shape = outer;
-      row_ix->flat = row;
-      ix->dims = dims_of(*row_ix);
+      ix->dims = dims_of(*low.keep(with_flat(outer, row)));
       if (y) ix->dims.push_back(y);
       ix->dims.push_back(x);
       ix->flat = row * idx(block) + (y ? y * idx(width) + x : x);
-      low.keep_alive.push_back(row_ix);
       pr.indent = y ? "        " : "      ";
     }
     if (rows && height == 1 && value_node->op == Op::Pad) {
@@ -699,11 +679,10 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
       E flat_x, flat_v;
       if (height > 1) {
         flat_x = var("x", 0, block - 1);
-        auto fix = std::make_shared<Index>(*ix);
+        IndexRef fix = low.keep(std::make_shared<Index>(*ix));
         fix->dims[fix->dims.size() - 2] = flat_x / idx(width);
         fix->dims.back() = flat_x % idx(width);
         fix->flat = row * idx(block) + flat_x;
-        low.keep_alive.push_back(fix);
         flat_v = cast(low.lower(value_node, fix), out.dtype);
         if (divides(flat_v, flat_x)) flat_v = nullptr;
       }
