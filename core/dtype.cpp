@@ -44,6 +44,12 @@ void check_span(const Shape& s, const std::string& what) {
                      ", beyond any tensor tinylens can index");
 }
 
+std::vector<int64_t> strides_of(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (int i = int(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
+  return st;
+}
+
 int64_t numel(const Shape& s) {
   check_span(s, "shape");
   int64_t n = 1;

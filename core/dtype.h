@@ -60,5 +60,6 @@ void check_span(const Shape& s, const std::string& what);
 bool span_fits(const Shape& s);
 // Elements of `s`, after check_span(s, "shape").
 int64_t numel(const Shape& s);
+std::vector<int64_t> strides_of(const Shape& s);  // row-major, in elements
 
 }  // namespace tl

@@ -6,7 +6,7 @@
 #include <map>
 #include <optional>
 #include <mutex>
-#include <cstdio>
+#include <climits>
 #include <set>
 #include <unordered_map>
 #include <thread>
@@ -120,22 +120,25 @@ void RealizeObserver::notify(const std::vector<NodeRef>& roots) {
   if (realize_observer && realize_observer->see_) realize_observer->see_(roots);
 }
 
+static void remember(Device& device, const std::string& source, std::shared_ptr<Program> program) {
+  std::lock_guard lock(memo_mutex);
+  memo()[{device.name(), source}] = std::move(program);
+}
+
 // Compiles through the in-process memo and the disk cache; `hit` says
 // whether nothing new was compiled.
 static std::shared_ptr<Program> compile_kernel(Device& device, const std::string& name, const std::string& source,
                                                bool* hit = nullptr) {
-  auto key = std::make_pair(device.name(), source);
   {
     std::lock_guard lock(memo_mutex);
-    if (auto it = memo().find(key); it != memo().end()) {
+    if (auto it = memo().find({device.name(), source}); it != memo().end()) {
       if (hit) *hit = true;
       return it->second;
     }
   }
   auto program = device.compile(name, source);
   if (hit) *hit = program->cache_hit;
-  std::lock_guard lock(memo_mutex);
-  memo()[key] = program;
+  remember(device, source, program);
   return program;
 }
 
@@ -147,37 +150,26 @@ static std::shared_ptr<Program> compile_kernel(Device& device, const std::string
 // is not part of it: names are labels (GEMM_..._MAXPOOL_9 is one name for
 // every padding of a 3x3 pool).
 static std::string plan_signature(const KernelPlan& plan) {
-  std::unordered_map<const Node*, std::string> ref;
-  for (size_t i = 0; i < plan.inputs.size(); ++i) ref[plan.inputs[i].get()] = "i" + std::to_string(i);
-  std::string sig = std::to_string(int(plan.kind)) + "|";
-  auto shape = [&](const Node& n) {
-    sig += std::to_string(int(n.dtype)) + "(";
-    for (auto d : n.shape) sig += std::to_string(d) + ",";
-    sig += ")";
-  };
-  for (auto& in : plan.inputs) shape(*in);
+  std::unordered_map<const Node*, int> ref;  // inputs ~i, fused nodes f
+  for (size_t i = 0; i < plan.inputs.size(); ++i) ref[plan.inputs[i].get()] = ~int(i);
+  std::string sig;
+  KeyWriter w{sig};
+  w.num(int64_t(plan.kind));
+  for (auto& in : plan.inputs) w.shape(*in);
+  std::vector<int> ids;
   for (size_t f = 0; f < plan.fused.size(); ++f) {
     const Node& n = *plan.fused[f];
-    sig += "|" + std::to_string(int(n.op)) + ":";
-    shape(n);
-    for (auto a : n.arg) sig += std::to_string(a) + ",";
-    char value[32];
-    std::snprintf(value, sizeof value, "%a", n.value);
-    sig += value;
-    if (n.matmul)
-      for (int64_t v : hint_key(*n.matmul)) sig += ";" + std::to_string(v);
-    if (&n == plan.pool.get()) sig += " pooled";
-    for (auto& src : n.src) {
-      auto it = ref.find(src.get());
-      sig += " " + (it == ref.end() ? std::string("?") : it->second);
-    }
-    ref[&n] = "f" + std::to_string(f);
+    ids.clear();
+    for (auto& src : n.src) ids.push_back(ref.count(src.get()) ? ref[src.get()] : INT_MIN);
+    w.node(n, ids);
+    w.num(&n == plan.pool.get());
+    ref[&n] = int(f);
   }
   if (plan.kind == KernelPlan::Kind::Gemm) {
     const MatmulHint& h = *plan.gemm().matmul;  // its numbers are fused[0]'s, above
-    if (plan.inputs[0]->realized()) sig += ",constant A";  // render_kernel may read it packed
-    if (plan.inputs[1]->realized()) sig += ",constant B";
-    if (plan.inputs[1] == h.image) sig += ",gathered B";   // B read from a convolution's image
+    w.num(plan.inputs[0]->realized());  // a constant A or B: render_kernel may read it packed
+    w.num(plan.inputs[1]->realized());
+    w.num(plan.inputs[1] == h.image);   // B read from a convolution's image
   }
   return sig;
 }
@@ -197,11 +189,6 @@ static RenderedKernel render_cached(const KernelPlan& plan, const Device& device
   std::lock_guard lock(rendered_mutex);
   rendered_kernels.emplace(std::move(key), r);
   return r;
-}
-
-static void remember(Device& device, const std::string& source, std::shared_ptr<Program> program) {
-  std::lock_guard lock(memo_mutex);
-  memo()[{device.name(), source}] = std::move(program);
 }
 
 // One compiler job: a kernel alone, or several built together (one

@@ -13,28 +13,37 @@
 
 namespace tl {
 
-namespace {
+void KeyWriter::real(double v) {
+  uint64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  num(int64_t(bits));
+}
 
-// The key is binary: fixed-width numbers appended raw, fast to build and
-// compared byte for byte.
-struct KeyWriter {
-  std::string& out;
-  void num(int64_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
-  void real(double v) {
-    uint64_t bits;
-    std::memcpy(&bits, &v, sizeof bits);
-    num(int64_t(bits));
-  }
-  void text(const std::string& s) {
-    num(int64_t(s.size()));
-    out += s;
-  }
-  void shape(const Node& n) {
-    num(int64_t(n.dtype));
-    num(int64_t(n.shape.size()));
-    for (auto d : n.shape) num(d);
-  }
-};
+void KeyWriter::text(const std::string& s) {
+  num(int64_t(s.size()));
+  out += s;
+}
+
+void KeyWriter::shape(const Node& n) {
+  num(int64_t(n.dtype));
+  num(int64_t(n.shape.size()));
+  for (auto d : n.shape) num(d);
+}
+
+void KeyWriter::node(const Node& n, const std::vector<int>& ids) {
+  num(int64_t(n.op));
+  num(n.requires_grad);  // the scheduler fuses a GEMM's epilogue only where no gradient flows
+  shape(n);
+  num(int64_t(n.arg.size()));
+  for (auto a : n.arg) num(a);
+  real(n.value);
+  num(int64_t(n.src.size()));
+  for (int id : ids) num(id);
+  if (n.matmul)
+    for (int64_t v : hint_key(*n.matmul)) num(v);
+}
+
+namespace {
 
 // Edges the walk follows: every source, a GEMM's operands and the image a
 // convolution's B may be gathered from (which device has a GEMM template,
@@ -94,17 +103,7 @@ GraphKey graph_key(const std::vector<NodeRef>& roots, const std::string& device)
         const NodeRef& s = edge(*n, e);
         ids.push_back(s->realized() ? id_of(s) : g.index.at(s.get()));
       }
-      const Node& node = *n;
-      w.num(int64_t(node.op));
-      w.num(node.requires_grad);  // the scheduler fuses a GEMM's epilogue only where no gradient flows
-      w.shape(node);
-      w.num(int64_t(node.arg.size()));
-      for (auto a : node.arg) w.num(a);
-      w.real(node.value);
-      w.num(int64_t(node.src.size()));
-      for (int id : ids) w.num(id);
-      if (node.matmul)
-        for (int64_t v : hint_key(*node.matmul)) w.num(v);
+      w.node(*n, ids);
       g.index[n.get()] = int(g.nodes.size());
       g.nodes.push_back(n);
       stack.pop_back();

@@ -39,6 +39,20 @@
 
 namespace tl {
 
+// A binary key: fixed-width numbers appended raw, fast to build and compared
+// byte for byte. graph_key writes the graph's, realize the rendered kernels'.
+struct KeyWriter {
+  std::string& out;
+  void num(int64_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
+  void real(double v);
+  void text(const std::string& s);
+  void shape(const Node& n);  // dtype and shape
+  // Everything of `n` a kernel made of it reads: op, gradient flag, dtype,
+  // shape, arguments, value, the caller's numbers of its sources and other
+  // edges (`ids`), and its hint's numbers (hint_key).
+  void node(const Node& n, const std::vector<int>& ids);
+};
+
 // The unrealized graph under some roots, numbered in a fixed order.
 struct GraphKey {
   std::string text;               // the key (binary; compared exactly, not by hash)

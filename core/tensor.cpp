@@ -157,19 +157,15 @@ Tensor Tensor::arange(double start, double stop, double step, DType dtype, const
     throw ShapeError("arange(" + std::to_string(start) + ", " + std::to_string(stop) + ", " + std::to_string(step) +
                      ") has no finite, reasonable length");
   int64_t n = steps > 0 ? int64_t(steps) : 0;  // (a huge negative double has no int64_t)
-  if (dtype == DType::i32) {
-    std::vector<int32_t> v(n);
-    for (int64_t i = 0; i < n; ++i) v[i] = int32_t(start + double(i) * step);
-    return from_ints(v, {n}, device);
-  }
-  if (dtype == DType::f64) {
-    std::vector<double> v(n);
-    for (int64_t i = 0; i < n; ++i) v[i] = start + double(i) * step;
-    return from_doubles(v, {n}, device);
-  }
-  std::vector<float> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = float(start + double(i) * step);
-  return from_data(v, {n}, device);
+  auto values = [&](auto zero) {
+    using T = decltype(zero);
+    std::vector<T> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = T(start + double(i) * step);
+    return v;
+  };
+  if (dtype == DType::i32) return from_ints(values(int32_t()), {n}, device);
+  if (dtype == DType::f64) return from_doubles(values(double()), {n}, device);
+  return from_data(values(float()), {n}, device);
 }
 
 Tensor Tensor::eye(int64_t n, const std::string& device) {
@@ -182,36 +178,40 @@ Tensor Tensor::rand(const Shape& shape, Generator& gen, const std::string& devic
   return uniform(shape, 0, 1, gen, device);
 }
 
-Tensor Tensor::uniform(const Shape& shape, double low, double high, Generator& gen, const std::string& device) {
-  std::uniform_real_distribution<float> dist{float(low), float(high)};
+// `shape`'s elements drawn from `dist`, as float32.
+template <class Dist>
+static Tensor sample(Dist dist, const Shape& shape, Generator& gen, const std::string& device) {
   std::vector<float> v(size_t(tl::numel(shape)));
   for (auto& x : v) x = dist(gen.engine());
-  return from_data(v, shape, device);
+  return Tensor::from_data(v, shape, device);
+}
+
+Tensor Tensor::uniform(const Shape& shape, double low, double high, Generator& gen, const std::string& device) {
+  return sample(std::uniform_real_distribution<float>{float(low), float(high)}, shape, gen, device);
 }
 
 Tensor Tensor::randn(const Shape& shape, Generator& gen, const std::string& device) {
-  std::normal_distribution<float> dist(0.f, 1.f);
-  std::vector<float> v(size_t(tl::numel(shape)));
-  for (auto& x : v) x = dist(gen.engine());
-  return from_data(v, shape, device);
+  return sample(std::normal_distribution<float>(0.f, 1.f), shape, gen, device);
+}
+
+// A buffer of `data`, which must fill `shape` (`what` names the call in the error).
+template <class T>
+static Tensor from_values(const std::vector<T>& data, const Shape& shape, DType t, const std::string& device,
+                          const char* what) {
+  if (int64_t(data.size()) != tl::numel(shape))
+    throw ShapeError(std::string(what) + ": " + std::to_string(data.size()) + " values do not fill shape " +
+                     shape_str(shape));
+  return Tensor(buffer_node(data.data(), shape, t, device));
 }
 
 Tensor Tensor::from_data(const std::vector<float>& data, const Shape& shape, const std::string& device) {
-  if (int64_t(data.size()) != tl::numel(shape))
-    throw ShapeError("from_data: " + std::to_string(data.size()) + " values do not fill shape " + shape_str(shape));
-  return Tensor(buffer_node(data.data(), shape, DType::f32, device));
+  return from_values(data, shape, DType::f32, device, "from_data");
 }
-
 Tensor Tensor::from_doubles(const std::vector<double>& data, const Shape& shape, const std::string& device) {
-  if (int64_t(data.size()) != tl::numel(shape))
-    throw ShapeError("from_doubles: " + std::to_string(data.size()) + " values do not fill shape " + shape_str(shape));
-  return Tensor(buffer_node(data.data(), shape, DType::f64, device));
+  return from_values(data, shape, DType::f64, device, "from_doubles");
 }
-
 Tensor Tensor::from_ints(const std::vector<int32_t>& data, const Shape& shape, const std::string& device) {
-  if (int64_t(data.size()) != tl::numel(shape))
-    throw ShapeError("from_ints: " + std::to_string(data.size()) + " values do not fill shape " + shape_str(shape));
-  return Tensor(buffer_node(data.data(), shape, DType::i32, device));
+  return from_values(data, shape, DType::i32, device, "from_ints");
 }
 
 // ---------------------------------------------------------------- facts ----

@@ -55,19 +55,14 @@ static bool view_strides(const Shape& from, const std::vector<int64_t>& st, cons
 // own row-major buffer, so GEMM can read it without a copy.
 static NodeRef strided_base(const Tensor& t, std::vector<int64_t>& strides) {
   const NodeRef& n = t.node();
-  auto row_major = [](const Shape& s) {
-    std::vector<int64_t> st(s.size(), 1);
-    for (int i = int(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
-    return st;
-  };
   auto dense = [](const NodeRef& x) { return x->realized() || x->op == Op::Contiguous; };
   if (dense(n)) {
-    strides = row_major(n->shape);
+    strides = strides_of(n->shape);
     return n;
   }
   if (n->op == Op::Reshape) {
     if (dense(n->src[0])) {
-      strides = row_major(n->shape);
+      strides = strides_of(n->shape);
       return n->src[0];
     }
     // A view of the source's view (size-1 axes added or removed, axes that
@@ -80,7 +75,7 @@ static NodeRef strided_base(const Tensor& t, std::vector<int64_t>& strides) {
     // the reshaped tensor too. Its other readers then share that buffer, and
     // the source's kernel may be a GEMM epilogue (a convolution's batch-norm
     // feeding both the next 1x1 convolution and a residual add).
-    strides = row_major(n->shape);
+    strides = strides_of(n->shape);
     return n->src[0];
   }
   if (n->op == Op::Permute) {
@@ -98,7 +93,7 @@ static NodeRef strided_base(const Tensor& t, std::vector<int64_t>& strides) {
   }
   // The scheduler gives every GEMM operand its own buffer, so the node itself
   // is the base; its other readers (a residual add) then share that buffer.
-  strides = row_major(n->shape);
+  strides = strides_of(n->shape);
   return n;
 }
 
@@ -169,12 +164,11 @@ Tensor Tensor::matmul(const Tensor& o) const {
   a = a.expand(ea);
   b = b.expand(eb);
   const int64_t nb = tl::numel(batch);
-  if (int64_t parts = split_k_parts(Registry::instance().get(device()).info(), nb, m, n, k); parts > 1) {
-    Shape out = batch;
-    if (ndim() > 1) out.push_back(m);
-    if (o.ndim() > 1) out.push_back(n);
+  Shape out = batch;  // the batch, then m and n unless an operand was a vector
+  if (ndim() > 1) out.push_back(m);
+  if (o.ndim() > 1) out.push_back(n);
+  if (int64_t parts = split_k_parts(Registry::instance().get(device()).info(), nb, m, n, k); parts > 1)
     return matmul_split_k(a.reshape({m, k}), b.reshape({k, n}), parts).reshape(out);
-  }
   // generic form: (..., m, 1, k) * (..., 1, n, k) summed over k
   Tensor prod = a.unsqueeze(-2) * b.transpose(-1, -2).unsqueeze(-3);
   Tensor s = prod.sum({-1}, true);
@@ -190,9 +184,6 @@ Tensor Tensor::matmul(const Tensor& o) const {
   for (int i = 0; i < 3; ++i) hint->a_strides[i] = sa[i], hint->b_strides[i] = sb[i];
   if (nb == 1) hint->a_strides[0] = hint->b_strides[0] = 0;
   s.node()->matmul = hint;
-  Shape out = batch;
-  if (ndim() > 1) out.push_back(m);
-  if (o.ndim() > 1) out.push_back(n);
   return s.reshape(out);
 }
 

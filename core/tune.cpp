@@ -229,13 +229,9 @@ int tune_weight_copies(size_t bytes) {
 
 std::vector<TemplateKernel> tune_candidates(const RenderedKernel& r) {
   if (r.candidates.empty()) return {};
-  TemplateKernel base;
-  base.source = r.source;
-  base.entry = r.entry, base.ints = r.ints, base.int_bytes = r.int_bytes;
-  base.label = "default";
-  for (int d = 0; d < 3; ++d) base.global[d] = r.global[d], base.local[d] = r.local[d];
-  base.packed = r.packed;
-  std::vector<TemplateKernel> all{base};
+  std::vector<TemplateKernel> all{r};
+  all.front().candidates.clear();
+  all.front().label = "default";
   all.insert(all.end(), r.candidates.begin(), r.candidates.end());
   return all;
 }
@@ -279,13 +275,7 @@ TuneOutcome tune_kernel(Device& device, const KernelPlan& plan, RenderedKernel& 
     }
   }
   for (auto& c : all)
-    if (c.label == t.chosen) {
-      r.source = c.source;
-      r.entry = c.entry, r.ints = c.ints, r.int_bytes = c.int_bytes;
-      for (int d = 0; d < 3; ++d) r.global[d] = c.global[d], r.local[d] = c.local[d];
-      r.packed = c.packed;
-    }
-  r.candidates.clear();
+    if (c.label == t.chosen) static_cast<TemplateKernel&>(r) = c;  // with no candidates
   return t;
 }
 

@@ -2,7 +2,8 @@
 // inspect_model_file, which the window and `tinylens-cli inspect` call, gets
 // the file's graph, its inferred shapes and the classifier from one parse,
 // where it took three (inspect_onnx, infer_onnx_shapes and the classifier's
-// OnnxModel each parsed the file).
+// OnnxModel each parsed the file), and it decodes each initializer once (the
+// graph's statistics and the model each decoded them).
 #include <QtTest/QtTest>
 
 #include <filesystem>
@@ -59,6 +60,29 @@ class TestOnnxOpen : public QObject {
     QCOMPARE(r.top.size(), size_t(3));
     QCOMPARE(r.top[0].index, 0);
     QCOMPARE(tl::onnx_parses() - before, size_t(1));  // running parses nothing
+    fs::remove_all(dir);
+  }
+
+  // The statistics the graph shows and the model decode each initializer
+  // once between them: the model takes the values the statistics read.
+  void initializersAreDecodedOnce() {
+    fs::path dir = tltest::fresh_temp_dir("open", "decodes");
+    const std::string path =
+        tltest::tiny_classifier(dir / "tiny.onnx", [](int i) { return 0.01f * float(i % 7); }, {0.1f, 0.2f, 0.3f, 0.4f});
+    const size_t before = tl::onnx_initializer_decodes();
+    tl::ModelInspection m = tl::inspect_model_file(path);
+    QCOMPARE(tl::onnx_initializer_decodes() - before, size_t(2));  // W and B, once each
+    QVERIFY2(m.classifier != nullptr, m.classifier_error.c_str());
+    QVERIFY(m.graph.has_value());
+    QCOMPARE(m.graph->initializers.size(), size_t(2));
+    QVERIFY(m.graph->initializers[1].has_stats);
+    QCOMPARE(m.graph->initializers[1].max, 0.4f);
+    QCOMPARE(m.summary.parameters, int64_t(108 + 4));
+    tl::Image grey;
+    grey.width = grey.height = 8;
+    grey.rgb.assign(8 * 8 * 3, 0.5f);
+    QCOMPARE(tl::classify(*m.classifier, grey, "cpu", 4, 0).top.size(), size_t(4));
+    QCOMPARE(tl::onnx_initializer_decodes() - before, size_t(2));  // running decodes nothing again
     fs::remove_all(dir);
   }
 

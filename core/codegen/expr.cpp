@@ -4,7 +4,6 @@
 #include <climits>
 #include <cmath>
 #include <functional>
-#include <set>
 #include <vector>
 
 // Two passes over each new node, in this order:
@@ -706,22 +705,13 @@ static bool value_along(const E& e, const E& x, int64_t xv, int64_t& out) {
 }
 
 bool loads_near_along(const E& v, const E& x, int64_t limit) {
-  std::vector<const Expr*> stack = {v.get()};
-  std::set<const Expr*> seen;
-  while (!stack.empty()) {
-    const Expr* e = stack.back();
-    stack.pop_back();
-    if (!seen.insert(e).second) continue;
-    if (e->op == ExprOp::Load) {
-      const int64_t mid = x->hi / 2;
-      int64_t at0 = 0, at1 = 0;
-      if (!value_along(e->src[0], x, mid, at0) || !value_along(e->src[0], x, mid + 1, at1)) return false;
-      if (at1 - at0 > limit || at0 - at1 > limit) return false;
-      continue;
-    }
-    for (auto& s : e->src) stack.push_back(s.get());
-  }
-  return true;
+  return walk_nodes(*v, [&](const Expr& e) {
+    if (e.op != ExprOp::Load) return Walk::into;
+    const int64_t mid = x->hi / 2;
+    int64_t at0 = 0, at1 = 0;
+    if (!value_along(e.src[0], x, mid, at0) || !value_along(e.src[0], x, mid + 1, at1)) return Walk::stop;
+    return at1 - at0 > limit || at0 - at1 > limit ? Walk::stop : Walk::over;
+  });
 }
 
 }  // namespace tl

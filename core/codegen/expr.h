@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/dtype.h"
@@ -49,6 +50,31 @@ inline E operator%(E a, E b) { return binary(ExprOp::Mod, a, b); }
 inline E idx(int64_t v) { return constant(double(v), DType::i32); }
 
 bool is_const(const E& e, double v);
+
+// Visits each node under `root` once (a shared one too), each before its
+// sources, in the order of a recursive walk. `visit` returns Walk::into to go
+// on into the node's sources, Walk::over to pass them by, Walk::stop to end
+// the walk; walk_nodes returns false when a visit stopped it.
+enum class Walk { into, over, stop };
+template <class Visit>
+bool walk_nodes(const Expr& root, Visit&& visit) {
+  std::vector<const Expr*> stack = {&root};
+  std::unordered_set<const Expr*> seen;
+  while (!stack.empty()) {
+    const Expr* n = stack.back();
+    stack.pop_back();
+    if (!seen.insert(n).second) continue;
+    const Walk w = visit(*n);
+    if (w == Walk::stop) return false;
+    if (w == Walk::into)
+      for (size_t i = n->src.size(); i-- > 0;) stack.push_back(n->src[i].get());
+  }
+  return true;
+}
+// Whether `e` reads the node `x` (a loop variable).
+inline bool reads_var(const Expr& e, const E& x) {
+  return !walk_nodes(e, [&](const Expr& n) { return &n == x.get() ? Walk::stop : Walk::into; });
+}
 
 // The names of binary()'s rewrite rules, in the order they are tried (for the
 // tests, which cover each one).

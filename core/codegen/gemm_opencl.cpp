@@ -1,7 +1,6 @@
 // Specialises kernels/gemm.cl for one GEMM shape and one OpenCL device.
 #include <algorithm>
 #include <cstdlib>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -12,50 +11,30 @@ namespace tl {
 
 namespace {
 
-struct GemmTiles {
-  int tm, tn, tk, wm, wn;
-  int threads() const { return (tm / wm) * (tn / wn); }
-  // Two buffers of A and B slices, each row padded by one float4.
-  uint64_t local_bytes() const { return 2ull * tk * ((tm + 4) + (tn + 4)) * sizeof(float); }
-};
-
 // Largest tile first: 128x128 with 8x8 per work-item is what a big GPU needs
 // to reach its FMA rate; smaller ones fit small devices and small problems
 // (a 128x128 tile on a 64x64 product would idle three quarters of the work).
 // PoCL-style CPU devices run a work-group as loops over work-items, so a
 // 64x64 tile with 4x4 per item keeps the working set in L1/L2. The tiles
 // that fit the device, in that order.
-std::vector<GemmTiles> fitting_tiles(const DeviceInfo& info) {
-  static const GemmTiles gpu[] = {{128, 128, 16, 8, 8}, {64, 64, 16, 4, 4}, {32, 32, 8, 4, 4}, {16, 16, 8, 4, 4}};
-  static const GemmTiles cpu[] = {{64, 64, 16, 4, 4}, {32, 32, 8, 4, 4}, {16, 16, 8, 4, 4}};
-  const bool is_gpu = info.kind == "GPU";
-  const GemmTiles* begin = is_gpu ? std::begin(gpu) : std::begin(cpu);
-  const GemmTiles* end = is_gpu ? std::end(gpu) : std::end(cpu);
+std::vector<GpuTiles> fitting_tiles(const DeviceInfo& info) {
+  static const std::vector<GpuTiles> gpu = {{128, 128, 16, 8, 8}, {64, 64, 16, 4, 4}, {32, 32, 8, 4, 4}, {16, 16, 8, 4, 4}};
+  static const std::vector<GpuTiles> cpu = {{64, 64, 16, 4, 4}, {32, 32, 8, 4, 4}, {16, 16, 8, 4, 4}};
+  const std::vector<GpuTiles>& table = info.kind == "GPU" ? gpu : cpu;
   const uint64_t local = info.local_memory ? info.local_memory : 16 * 1024;
   const size_t max_group = std::max<size_t>(1, info.max_work_group);
-  std::vector<GemmTiles> out;
-  for (const GemmTiles* t = begin; t != end; ++t)
-    if (t->local_bytes() <= local && static_cast<size_t>(t->threads()) <= max_group) out.push_back(*t);
-  if (out.empty()) out.push_back(*(end - 1));
+  std::vector<GpuTiles> out;
+  // Two buffers of A and B slices in local memory, each row padded by one float4.
+  for (const GpuTiles& t : table)
+    if (2ull * t.tk * ((t.tm + 4) + (t.tn + 4)) * sizeof(float) <= local && size_t(t.threads()) <= max_group)
+      out.push_back(t);
+  if (out.empty()) out.push_back(table.back());
   return out;
 }
 
-// A CPU device: the largest fitting tile. A GPU: the largest fitting tile
-// that suits the product's shape (gpu_tile_suits) and still gives every
-// compute unit four work-groups: a smaller tile keeps more units busy and
-// gives each other groups to switch to while one waits on memory (the same
-// rule as gemm_cuda.cpp's). Failing that, 32 x 32.
-GemmTiles pick_tiles(const GemmShape& s, const DeviceInfo& info, const std::vector<GemmTiles>& fitting) {
-  if (info.kind != "GPU") return fitting.front();
-  const int64_t units = std::max(1, info.compute_units);
-  const GemmTiles* fallback = &fitting.back();
-  for (const GemmTiles& t : fitting) {
-    if (t.tm == 32 && t.tn == 32) fallback = &t;
-    if (!gpu_tile_suits(s, t.tm, t.tn)) continue;
-    const int64_t groups = ((s.m + t.tm - 1) / t.tm) * ((s.n + t.tn - 1) / t.tn) * std::max<int64_t>(1, s.batch);
-    if (groups >= 4 * units) return t;
-  }
-  return *fallback;
+// A CPU device: the largest fitting tile. A GPU: pick_gpu_tiles's.
+GpuTiles pick_tiles(const GemmShape& s, const DeviceInfo& info, const std::vector<GpuTiles>& fitting) {
+  return info.kind == "GPU" ? pick_gpu_tiles(s, info, fitting) : fitting.front();
 }
 
 // The vector width of kernels/gemm_regs.cl. PoCL reports its SIMD width as
@@ -146,26 +125,16 @@ std::vector<TemplateKernel> register_candidates(const GemmShape& s, const std::s
 // kernels/gemm.cl with tiles `t`: work-groups share A and B slices in local
 // memory, each work-item sums a WM x WN block of C. Its sizes and strides are
 // arguments, so the kernel is named after its tiles, not the GEMM's shape.
-TemplateKernel render_gemm_tiled(const GemmShape& s, const Dialect& d, const GemmTiles& t) {
+TemplateKernel render_gemm_tiled(const GemmShape& s, const Dialect& d, const GpuTiles& t) {
   const bool wide = gemm_needs_wide_index(s, t.tm, t.tn, t.tk);
-  // Walk each operand's tile along its unit-stride (or smaller-stride) axis.
-  const bool a_k_fast = std::abs(s.a_strides[2]) <= std::abs(s.a_strides[1]);
-  const bool b_n_fast = std::abs(s.b_strides[2]) <= std::abs(s.b_strides[1]);
-
   auto str = [](int64_t v) { return std::to_string(v); };
   const std::string entry = "GEMM_tile_" + str(t.tm) + "x" + str(t.tn) + "x" + str(t.tk) + "_" + str(t.wm) + "x" +
                             str(t.wn);
-  auto values = gemm_values(s, entry, wide, d);
-  values.insert({{"TM", str(t.tm)},
-                 {"TN", str(t.tn)},
-                 {"TK", str(t.tk)},
-                 {"WM", str(t.wm)},
-                 {"WN", str(t.wn)},
-                 {"A_K_FAST", a_k_fast ? "1" : "0"},
-                 {"B_N_FAST", b_n_fast ? "1" : "0"},
-                 {"EVEN_K", s.k % t.tk == 0 ? "1" : "0"}});
-  TemplateKernel out = tiled_gemm_kernel(specialise(embedded_kernel("gemm.cl"), values), s, t.tm, t.tn, t.wm, t.wn);
-  out.label = "tile=" + tile_label(t.tm, t.tn, t.tk, t.wm, t.wn);
+  // Walk each operand's tile along its unit-stride (or smaller-stride) axis.
+  TemplateKernel out = render_gpu_tiles("gemm.cl", s, entry, d, t,
+                                        {{"A_K_FAST", std::abs(s.a_strides[2]) <= std::abs(s.a_strides[1]) ? "1" : "0"},
+                                         {"B_N_FAST", std::abs(s.b_strides[2]) <= std::abs(s.b_strides[1]) ? "1" : "0"},
+                                         {"EVEN_K", s.k % t.tk == 0 ? "1" : "0"}});
   out.entry = entry;
   // A stride along an axis of size 1 is never multiplied by more than 0:
   // passed as 0, it cannot overflow a 32-bit argument.
@@ -193,7 +162,7 @@ TemplateKernel render_gemm_opencl(const GemmShape& shape, const std::string& nam
   // TINYLENS_GEMM=tiled forces the local-memory template on a CPU device too,
   // so CI's PoCL run also tests the kernel that GPUs get.
   if (info.kind == "CPU" && !setting_equals("TINYLENS_GEMM", "tiled")) {
-    const GemmTiles t = pick_tiles(s, info, fitting_tiles(info));
+    const GpuTiles t = pick_tiles(s, info, fitting_tiles(info));
     const bool wide = gemm_needs_wide_index(s, t.tm, t.tn, t.tk);
     TemplateKernel out = render_gemm_registers(s, name, info, d, wide);
     out.candidates = register_candidates(s, name, info, d, wide, out);
@@ -201,11 +170,10 @@ TemplateKernel render_gemm_opencl(const GemmShape& shape, const std::string& nam
   }
   // The tuner's candidates: every other tile that fits the device.
   const auto fitting = fitting_tiles(info);
-  const GemmTiles chosen = pick_tiles(s, info, fitting);
+  const GpuTiles chosen = pick_tiles(s, info, fitting);
   TemplateKernel out = render_gemm_tiled(s, d, chosen);
-  for (const GemmTiles& t : fitting)
-    if (t.tm != chosen.tm || t.tn != chosen.tn || t.tk != chosen.tk || t.wm != chosen.wm || t.wn != chosen.wn)
-      out.candidates.push_back(render_gemm_tiled(s, d, t));
+  for (const GpuTiles& t : fitting)
+    if (!(t == chosen)) out.candidates.push_back(render_gemm_tiled(s, d, t));
   return out;
 }
 

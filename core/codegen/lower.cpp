@@ -6,12 +6,6 @@
 
 namespace tl::lowering {
 
-std::vector<int64_t> strides_of(const Shape& s) {
-  std::vector<int64_t> st(s.size(), 1);
-  for (int i = int(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
-  return st;
-}
-
 E flat_of(Index& ix) {
   if (!ix.flat) {
     auto st = strides_of(ix.shape);
@@ -37,6 +31,12 @@ IndexRef with_dims(const Shape& shape, std::vector<E> dims, E valid) {
   ix->shape = shape;
   ix->dims = std::move(dims);
   ix->valid = std::move(valid);
+  return ix;
+}
+
+IndexRef with_flat(const Shape& shape, E flat, std::vector<E> dims) {
+  auto ix = with_dims(shape, std::move(dims), nullptr);
+  ix->flat = std::move(flat);
   return ix;
 }
 
@@ -79,6 +79,18 @@ E both(const E& a, const E& b) {
   return binary(ExprOp::And, a, b);
 }
 
+E pad_inside(const Node& pad, std::vector<E>& d, size_t axes) {
+  E inside;
+  for (size_t i = 0; i < axes; ++i) {
+    int64_t before = pad.arg[2 * i], size = pad.src[0]->shape[i];
+    if (before == 0 && pad.arg[2 * i + 1] == 0) continue;
+    inside = both(inside, both(binary(ExprOp::CmpLt, idx(before - 1), d[i]),
+                               binary(ExprOp::CmpLt, d[i], idx(before + size))));
+    d[i] = assume_range(d[i] + idx(-before), 0, size - 1);
+  }
+  return inside;
+}
+
 std::string nan_max(const std::string& x, const std::string& y) {
   return "((" + y + "!=" + y + ")?" + y + ":(!(" + x + "<=" + y + ")?" + x + ":" + y + "))";
 }
@@ -102,10 +114,7 @@ E Lowerer::compute(const NodeRef& n, const IndexRef& ix) {
     return load(p->second, n->dtype, i);
   }
   if (auto g = given.find(n.get()); g != given.end()) return g->second;
-  auto child = [&](IndexRef c) {
-    keep_alive.push_back(c);
-    return c;
-  };
+  auto child = [&](IndexRef c) { return keep(std::move(c)); };
   const auto& s = n->src;
   switch (n->op) {
     case Op::Const: return constant(n->value, n->dtype);
@@ -130,9 +139,7 @@ E Lowerer::compute(const NodeRef& n, const IndexRef& ix) {
       // need to split it into the source's axes and join them again.
       if (!ix->flat && !ix->dims.empty() && !params.count(s[0].get()))
         if (auto c = regroup(*ix, s[0]->shape)) return lower(s[0], child(c));
-      auto c = std::make_shared<Index>();
-      c->shape = s[0]->shape;
-      c->flat = flat_of(*ix);
+      auto c = with_flat(s[0]->shape, flat_of(*ix));
       c->valid = ix->valid;
       return lower(s[0], child(c));
     }
@@ -160,16 +167,7 @@ E Lowerer::compute(const NodeRef& n, const IndexRef& ix) {
     }
     case Op::Pad: {
       auto d = dims_of(*ix);
-      E inside;
-      for (size_t i = 0; i < d.size(); ++i) {
-        int64_t before = n->arg[2 * i], size = s[0]->shape[i];
-        if (before == 0 && n->arg[2 * i + 1] == 0) continue;
-        inside = both(inside, both(binary(ExprOp::CmpLt, idx(before - 1), d[i]),
-                                   binary(ExprOp::CmpLt, d[i], idx(before + size))));
-        // Where this index matters it is inside the source axis; loads
-        // are guarded and the value masked everywhere else.
-        d[i] = assume_range(d[i] + idx(-before), 0, size - 1);
-      }
+      const E inside = pad_inside(*n, d, d.size());
       E v = lower(s[0], child(with_dims(s[0]->shape, d, both(ix->valid, inside))));
       return inside ? where(inside, v, constant(n->value, n->dtype)) : v;
     }

@@ -26,10 +26,10 @@ struct Index {
 };
 using IndexRef = std::shared_ptr<Index>;
 
-std::vector<int64_t> strides_of(const Shape& s);  // row-major, in elements
 E flat_of(Index& ix);                             // derived from dims when unknown
 const std::vector<E>& dims_of(Index& ix);         // derived from flat when unknown
 IndexRef with_dims(const Shape& shape, std::vector<E> dims, E valid);
+IndexRef with_flat(const Shape& shape, E flat, std::vector<E> dims = {});  // always in bounds
 
 // A reshape that only splits or merges neighbouring axes maps each group of
 // axes on its own, which keeps the division and modulo small and the value
@@ -37,6 +37,11 @@ IndexRef with_dims(const Shape& shape, std::vector<E> dims, E valid);
 IndexRef regroup(const Index& ix, const Shape& from);
 
 E both(const E& a, const E& b);  // a && b, either may be null (true)
+// Whether `d`, a position in the output of `pad` (a Pad node), lies inside its
+// source on the first `axes` axes (null: on every one of them); each padded
+// d[i] becomes the source's coordinate, known to lie inside it wherever the
+// value is used (outside, loads are guarded and the value masked).
+E pad_inside(const Node& pad, std::vector<E>& d, size_t axes);
 
 // A node's value at an index, as IR: loads of the kernel's input buffers
 // (params), values given (a GEMM's sum) and the elementwise and movement ops
@@ -46,6 +51,10 @@ struct Lowerer {
   std::unordered_map<const Node*, E> given;     // node -> its value at every index (a GEMM's sum)
   std::map<std::pair<const Node*, const Index*>, E> memo;
   std::vector<IndexRef> keep_alive;  // memo keys point at these
+  IndexRef keep(IndexRef ix) {  // kept alive as long as the memo
+    keep_alive.push_back(ix);
+    return ix;
+  }
 
   E lower(const NodeRef& n, const IndexRef& ix) {
     auto key = std::make_pair(n.get(), ix.get());

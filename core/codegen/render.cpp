@@ -8,7 +8,6 @@
 #include <map>
 #include <set>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "core/codegen/expr.h"
 #include "core/codegen/lower.h"
@@ -72,8 +71,7 @@ static std::string independent(const Dialect& d, const std::string& indent) {
 // over those axes). Sets `loops`.
 static IndexRef reduced_index(const Shape& red_shape, bool nested, size_t merge_from, ReduceLoops& loops) {
   const int64_t r_count = numel(red_shape);
-  auto red_ix = std::make_shared<Index>();
-  red_ix->shape = red_shape;
+  IndexRef red_ix = with_flat(red_shape, nullptr);
   loops.clear();
   if (!nested) {
     red_ix->flat = var("r", 0, std::max<int64_t>(r_count - 1, 0));
@@ -104,26 +102,9 @@ static IndexRef reduced_index(const Shape& red_shape, bool nested, size_t merge_
 
 // Whether a division or modulo in `e` reads `x`.
 static bool divides(const E& e, const E& x) {
-  std::vector<const Expr*> stack = {e.get()};
-  std::set<const Expr*> seen;
-  auto reads_x = [&](const Expr* root) {
-    std::vector<const Expr*> st = {root};
-    while (!st.empty()) {
-      const Expr* n = st.back();
-      st.pop_back();
-      if (n == x.get()) return true;
-      for (auto& c : n->src) st.push_back(c.get());
-    }
-    return false;
-  };
-  while (!stack.empty()) {
-    const Expr* n = stack.back();
-    stack.pop_back();
-    if (!seen.insert(n).second) continue;
-    if ((n->op == ExprOp::Div || n->op == ExprOp::Mod) && reads_x(n)) return true;
-    for (auto& c : n->src) stack.push_back(c.get());
-  }
-  return false;
+  return !walk_nodes(*e, [&](const Expr& n) {
+    return (n.op == ExprOp::Div || n.op == ExprOp::Mod) && reads_var(n, x) ? Walk::stop : Walk::into;
+  });
 }
 
 // The serial body of a float maximum whose innermost loop the dialect
@@ -169,18 +150,13 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
   IndexRef red_ix = reduced_index(red_shape, nested, red_shape.size(), loops);
   // The value at output position `out_flat` (and `out_dims`, when known).
   auto value_at = [&](const E& out_flat, std::vector<E> out_dims) {
-    auto out_ix = std::make_shared<Index>();
-    out_ix->shape = out.shape;
-    out_ix->flat = out_flat;
-    out_ix->dims = std::move(out_dims);
-    low.keep_alive.push_back(out_ix);
+    IndexRef out_ix = low.keep(with_flat(out.shape, out_flat, std::move(out_dims)));
     std::vector<E> dims;
     size_t j = 0;
     for (size_t i = 0; i < out.shape.size(); ++i)
       dims.push_back(reduced[i] ? dims_of(*red_ix)[j++] : dims_of(*out_ix)[i]);
-    auto in_ix = with_dims(input.shape, dims, nullptr);
+    IndexRef in_ix = low.keep(with_dims(input.shape, dims, nullptr));
     if (trailing) in_ix->flat = out_flat * idx(r_count) + red_ix->flat;
-    low.keep_alive.push_back(in_ix);
     return cast(low.lower(out.src[0], in_ix), out.dtype);
   };
   // The rows form (C): a parallel item is a row of the output's last axis,
@@ -197,11 +173,7 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
   if (rows) {
     E row = var("gid", 0, n_out / width - 1);
     x = var("x", 0, width - 1);
-    auto row_ix = std::make_shared<Index>();
-    row_ix->shape = Shape(out.shape.begin(), out.shape.begin() + row_axis);
-    row_ix->flat = row;
-    low.keep_alive.push_back(row_ix);
-    std::vector<E> out_dims = dims_of(*row_ix);
+    std::vector<E> out_dims = dims_of(*low.keep(with_flat(Shape(out.shape.begin(), out.shape.begin() + row_axis), row)));
     out_dims.push_back(x);
     while (out_dims.size() < out.shape.size()) out_dims.push_back(idx(0));
     v = value_at(row * idx(width) + x, out_dims);
@@ -278,16 +250,8 @@ std::string padded_rows(Lowerer& low, Printer& pr, const Node& pad, const std::v
                         int64_t width) {
   const Node& src = *pad.src[0];
   const size_t last = out_dims.size() - 1;
-  std::vector<E> d(out_dims.size());
-  E row_inside;
-  for (size_t i = 0; i < last; ++i) {
-    int64_t before = pad.arg[2 * i], size = src.shape[i];
-    d[i] = out_dims[i];
-    if (before == 0 && pad.arg[2 * i + 1] == 0) continue;
-    row_inside = both(row_inside, both(binary(ExprOp::CmpLt, idx(before - 1), d[i]),
-                                       binary(ExprOp::CmpLt, d[i], idx(before + size))));
-    d[i] = assume_range(d[i] + idx(-before), 0, size - 1);
-  }
+  std::vector<E> d = out_dims;
+  const E row_inside = pad_inside(pad, d, last);
   const int64_t lo = pad.arg[2 * last], size = src.shape[last];
   d[last] = var("x", 0, std::max<int64_t>(size - 1, 0));
   // The printer names expressions by address: keep each one alive while it prints.
@@ -307,8 +271,7 @@ std::string padded_rows(Lowerer& low, Printer& pr, const Node& pad, const std::v
   }
   pr.lines.clear();
   pr.indent = "        ";
-  auto src_ix = with_dims(src.shape, d, nullptr);  // inside by construction: no guards
-  low.keep_alive.push_back(src_ix);
+  IndexRef src_ix = low.keep(with_dims(src.shape, d, nullptr));  // inside by construction: no guards
   const E value = cast(low.lower(pad.src[0], src_ix), dtype);
   std::string v = pr(value);
   out += open + independent(pr.d, "      ") + "      for (int x = 0; x < " + std::to_string(size) + "; ++x) {\n" +
@@ -445,13 +408,6 @@ std::string expr_key(const E& e) {
   return k + ")";
 }
 
-bool reads_var(const E& e, const E& x) {
-  if (e.get() == x.get()) return true;
-  for (const auto& s : e->src)
-    if (reads_var(s, x)) return true;
-  return false;
-}
-
 // The tests of one row-invariant integer g against constants, each as
 // "g < t" (c < g is !(g < c + 1)): the comparison nodes and their t.
 struct RowTests {
@@ -461,27 +417,22 @@ struct RowTests {
   std::vector<int64_t> cuts;                            // the distinct t, sorted
 };
 
-void collect_row_tests(const E& e, const E& x, std::unordered_map<std::string, RowTests>& by_g,
-                       std::unordered_set<const Expr*>& seen) {
-  if (!seen.insert(e.get()).second) return;
-  if (e->op == ExprOp::CmpLt && e->src.size() == 2 && !is_float(e->src[0]->dtype)) {
-    const E& a = e->src[0];
-    const E& b = e->src[1];
+void collect_row_tests(const E& value, const E& x, std::unordered_map<std::string, RowTests>& by_g) {
+  walk_nodes(*value, [&](const Expr& e) {
+    if (e.op != ExprOp::CmpLt || e.src.size() != 2 || is_float(e.src[0]->dtype)) return Walk::into;
+    const E& a = e.src[0];
+    const E& b = e.src[1];
     const bool a_const = a->op == ExprOp::Const, b_const = b->op == ExprOp::Const;
     const double c = a_const ? a->value : b->value;
-    if (a_const != b_const && std::fabs(c) < 2147483647.0) {  // an index bound, in int range
-      const E& g = a_const ? b : a;
-      if (!reads_var(g, x)) {
-        RowTests& r = by_g[expr_key(g)];
-        r.g = g;
-        const int64_t t = a_const ? int64_t(c) + 1 : int64_t(c);
-        r.tests.push_back({e.get(), t});
-        r.above.push_back(a_const);
-        return;
-      }
-    }
-  }
-  for (const auto& s : e->src) collect_row_tests(s, x, by_g, seen);
+    if (a_const == b_const || std::fabs(c) >= 2147483647.0) return Walk::into;  // an index bound, in int range
+    const E& g = a_const ? b : a;
+    if (reads_var(*g, x)) return Walk::into;
+    RowTests& r = by_g[expr_key(g)];
+    r.g = g;
+    r.tests.push_back({&e, a_const ? int64_t(c) + 1 : int64_t(c)});
+    r.above.push_back(a_const);
+    return Walk::over;
+  });
 }
 
 }  // namespace
@@ -496,8 +447,7 @@ void collect_row_tests(const E& e, const E& x, std::unordered_map<std::string, R
 static std::string dispatched_row_loops(Printer& pr, const E& value, const E& x, const std::string& store,
                                         const std::string& indent) {
   std::unordered_map<std::string, RowTests> by_g;
-  std::unordered_set<const Expr*> seen;
-  collect_row_tests(value, x, by_g, seen);
+  collect_row_tests(value, x, by_g);
   RowTests* best = nullptr;
   for (auto& [key, r] : by_g) {
     r.cuts.clear();
@@ -608,10 +558,7 @@ static GemmEpilogue render_gemm_epilogue(const KernelPlan& plan, const Dialect& 
   // col), broadcast vectors the regrouped axes (a bias reads b[row]).
   const NodeRef& end = plan.epilogue_end();
   IndexRef ix = regroup(*c_ix, end->shape);
-  if (!ix) {
-    ix = std::make_shared<Index>();
-    ix->shape = end->shape;
-  }
+  if (!ix) ix = with_flat(end->shape, nullptr);
   ix->flat = flat_of(*c_ix);
   E value = cast(low.lower(end, ix), DType::f32);
   match_row_bias_clamp(value, ep);
@@ -655,11 +602,7 @@ static RenderedKernel render_gemm_kernel(const KernelPlan& plan, const Device& d
   g.epilogue = render_gemm_epilogue(plan, device.dialect(), gemm_epilogue_takes_flat(device), epilogue_flops);
   TemplateKernel t;
   if (!render_gemm(device, g, k.name, t)) throw std::logic_error("GEMM planned for a device without a template");
-  k.source = t.source;
-  k.entry = t.entry, k.ints = t.ints, k.int_bytes = t.int_bytes;
-  k.packed = t.packed;
-  k.candidates = std::move(t.candidates);
-  for (int i = 0; i < 3; ++i) k.global[i] = t.global[i], k.local[i] = t.local[i];
+  static_cast<TemplateKernel&>(k) = std::move(t);
   k.flops = (pool ? 1.0 : 2.0) * double(h.batch) * double(h.m) * double(h.n) * double(h.k) + epilogue_flops +
             pool_flops;
   k.ops.front() = pool ? "MAXPOOL" : "GEMM";
@@ -702,9 +645,7 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
       value_node = value_node->src[0];
       shape = value_node->shape;
     }
-    auto ix = std::make_shared<Index>();
-    ix->shape = shape;
-    ix->flat = gid;
+    IndexRef ix = with_flat(shape, gid);
     // On the C device each parallel item is a whole row, walked by an inner
     // loop: the index arithmetic of the outer axes is then loop-invariant and
     // the row itself vectorises. Rows narrower than a vector (a 7x7 map) are
@@ -720,14 +661,10 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
       E x = var("x", 0, width - 1);
       E y = height > 1 ? var("y", 0, height - 1) : nullptr;
       Shape outer(shape.begin(), shape.end() - (y ? 2 : 1));
-      auto row_ix = std::make_shared<Index>();
-      row_ix->shape = outer;
-      row_ix->flat = row;
-      ix->dims = dims_of(*row_ix);
+      ix->dims = dims_of(*low.keep(with_flat(outer, row)));
       if (y) ix->dims.push_back(y);
       ix->dims.push_back(x);
       ix->flat = row * idx(block) + (y ? y * idx(width) + x : x);
-      low.keep_alive.push_back(row_ix);
       pr.indent = y ? "        " : "      ";
     }
     if (rows && height == 1 && value_node->op == Op::Pad) {
@@ -742,11 +679,10 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
       E flat_x, flat_v;
       if (height > 1) {
         flat_x = var("x", 0, block - 1);
-        auto fix = std::make_shared<Index>(*ix);
+        IndexRef fix = low.keep(std::make_shared<Index>(*ix));
         fix->dims[fix->dims.size() - 2] = flat_x / idx(width);
         fix->dims.back() = flat_x % idx(width);
         fix->flat = row * idx(block) + flat_x;
-        low.keep_alive.push_back(fix);
         flat_v = cast(low.lower(value_node, fix), out.dtype);
         if (divides(flat_v, flat_x)) flat_v = nullptr;
       }

@@ -11,17 +11,13 @@
 
 namespace tl {
 
-struct RenderedKernel {
-  std::string name;    // readable: E_32_112_112, R_1000_1280, GEMM_1_1000_1280
-  std::string source;
-  std::string entry;           // the function name in source, when not `name` (TemplateKernel::entry)
-  std::vector<int64_t> ints;   // integer arguments after the buffers (TemplateKernel::ints)
-  int int_bytes = 4;
+// A kernel is a TemplateKernel (its source, entry, launch sizes, and for a
+// GEMM its ints, packed operands and candidates for core/tune.h) with a
+// name, its ops and its counts.
+struct RenderedKernel : TemplateKernel {
+  std::string name;  // readable: E_32_112_112, R_1000_1280, GEMM_1_1000_1280
   std::vector<std::string> ops;
-  int64_t global[3] = {1, 1, 1}, local[3] = {0, 0, 0};
   double flops = 0, bytes = 0;
-  std::vector<PackedOperand> packed;  // GEMM only: TemplateKernel::packed
-  std::vector<TemplateKernel> candidates;  // GEMM only: TemplateKernel::candidates, for core/tune.h
 };
 
 RenderedKernel render_kernel(const KernelPlan& plan, const Device& device);

@@ -13,34 +13,53 @@ void check_gemm_shape(const GemmShape& s) {
                      " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k));
 }
 
-TemplateKernel tiled_gemm_kernel(std::string source, const GemmShape& s, int tm, int tn, int wm, int wn) {
+// The shape rule was measured with the tuner on an H200 over Lite0's GEMMs at
+// batch 1 and 64, OpenCL and CUDA (bench-gpu): a tile taller than M or wider
+// than N leaves most of its work-items idle (M = 16: 32 x 32 ran 2.5x faster
+// than 128 x 128); with K under 128 a larger tile has too few k steps to
+// repay its loads (K = 24: 32 x 32 1.5x faster than 64 x 64 on OpenCL);
+// 16 x 16 lost to 32 x 32 on every shape. The count: with one or two groups
+// a unit waits on memory with nothing to switch to (Lite0's batch-64 GEMMs,
+// 225 blocks of 128 x 128 on an H200, ran 1.5-2.5x faster in 64 x 64 or
+// 32 x 32 tiles, while a 4096 product, 1024 blocks, keeps 128 x 128).
+GpuTiles pick_gpu_tiles(const GemmShape& s, const DeviceInfo& info, const std::vector<GpuTiles>& tiles) {
+  auto up32 = [](int64_t v) { return (v + 31) / 32 * 32; };
+  auto suits = [&](const GpuTiles& t) {
+    if (t.tm < 32 || t.tn < 32 || t.tm > up32(s.m) || t.tn > up32(s.n)) return t.tm == 32 && t.tn == 32;
+    return s.k >= 128 || (t.tm == 32 && t.tn == 32);
+  };
+  const int64_t units = std::max(1, info.compute_units);
+  const GpuTiles* fallback = &tiles.back();
+  for (const GpuTiles& t : tiles) {
+    if (t.tm == 32 && t.tn == 32) fallback = &t;
+    if (!suits(t)) continue;
+    const int64_t groups = ((s.m + t.tm - 1) / t.tm) * ((s.n + t.tn - 1) / t.tn) * std::max<int64_t>(1, s.batch);
+    if (groups >= 4 * units) return t;
+  }
+  return *fallback;
+}
+
+std::string GpuTiles::label() const {
+  return std::to_string(tm) + "x" + std::to_string(tn) + "x" + std::to_string(tk) + "/" + std::to_string(wm) + "x" +
+         std::to_string(wn);
+}
+
+TemplateKernel render_gpu_tiles(const char* file, const GemmShape& s, const std::string& name, const Dialect& d,
+                                const GpuTiles& t, std::map<std::string, std::string> values) {
+  values.merge(gemm_values(s, name, gemm_needs_wide_index(s, t.tm, t.tn, t.tk), d));
+  for (auto [key, v] : {std::pair{"TM", t.tm}, {"TN", t.tn}, {"TK", t.tk}, {"WM", t.wm}, {"WN", t.wn}})
+    values.emplace(key, std::to_string(v));
   TemplateKernel out;
-  out.source = std::move(source);
-  const int tx = tn / wn, ty = tm / wm;
-  out.global[0] = (s.n + tn - 1) / tn * tx;
-  out.global[1] = (s.m + tm - 1) / tm * ty;
+  out.source = specialise(embedded_kernel(file), values);
+  const int tx = t.tn / t.wn, ty = t.tm / t.wm;
+  out.global[0] = (s.n + t.tn - 1) / t.tn * tx;
+  out.global[1] = (s.m + t.tm - 1) / t.tm * ty;
   out.global[2] = s.batch;
   out.local[0] = tx;
   out.local[1] = ty;
   out.local[2] = 1;
+  out.label = "tile=" + t.label();
   return out;
-}
-
-// Measured with the tuner on an H200 over Lite0's GEMMs at batch 1 and 64,
-// OpenCL and CUDA (bench-gpu): a tile taller than M or wider than N leaves
-// most of its work-items idle (M = 16: 32 x 32 ran 2.5x faster than
-// 128 x 128); with K under 128 a larger tile has too few k steps to repay
-// its loads (K = 24: 32 x 32 1.5x faster than 64 x 64 on OpenCL); 16 x 16
-// lost to 32 x 32 on every shape.
-bool gpu_tile_suits(const GemmShape& s, int tm, int tn) {
-  auto up32 = [](int64_t v) { return (v + 31) / 32 * 32; };
-  if (tm < 32 || tn < 32 || tm > up32(s.m) || tn > up32(s.n)) return tm == 32 && tn == 32;
-  return s.k >= 128 || (tm == 32 && tn == 32);
-}
-
-std::string tile_label(int tm, int tn, int tk, int wm, int wn) {
-  return std::to_string(tm) + "x" + std::to_string(tn) + "x" + std::to_string(tk) + "/" + std::to_string(wm) + "x" +
-         std::to_string(wn);
 }
 
 bool gemm_needs_wide_index(const GemmShape& s, int64_t tm, int64_t tn, int64_t tk) {

@@ -104,24 +104,36 @@ bool gemm_epilogue_takes_flat(const Device& device);
 // GEMM template (the scheduler then emits a generic reduce kernel).
 bool render_gemm(const Device& device, const GemmShape& shape, const std::string& name, TemplateKernel& out);
 
-// Shared by the GPU templates (gemm.cl, gemm.cu): whether index math needs
-// 64 bits with tiles of tm x tn x tk, and the placeholders both fill the
-// same way (NAME, M, N, K, the strides, IDX, EPILOGUE) spelled in `d`.
-bool gemm_needs_wide_index(const GemmShape& s, int64_t tm, int64_t tn, int64_t tk);
 // ShapeError on a negative size.
 void check_gemm_shape(const GemmShape& s);
-// `source` launched as one work-group of (tn/wn) x (tm/wm) items per tm x tn
-// tile of C, one z slice per batch.
-TemplateKernel tiled_gemm_kernel(std::string source, const GemmShape& s, int tm, int tn, int wm, int wn);
-// Whether a GPU GEMM tile of tm x tn suits the product's shape, before the
-// count of work-groups decides among those that do (gemm_opencl.cpp,
-// gemm_cuda.cpp): not smaller than 32 x 32, not taller or wider than the
-// product rounded up to 32, and no larger than 32 x 32 when K is under 128.
-bool gpu_tile_suits(const GemmShape& s, int tm, int tn);
-// "TMxTNxTK/WMxWN": how the tuner's table names a tiled template's tiles.
-std::string tile_label(int tm, int tn, int tk, int wm, int wn);
+// Whether index math needs 64 bits with tiles of tm x tn x tk.
+bool gemm_needs_wide_index(const GemmShape& s, int64_t tm, int64_t tn, int64_t tk);
+// The placeholders every template fills the same way (NAME, M, N, K, the
+// strides, IDX, EPILOGUE), spelled in `d`.
 std::map<std::string, std::string> gemm_values(const GemmShape& s, const std::string& name, bool wide,
                                                const Dialect& d);
+
+// The GPU templates (gemm.cl, gemm.cu) are one description in two dialects:
+// a work-group (block) computes a tm x tn tile of C, tk rows of K a step,
+// each of its (tm/wm) x (tn/wn) items (threads) a wm x wn block.
+struct GpuTiles {
+  int tm, tn, tk, wm, wn;
+  int threads() const { return (tm / wm) * (tn / wn); }
+  std::string label() const;  // "TMxTNxTK/WMxWN", as the tuner's table names them
+  bool operator==(const GpuTiles&) const = default;
+};
+// Among `tiles` (largest first), the first that suits the product's shape
+// (not smaller than 32 x 32, not taller or wider than the product rounded up
+// to 32, no larger than 32 x 32 when K is under 128) and still gives every
+// compute unit four work-groups: a smaller tile keeps more units busy and
+// gives each others to switch to while one waits on memory. Failing that,
+// the 32 x 32 tile, or the last.
+GpuTiles pick_gpu_tiles(const GemmShape& s, const DeviceInfo& info, const std::vector<GpuTiles>& tiles);
+// `file` specialised with gemm_values (named `name`), the tiles' TM, TN, TK,
+// WM, WN and the template's own `values`, launched as one work-group per
+// tile of C and one z slice per batch; labelled "tile=..." for the tuner.
+TemplateKernel render_gpu_tiles(const char* file, const GemmShape& s, const std::string& name, const Dialect& d,
+                                const GpuTiles& t, std::map<std::string, std::string> values);
 
 // The C device's, calling its GEMM library (runtime/kernel_files.h).
 TemplateKernel render_gemm_c(const GemmShape& shape, const std::string& name);  // gemm_c.cpp

@@ -35,7 +35,7 @@ using onnx_detail::Value;
 using TP = onnx::TensorProto;
 
 namespace {
-std::atomic<size_t> parse_count{0};
+std::atomic<size_t> parse_count{0}, decode_count{0};
 }  // namespace
 
 namespace onnx_detail {
@@ -89,6 +89,7 @@ OnnxValueInfo value_info(const onnx::ValueInfoProto& v) {
 }  // namespace onnx_detail
 
 size_t onnx_parses() { return parse_count.load(); }
+size_t onnx_initializer_decodes() { return decode_count.load(); }
 
 namespace {
 using onnx_detail::default_opset;
@@ -216,6 +217,7 @@ fs::path external_file(const std::string& model_dir, const std::string& location
 
 Value value_from_proto(const onnx::TensorProto& t, const std::string& model_dir, const std::string& where,
                        InitializerBudget* budget) {
+  if (budget) ++decode_count;
   Value v;
   v.elem = t.data_type();
   v.host = true;
@@ -396,12 +398,14 @@ OnnxModel::OnnxModel(const std::string& path, onnx_detail::ParsedModel&& parsed)
   onnx_detail::check_graph_names(m.model, path);
   const std::string dir = onnx_detail::model_folder(path);
   onnx_detail::InitializerBudget budget(path, model_bytes);
-  for (const auto& t : g.initializer()) {
-    Value v = onnx_detail::value_from_proto(t, dir, path, &budget);
+  const bool decoded = parsed.initializers.size() == size_t(g.initializer_size());
+  for (int i = 0; i < g.initializer_size(); ++i) {
+    const auto& t = g.initializer(i);
+    Value v = decoded ? std::move(parsed.initializers[size_t(i)]) : onnx_detail::value_from_proto(t, dir, path, &budget);
     m.parameters += int64_t(v.data.size());
     m.initializers[t.name()] = std::move(v);
   }
-  m.file_bytes = budget.file_bytes();
+  m.file_bytes = decoded ? parsed.file_bytes : budget.file_bytes();
   onnx_detail::check_declared_shapes(m.model, path, m.file_bytes);
   for (const auto& i : g.input())
     if (!m.initializers.count(i.name())) m.inputs.push_back(value_info(i));

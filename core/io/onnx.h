@@ -105,8 +105,10 @@ struct OnnxFile {
 // Throws what inspect_onnx and OnnxModel's constructor throw, except
 // OnnxUnsupported (OnnxFile::unsupported).
 OnnxFile open_onnx(const std::string& path);
-// ONNX files this process has parsed (tests: one parse per open).
+// ONNX files this process has parsed, and initializers it has decoded
+// (tests: one parse and one decode per open).
 size_t onnx_parses();
+size_t onnx_initializer_decodes();
 
 class OnnxModel {
  public:

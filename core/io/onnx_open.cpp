@@ -1,7 +1,7 @@
 // Opening an ONNX file the way the window and `tinylens-cli inspect` do: its
 // graph as the file has it (inspect_onnx), the shapes a run would give its
-// values (infer_onnx_shapes), and all of it with the model from one read and
-// one parse of the file (open_onnx).
+// values (infer_onnx_shapes), and all of it with the model from one read,
+// one parse of the file and one decode of its initializers (open_onnx).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -23,11 +23,14 @@ using onnx_detail::value_info;
 
 namespace {
 
-// The graph as the file has it (OnnxModel folds its own copy).
-OnnxGraphInfo graph_of(const onnx::ModelProto& m, const std::string& path, uint64_t model_bytes) {
+// The graph as the file has it (OnnxModel folds its own copy). With `keep`,
+// the initializers the statistics decoded stay in `parsed` for the model
+// (ParsedModel::initializers), when every one of them could be read.
+OnnxGraphInfo graph_of(onnx_detail::ParsedModel& parsed, const std::string& path, bool keep) {
+  const onnx::ModelProto& m = parsed.model;
   // The statistics read every initializer: held to the same budget as a load,
   // so one external region named a thousand times is not read a thousand times.
-  onnx_detail::InitializerBudget budget(path, model_bytes);
+  onnx_detail::InitializerBudget budget(path, parsed.bytes);
   OnnxGraphInfo info;
   info.opset = onnx_detail::default_opset(m);
   info.producer = m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
@@ -56,6 +59,7 @@ OnnxGraphInfo graph_of(const onnx::ModelProto& m, const std::string& path, uint6
       // Statistics are a nicety: an unreadable initializer still shows up by
       // name; one past the load budget is an error, as loading it would be.
       if (budget.exceeded()) throw;
+      keep = false;  // the model reads it again, and fails as a load does
     }
     if (read) {
       if (!v.data.empty()) {
@@ -69,9 +73,12 @@ OnnxGraphInfo graph_of(const onnx::ModelProto& m, const std::string& path, uint6
         in.stddev = float(std::sqrt(sq / double(v.data.size())));
         in.has_stats = true;
       }
+      if (keep) parsed.initializers.push_back(std::move(v));
     }
     info.initializers.push_back(std::move(in));
   }
+  if (keep) parsed.file_bytes = budget.file_bytes();
+  else parsed.initializers.clear();
   for (const auto& i : g.input())
     if (!init_names.count(i.name())) info.inputs.push_back(value_info(i));
   for (const auto& o : g.output()) info.outputs.push_back(value_info(o));
@@ -98,13 +105,13 @@ OnnxGraphInfo graph_of(const onnx::ModelProto& m, const std::string& path, uint6
 
 OnnxGraphInfo inspect_onnx(const std::string& path) {
   onnx_detail::ParsedModel parsed = onnx_detail::parse_model(path);
-  return graph_of(parsed.model, path, parsed.bytes);
+  return graph_of(parsed, path, false);
 }
 
 OnnxFile open_onnx(const std::string& path) {
   onnx_detail::ParsedModel parsed = onnx_detail::parse_model(path);
   OnnxFile file;
-  file.graph = graph_of(parsed.model, path, parsed.bytes);
+  file.graph = graph_of(parsed, path, true);
   try {
     file.model = std::make_shared<OnnxModel>(path, std::move(parsed));
   } catch (const OnnxUnsupported& e) {

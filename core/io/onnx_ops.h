@@ -73,6 +73,11 @@ std::string model_folder(const std::string& path);
 struct ParsedModel {
   onnx::ModelProto model;
   uint64_t bytes = 0;
+  // Every initializer, decoded in the file's order, when a reader before the
+  // model decoded them all (open_onnx's statistics), and the model's and its
+  // external files' bytes: OnnxModel then takes them instead of decoding again.
+  std::vector<Value> initializers;
+  uint64_t file_bytes = 0;
 };
 // Throws IOError for a file that is missing, over the load limit, or not an
 // ONNX model.
