@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -103,6 +104,35 @@ std::string tiny_classifier(const std::filesystem::path& path, Weight weight, co
   for (int i = 0; i < 108; ++i) W->add_float_data(weight(i));
   auto* B = b.init("B", {4}, onnx::TensorProto::FLOAT);
   for (float v : bias) B->add_float_data(v);
+  return b.save(path);
+}
+
+// x (batch, 3, 8, 8) -> Conv 3x3 (8 filters, pad 1) -> Relu -> Conv 1x1 (4)
+// [-> Relu] -> GlobalAveragePool -> Flatten -> (batch, 4): two GEMMs on the
+// CPU device (the tuner's and the ONNX graph's tests). `batch` is "1" or a
+// dynamic dimension's name. Returns the path written.
+inline std::string two_convs(const std::filesystem::path& path, const std::string& batch = "1",
+                             bool relu_after_second = false) {
+  Builder b;
+  b.input("x", {batch, "3", "8", "8"});
+  b.output("out", {batch, "4"});
+  auto* c1 = b.node("Conv", {"x", "W1", "B1"}, {"y1"});
+  ints_attr(c1, "kernel_shape", {3, 3});
+  ints_attr(c1, "pads", {1, 1, 1, 1});
+  b.node("Relu", {"y1"}, {"r1"});
+  auto* c2 = b.node("Conv", {"r1", "W2", "B2"}, {"y2"});
+  ints_attr(c2, "kernel_shape", {1, 1});
+  if (relu_after_second) b.node("Relu", {"y2"}, {"r2"});
+  b.node("GlobalAveragePool", {relu_after_second ? "r2" : "y2"}, {"p"});
+  b.node("Flatten", {"p"}, {"out"});
+  auto* W1 = b.init("W1", {8, 3, 3, 3}, onnx::TensorProto::FLOAT);
+  for (int i = 0; i < 8 * 27; ++i) W1->add_float_data(float(std::sin(i * 0.37)));
+  auto* B1 = b.init("B1", {8}, onnx::TensorProto::FLOAT);
+  for (int i = 0; i < 8; ++i) B1->add_float_data(0.05f * float(i));
+  auto* W2 = b.init("W2", {4, 8, 1, 1}, onnx::TensorProto::FLOAT);
+  for (int i = 0; i < 32; ++i) W2->add_float_data(float(std::cos(i * 0.53)));
+  auto* B2 = b.init("B2", {4}, onnx::TensorProto::FLOAT);
+  for (int i = 0; i < 4; ++i) B2->add_float_data(0.1f * float(i));
   return b.save(path);
 }
 

@@ -19,30 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// x (1,3,8,8) -> Conv 3x3 (8) -> Relu -> Conv 1x1 (4) -> GlobalAveragePool -> Flatten
-std::string writeModel(const fs::path& path) {
-  tltest::Builder b;
-  b.input("x", {"1", "3", "8", "8"});
-  b.output("out", {"1", "4"});
-  auto* c1 = b.node("Conv", {"x", "W1", "B1"}, {"y1"});
-  tltest::ints_attr(c1, "kernel_shape", {3, 3});
-  tltest::ints_attr(c1, "pads", {1, 1, 1, 1});
-  b.node("Relu", {"y1"}, {"r1"});
-  auto* c2 = b.node("Conv", {"r1", "W2", "B2"}, {"y2"});
-  tltest::ints_attr(c2, "kernel_shape", {1, 1});
-  b.node("GlobalAveragePool", {"y2"}, {"p"});
-  b.node("Flatten", {"p"}, {"out"});
-  auto* W1 = b.init("W1", {8, 3, 3, 3}, onnx::TensorProto::FLOAT);
-  for (int i = 0; i < 8 * 27; ++i) W1->add_float_data(float(std::sin(i * 0.37)));
-  auto* B1 = b.init("B1", {8}, onnx::TensorProto::FLOAT);
-  for (int i = 0; i < 8; ++i) B1->add_float_data(0.05f * float(i));
-  auto* W2 = b.init("W2", {4, 8, 1, 1}, onnx::TensorProto::FLOAT);
-  for (int i = 0; i < 32; ++i) W2->add_float_data(float(std::cos(i * 0.53)));
-  auto* B2 = b.init("B2", {4}, onnx::TensorProto::FLOAT);
-  for (int i = 0; i < 4; ++i) B2->add_float_data(0.1f * float(i));
-  return b.save(path);
-}
-
 using Origins = std::vector<std::pair<int32_t, float>>;
 std::vector<Origins> originsOf(const std::vector<tl::ProfileRecord>& records) {
   std::vector<Origins> out;
@@ -71,7 +47,7 @@ class TestOnnxOrigins : public QObject {
  private slots:
   void initTestCase() {
     qputenv("XDG_CACHE_HOME", cache_.path().toUtf8());  // the tuner's choices: this suite's own
-    model_ = std::make_unique<tl::OnnxModel>(writeModel(fs::path(tmp_.path().toStdString()) / "two.onnx"));
+    model_ = std::make_unique<tl::OnnxModel>(tltest::two_convs(fs::path(tmp_.path().toStdString()) / "two.onnx"));
     std::vector<float> x(3 * 64);
     for (size_t i = 0; i < x.size(); ++i) x[i] = float(std::sin(double(i)));
     input_ = tl::Tensor::from_data(x, {1, 3, 8, 8}, "cpu");

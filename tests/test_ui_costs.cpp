@@ -22,33 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// x (batch, 3, 8, 8) -> Conv 3x3 (8 filters, pad 1) -> Relu -> Conv 1x1 (4)
-// -> Relu -> GlobalAveragePool -> Flatten -> (batch, 4). The batch is
-// dynamic: the window runs it at 1.
-std::string writeModel(const fs::path& path) {
-  tltest::Builder b;
-  b.input("x", {"batch", "3", "8", "8"});
-  b.output("out", {"batch", "4"});
-  auto* c1 = b.node("Conv", {"x", "W1", "B1"}, {"y1"});
-  tltest::ints_attr(c1, "kernel_shape", {3, 3});
-  tltest::ints_attr(c1, "pads", {1, 1, 1, 1});
-  b.node("Relu", {"y1"}, {"r1"});
-  auto* c2 = b.node("Conv", {"r1", "W2", "B2"}, {"y2"});
-  tltest::ints_attr(c2, "kernel_shape", {1, 1});
-  b.node("Relu", {"y2"}, {"r2"});
-  b.node("GlobalAveragePool", {"r2"}, {"p"});
-  b.node("Flatten", {"p"}, {"out"});
-  auto* W1 = b.init("W1", {8, 3, 3, 3}, onnx::TensorProto::FLOAT);
-  for (int i = 0; i < 8 * 27; ++i) W1->add_float_data(float(std::sin(i * 0.37)));
-  auto* B1 = b.init("B1", {8}, onnx::TensorProto::FLOAT);
-  for (int i = 0; i < 8; ++i) B1->add_float_data(0.05f * float(i));
-  auto* W2 = b.init("W2", {4, 8, 1, 1}, onnx::TensorProto::FLOAT);
-  for (int i = 0; i < 32; ++i) W2->add_float_data(float(std::cos(i * 0.53)));
-  auto* B2 = b.init("B2", {4}, onnx::TensorProto::FLOAT);
-  for (int i = 0; i < 4; ++i) B2->add_float_data(0.1f * float(i));
-  return b.save(path);
-}
-
 int boxOf(const DisplayGraph& g, int onnxNode) {
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (g.nodes[i].onnxNode == onnxNode) return int(i);
@@ -76,7 +49,7 @@ class TestUiCosts : public QObject {
     QCoreApplication::setOrganizationName("tinylens-test");
     QCoreApplication::setApplicationName("tinylens-test-costs");
     QSettings().clear();
-    model_ = QString::fromStdString(writeModel(fs::path(tmp_.path().toStdString()) / "dynamic.onnx"));
+    model_ = QString::fromStdString(tltest::two_convs(fs::path(tmp_.path().toStdString()) / "dynamic.onnx", "batch", true));
     QImage picture(40, 30, QImage::Format_RGB888);
     for (int y = 0; y < picture.height(); ++y)
       for (int x = 0; x < picture.width(); ++x) picture.setPixelColor(x, y, QColor((x * 9) % 256, (y * 7) % 256, 90));

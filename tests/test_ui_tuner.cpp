@@ -28,30 +28,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Two convolutions: two GEMMs the CPU device's renderer offers candidates for.
-std::string writeModel(const fs::path& path) {
-  tltest::Builder b;
-  b.input("x", {"1", "3", "8", "8"});
-  b.output("out", {"1", "4"});
-  auto* c1 = b.node("Conv", {"x", "W1", "B1"}, {"y1"});
-  tltest::ints_attr(c1, "kernel_shape", {3, 3});
-  tltest::ints_attr(c1, "pads", {1, 1, 1, 1});
-  b.node("Relu", {"y1"}, {"r1"});
-  auto* c2 = b.node("Conv", {"r1", "W2", "B2"}, {"y2"});
-  tltest::ints_attr(c2, "kernel_shape", {1, 1});
-  b.node("GlobalAveragePool", {"y2"}, {"p"});
-  b.node("Flatten", {"p"}, {"out"});
-  auto* W1 = b.init("W1", {8, 3, 3, 3}, onnx::TensorProto::FLOAT);
-  for (int i = 0; i < 8 * 27; ++i) W1->add_float_data(float(std::sin(i * 0.37)));
-  auto* B1 = b.init("B1", {8}, onnx::TensorProto::FLOAT);
-  for (int i = 0; i < 8; ++i) B1->add_float_data(0.05f * float(i));
-  auto* W2 = b.init("W2", {4, 8, 1, 1}, onnx::TensorProto::FLOAT);
-  for (int i = 0; i < 32; ++i) W2->add_float_data(float(std::cos(i * 0.53)));
-  auto* B2 = b.init("B2", {4}, onnx::TensorProto::FLOAT);
-  for (int i = 0; i < 4; ++i) B2->add_float_data(0.1f * float(i));
-  return b.save(path);
-}
-
 // The tuned kernels of a run: index, chosen label, candidates.
 struct Tuned {
   size_t record;
@@ -111,7 +87,7 @@ class TestUiTuner : public QObject {
     QCoreApplication::setOrganizationName("tinylens-test");
     QCoreApplication::setApplicationName("tinylens-test-tuner");
     QSettings().clear();
-    model_ = QString::fromStdString(writeModel(fs::path(tmp_.path().toStdString()) / "two-convs.onnx"));
+    model_ = QString::fromStdString(tltest::two_convs(fs::path(tmp_.path().toStdString()) / "two-convs.onnx"));
     QImage picture(40, 30, QImage::Format_RGB888);
     picture.fill(QColor(120, 60, 200));
     image_ = tmp_.filePath("picture.png");
