@@ -154,6 +154,21 @@ constexpr int kWarmRuns = 3;
 // runs: one run's kernel times move by tens of percent on a shared machine.
 constexpr int kCompareRuns = 7;
 
+// What a classification and each device of a comparison report alike: the
+// job, where it ran, on what, and the cold run's answer.
+std::shared_ptr<RunData> newRun(quint64 job, const QString& device, const QString& imagePath, const QString& model,
+                                const tl::ClassifyResult& result) {
+  auto run = std::make_shared<RunData>();
+  run->job = job;
+  run->device = device;
+  run->imagePath = imagePath;
+  run->model = model;
+  run->top = result.top;
+  run->logits = result.logits;
+  run->coldSeconds = result.cold_seconds;
+  return run;
+}
+
 }  // namespace
 
 Session::Session(QObject* parent)
@@ -457,14 +472,7 @@ void Session::classifyOnWorker(quint64 job, const Flag& flag, const QString& ima
       result = tl::classify(*st.model, image, dev, 5, 0);
     }
 
-    auto data = std::make_shared<RunData>();
-    data->job = job;
-    data->device = device;
-    data->imagePath = imagePath;
-    data->model = st.modelName;
-    data->top = result.top;
-    data->logits = result.logits;
-    data->coldSeconds = result.cold_seconds;
+    auto data = newRun(job, device, imagePath, st.modelName, result);
     data->coldNewKernels = newKernels;
     timeWarmRuns(job, image, *data);
     data->trace = std::make_shared<const tl::TraceDocument>(tl::trace_document(trace));
@@ -626,14 +634,7 @@ quint64 Session::compare(const QString& imagePath, const QStringList& devices) {
         tl::Tensor input = st.model->preprocess(image, device.toStdString());
         input.realize();
         TimedKernels timed = timeKernels(*st.model, input, kCompareRuns);
-        auto run = std::make_shared<RunData>();
-        run->job = job;
-        run->device = device;
-        run->imagePath = imagePath;
-        run->model = st.modelName;
-        run->top = r.top;
-        run->logits = r.logits;
-        run->coldSeconds = r.cold_seconds;
+        auto run = newRun(job, device, imagePath, st.modelName, r);
         run->warmSeconds = timed.medianSeconds;
         run->warmRuns = kCompareRuns;
         run->records = std::move(timed.records);
