@@ -41,6 +41,9 @@ struct Planner {
   std::vector<Node*> order;  // unrealized nodes, sources first
   std::unordered_map<Node*, std::vector<Node*>> consumers;
   std::unordered_set<Node*> visited, materialised;
+  // Kept only because several ops read them and they cost too much to
+  // compute at each (decide's first rule), sources first.
+  std::vector<Node*> shared_only;
 
   // The GEMM templates are float32 only. A gather-only hint (a depthwise
   // convolution, core/depthwise.h) holds only where the template gathers.
@@ -80,6 +83,29 @@ struct Planner {
         stack.pop_back();
       }
     }
+  }
+
+  // The one kernel that computes every read of n, if they all are: n's
+  // readers, and theirs, are elementwise ops (same position) up to outputs
+  // that are one stored value.
+  Node* sole_reader(Node* n) {
+    Node* kernel = nullptr;
+    std::vector<Node*> stack{n};
+    std::unordered_set<Node*> seen{n};
+    while (!stack.empty()) {
+      Node* v = stack.back();
+      stack.pop_back();
+      for (Node* c : consumers[v]) {
+        if (!is_elementwise(c->op)) return nullptr;
+        if (materialised.count(c)) {
+          if (kernel && kernel != c) return nullptr;
+          kernel = c;
+        } else if (seen.insert(c).second) {
+          stack.push_back(c);
+        }
+      }
+    }
+    return kernel;
   }
 
   void decide(const std::vector<NodeRef>& roots) {
@@ -141,7 +167,7 @@ struct Planner {
         }
       cost[n] = c;
       loads[n] = n->op == Op::Permute ? std::min(l * kPermutedLoad, kLoadsCap) : l;
-      if (is_elementwise(n->op) && effective[n] > 1 && (c > kRecomputeLimit || l > kRecomputeLoads)) m = true;
+      const bool shared = is_elementwise(n->op) && effective[n] > 1 && (c > kRecomputeLimit || l > kRecomputeLoads);
       // An expression read through an Expand is computed once, not at each
       // read, when it is costly, or when it is a GEMM's epilogue however
       // cheap: the GEMM stores C anyway, and fuse_epilogues has the store
@@ -150,18 +176,19 @@ struct Planner {
       // cost nothing: the renderer computes the value once there.
       const Node* p = product[n];
       const bool epilogue = p && !p->requires_grad && consumers[product[n]].size() == 1 && n->dtype == DType::f32;
-      if (is_elementwise(n->op) && expanded[n] && (c > kRecomputeLimit || epilogue)) m = true;
+      bool later = is_elementwise(n->op) && expanded[n] && (c > kRecomputeLimit || epilogue);
       if (is_elementwise(n->op) && effective[n] > 1 && epilogue && after[n] != p && c > kCheapEpilogue &&
           std::any_of(consumers[n].begin(), consumers[n].end(), [](Node* u) { return is_reduce(u->op); }))
-        m = true;
+        later = true;
       // The same for an epilogue that is then moved (padded into a
       // concatenation, permuted): the GEMM's store computes it once, and the
       // kernel that moves it reads one value instead of recomputing a
       // batch-norm and activation at every read (Inception's concatenations).
       if (is_elementwise(n->op) && epilogue && in_place.count(n) && in_place.at(n) == p)
         for (Node* user : consumers[n])
-          if (is_movement(user->op) && user->op != Op::Reshape) m = true;
-      if (m) materialised.insert(n);
+          if (is_movement(user->op) && user->op != Op::Reshape) later = true;
+      if (m || shared || later) materialised.insert(n);
+      if (shared && !m && !later) shared_only.push_back(n);
     }
     // operands marked after their own visit still need to count
     std::unordered_set<Node*> operands;
@@ -171,6 +198,13 @@ struct Planner {
         materialised.insert(n->matmul->a.get());
         materialised.insert(b_operand(n));
       }
+    // A value kept for its several readers needs no buffer when all of them
+    // end in one kernel at its own position (GELU's x / sqrt(2), read five
+    // times by Erf's polynomial and its sign, then once more by the product):
+    // that kernel computes it once per element. Walked from the outputs
+    // back, so a chain of such values folds into the one kernel.
+    for (auto it = shared_only.rbegin(); it != shared_only.rend(); ++it)
+      if (!operands.count(*it) && sole_reader(*it)) materialised.erase(*it);
     // A Contiguous of a value that has a buffer anyway would only copy it:
     // its readers read that buffer instead (an Inception block's max pool of
     // the Concat that its 1x1 convolutions read too). Roots and GEMM
@@ -320,7 +354,7 @@ void fuse_pools(std::vector<KernelPlan>& plans, const std::vector<NodeRef>& root
 
 std::vector<KernelPlan> schedule(const std::vector<NodeRef>& roots, bool gemm, bool gather,
                                  const std::function<bool(const KernelPlan&)>& pools) {
-  Planner planner{gemm, gemm && gather, {}, {}, {}, {}};
+  Planner planner{gemm, gemm && gather, {}, {}, {}, {}, {}};
   for (auto& r : roots) planner.visit(r.get());
   planner.decide(roots);
   std::unordered_map<Node*, NodeRef> refs;

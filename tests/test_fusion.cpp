@@ -143,6 +143,46 @@ class TestFusion : public QObject {
     QVERIFY2(bad.empty(), bad.c_str());
   }
 
+  // GELU as ONNX writes it, x * 0.5 * (1 + erf(x / sqrt(2))), after a
+  // linear layer. The quotient costs more than the recompute limit and Erf
+  // reads it several times, but all those reads are in one kernel: it gets
+  // no buffer of its own, and the whole GELU becomes the GEMM's epilogue
+  // (was three passes over the product). A costly value read by two
+  // kernels keeps its buffer.
+  void sharedValuesReadByOneKernelAreFused() {
+    const int64_t M = 9, K = 12, N = 16;
+    Tensor x = Tensor::from_data(ramp(size_t(M * K), 1.3f, -0.6f), {M, K}, "cpu");
+    Tensor w = Tensor::from_data(ramp(size_t(N * K), 0.7f, -0.35f), {N, K}, "cpu");
+    Tensor b = Tensor::from_data(ramp(size_t(N), 0.5f, -0.2f), {N}, "cpu");
+    Tensor root2 = Tensor::from_data({1.41421356f}, {1}, "cpu");
+    for (Tensor* t : {&x, &w, &b, &root2}) t->realize();
+    auto erf = [](const Tensor& v) {  // core/io/onnx's form: v read five times
+      Tensor av = v.abs(), t = (av * 0.3275911f + 1.0f).reciprocal();
+      return v.sign() * (1.0f - t * (0.2548296f + t * -0.2844967f) * (-(av * av)).exp());
+    };
+    auto gelu = [&](const Tensor& h, bool step) {
+      Tensor r = root2.reciprocal(), q = h * r;
+      Tensor refined = q + (h - q * root2) * r;  // a correctly rounded quotient, as the ONNX Div does
+      Tensor z = refined - refined;
+      Tensor d = Tensor::where(z.eq(z), refined, q);
+      if (step) d.realize();
+      return h * 0.5f * (erf(d) + 1.0f);
+    };
+    std::vector<float> fused, twice;
+    const auto recs = launches([&] { fused = gelu(x.linear(w, b), false).to_vector(); });
+    QVERIFY2(recs.size() == 1 && recs[0].kernel->source.find("tinylens_gemm") != std::string::npos,
+             tltest::kernel_names(recs).c_str());
+    std::string bad = first_difference(fused, gelu(x.linear(w, b), true).to_vector());
+    QVERIFY2(bad.empty(), bad.c_str());
+    // a costly value read by two kernels (a row sum and the rest) keeps its
+    // buffer: three kernels, not two that each compute it
+    const auto two = launches([&] {
+      Tensor d = (x * 1.7f + 0.3f).exp() * (x * 0.9f - 0.1f).exp();
+      twice = (erf(d) * d + d.sum({1}, true)).to_vector();
+    });
+    QVERIFY2(two.size() == 3, tltest::kernel_names(two).c_str());
+  }
+
   // A batch norm and ReLU over the concatenation of many parts along the
   // channels (a DenseNet layer reads all earlier layers' outputs so). Each
   // element read every part through its guard; the C device's row kernel
