@@ -97,20 +97,20 @@ static NodeRef strided_base(const Tensor& t, std::vector<int64_t>& strides) {
   return n;
 }
 
-// Split-K. A product with few outputs and a long K (a convolution's weight
-// gradient: 32 x 288 outputs summed over 12800 positions) is a handful of
-// GEMM tiles, so a GPU with a hundred multiprocessors runs it on a few of
-// them, each walking all of K. Summed over `parts` slices of K instead, as a
-// batch of GEMMs whose partial products a reduction adds (fused with what
-// follows), it fills the device. A 32 x 32 tile per compute unit is the
-// measure, and a split needs four times the tiles to fill the units, so a
-// CPU with a few cores keeps its single GEMM.
+// Split-K. A product with fewer 32 x 32 output tiles than fill a wide
+// device four times over (pick_gpu_tiles' measure) runs on a few of its
+// units, each walking all of K: a convolution's weight gradient (32 x 288
+// outputs over 12800 positions), ViT's second MLP product at batch 1 (168
+// tiles over K = 3072 on 132 units). Summed over `parts` slices of K of at
+// least 256 instead, as a batch of GEMMs whose partial products a reduction
+// adds (fused with what follows), it fills the device. A CPU's few cores are
+// filled by one GEMM's tiles.
 int64_t detail::split_k_parts(const DeviceInfo& info, int64_t batch, int64_t m, int64_t n, int64_t k) {
-  constexpr int64_t kTile = 32, kMinK = 4096, kMinSlice = 256;
-  if (batch != 1 || k < kMinK) return 1;
+  constexpr int64_t kTile = 32, kMinSlice = 256, kWide = 32;
+  const int64_t units = info.compute_units;
+  if (batch != 1 || units < kWide) return 1;
   const int64_t tiles = ((m + kTile - 1) / kTile) * ((n + kTile - 1) / kTile);
-  const int64_t want = int64_t(std::max(info.compute_units, 1)) / tiles;
-  if (want < 4) return 1;
+  const int64_t want = (4 * units + tiles - 1) / tiles;
   int64_t parts = 1;
   for (int64_t s = 2; s <= want && k / s >= kMinSlice; ++s)
     if (k % s == 0) parts = s;
