@@ -134,6 +134,19 @@ static bool rows_merge(const Tensor& a) {
   return view_strides(a.shape(), st, {tl::numel(a.shape()) / a.dim(-1), a.dim(-1)}, merged);
 }
 
+// The order of the axes of `a` (..., m, k) in which its rows merge, when
+// only another order does: leading axes and m by decreasing stride, k last.
+// Empty when the given order merges, or none does.
+static std::vector<int> row_order(const Tensor& a) {
+  std::vector<int64_t> st;
+  strided_base(a, st);
+  std::vector<int> order(size_t(a.ndim()));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end() - 1, [&](int x, int y) { return st[size_t(x)] > st[size_t(y)]; });
+  if (std::is_sorted(order.begin(), order.end()) || !rows_merge(a.permute(order))) return {};
+  return order;
+}
+
 Tensor Tensor::matmul(const Tensor& o) const {
   if (ndim() == 0 || o.ndim() == 0)
     throw ShapeError("matmul: operands must have at least one axis, got " + shape_str(shape()) + " and " + shape_str(o.shape()));
@@ -157,6 +170,15 @@ Tensor Tensor::matmul(const Tensor& o) const {
     out.push_back(n);
     return a.reshape({tl::numel(ab) * m, k}).matmul(b).reshape(out);
   }
+  // Rows that merge in another order: a sequence-first view of a batch-first
+  // activation ((L, N, E) read from an (N, L, E) buffer, ViT's attention at a
+  // batch above 1). One product of the rows in memory order, moved back.
+  if (o.ndim() == 2 && tl::numel(ab) > 1)
+    if (std::vector<int> order = row_order(a); !order.empty()) {
+      std::vector<int> back(order.size());
+      for (size_t i = 0; i < order.size(); ++i) back[size_t(order[i])] = int(i);
+      return a.permute(order).matmul(b).permute(back);
+    }
   Shape batch = broadcast_shape(ab, bb, "matmul");
   Shape ea = batch, eb = batch;
   ea.insert(ea.end(), {m, k});

@@ -183,6 +183,35 @@ class TestFusion : public QObject {
     QVERIFY2(two.size() == 3, tltest::kernel_names(two).c_str());
   }
 
+  // A linear layer over a sequence-first view of a batch-first activation,
+  // (L, N, E) read from an (N, L, E) buffer (ViT's attention at a batch
+  // above 1): one GEMM of L*N rows in memory order, not L products of N
+  // rows. Values against the sums written out.
+  void permutedRowsMakeOneProduct() {
+    const int64_t N = 3, L = 5, E = 8, F = 6;
+    const std::vector<float> xs = ramp(size_t(N * L * E), 1.1f, -0.5f), ws = ramp(size_t(E * F), 0.8f, -0.4f);
+    Tensor x = Tensor::from_data(xs, {N, L, E}, "cpu");
+    Tensor w = Tensor::from_data(ws, {E, F}, "cpu");
+    x.realize();
+    w.realize();
+    std::vector<float> got;
+    const auto recs = launches([&] { got = x.permute({1, 0, 2}).matmul(w).to_vector(); });
+    const std::string want_gemm = "GEMM_1_" + std::to_string(L * N) + "_" + std::to_string(F) + "_" + std::to_string(E);
+    bool one = false;
+    for (const auto& r : recs) one = one || r.kernel->name == want_gemm;
+    QVERIFY2(one, tltest::kernel_names(recs).c_str());
+    std::vector<float> want(size_t(L * N * F));
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t b = 0; b < N; ++b)
+        for (int64_t f = 0; f < F; ++f) {
+          double acc = 0;
+          for (int64_t e = 0; e < E; ++e) acc += double(xs[size_t((b * L + l) * E + e)]) * double(ws[size_t(e * F + f)]);
+          want[size_t((l * N + b) * F + f)] = float(acc);
+        }
+    const std::string bad = first_difference(got, want);
+    QVERIFY2(bad.empty(), bad.c_str());
+  }
+
   // A batch norm and ReLU over the concatenation of many parts along the
   // channels (a DenseNet layer reads all earlier layers' outputs so). Each
   // element read every part through its guard; the C device's row kernel
