@@ -3,6 +3,15 @@
 // (kernels/gemm_cpu.c): a gathered B of one channel per batch (struct
 // tl_gather), computed without packing it.
 
+typedef int vlane __attribute__((vector_size(VW * 4)));
+
+// Lane l holds start + l * step: a constant once inlined.
+static inline vlane lanes_from(int start, int step) {
+  vlane v;
+  for (int l = 0; l < VW; ++l) v[l] = start + step * l;
+  return v;
+}
+
 // acc[p] += sum over j < kw of w[j] * src[j][p]: one window row's taps, each
 // read from its own plane at its own offset. kw is a literal at each call, so
 // the taps unroll and the loop over p vectorises with unit-stride loads.
@@ -200,11 +209,24 @@ static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const f
     memset(w, 0, w_floats * sizeof(float));
     const float* src[VW];
     for (int l = 0; l < VW; ++l) src[l] = b + (c0 + MIN(l, lanes - 1)) * SB0;
-    const ptrdiff_t q0 = MAX(0, x->pl), q1 = MIN(pw, x->width + x->pl);
+    const ptrdiff_t q0 = MAX(0, x->pl), q1 = MIN(pw, x->width + x->pl), plane = x->height * x->width;
     for (ptrdiff_t r = 0; r < ph; ++r) {
       const ptrdiff_t y = r - x->pt;
       if (y < 0 || y >= x->height) continue;
-      for (ptrdiff_t q = q0; q < q1; ++q) {
+      ptrdiff_t q = q0;
+#if FAST_TRANSPOSE
+      // 16 columns of the 16 channels at a time, turned in registers (loads
+      // that run on into the next image row, never past the plane, fill
+      // only columns that are not stored); then one column at a time.
+      for (; q < q1 && y * x->width + q - x->pl + 16 <= plane; q += 16) {
+        vf v[16];
+#pragma GCC unroll 16
+        for (int l = 0; l < 16; ++l) v[l] = *(const vfu*)(src[l] + y * x->width + q - x->pl);
+        transpose16(v);
+        for (ptrdiff_t j = 0; j < MIN(16, q1 - q); ++j) *(vf*)(im + (r * pw + q + j) * VW) = v[j];
+      }
+#endif
+      for (; q < q1; ++q) {
         const ptrdiff_t at = y * x->width + q - x->pl;
         float* dst = im + (r * pw + q) * VW;
         for (int l = 0; l < VW; ++l) dst[l] = src[l][at];  // spare lanes repeat a channel; their weights are 0
@@ -242,9 +264,20 @@ static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const f
         *(vf*)(o + ow * VW) = acc;
       }
     }
+    // Back to one plane per channel, 16 outputs at a time as above.
+    ptrdiff_t n0 = 0;
+#if FAST_TRANSPOSE
+    for (; n0 + 16 <= G_N; n0 += 16) {
+      vf v[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) v[j] = *(const vf*)(out + (n0 + j) * VW);
+      transpose16(v);
+      for (int l = 0; l < lanes; ++l) *(vfu*)(c + (c0 + l) * G_N + n0) = v[l];
+    }
+#endif
     for (int l = 0; l < lanes; ++l) {
       float* dst = c + (c0 + l) * G_N;
-      for (ptrdiff_t n = 0; n < G_N; ++n) dst[n] = out[n * VW + l];
+      for (ptrdiff_t n = n0; n < G_N; ++n) dst[n] = out[n * VW + l];
       finish_block(g, dst, c0 + l, 0, 1, 0, G_N, args);
     }
   }
@@ -263,15 +296,6 @@ static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const f
 #if defined(__AVX__)
 #include <immintrin.h>
 #endif
-
-typedef int vlane __attribute__((vector_size(VW * 4)));
-
-// Lane l holds start + l * step: a constant once inlined.
-static inline vlane lanes_from(int start, int step) {
-  vlane v;
-  for (int l = 0; l < VW; ++l) v[l] = start + step * l;
-  return v;
-}
 
 // The larger of a and b in each lane, NaN where either is. The instruction's
 // max returns its second operand when one is NaN, so the OR of both orders
