@@ -205,14 +205,19 @@ static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const f
     for (ptrdiff_t j = 0; j < kw; ++j) off[i * kw + j] = (i * x->dh * pw + j * x->dw) * VW;
   for (ptrdiff_t c0 = start; c0 < end; c0 += VW) {
     const int lanes = (int)MIN(VW, end - c0);
-    memset(im, 0, img_floats * sizeof(float));
     memset(w, 0, w_floats * sizeof(float));
     const float* src[VW];
     for (int l = 0; l < VW; ++l) src[l] = b + (c0 + MIN(l, lanes - 1)) * SB0;
     const ptrdiff_t q0 = MAX(0, x->pl), q1 = MIN(pw, x->width + x->pl), plane = x->height * x->width;
     for (ptrdiff_t r = 0; r < ph; ++r) {
+      // Zeros where the window hangs over the image; the rest is copied.
       const ptrdiff_t y = r - x->pt;
-      if (y < 0 || y >= x->height) continue;
+      if (y < 0 || y >= x->height) {
+        memset(im + r * pw * VW, 0, (size_t)(pw * VW) * sizeof(float));
+        continue;
+      }
+      memset(im + r * pw * VW, 0, (size_t)(q0 * VW) * sizeof(float));
+      memset(im + (r * pw + q1) * VW, 0, (size_t)((pw - q1) * VW) * sizeof(float));
       ptrdiff_t q = q0;
 #if FAST_TRANSPOSE
       // 16 columns of the 16 channels at a time, turned in registers (loads
