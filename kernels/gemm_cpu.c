@@ -363,13 +363,18 @@ static ONE_COPY void pack_a_once(const struct tl_gemm* g, const float* restrict 
 // ones and there are rows enough for both threads: 49 columns (7x7) take 49
 // rows against 64 columns on AVX-512, and measured 0.78-0.86x the time from
 // k=512 to k=4608 (2 threads, weights streamed from memory). 196 columns
-// (14x14) take 196 against 224: 0.83-1.05x, left to the tuner.
+// (14x14) take 196 against 224: 0.83-1.05x, left to the tuner. A few
+// columns (a squeeze-and-excite's 1x1 convolutions on one pixel: 1 column
+// in an NR-wide panel, 7 in a half tile) are transposed when that at least
+// halves the padded width: 0.45-0.55x the time (the tuner's choice on
+// every one of MobileNetV3's).
 static int use_transposed(const struct tl_gemm* g) {
   if (g->winograd) return 0;
   if (g->transposed >= 0) return g->transposed;
   if (g->split != 0) return 0;
   const ptrdiff_t rest = G_N % MR, by_rows = G_N - rest + (rest == 0 ? 0 : rest <= MR / 2 ? MR / 2 : MR);
-  return G_N >= 2 * MR && G_N <= 512 && G_M >= 4 * NR && by_rows * 100 <= ROUND_UP(G_N, NR) * 85;
+  if (G_N < 2 * MR) return G_M >= 2 * NR && by_rows * 2 <= ROUND_UP(G_N, NR);
+  return G_N <= 512 && G_M >= 4 * NR && by_rows * 100 <= ROUND_UP(G_N, NR) * 85;
 }
 
 // All of A in pack_a's panels, KC block after KC block, filled by the first

@@ -31,7 +31,9 @@ inline const std::vector<GemmLayout>& gemm_layouts() {
       {1, 16, 12544, 32, false, false}, {1, 1000, 1, 1280, false, false}, {4, 512, 512, 512, false, false},
       // B^T with K in whole and ragged 16-row blocks (the C device turns
       // 16 x 16 blocks of it in registers): a weight gradient's shapes
-      {1, 32, 288, 1000, false, true}, {1, 20, 100, 77, false, true}};
+      {1, 32, 288, 1000, false, true}, {1, 20, 100, 77, false, true},
+      // a few columns, which the C device computes transposed (C^T = B^T A^T)
+      {1, 240, 1, 960, false, false}, {1, 130, 7, 300, true, false}};
   return cases;
 }
 
