@@ -73,22 +73,11 @@ IndexRef regroup(const Index& ix, const Shape& from) {
   return with_dims(from, dims, ix.valid);
 }
 
-E both(const E& a, const E& b) {
+// a && b, either may be null (true).
+static E both(const E& a, const E& b) {
   if (!a) return b;
   if (!b) return a;
   return binary(ExprOp::And, a, b);
-}
-
-E pad_inside(const Node& pad, std::vector<E>& d, size_t axes) {
-  E inside;
-  for (size_t i = 0; i < axes; ++i) {
-    int64_t before = pad.arg[2 * i], size = pad.src[0]->shape[i];
-    if (before == 0 && pad.arg[2 * i + 1] == 0) continue;
-    inside = both(inside, both(binary(ExprOp::CmpLt, idx(before - 1), d[i]),
-                               binary(ExprOp::CmpLt, d[i], idx(before + size))));
-    d[i] = assume_range(d[i] + idx(-before), 0, size - 1);
-  }
-  return inside;
 }
 
 std::string nan_max(const std::string& x, const std::string& y) {
@@ -166,8 +155,19 @@ E Lowerer::compute(const NodeRef& n, const IndexRef& ix) {
       return lower(s[0], child(with_dims(s[0]->shape, d, ix->valid)));
     }
     case Op::Pad: {
+      // Whether the position lies inside the source on every padded axis;
+      // each padded d[i] becomes the source's coordinate, known to lie inside
+      // it wherever the value is used (outside, loads are guarded and the
+      // value masked).
       auto d = dims_of(*ix);
-      const E inside = pad_inside(*n, d, d.size());
+      E inside;
+      for (size_t i = 0; i < d.size(); ++i) {
+        const int64_t before = n->arg[2 * i], size = s[0]->shape[i];
+        if (before == 0 && n->arg[2 * i + 1] == 0) continue;
+        inside = both(inside, both(binary(ExprOp::CmpLt, idx(before - 1), d[i]),
+                                   binary(ExprOp::CmpLt, d[i], idx(before + size))));
+        d[i] = assume_range(d[i] + idx(-before), 0, size - 1);
+      }
       E v = lower(s[0], child(with_dims(s[0]->shape, d, both(ix->valid, inside))));
       return inside ? where(inside, v, constant(n->value, n->dtype)) : v;
     }

@@ -234,50 +234,11 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
 
 }  // namespace
 
-// A padded tensor written row by row: the row is filled with the pad value,
-// then, when the row lies inside the source on every outer axis, its interior
-// is computed by a loop over the source row alone. Its loads are then affine
-// in the loop variable and vectorise, instead of carrying a bounds test and a
-// guarded index per element.
 // The elements one parallel item of an elementwise kernel walks: a row of the
 // last axis, or the last two axes when a row is narrower than a vector.
 static int64_t row_block(const Shape& shape) {
   const int64_t width = shape.back();
   return width < 8 && shape.size() >= 2 ? width * shape[shape.size() - 2] : width;
-}
-
-std::string padded_rows(Lowerer& low, Printer& pr, const Node& pad, const std::vector<E>& out_dims, DType dtype,
-                        int64_t width) {
-  const Node& src = *pad.src[0];
-  const size_t last = out_dims.size() - 1;
-  std::vector<E> d = out_dims;
-  const E row_inside = pad_inside(pad, d, last);
-  const int64_t lo = pad.arg[2 * last], size = src.shape[last];
-  d[last] = var("x", 0, std::max<int64_t>(size - 1, 0));
-  // The printer names expressions by address: keep each one alive while it prints.
-  const E fill_value = constant(pad.value, dtype);
-  std::string fill = pr(fill_value);
-  std::string w = std::to_string(width);
-  std::string out = independent(pr.d, "    ") + "    for (int x = 0; x < " + w + "; ++x) b0[gid*" + w + "+x] = " +
-                    Printer::strip(fill) + ";\n";
-  if (size == 0) return out;
-  std::string open = "    {\n";
-  if (row_inside) {
-    pr.lines.clear();
-    pr.indent = "    ";
-    std::string cond = pr(row_inside);
-    out += pr.lines;
-    open = "    if (" + Printer::strip(cond) + ") {\n";
-  }
-  pr.lines.clear();
-  pr.indent = "        ";
-  IndexRef src_ix = low.keep(with_dims(src.shape, d, nullptr));  // inside by construction: no guards
-  const E value = cast(low.lower(pad.src[0], src_ix), dtype);
-  std::string v = pr(value);
-  out += open + independent(pr.d, "      ") + "      for (int x = 0; x < " + std::to_string(size) + "; ++x) {\n" +
-         pr.lines + "        b0[gid*" + w +
-         "+x+" + std::to_string(lo) + "] = " + Printer::strip(v) + ";\n      }\n    }\n";
-  return out;
 }
 
 // row_loops when every bound on x is a constant (a pad read through a window
@@ -667,9 +628,7 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
       ix->flat = row * idx(block) + (y ? y * idx(width) + x : x);
       pr.indent = y ? "        " : "      ";
     }
-    if (rows && height == 1 && value_node->op == Op::Pad) {
-      body = padded_rows(low, pr, *value_node, ix->dims, out.dtype, width);
-    } else if (rows) {
+    if (rows) {
       const std::string w = std::to_string(width), b = std::to_string(block);
       // The rows of a block narrower than a vector (a 7x7 map) are one loop
       // over its elements when no index divides by the loop variable (each
