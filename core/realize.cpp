@@ -428,8 +428,7 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
     info->tuned = tuned[p].chosen, info->tune_candidates = tuned[p].seconds;
     info->tune_searched = tuned[p].searched;
     k.info = info;
-    for (int i = 0; i < 3; ++i) k.global[i] = r.global[i], k.local[i] = r.local[i];
-    k.ints = r.ints, k.int_bytes = r.int_bytes;
+    k.int_bytes = r.int_bytes;
     k.packed = r.packed;
     const Node& out = *plan.output;
     k.bytes = size_t(numel(out.shape)) * dtype_size(out.dtype);

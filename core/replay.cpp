@@ -250,8 +250,8 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
         for (const auto& p : k.packed)
           args.buffers.push_back(packed_copy(*args.buffers.at(std::min(size_t(p.operand), operands - 1)), p, device));
         if (!used.empty()) used[i] = buffers_used(plan, i, out, args);
-        for (int d = 0; d < 3; ++d) args.global[d] = k.global[d], args.local[d] = k.local[d];
-        args.ints = k.ints, args.int_bytes = k.int_bytes;
+        for (int d = 0; d < 3; ++d) args.global[d] = k.info->global[d], args.local[d] = k.info->local[d];
+        args.ints = k.info->ints, args.int_bytes = k.int_bytes;
         if (!k.empty) {
           const double t = queued.empty() ? 0 : steady_seconds();
           k.program->enqueue(args, timed ? &seconds[i] : nullptr);
