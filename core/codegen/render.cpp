@@ -241,58 +241,6 @@ static int64_t row_block(const Shape& shape) {
   return width < 8 && shape.size() >= 2 ? width * shape[shape.size() - 2] : width;
 }
 
-// row_loops when every bound on x is a constant (a pad read through a window
-// of a fixed-size row): the loops get literal bounds, so the compiler knows
-// each trip count, unrolls the one or two guarded columns at either end with
-// their tests folded, and plans the vector loop of the middle without
-// run-time peeling. The tests that do not read x (the pad's mask on outer
-// axes) choose between that split row and one guarded loop over the whole
-// row. Returns "" when some bound is not a constant.
-template <class Loop>
-static std::string fixed_row_loops(Printer& pr, const E& value, const LoopBounds& split, Loop& loop,
-                                   const std::string& indent, const std::string& n) {
-  const int64_t width = std::stoll(n);
-  int64_t lo = 0, hi = width;
-  for (auto& b : split.lower) {
-    if (b->op != ExprOp::Const) return "";
-    lo = std::max(lo, int64_t(b->value));
-  }
-  for (auto& b : split.upper) {
-    if (b->op != ExprOp::Const) return "";
-    hi = std::min(hi, int64_t(b->value));
-  }
-  lo = std::min(lo, width);
-  hi = std::max(hi, lo);
-  std::unordered_map<const Expr*, E> holds;
-  for (auto& c : split.invariant) holds[c.get()] = constant(1, DType::boolean);
-  const E row_inside = substitute(value, holds);  // the x tests stay: the head and tail need them
-  for (auto& c : split.bounds) holds[c.get()] = constant(1, DType::boolean);
-  const E inside = substitute(value, holds);
-  std::string split_row;
-  if (lo > 0) split_row += loop(row_inside, "0", std::to_string(lo));
-  split_row += loop(inside, std::to_string(lo), std::to_string(hi));
-  if (std::to_string(hi) != n) split_row += loop(row_inside, std::to_string(hi), n);
-  if (split.invariant.empty()) return split_row;
-  pr.lines.clear();
-  pr.indent = indent;
-  std::set<std::string> tests;  // several masks may test the same bound
-  for (auto& c : split.invariant) tests.insert(Printer::strip(pr(c)));
-  std::string cond;
-  for (auto& t : tests) cond += (cond.empty() ? "" : " && ") + (tests.size() > 1 ? "(" + t + ")" : t);
-  const std::string header = pr.lines;
-  auto indented = [&](const std::string& text) {  // the split row, one level deeper
-    std::string out;
-    for (size_t p = 0; p < text.size();) {
-      const size_t e = text.find('\n', p);
-      out += "  " + text.substr(p, e - p + 1);
-      p = e + 1;
-    }
-    return out;
-  };
-  return header + indent + "if (" + cond + ") {\n" + indented(split_row) + indent + "} else {\n" +
-         indented(loop(value, "0", n)) + indent + "}\n";
-}
-
 // The loop over x (a row of the output) that stores `value` at `store`.
 // When the value tests linear bounds on x (the mask of a pad read through a
 // window, lo <= x + k < hi), the loop splits where the bounds change: between
@@ -330,10 +278,6 @@ static std::string row_loops(Printer& pr, const E& value, const E& x, const std:
   const E inside = substitute(value, holds);
   pr.lines.clear();
   pr.indent = indent;
-  if (const std::string fixed = fixed_row_loops(pr, value, split, loop, indent, n); !fixed.empty()) {
-    pr.flops_per_item += body_flops;
-    return fixed;
-  }
   // x_lo = max(0, lower...), x_hi = min(n, upper...), then x_lo <= x_hi <= n.
   std::string bounds;
   std::set<std::string> written;  // the same bound may be tested by several masks
