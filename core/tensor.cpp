@@ -353,11 +353,8 @@ Tensor Tensor::exp() const { return unary_op(Op::Exp, *this); }
 Tensor Tensor::log() const { return unary_op(Op::Log, *this); }
 Tensor Tensor::sqrt() const { return unary_op(Op::Sqrt, *this); }
 Tensor Tensor::reciprocal() const { return unary_op(Op::Recip, *this); }
-Tensor Tensor::rsqrt() const { return sqrt().reciprocal(); }
 Tensor Tensor::sin() const { return unary_op(Op::Sin, *this); }
 Tensor Tensor::cos() const { return (cast(float_type(dtype())) + M_PI / 2).sin(); }
-Tensor Tensor::relu() const { return maximum(0.0); }
-Tensor Tensor::relu6() const { return maximum(0.0).minimum(6.0); }
 Tensor Tensor::leaky_relu(double slope) const { return where(gt(like(*this, 0)), *this, *this * slope); }
 Tensor Tensor::sigmoid() const { return (1.0 + (-*this).exp()).reciprocal(); }
 Tensor Tensor::tanh() const { return (*this * 2.0).sigmoid() * 2.0 - 1.0; }
@@ -365,14 +362,12 @@ Tensor Tensor::gelu() const {
   Tensor x = *this;
   return 0.5 * x * (1.0 + (std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)).tanh());
 }
-Tensor Tensor::silu() const { return *this * sigmoid(); }
 Tensor Tensor::abs() const { return where(lt(like(*this, 0)), -*this, *this); }
 Tensor Tensor::sign() const {
   Tensor z = like(*this, 0);
   const DType f = float_type(dtype());
   return gt(z).cast(f) - lt(z).cast(f);
 }
-Tensor Tensor::clip(double low, double high) const { return maximum(low).minimum(high); }
 
 Tensor Tensor::add(const Tensor& o) const { return binary_op(Op::Add, *this, o, "add"); }
 Tensor Tensor::sub(const Tensor& o) const { return binary_op(Op::Add, *this, o.neg(), "sub"); }
@@ -416,19 +411,6 @@ Tensor Tensor::where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return Tensor(make(Op::Where, {c.node(), x.node(), y.node()}, s, t));
 }
 
-Tensor operator+(const Tensor& a, const Tensor& b) { return a.add(b); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return a.sub(b); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return a.mul(b); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return a.div(b); }
-Tensor operator-(const Tensor& a) { return a.neg(); }
-Tensor operator+(const Tensor& a, double b) { return a.add(b); }
-Tensor operator-(const Tensor& a, double b) { return a.sub(b); }
-Tensor operator*(const Tensor& a, double b) { return a.mul(b); }
-Tensor operator/(const Tensor& a, double b) { return a.div(b); }
-Tensor operator+(double a, const Tensor& b) { return b.add(a); }
-Tensor operator-(double a, const Tensor& b) { return b.neg().add(a); }
-Tensor operator*(double a, const Tensor& b) { return b.mul(a); }
-Tensor operator/(double a, const Tensor& b) { return b.reciprocal().mul(a); }
 
 // ----------------------------------------------------------- reductions ----
 
@@ -475,7 +457,6 @@ Tensor Tensor::sum(const std::vector<int>& axes, bool keepdim) const { return re
 Tensor Tensor::max(const std::vector<int>& axes, bool keepdim) const {
   return reduce_op(Op::ReduceMax, *this, axes, keepdim, "max");
 }
-Tensor Tensor::min(const std::vector<int>& axes, bool keepdim) const { return (-*this).max(axes, keepdim).neg(); }
 Tensor Tensor::mean(const std::vector<int>& axes, bool keepdim) const {
   auto ax = norm_axes(axes, shape(), "mean");
   int64_t n = 1;
