@@ -57,9 +57,6 @@ std::vector<int> norm_axes(const std::vector<int>& axes, const Shape& shape, con
 
 const std::string& resolve(const std::string& device) { return device.empty() ? default_device_name : device; }
 
-// Every shape a node gets: no negative size, a span within kMaxShapeSpan.
-void check_shape(const Shape& shape, const char* what) { check_span(shape, what); }
-
 // a + b and a * b of sizes, or a ShapeError naming `what` and the operands.
 int64_t add_sizes(int64_t a, int64_t b, const std::string& what) {
   int64_t r;
@@ -75,7 +72,7 @@ int64_t mul_sizes(int64_t a, int64_t b, const std::string& what) {
 }
 
 NodeRef make(Op op, std::vector<NodeRef> src, Shape shape, DType dtype, std::vector<int64_t> arg, double value) {
-  check_shape(shape, op_name(op));
+  check_span(shape, op_name(op));  // no negative size, a span within kMaxShapeSpan
   auto n = std::make_shared<Node>();
   n->op = op;
   n->dtype = dtype;
@@ -102,10 +99,8 @@ NodeRef constant_node(double v, const Shape& shape, DType t, const std::string& 
 }
 
 NodeRef buffer_node(const void* data, const Shape& shape, DType t, const std::string& device) {
-  for (auto d : shape)
-    if (d < 0) throw ShapeError("negative size in shape " + shape_str(shape));
   Device& dev = Registry::instance().get_available(resolve(device));
-  auto n = make(Op::Buffer, {}, shape, t);
+  auto n = make(Op::Buffer, {}, shape, t);  // a ShapeError for a negative size
   n->device = dev.name();
   size_t bytes = size_t(mul_sizes(numel(shape), int64_t(dtype_size(t)), "buffer of " + shape_str(shape)));
   n->buffer = dev.acquire(bytes);
@@ -292,18 +287,14 @@ float Tensor::item() const {
 Tensor Tensor::to(const std::string& device) const {
   const std::string& target = resolve(device);
   if (target == this->device()) return *this;
-  Device& dst = Registry::instance().get_available(target);
+  Registry::instance().get_available(target);  // fails before any work is done
   Tensor src = *this;
   src.realize();
   require_value(src);
   size_t bytes = size_t(numel()) * dtype_size(dtype());
   std::vector<unsigned char> host(bytes);
   src.node()->buffer->device()->copy_out(*src.node()->buffer, host.data(), bytes);
-  auto n = make(Op::Buffer, {}, shape(), dtype());
-  n->device = dst.name();
-  n->buffer = dst.acquire(bytes);
-  dst.copy_in(*n->buffer, host.data(), bytes);
-  return Tensor(n);
+  return Tensor(buffer_node(host.data(), shape(), dtype(), target));
 }
 
 Tensor Tensor::cast(DType t) const {
