@@ -681,27 +681,17 @@ LoopBounds loop_bounds(const E& e, const E& x) {
 }
 
 // The value of integer index arithmetic with `x` at `xv` and every other
-// variable at the low end of its range; false when `e` holds anything else.
+// variable at the low end of its range, folded by the builders' rules; false
+// when it does not fold to a constant (it reads memory).
 static bool value_along(const E& e, const E& x, int64_t xv, int64_t& out) {
-  std::vector<int64_t> a(e->src.size());
-  for (size_t i = 0; i < e->src.size(); ++i)
-    if (!value_along(e->src[i], x, xv, a[i])) return false;
-  switch (e->op) {
-    case ExprOp::Const: out = int64_t(e->value); return true;
-    case ExprOp::Var: out = e == x ? xv : e->lo; return true;
-    case ExprOp::Neg: out = -a[0]; return true;
-    case ExprOp::Cast: out = a[0] != 0 && e->dtype == DType::boolean ? 1 : a[0]; return true;
-    case ExprOp::Add: out = a[0] + a[1]; return true;
-    case ExprOp::Mul: out = a[0] * a[1]; return true;
-    case ExprOp::Div: out = a[1] ? a[0] / a[1] : 0; return true;
-    case ExprOp::Mod: out = a[1] ? a[0] % a[1] : 0; return true;
-    case ExprOp::Max: out = std::max(a[0], a[1]); return true;
-    case ExprOp::CmpLt: out = a[0] < a[1]; return true;
-    case ExprOp::CmpEq: out = a[0] == a[1]; return true;
-    case ExprOp::And: out = a[0] && a[1]; return true;
-    case ExprOp::Where: out = a[0] ? a[1] : a[2]; return true;
-    default: return false;
-  }
+  std::unordered_map<const Expr*, E> at;
+  walk_nodes(*e, [&](const Expr& n) {
+    if (n.op == ExprOp::Var) at[&n] = idx(&n == x.get() ? xv : n.lo);
+    return Walk::into;
+  });
+  const E v = substitute(e, at);
+  out = int64_t(v->value);
+  return v->op == ExprOp::Const;
 }
 
 bool loads_near_along(const E& v, const E& x, int64_t limit) {
