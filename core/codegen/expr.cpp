@@ -200,8 +200,6 @@ ScaledTerm scaled_term(const E& t) {
   return {t, 1};
 }
 
-// a and b compute the same value the same way (defined with loop_bounds below).
-bool same(const E& a, const E& b);
 
 // The pieces of a split index put back together. For x >= 0 and a, b > 0:
 //   (x % a)*k + ((x / a) % b)*(a*k) -> (x % (a*b))*k
@@ -446,6 +444,16 @@ std::vector<std::string> binary_rule_names() {
 
 bool is_const(const E& e, double v) { return e->op == ExprOp::Const && e->value == v; }
 
+bool same(const E& a, const E& b) {
+  if (a == b) return true;
+  if (a->op != b->op || a->dtype != b->dtype || a->value != b->value || a->name != b->name ||
+      a->buffer != b->buffer || a->src.size() != b->src.size())
+    return false;
+  for (size_t i = 0; i < a->src.size(); ++i)
+    if (!same(a->src[i], b->src[i])) return false;
+  return true;
+}
+
 E assume_range(const E& e, int64_t lo, int64_t hi) {
   if (e->op == ExprOp::Const || (e->lo >= lo && e->hi <= hi)) return e;
   auto copy = std::make_shared<Expr>(*e);
@@ -598,17 +606,6 @@ struct LinearForms {
     return {};
   }
 };
-
-// a and b compute the same value the same way.
-bool same(const E& a, const E& b) {
-  if (a == b) return true;
-  if (a->op != b->op || a->dtype != b->dtype || a->value != b->value || a->name != b->name ||
-      a->buffer != b->buffer || a->src.size() != b->src.size())
-    return false;
-  for (size_t i = 0; i < a->src.size(); ++i)
-    if (!same(a->src[i], b->src[i])) return false;
-  return true;
-}
 
 // floor(v / m) for m > 0 in C's truncating division: v is shifted to be
 // non-negative by its range. Null when v's range is unknown.

@@ -302,17 +302,6 @@ static std::string row_loops(Printer& pr, const E& value, const E& x, const std:
 
 namespace {
 
-// A structural key of an expression, to find the same index computed twice.
-std::string expr_key(const E& e) {
-  std::string k = std::to_string(int(e->op)) + ":" + std::to_string(int(e->dtype));
-  if (e->op == ExprOp::Const) k += "=" + std::to_string(e->value);
-  if (e->op == ExprOp::Var) k += "=" + e->name;
-  if (e->op == ExprOp::Load) k += "@" + std::to_string(e->buffer);
-  k += "(";
-  for (const auto& s : e->src) k += expr_key(s) + ",";
-  return k + ")";
-}
-
 // The tests of one row-invariant integer g against constants, each as
 // "g < t" (c < g is !(g < c + 1)): the comparison nodes and their t.
 struct RowTests {
@@ -322,7 +311,7 @@ struct RowTests {
   std::vector<int64_t> cuts;                            // the distinct t, sorted
 };
 
-void collect_row_tests(const E& value, const E& x, std::unordered_map<std::string, RowTests>& by_g) {
+void collect_row_tests(const E& value, const E& x, std::vector<RowTests>& by_g) {
   walk_nodes(*value, [&](const Expr& e) {
     if (e.op != ExprOp::CmpLt || e.src.size() != 2 || is_float(e.src[0]->dtype)) return Walk::into;
     const E& a = e.src[0];
@@ -332,10 +321,11 @@ void collect_row_tests(const E& value, const E& x, std::unordered_map<std::strin
     if (a_const == b_const || std::fabs(c) >= 2147483647.0) return Walk::into;  // an index bound, in int range
     const E& g = a_const ? b : a;
     if (reads_var(*g, x)) return Walk::into;
-    RowTests& r = by_g[expr_key(g)];
-    r.g = g;
-    r.tests.push_back({&e, a_const ? int64_t(c) + 1 : int64_t(c)});
-    r.above.push_back(a_const);
+    auto r = std::find_if(by_g.begin(), by_g.end(), [&](const RowTests& t) { return same(t.g, g); });
+    if (r == by_g.end()) r = by_g.insert(r, RowTests{});
+    r->g = g;
+    r->tests.push_back({&e, a_const ? int64_t(c) + 1 : int64_t(c)});
+    r->above.push_back(a_const);
     return Walk::over;
   });
 }
@@ -351,10 +341,10 @@ void collect_row_tests(const E& value, const E& x, std::unordered_map<std::strin
 // part. Falls back to row_loops when fewer than three bounds test one index.
 static std::string dispatched_row_loops(Printer& pr, const E& value, const E& x, const std::string& store,
                                         const std::string& indent) {
-  std::unordered_map<std::string, RowTests> by_g;
+  std::vector<RowTests> by_g;
   collect_row_tests(value, x, by_g);
   RowTests* best = nullptr;
-  for (auto& [key, r] : by_g) {
+  for (auto& r : by_g) {
     r.cuts.clear();
     for (const auto& t : r.tests) r.cuts.push_back(t.second);
     std::sort(r.cuts.begin(), r.cuts.end());
