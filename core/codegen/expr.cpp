@@ -288,14 +288,9 @@ E divide_whole_terms(ExprOp op, const E& a, const E& b) {
       continue;
     }
     any_whole = true;
-    const int64_t r = k - q * d;
-    if (scaled) {
-      whole = whole + t->src[0] * idx(q);
-      rest = rest + t->src[0] * idx(r);
-    } else {
-      whole = whole + idx(q);
-      rest = rest + idx(r);
-    }
+    const E unit = scaled ? t->src[0] : idx(1);  // t is unit * k
+    whole = whole + unit * idx(q);
+    rest = rest + unit * idx(k - q * d);
   }
   if (!any_whole || rest->lo < 0) return nullptr;
   return op == ExprOp::Div ? whole + rest / idx(d) : rest % idx(d);
@@ -332,13 +327,10 @@ E divide_common_factor(ExprOp op, const E& a, const E& b) {
       int64_t k = coefficient(t);
       if (k % c != 0 || k == 0) {
         rest = rest + t;
-      } else if (t->op == ExprOp::Const) {
-        whole = whole + idx(k / c);
-        any_whole = true;
-      } else {
-        whole = whole + t->src[0] * idx(k / c);
-        any_whole = true;
+        continue;
       }
+      whole = whole + (t->op == ExprOp::Const ? idx(k / c) : t->src[0] * idx(k / c));
+      any_whole = true;
     }
     if (!any_whole || rest->lo < 0 || rest->hi >= c || whole->lo < 0) continue;
     const int64_t m = d / c;
