@@ -87,10 +87,7 @@ bool RealizeTogether::collect(const std::vector<NodeRef>& roots, std::function<v
 }
 
 void realize_then(const std::vector<NodeRef>& roots, std::function<void()> then) {
-  if (realize_together) {
-    RealizeTogether::collect(roots, std::move(then));
-    return;
-  }
+  if (RealizeTogether::collect(roots, then)) return;
   realize_nodes(roots);
   then();
 }

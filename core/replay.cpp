@@ -260,13 +260,9 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
         }
       }
       for (int f : k.frees) {
-        // A view is a part of a live buffer: it serves no other kernel.
-        if (plan.kernels[size_t(f)].into >= 0) {
-          out[size_t(f)].reset();
-          continue;
-        }
-        const size_t bytes = out[size_t(f)]->bytes();
-        spare.emplace(bytes, std::move(out[size_t(f)]));
+        std::shared_ptr<Buffer>& freed = out[size_t(f)];
+        if (plan.kernels[size_t(f)].into >= 0) freed.reset();  // a part of a live buffer: it serves no other kernel
+        else spare.emplace(freed->bytes(), std::move(freed));
       }
     }
     if (timed || !device.realize_may_return_early()) {
