@@ -204,8 +204,8 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
   if (!v) v = value_at(gid, {});
   const std::string deeper = rows ? "  " : "";  // the serial body, inside the loop over x
   const E innermost = loops.back().first;
-  const bool partial_sums = reorder && innermost->hi + 1 >= 32 && loads_near_along(v, innermost, 1);
-  const bool partial_max = reorder_max && innermost->hi + 1 >= 32 && loads_near_along(v, innermost, 1);
+  const bool lanes = (reorder || reorder_max) && innermost->hi + 1 >= 32 && loads_near_along(v, innermost, 1);
+  const bool partial_sums = reorder && lanes, partial_max = reorder_max && lanes;
   const auto [loops_open, loops_close] = reduce_loops(
       loops, deeper, partial_sums ? d.reordered_sum_loop : partial_max ? d.reordered_max_loop : std::string());
   pr.indent = group ? "    " : deeper + std::string(4 + 2 * loops.size(), ' ');
@@ -509,10 +509,8 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
   RenderedKernel k;
   for (auto& n : plan.fused) k.ops.push_back(op_name(n->op));
   const Node& out = *plan.output;
-  double out_bytes = double(numel(out.shape)) * dtype_size(out.dtype);
-  double in_bytes = 0;
-  for (auto& i : plan.inputs) in_bytes += double(numel(i->shape)) * dtype_size(i->dtype);
-  k.bytes = out_bytes + in_bytes;
+  k.bytes = double(numel(out.shape)) * dtype_size(out.dtype);
+  for (auto& i : plan.inputs) k.bytes += double(numel(i->shape)) * dtype_size(i->dtype);
 
   if (plan.kind == KernelPlan::Kind::Gemm) return render_gemm_kernel(plan, device, std::move(k));
 
@@ -548,11 +546,9 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
     const int64_t width = shape.empty() ? 1 : shape.back();
     const int64_t height = width < 8 && shape.size() >= 2 ? shape[shape.size() - 2] : 1;
     const int64_t block = width * height;
-    bool rows = d.buffers_in_array && block >= 8 && n_out > 0;
-    E row;
-    if (rows) {
+    if (d.buffers_in_array && block >= 8 && n_out > 0) {
       parallel_items = n_out / block;
-      row = var("gid", 0, parallel_items - 1);
+      const E row = var("gid", 0, parallel_items - 1);
       E x = var("x", 0, width - 1);
       E y = height > 1 ? var("y", 0, height - 1) : nullptr;
       Shape outer(shape.begin(), shape.end() - (y ? 2 : 1));
@@ -561,8 +557,6 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
       ix->dims.push_back(x);
       ix->flat = row * idx(block) + (y ? y * idx(width) + x : x);
       pr.indent = y ? "        " : "      ";
-    }
-    if (rows) {
       const std::string w = std::to_string(width), b = std::to_string(block);
       // The rows of a block narrower than a vector (a 7x7 map) are one loop
       // over its elements when no index divides by the loop variable (each
