@@ -38,8 +38,13 @@ Range checked(int64_t lo, int64_t hi) {
   return {lo, hi};
 }
 
-bool divides_nonnegative_by_positive_constant(const Expr& e) {
-  return e.src[1]->op == ExprOp::Const && e.src[1]->value > 0 && e.src[0]->lo >= 0;
+// The divisor d > 0 of an integer a / d or a % d whose a is never negative;
+// 0 when the expression is not of that form.
+int64_t positive_divisor(ExprOp op, const E& a, const E& b) {
+  if ((op != ExprOp::Div && op != ExprOp::Mod) || !is_integer(a->dtype) || b->op != ExprOp::Const ||
+      b->value <= 0 || a->lo < 0)
+    return 0;
+  return int64_t(b->value);
 }
 
 // The range of a node from the ranges of its sources (set by the builders
@@ -60,11 +65,11 @@ Range range_of(const Expr& e) {
       return checked(*std::min_element(c, c + 4), *std::max_element(c, c + 4));
     }
     case ExprOp::Div:
-      if (!divides_nonnegative_by_positive_constant(e)) return {};
-      return {a->lo / int64_t(b->value), a->hi / int64_t(b->value)};
-    case ExprOp::Mod:
-      if (!divides_nonnegative_by_positive_constant(e)) return {};
-      return {0, std::min<int64_t>(a->hi, int64_t(b->value) - 1)};
+    case ExprOp::Mod: {
+      const int64_t d = positive_divisor(e.op, e.src[0], e.src[1]);
+      if (d == 0) return {};
+      return e.op == ExprOp::Div ? Range{a->lo / d, a->hi / d} : Range{0, std::min<int64_t>(a->hi, d - 1)};
+    }
     case ExprOp::Max: return {std::max(a->lo, b->lo), std::max(a->hi, b->hi)};
     case ExprOp::CmpLt:
     case ExprOp::CmpEq:
@@ -167,15 +172,6 @@ std::vector<E> terms_of(const E& sum) {
     }
   }
   return terms;
-}
-
-// The divisor d > 0 of an integer a / d or a % d whose a is never negative;
-// 0 when the expression is not of that form.
-int64_t positive_divisor(ExprOp op, const E& a, const E& b) {
-  if ((op != ExprOp::Div && op != ExprOp::Mod) || !is_integer(a->dtype) || b->op != ExprOp::Const ||
-      b->value <= 0 || a->lo < 0)
-    return 0;
-  return int64_t(b->value);
 }
 
 // (x / a) / b -> x / (a*b) for x >= 0: a flat index split in two steps reads
@@ -298,11 +294,7 @@ E divide_whole_terms(ExprOp op, const E& a, const E& b) {
 
 // The constant factor of a term of a sum: k for x * k, the value for a
 // constant, 1 for anything else.
-int64_t coefficient(const E& t) {
-  if (t->op == ExprOp::Mul && t->src[1]->op == ExprOp::Const) return int64_t(t->src[1]->value);
-  if (t->op == ExprOp::Const) return int64_t(t->value);
-  return 1;
-}
+int64_t coefficient(const E& t) { return t->op == ExprOp::Const ? int64_t(t->value) : scaled_term(t).k; }
 
 // A common factor c of d = m*c that divides every term of a sum but a small
 // rest: for A >= 0 and 0 <= rest < c,
@@ -502,9 +494,7 @@ E unary(ExprOp op, E a) {
 E cast(E a, DType t) {
   if (a->dtype == t) return a;
   // A constant: convert it now (to an int it truncates toward zero as C does, and saturates).
-  if (a->op == ExprOp::Const) {
-    return constant(value_of_type(a->value, t), t);
-  }
+  if (a->op == ExprOp::Const) return constant(value_of_type(a->value, t), t);
   return make(ExprOp::Cast, t, {a});
 }
 
