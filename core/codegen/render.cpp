@@ -33,22 +33,13 @@ std::string signature(const Dialect& d, const std::string& name, const std::vect
   // bufs: (element type, is output)
   std::string out = d.preamble + (fp64 ? d.fp64_preamble : "") + d.kernel_prefix + " " +
                     (attribute.empty() ? "" : attribute + " ") + name + "(";
-  std::string decls;
-  if (d.buffers_in_array) {
-    out += "int start, int end, void** args) {\n";
-    for (size_t i = 0; i < bufs.size(); ++i)
-      decls += "  " + std::string(bufs[i].second ? "" : "const ") + bufs[i].first + "* " + d.restrict_kw + " b" +
-               std::to_string(i) + " = (" + (bufs[i].second ? "" : "const ") + bufs[i].first + "*)args[" +
-               std::to_string(i) + "];\n";
-  } else {
-    for (size_t i = 0; i < bufs.size(); ++i) {
-      if (i) out += ", ";
-      out += d.global_qualifier + (bufs[i].second ? "" : "const ") + bufs[i].first + "* " + d.restrict_kw + " b" +
-             std::to_string(i);
-    }
-    out += ") {\n";
+  std::string params, decls;  // the buffers as parameters, or (buffers_in_array) read from args
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    const std::string type = (bufs[i].second ? "" : "const ") + bufs[i].first + "*", b = "b" + std::to_string(i);
+    params += (i ? ", " : "") + d.global_qualifier + type + " " + d.restrict_kw + " " + b;
+    decls += "  " + type + " " + d.restrict_kw + " " + b + " = (" + type + ")args[" + std::to_string(i) + "];\n";
   }
-  return out + decls;
+  return out + (d.buffers_in_array ? "int start, int end, void** args) {\n" + decls : params + ") {\n");
 }
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
