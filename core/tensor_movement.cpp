@@ -235,14 +235,13 @@ Tensor Tensor::cat(const std::vector<Tensor>& ts, int axis) {
 
 Tensor Tensor::stack(const std::vector<Tensor>& ts, int axis) {
   if (ts.empty()) throw ShapeError("stack: no tensors given");
-  int a = axis < 0 ? axis + ts[0].ndim() + 1 : axis;
   std::vector<Tensor> u;
   for (auto& t : ts) {
     if (t.shape() != ts[0].shape())
       throw ShapeError("stack: shapes " + shape_str(ts[0].shape()) + " and " + shape_str(t.shape()) + " differ");
-    u.push_back(t.unsqueeze(a));
+    u.push_back(t.unsqueeze(axis));  // a negative axis counts from the end of the stacked shape, in cat too
   }
-  return cat(u, a);
+  return cat(u, axis);
 }
 
 Tensor Tensor::squeeze(int axis) const {
