@@ -87,10 +87,7 @@ bool RealizeTogether::collect(const std::vector<NodeRef>& roots, std::function<v
 }
 
 void realize_then(const std::vector<NodeRef>& roots, std::function<void()> then) {
-  if (realize_together) {
-    RealizeTogether::collect(roots, std::move(then));
-    return;
-  }
+  if (RealizeTogether::collect(roots, then)) return;
   realize_nodes(roots);
   then();
 }
@@ -428,8 +425,7 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
     info->tuned = tuned[p].chosen, info->tune_candidates = tuned[p].seconds;
     info->tune_searched = tuned[p].searched;
     k.info = info;
-    for (int i = 0; i < 3; ++i) k.global[i] = r.global[i], k.local[i] = r.local[i];
-    k.ints = r.ints, k.int_bytes = r.int_bytes;
+    k.int_bytes = r.int_bytes;
     k.packed = r.packed;
     const Node& out = *plan.output;
     k.bytes = size_t(numel(out.shape)) * dtype_size(out.dtype);

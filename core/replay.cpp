@@ -250,8 +250,8 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
         for (const auto& p : k.packed)
           args.buffers.push_back(packed_copy(*args.buffers.at(std::min(size_t(p.operand), operands - 1)), p, device));
         if (!used.empty()) used[i] = buffers_used(plan, i, out, args);
-        for (int d = 0; d < 3; ++d) args.global[d] = k.global[d], args.local[d] = k.local[d];
-        args.ints = k.ints, args.int_bytes = k.int_bytes;
+        for (int d = 0; d < 3; ++d) args.global[d] = k.info->global[d], args.local[d] = k.info->local[d];
+        args.ints = k.info->ints, args.int_bytes = k.int_bytes;
         if (!k.empty) {
           const double t = queued.empty() ? 0 : steady_seconds();
           k.program->enqueue(args, timed ? &seconds[i] : nullptr);
@@ -260,13 +260,9 @@ void run_plan(const Plan& plan, const GraphKey& graph, Device& device, bool repl
         }
       }
       for (int f : k.frees) {
-        // A view is a part of a live buffer: it serves no other kernel.
-        if (plan.kernels[size_t(f)].into >= 0) {
-          out[size_t(f)].reset();
-          continue;
-        }
-        const size_t bytes = out[size_t(f)]->bytes();
-        spare.emplace(bytes, std::move(out[size_t(f)]));
+        std::shared_ptr<Buffer>& freed = out[size_t(f)];
+        if (plan.kernels[size_t(f)].into >= 0) freed.reset();  // a part of a live buffer: it serves no other kernel
+        else spare.emplace(freed->bytes(), std::move(freed));
       }
     }
     if (timed || !device.realize_may_return_early()) {

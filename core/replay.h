@@ -65,10 +65,8 @@ GraphKey graph_key(const std::vector<NodeRef>& roots, const std::string& device)
 struct Plan {
   struct Kernel {
     std::shared_ptr<Program> program;
-    std::shared_ptr<const KernelInfo> info;
-    int64_t global[3] = {1, 1, 1}, local[3] = {0, 0, 0};
-    std::vector<int64_t> ints;  // integer arguments (LaunchArgs::ints)
-    int int_bytes = 4;
+    std::shared_ptr<const KernelInfo> info;  // its launch sizes and integer arguments too
+    int int_bytes = 4;                        // of info->ints (LaunchArgs::int_bytes)
     size_t bytes = 0;         // of the output buffer
     bool empty = false;       // zero elements: allocated but not launched
     int output = 0;           // position in GraphKey::nodes of the node it computes

@@ -57,9 +57,6 @@ std::vector<int> norm_axes(const std::vector<int>& axes, const Shape& shape, con
 
 const std::string& resolve(const std::string& device) { return device.empty() ? default_device_name : device; }
 
-// Every shape a node gets: no negative size, a span within kMaxShapeSpan.
-void check_shape(const Shape& shape, const char* what) { check_span(shape, what); }
-
 // a + b and a * b of sizes, or a ShapeError naming `what` and the operands.
 int64_t add_sizes(int64_t a, int64_t b, const std::string& what) {
   int64_t r;
@@ -75,7 +72,7 @@ int64_t mul_sizes(int64_t a, int64_t b, const std::string& what) {
 }
 
 NodeRef make(Op op, std::vector<NodeRef> src, Shape shape, DType dtype, std::vector<int64_t> arg, double value) {
-  check_shape(shape, op_name(op));
+  check_span(shape, op_name(op));  // no negative size, a span within kMaxShapeSpan
   auto n = std::make_shared<Node>();
   n->op = op;
   n->dtype = dtype;
@@ -102,10 +99,8 @@ NodeRef constant_node(double v, const Shape& shape, DType t, const std::string& 
 }
 
 NodeRef buffer_node(const void* data, const Shape& shape, DType t, const std::string& device) {
-  for (auto d : shape)
-    if (d < 0) throw ShapeError("negative size in shape " + shape_str(shape));
   Device& dev = Registry::instance().get_available(resolve(device));
-  auto n = make(Op::Buffer, {}, shape, t);
+  auto n = make(Op::Buffer, {}, shape, t);  // a ShapeError for a negative size
   n->device = dev.name();
   size_t bytes = size_t(mul_sizes(numel(shape), int64_t(dtype_size(t)), "buffer of " + shape_str(shape)));
   n->buffer = dev.acquire(bytes);
@@ -292,18 +287,14 @@ float Tensor::item() const {
 Tensor Tensor::to(const std::string& device) const {
   const std::string& target = resolve(device);
   if (target == this->device()) return *this;
-  Device& dst = Registry::instance().get_available(target);
+  Registry::instance().get_available(target);  // fails before any work is done
   Tensor src = *this;
   src.realize();
   require_value(src);
   size_t bytes = size_t(numel()) * dtype_size(dtype());
   std::vector<unsigned char> host(bytes);
   src.node()->buffer->device()->copy_out(*src.node()->buffer, host.data(), bytes);
-  auto n = make(Op::Buffer, {}, shape(), dtype());
-  n->device = dst.name();
-  n->buffer = dst.acquire(bytes);
-  dst.copy_in(*n->buffer, host.data(), bytes);
-  return Tensor(n);
+  return Tensor(buffer_node(host.data(), shape(), dtype(), target));
 }
 
 Tensor Tensor::cast(DType t) const {
@@ -353,11 +344,8 @@ Tensor Tensor::exp() const { return unary_op(Op::Exp, *this); }
 Tensor Tensor::log() const { return unary_op(Op::Log, *this); }
 Tensor Tensor::sqrt() const { return unary_op(Op::Sqrt, *this); }
 Tensor Tensor::reciprocal() const { return unary_op(Op::Recip, *this); }
-Tensor Tensor::rsqrt() const { return sqrt().reciprocal(); }
 Tensor Tensor::sin() const { return unary_op(Op::Sin, *this); }
 Tensor Tensor::cos() const { return (cast(float_type(dtype())) + M_PI / 2).sin(); }
-Tensor Tensor::relu() const { return maximum(0.0); }
-Tensor Tensor::relu6() const { return maximum(0.0).minimum(6.0); }
 Tensor Tensor::leaky_relu(double slope) const { return where(gt(like(*this, 0)), *this, *this * slope); }
 Tensor Tensor::sigmoid() const { return (1.0 + (-*this).exp()).reciprocal(); }
 Tensor Tensor::tanh() const { return (*this * 2.0).sigmoid() * 2.0 - 1.0; }
@@ -365,14 +353,12 @@ Tensor Tensor::gelu() const {
   Tensor x = *this;
   return 0.5 * x * (1.0 + (std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)).tanh());
 }
-Tensor Tensor::silu() const { return *this * sigmoid(); }
 Tensor Tensor::abs() const { return where(lt(like(*this, 0)), -*this, *this); }
 Tensor Tensor::sign() const {
   Tensor z = like(*this, 0);
   const DType f = float_type(dtype());
   return gt(z).cast(f) - lt(z).cast(f);
 }
-Tensor Tensor::clip(double low, double high) const { return maximum(low).minimum(high); }
 
 Tensor Tensor::add(const Tensor& o) const { return binary_op(Op::Add, *this, o, "add"); }
 Tensor Tensor::sub(const Tensor& o) const { return binary_op(Op::Add, *this, o.neg(), "sub"); }
@@ -416,19 +402,6 @@ Tensor Tensor::where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return Tensor(make(Op::Where, {c.node(), x.node(), y.node()}, s, t));
 }
 
-Tensor operator+(const Tensor& a, const Tensor& b) { return a.add(b); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return a.sub(b); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return a.mul(b); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return a.div(b); }
-Tensor operator-(const Tensor& a) { return a.neg(); }
-Tensor operator+(const Tensor& a, double b) { return a.add(b); }
-Tensor operator-(const Tensor& a, double b) { return a.sub(b); }
-Tensor operator*(const Tensor& a, double b) { return a.mul(b); }
-Tensor operator/(const Tensor& a, double b) { return a.div(b); }
-Tensor operator+(double a, const Tensor& b) { return b.add(a); }
-Tensor operator-(double a, const Tensor& b) { return b.neg().add(a); }
-Tensor operator*(double a, const Tensor& b) { return b.mul(a); }
-Tensor operator/(double a, const Tensor& b) { return b.reciprocal().mul(a); }
 
 // ----------------------------------------------------------- reductions ----
 
@@ -475,7 +448,6 @@ Tensor Tensor::sum(const std::vector<int>& axes, bool keepdim) const { return re
 Tensor Tensor::max(const std::vector<int>& axes, bool keepdim) const {
   return reduce_op(Op::ReduceMax, *this, axes, keepdim, "max");
 }
-Tensor Tensor::min(const std::vector<int>& axes, bool keepdim) const { return (-*this).max(axes, keepdim).neg(); }
 Tensor Tensor::mean(const std::vector<int>& axes, bool keepdim) const {
   auto ax = norm_axes(axes, shape(), "mean");
   int64_t n = 1;

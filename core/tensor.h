@@ -82,20 +82,20 @@ class Tensor {
   Tensor exp() const;
   Tensor log() const;
   Tensor sqrt() const;
-  Tensor rsqrt() const;
+  Tensor rsqrt() const { return sqrt().reciprocal(); }
   Tensor reciprocal() const;
   Tensor sin() const;
   Tensor cos() const;
-  Tensor relu() const;
-  Tensor relu6() const;
+  Tensor relu() const { return maximum(0.0); }
+  Tensor relu6() const { return maximum(0.0).minimum(6.0); }
   Tensor leaky_relu(double slope = 0.01) const;
   Tensor sigmoid() const;
   Tensor tanh() const;
   Tensor gelu() const;                       // tanh approximation
-  Tensor silu() const;
+  Tensor silu() const { return mul(sigmoid()); }
   Tensor abs() const;
   Tensor sign() const;
-  Tensor clip(double low, double high) const;
+  Tensor clip(double low, double high) const { return maximum(low).minimum(high); }
 
   // ---- binary, with NumPy broadcasting ----
   Tensor add(const Tensor& o) const;
@@ -124,7 +124,7 @@ class Tensor {
   Tensor sum(const std::vector<int>& axes = {}, bool keepdim = false) const;
   Tensor mean(const std::vector<int>& axes = {}, bool keepdim = false) const;
   Tensor max(const std::vector<int>& axes = {}, bool keepdim = false) const;
-  Tensor min(const std::vector<int>& axes = {}, bool keepdim = false) const;
+  Tensor min(const std::vector<int>& axes = {}, bool keepdim = false) const { return neg().max(axes, keepdim).neg(); }
   Tensor argmax(int axis, bool keepdim = false) const;  // int32; first maximum wins
   Tensor var(const std::vector<int>& axes = {}, bool keepdim = false, int correction = 1) const;
   Tensor std(const std::vector<int>& axes = {}, bool keepdim = false, int correction = 1) const;
@@ -182,19 +182,19 @@ class Tensor {
   NodeRef node_;
 };
 
-Tensor operator+(const Tensor& a, const Tensor& b);
-Tensor operator-(const Tensor& a, const Tensor& b);
-Tensor operator*(const Tensor& a, const Tensor& b);
-Tensor operator/(const Tensor& a, const Tensor& b);
-Tensor operator-(const Tensor& a);
-Tensor operator+(const Tensor& a, double b);
-Tensor operator-(const Tensor& a, double b);
-Tensor operator*(const Tensor& a, double b);
-Tensor operator/(const Tensor& a, double b);
-Tensor operator+(double a, const Tensor& b);
-Tensor operator-(double a, const Tensor& b);
-Tensor operator*(double a, const Tensor& b);
-Tensor operator/(double a, const Tensor& b);
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return a.add(b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return a.sub(b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return a.mul(b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return a.div(b); }
+inline Tensor operator-(const Tensor& a) { return a.neg(); }
+inline Tensor operator+(const Tensor& a, double b) { return a.add(b); }
+inline Tensor operator-(const Tensor& a, double b) { return a.sub(b); }
+inline Tensor operator*(const Tensor& a, double b) { return a.mul(b); }
+inline Tensor operator/(const Tensor& a, double b) { return a.div(b); }
+inline Tensor operator+(double a, const Tensor& b) { return b.add(a); }
+inline Tensor operator-(double a, const Tensor& b) { return b.neg().add(a); }
+inline Tensor operator*(double a, const Tensor& b) { return b.mul(a); }
+inline Tensor operator/(double a, const Tensor& b) { return b.reciprocal().mul(a); }
 
 // While alive, new operations record no gradient graph.
 class NoGrad {

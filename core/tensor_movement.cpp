@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/tensor_internal.h"
+#include "core/tree_reduce.h"
 
 namespace tl {
 
@@ -215,7 +216,7 @@ Tensor Tensor::cat(const std::vector<Tensor>& ts, int axis) {
   }
   // The padded pieces are summed as a balanced tree: a chain of thousands of
   // additions is slow to schedule and deep enough to overflow the stack.
-  std::vector<Tensor> parts;
+  TreeReduce parts{[](const Tensor& x, const Tensor& y) { return x + y; }, {}};
   int64_t offset = 0;
   for (Tensor t : ts) {
     // A piece that is itself an unrealized concatenation is stored first:
@@ -227,27 +228,20 @@ Tensor Tensor::cat(const std::vector<Tensor>& ts, int axis) {
     std::vector<std::pair<int64_t, int64_t>> pads(t.ndim(), {0, 0});
     pads[a] = {offset, total - offset - t.shape()[a]};
     offset += t.shape()[a];
-    parts.push_back(t.pad(pads));
+    parts.add(t.pad(pads));
   }
-  while (parts.size() > 1) {
-    std::vector<Tensor> next;
-    for (size_t i = 0; i + 1 < parts.size(); i += 2) next.push_back(parts[i] + parts[i + 1]);
-    if (parts.size() % 2) next.push_back(parts.back());
-    parts = std::move(next);
-  }
-  return parts[0];
+  return parts.result();
 }
 
 Tensor Tensor::stack(const std::vector<Tensor>& ts, int axis) {
   if (ts.empty()) throw ShapeError("stack: no tensors given");
-  int a = axis < 0 ? axis + ts[0].ndim() + 1 : axis;
   std::vector<Tensor> u;
   for (auto& t : ts) {
     if (t.shape() != ts[0].shape())
       throw ShapeError("stack: shapes " + shape_str(ts[0].shape()) + " and " + shape_str(t.shape()) + " differ");
-    u.push_back(t.unsqueeze(a));
+    u.push_back(t.unsqueeze(axis));  // a negative axis counts from the end of the stacked shape, in cat too
   }
-  return cat(u, a);
+  return cat(u, axis);
 }
 
 Tensor Tensor::squeeze(int axis) const {

@@ -17,9 +17,13 @@ namespace tl {
 namespace {
 std::atomic<size_t> search_count{0};
 std::mutex clock_mutex;
-TuneClock& installed_clock() {
+TuneClock& installed_clock() {  // under clock_mutex
   static TuneClock clock;
   return clock;
+}
+TuneClock current_clock() {
+  std::lock_guard lock(clock_mutex);
+  return installed_clock();
 }
 
 constexpr const char* kMagic = "tinylens-tune-1";
@@ -101,11 +105,7 @@ size_t bytes_of(const Node& n) { return size_t(numel(n.shape)) * dtype_size(n.dt
 // disturbed by other work. Successive launches take the next copy.
 std::vector<double> time_candidates(Device& device, const KernelPlan& plan, const std::vector<TemplateKernel>& all,
                                     const std::vector<std::shared_ptr<Program>>& programs) {
-  TuneClock clock;
-  {
-    std::lock_guard lock(clock_mutex);
-    clock = installed_clock();
-  }
+  const TuneClock clock = current_clock();
   size_t weights = 0, packed = 0;
   for (auto& in : plan.inputs)
     if (in->realized()) weights += bytes_of(*in);
@@ -163,10 +163,7 @@ std::vector<double> time_candidates(Device& device, const KernelPlan& plan, cons
 constexpr auto kSettle = std::chrono::milliseconds(300);
 
 void settle_before_tuning() {
-  {
-    std::lock_guard lock(clock_mutex);
-    if (installed_clock()) return;  // a test's clock decides, not the times
-  }
+  if (current_clock()) return;  // a test's clock decides, not the times
   const auto until = std::chrono::steady_clock::now() + kSettle;
   while (std::chrono::steady_clock::now() < until)
     if (cancel_requested()) throw Cancelled();

@@ -693,8 +693,7 @@ class TestCodegen : public QObject {
                        .c_str());
         }
     // The split: a loop over the middle of each row whose loads carry no
-    // guard (with literal bounds when the pad's bounds are constants, else
-    // x_lo and x_hi computed per row). (Tensor::max_pool2d is a reduction
+    // guard (between x_lo and x_hi, computed per row). (Tensor::max_pool2d is a reduction
     // over the window, whose kernel has no row loop to split.)
     if (!groups) return;
     if (groups == 1) {

@@ -38,8 +38,13 @@ Range checked(int64_t lo, int64_t hi) {
   return {lo, hi};
 }
 
-bool divides_nonnegative_by_positive_constant(const Expr& e) {
-  return e.src[1]->op == ExprOp::Const && e.src[1]->value > 0 && e.src[0]->lo >= 0;
+// The divisor d > 0 of an integer a / d or a % d whose a is never negative;
+// 0 when the expression is not of that form.
+int64_t positive_divisor(ExprOp op, const E& a, const E& b) {
+  if ((op != ExprOp::Div && op != ExprOp::Mod) || !is_integer(a->dtype) || b->op != ExprOp::Const ||
+      b->value <= 0 || a->lo < 0)
+    return 0;
+  return int64_t(b->value);
 }
 
 // The range of a node from the ranges of its sources (set by the builders
@@ -60,11 +65,11 @@ Range range_of(const Expr& e) {
       return checked(*std::min_element(c, c + 4), *std::max_element(c, c + 4));
     }
     case ExprOp::Div:
-      if (!divides_nonnegative_by_positive_constant(e)) return {};
-      return {a->lo / int64_t(b->value), a->hi / int64_t(b->value)};
-    case ExprOp::Mod:
-      if (!divides_nonnegative_by_positive_constant(e)) return {};
-      return {0, std::min<int64_t>(a->hi, int64_t(b->value) - 1)};
+    case ExprOp::Mod: {
+      const int64_t d = positive_divisor(e.op, e.src[0], e.src[1]);
+      if (d == 0) return {};
+      return e.op == ExprOp::Div ? Range{a->lo / d, a->hi / d} : Range{0, std::min<int64_t>(a->hi, d - 1)};
+    }
     case ExprOp::Max: return {std::max(a->lo, b->lo), std::max(a->hi, b->hi)};
     case ExprOp::CmpLt:
     case ExprOp::CmpEq:
@@ -169,15 +174,6 @@ std::vector<E> terms_of(const E& sum) {
   return terms;
 }
 
-// The divisor d > 0 of an integer a / d or a % d whose a is never negative;
-// 0 when the expression is not of that form.
-int64_t positive_divisor(ExprOp op, const E& a, const E& b) {
-  if ((op != ExprOp::Div && op != ExprOp::Mod) || !is_integer(a->dtype) || b->op != ExprOp::Const ||
-      b->value <= 0 || a->lo < 0)
-    return 0;
-  return int64_t(b->value);
-}
-
 // (x / a) / b -> x / (a*b) for x >= 0: a flat index split in two steps reads
 // as one division, which the rules below can then match.
 E divide_nested(ExprOp op, const E& a, const E& b) {
@@ -200,8 +196,6 @@ ScaledTerm scaled_term(const E& t) {
   return {t, 1};
 }
 
-// a and b compute the same value the same way (defined with loop_bounds below).
-bool same(const E& a, const E& b);
 
 // The pieces of a split index put back together. For x >= 0 and a, b > 0:
 //   (x % a)*k + ((x / a) % b)*(a*k) -> (x % (a*b))*k
@@ -290,14 +284,9 @@ E divide_whole_terms(ExprOp op, const E& a, const E& b) {
       continue;
     }
     any_whole = true;
-    const int64_t r = k - q * d;
-    if (scaled) {
-      whole = whole + t->src[0] * idx(q);
-      rest = rest + t->src[0] * idx(r);
-    } else {
-      whole = whole + idx(q);
-      rest = rest + idx(r);
-    }
+    const E unit = scaled ? t->src[0] : idx(1);  // t is unit * k
+    whole = whole + unit * idx(q);
+    rest = rest + unit * idx(k - q * d);
   }
   if (!any_whole || rest->lo < 0) return nullptr;
   return op == ExprOp::Div ? whole + rest / idx(d) : rest % idx(d);
@@ -305,11 +294,7 @@ E divide_whole_terms(ExprOp op, const E& a, const E& b) {
 
 // The constant factor of a term of a sum: k for x * k, the value for a
 // constant, 1 for anything else.
-int64_t coefficient(const E& t) {
-  if (t->op == ExprOp::Mul && t->src[1]->op == ExprOp::Const) return int64_t(t->src[1]->value);
-  if (t->op == ExprOp::Const) return int64_t(t->value);
-  return 1;
-}
+int64_t coefficient(const E& t) { return t->op == ExprOp::Const ? int64_t(t->value) : scaled_term(t).k; }
 
 // A common factor c of d = m*c that divides every term of a sum but a small
 // rest: for A >= 0 and 0 <= rest < c,
@@ -334,13 +319,10 @@ E divide_common_factor(ExprOp op, const E& a, const E& b) {
       int64_t k = coefficient(t);
       if (k % c != 0 || k == 0) {
         rest = rest + t;
-      } else if (t->op == ExprOp::Const) {
-        whole = whole + idx(k / c);
-        any_whole = true;
-      } else {
-        whole = whole + t->src[0] * idx(k / c);
-        any_whole = true;
+        continue;
       }
+      whole = whole + (t->op == ExprOp::Const ? idx(k / c) : t->src[0] * idx(k / c));
+      any_whole = true;
     }
     if (!any_whole || rest->lo < 0 || rest->hi >= c || whole->lo < 0) continue;
     const int64_t m = d / c;
@@ -446,6 +428,16 @@ std::vector<std::string> binary_rule_names() {
 
 bool is_const(const E& e, double v) { return e->op == ExprOp::Const && e->value == v; }
 
+bool same(const E& a, const E& b) {
+  if (a == b) return true;
+  if (a->op != b->op || a->dtype != b->dtype || a->value != b->value || a->name != b->name ||
+      a->buffer != b->buffer || a->src.size() != b->src.size())
+    return false;
+  for (size_t i = 0; i < a->src.size(); ++i)
+    if (!same(a->src[i], b->src[i])) return false;
+  return true;
+}
+
 E assume_range(const E& e, int64_t lo, int64_t hi) {
   if (e->op == ExprOp::Const || (e->lo >= lo && e->hi <= hi)) return e;
   auto copy = std::make_shared<Expr>(*e);
@@ -502,9 +494,7 @@ E unary(ExprOp op, E a) {
 E cast(E a, DType t) {
   if (a->dtype == t) return a;
   // A constant: convert it now (to an int it truncates toward zero as C does, and saturates).
-  if (a->op == ExprOp::Const) {
-    return constant(value_of_type(a->value, t), t);
-  }
+  if (a->op == ExprOp::Const) return constant(value_of_type(a->value, t), t);
   return make(ExprOp::Cast, t, {a});
 }
 
@@ -599,17 +589,6 @@ struct LinearForms {
   }
 };
 
-// a and b compute the same value the same way.
-bool same(const E& a, const E& b) {
-  if (a == b) return true;
-  if (a->op != b->op || a->dtype != b->dtype || a->value != b->value || a->name != b->name ||
-      a->buffer != b->buffer || a->src.size() != b->src.size())
-    return false;
-  for (size_t i = 0; i < a->src.size(); ++i)
-    if (!same(a->src[i], b->src[i])) return false;
-  return true;
-}
-
 // floor(v / m) for m > 0 in C's truncating division: v is shifted to be
 // non-negative by its range. Null when v's range is unknown.
 E floor_divide(const E& v, int64_t m) {
@@ -681,27 +660,17 @@ LoopBounds loop_bounds(const E& e, const E& x) {
 }
 
 // The value of integer index arithmetic with `x` at `xv` and every other
-// variable at the low end of its range; false when `e` holds anything else.
+// variable at the low end of its range, folded by the builders' rules; false
+// when it does not fold to a constant (it reads memory).
 static bool value_along(const E& e, const E& x, int64_t xv, int64_t& out) {
-  std::vector<int64_t> a(e->src.size());
-  for (size_t i = 0; i < e->src.size(); ++i)
-    if (!value_along(e->src[i], x, xv, a[i])) return false;
-  switch (e->op) {
-    case ExprOp::Const: out = int64_t(e->value); return true;
-    case ExprOp::Var: out = e == x ? xv : e->lo; return true;
-    case ExprOp::Neg: out = -a[0]; return true;
-    case ExprOp::Cast: out = a[0] != 0 && e->dtype == DType::boolean ? 1 : a[0]; return true;
-    case ExprOp::Add: out = a[0] + a[1]; return true;
-    case ExprOp::Mul: out = a[0] * a[1]; return true;
-    case ExprOp::Div: out = a[1] ? a[0] / a[1] : 0; return true;
-    case ExprOp::Mod: out = a[1] ? a[0] % a[1] : 0; return true;
-    case ExprOp::Max: out = std::max(a[0], a[1]); return true;
-    case ExprOp::CmpLt: out = a[0] < a[1]; return true;
-    case ExprOp::CmpEq: out = a[0] == a[1]; return true;
-    case ExprOp::And: out = a[0] && a[1]; return true;
-    case ExprOp::Where: out = a[0] ? a[1] : a[2]; return true;
-    default: return false;
-  }
+  std::unordered_map<const Expr*, E> at;
+  walk_nodes(*e, [&](const Expr& n) {
+    if (n.op == ExprOp::Var) at[&n] = idx(&n == x.get() ? xv : n.lo);
+    return Walk::into;
+  });
+  const E v = substitute(e, at);
+  out = int64_t(v->value);
+  return v->op == ExprOp::Const;
 }
 
 bool loads_near_along(const E& v, const E& x, int64_t limit) {

@@ -50,6 +50,7 @@ inline E operator%(E a, E b) { return binary(ExprOp::Mod, a, b); }
 inline E idx(int64_t v) { return constant(double(v), DType::i32); }
 
 bool is_const(const E& e, double v);
+bool same(const E& a, const E& b);  // a and b compute the same value the same way
 
 // Visits each node under `root` once (a shared one too), each before its
 // sources, in the order of a recursive walk. `visit` returns Walk::into to go

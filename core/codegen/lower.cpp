@@ -73,22 +73,11 @@ IndexRef regroup(const Index& ix, const Shape& from) {
   return with_dims(from, dims, ix.valid);
 }
 
-E both(const E& a, const E& b) {
+// a && b, either may be null (true).
+static E both(const E& a, const E& b) {
   if (!a) return b;
   if (!b) return a;
   return binary(ExprOp::And, a, b);
-}
-
-E pad_inside(const Node& pad, std::vector<E>& d, size_t axes) {
-  E inside;
-  for (size_t i = 0; i < axes; ++i) {
-    int64_t before = pad.arg[2 * i], size = pad.src[0]->shape[i];
-    if (before == 0 && pad.arg[2 * i + 1] == 0) continue;
-    inside = both(inside, both(binary(ExprOp::CmpLt, idx(before - 1), d[i]),
-                               binary(ExprOp::CmpLt, d[i], idx(before + size))));
-    d[i] = assume_range(d[i] + idx(-before), 0, size - 1);
-  }
-  return inside;
 }
 
 std::string nan_max(const std::string& x, const std::string& y) {
@@ -114,7 +103,6 @@ E Lowerer::compute(const NodeRef& n, const IndexRef& ix) {
     return load(p->second, n->dtype, i);
   }
   if (auto g = given.find(n.get()); g != given.end()) return g->second;
-  auto child = [&](IndexRef c) { return keep(std::move(c)); };
   const auto& s = n->src;
   switch (n->op) {
     case Op::Const: return constant(n->value, n->dtype);
@@ -138,37 +126,48 @@ E Lowerer::compute(const NodeRef& n, const IndexRef& ix) {
       // A buffer is loaded by its flat index, which a reshape keeps: no
       // need to split it into the source's axes and join them again.
       if (!ix->flat && !ix->dims.empty() && !params.count(s[0].get()))
-        if (auto c = regroup(*ix, s[0]->shape)) return lower(s[0], child(c));
+        if (auto c = regroup(*ix, s[0]->shape)) return lower(s[0], keep(c));
       auto c = with_flat(s[0]->shape, flat_of(*ix));
       c->valid = ix->valid;
-      return lower(s[0], child(c));
+      return lower(s[0], keep(c));
     }
     case Op::Permute: {
       auto& d = dims_of(*ix);
       std::vector<E> src_dims(d.size());
       for (size_t i = 0; i < d.size(); ++i) src_dims[n->arg[i]] = d[i];
-      return lower(s[0], child(with_dims(s[0]->shape, src_dims, ix->valid)));
+      return lower(s[0], keep(with_dims(s[0]->shape, src_dims, ix->valid)));
     }
     case Op::Expand: {
       auto d = dims_of(*ix);
       for (size_t i = 0; i < d.size(); ++i)
         if (s[0]->shape[i] == 1) d[i] = idx(0);
-      return lower(s[0], child(with_dims(s[0]->shape, d, ix->valid)));
+      return lower(s[0], keep(with_dims(s[0]->shape, d, ix->valid)));
     }
     case Op::Shrink: {
       auto d = dims_of(*ix);
       for (size_t i = 0; i < d.size(); ++i) d[i] = d[i] + idx(n->arg[2 * i]);
-      return lower(s[0], child(with_dims(s[0]->shape, d, ix->valid)));
+      return lower(s[0], keep(with_dims(s[0]->shape, d, ix->valid)));
     }
     case Op::Flip: {
       auto d = dims_of(*ix);
       for (int64_t axis : n->arg) d[axis] = idx(s[0]->shape[axis] - 1) + unary(ExprOp::Neg, d[axis]);
-      return lower(s[0], child(with_dims(s[0]->shape, d, ix->valid)));
+      return lower(s[0], keep(with_dims(s[0]->shape, d, ix->valid)));
     }
     case Op::Pad: {
+      // Whether the position lies inside the source on every padded axis;
+      // each padded d[i] becomes the source's coordinate, known to lie inside
+      // it wherever the value is used (outside, loads are guarded and the
+      // value masked).
       auto d = dims_of(*ix);
-      const E inside = pad_inside(*n, d, d.size());
-      E v = lower(s[0], child(with_dims(s[0]->shape, d, both(ix->valid, inside))));
+      E inside;
+      for (size_t i = 0; i < d.size(); ++i) {
+        const int64_t before = n->arg[2 * i], size = s[0]->shape[i];
+        if (before == 0 && n->arg[2 * i + 1] == 0) continue;
+        inside = both(inside, both(binary(ExprOp::CmpLt, idx(before - 1), d[i]),
+                                   binary(ExprOp::CmpLt, d[i], idx(before + size))));
+        d[i] = assume_range(d[i] + idx(-before), 0, size - 1);
+      }
+      E v = lower(s[0], keep(with_dims(s[0]->shape, d, both(ix->valid, inside))));
       return inside ? where(inside, v, constant(n->value, n->dtype)) : v;
     }
     default:

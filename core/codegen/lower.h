@@ -36,13 +36,6 @@ IndexRef with_flat(const Shape& shape, E flat, std::vector<E> dims = {});  // al
 // ranges tight. Returns null when the shapes do not group that way.
 IndexRef regroup(const Index& ix, const Shape& from);
 
-E both(const E& a, const E& b);  // a && b, either may be null (true)
-// Whether `d`, a position in the output of `pad` (a Pad node), lies inside its
-// source on the first `axes` axes (null: on every one of them); each padded
-// d[i] becomes the source's coordinate, known to lie inside it wherever the
-// value is used (outside, loads are guarded and the value masked).
-E pad_inside(const Node& pad, std::vector<E>& d, size_t axes);
-
 // A node's value at an index, as IR: loads of the kernel's input buffers
 // (params), values given (a GEMM's sum) and the elementwise and movement ops
 // between them. Memoised per (node, index).

@@ -33,22 +33,13 @@ std::string signature(const Dialect& d, const std::string& name, const std::vect
   // bufs: (element type, is output)
   std::string out = d.preamble + (fp64 ? d.fp64_preamble : "") + d.kernel_prefix + " " +
                     (attribute.empty() ? "" : attribute + " ") + name + "(";
-  std::string decls;
-  if (d.buffers_in_array) {
-    out += "int start, int end, void** args) {\n";
-    for (size_t i = 0; i < bufs.size(); ++i)
-      decls += "  " + std::string(bufs[i].second ? "" : "const ") + bufs[i].first + "* " + d.restrict_kw + " b" +
-               std::to_string(i) + " = (" + (bufs[i].second ? "" : "const ") + bufs[i].first + "*)args[" +
-               std::to_string(i) + "];\n";
-  } else {
-    for (size_t i = 0; i < bufs.size(); ++i) {
-      if (i) out += ", ";
-      out += d.global_qualifier + (bufs[i].second ? "" : "const ") + bufs[i].first + "* " + d.restrict_kw + " b" +
-             std::to_string(i);
-    }
-    out += ") {\n";
+  std::string params, decls;  // the buffers as parameters, or (buffers_in_array) read from args
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    const std::string type = (bufs[i].second ? "" : "const ") + bufs[i].first + "*", b = "b" + std::to_string(i);
+    params += (i ? ", " : "") + d.global_qualifier + type + " " + d.restrict_kw + " " + b;
+    decls += "  " + type + " " + d.restrict_kw + " " + b + " = (" + type + ")args[" + std::to_string(i) + "];\n";
   }
-  return out + decls;
+  return out + (d.buffers_in_array ? "int start, int end, void** args) {\n" + decls : params + ") {\n");
 }
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
@@ -204,8 +195,8 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
   if (!v) v = value_at(gid, {});
   const std::string deeper = rows ? "  " : "";  // the serial body, inside the loop over x
   const E innermost = loops.back().first;
-  const bool partial_sums = reorder && innermost->hi + 1 >= 32 && loads_near_along(v, innermost, 1);
-  const bool partial_max = reorder_max && innermost->hi + 1 >= 32 && loads_near_along(v, innermost, 1);
+  const bool lanes = (reorder || reorder_max) && innermost->hi + 1 >= 32 && loads_near_along(v, innermost, 1);
+  const bool partial_sums = reorder && lanes, partial_max = reorder_max && lanes;
   const auto [loops_open, loops_close] = reduce_loops(
       loops, deeper, partial_sums ? d.reordered_sum_loop : partial_max ? d.reordered_max_loop : std::string());
   pr.indent = group ? "    " : deeper + std::string(4 + 2 * loops.size(), ' ');
@@ -234,102 +225,11 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
 
 }  // namespace
 
-// A padded tensor written row by row: the row is filled with the pad value,
-// then, when the row lies inside the source on every outer axis, its interior
-// is computed by a loop over the source row alone. Its loads are then affine
-// in the loop variable and vectorise, instead of carrying a bounds test and a
-// guarded index per element.
 // The elements one parallel item of an elementwise kernel walks: a row of the
 // last axis, or the last two axes when a row is narrower than a vector.
 static int64_t row_block(const Shape& shape) {
   const int64_t width = shape.back();
   return width < 8 && shape.size() >= 2 ? width * shape[shape.size() - 2] : width;
-}
-
-std::string padded_rows(Lowerer& low, Printer& pr, const Node& pad, const std::vector<E>& out_dims, DType dtype,
-                        int64_t width) {
-  const Node& src = *pad.src[0];
-  const size_t last = out_dims.size() - 1;
-  std::vector<E> d = out_dims;
-  const E row_inside = pad_inside(pad, d, last);
-  const int64_t lo = pad.arg[2 * last], size = src.shape[last];
-  d[last] = var("x", 0, std::max<int64_t>(size - 1, 0));
-  // The printer names expressions by address: keep each one alive while it prints.
-  const E fill_value = constant(pad.value, dtype);
-  std::string fill = pr(fill_value);
-  std::string w = std::to_string(width);
-  std::string out = independent(pr.d, "    ") + "    for (int x = 0; x < " + w + "; ++x) b0[gid*" + w + "+x] = " +
-                    Printer::strip(fill) + ";\n";
-  if (size == 0) return out;
-  std::string open = "    {\n";
-  if (row_inside) {
-    pr.lines.clear();
-    pr.indent = "    ";
-    std::string cond = pr(row_inside);
-    out += pr.lines;
-    open = "    if (" + Printer::strip(cond) + ") {\n";
-  }
-  pr.lines.clear();
-  pr.indent = "        ";
-  IndexRef src_ix = low.keep(with_dims(src.shape, d, nullptr));  // inside by construction: no guards
-  const E value = cast(low.lower(pad.src[0], src_ix), dtype);
-  std::string v = pr(value);
-  out += open + independent(pr.d, "      ") + "      for (int x = 0; x < " + std::to_string(size) + "; ++x) {\n" +
-         pr.lines + "        b0[gid*" + w +
-         "+x+" + std::to_string(lo) + "] = " + Printer::strip(v) + ";\n      }\n    }\n";
-  return out;
-}
-
-// row_loops when every bound on x is a constant (a pad read through a window
-// of a fixed-size row): the loops get literal bounds, so the compiler knows
-// each trip count, unrolls the one or two guarded columns at either end with
-// their tests folded, and plans the vector loop of the middle without
-// run-time peeling. The tests that do not read x (the pad's mask on outer
-// axes) choose between that split row and one guarded loop over the whole
-// row. Returns "" when some bound is not a constant.
-template <class Loop>
-static std::string fixed_row_loops(Printer& pr, const E& value, const LoopBounds& split, Loop& loop,
-                                   const std::string& indent, const std::string& n) {
-  const int64_t width = std::stoll(n);
-  int64_t lo = 0, hi = width;
-  for (auto& b : split.lower) {
-    if (b->op != ExprOp::Const) return "";
-    lo = std::max(lo, int64_t(b->value));
-  }
-  for (auto& b : split.upper) {
-    if (b->op != ExprOp::Const) return "";
-    hi = std::min(hi, int64_t(b->value));
-  }
-  lo = std::min(lo, width);
-  hi = std::max(hi, lo);
-  std::unordered_map<const Expr*, E> holds;
-  for (auto& c : split.invariant) holds[c.get()] = constant(1, DType::boolean);
-  const E row_inside = substitute(value, holds);  // the x tests stay: the head and tail need them
-  for (auto& c : split.bounds) holds[c.get()] = constant(1, DType::boolean);
-  const E inside = substitute(value, holds);
-  std::string split_row;
-  if (lo > 0) split_row += loop(row_inside, "0", std::to_string(lo));
-  split_row += loop(inside, std::to_string(lo), std::to_string(hi));
-  if (std::to_string(hi) != n) split_row += loop(row_inside, std::to_string(hi), n);
-  if (split.invariant.empty()) return split_row;
-  pr.lines.clear();
-  pr.indent = indent;
-  std::set<std::string> tests;  // several masks may test the same bound
-  for (auto& c : split.invariant) tests.insert(Printer::strip(pr(c)));
-  std::string cond;
-  for (auto& t : tests) cond += (cond.empty() ? "" : " && ") + (tests.size() > 1 ? "(" + t + ")" : t);
-  const std::string header = pr.lines;
-  auto indented = [&](const std::string& text) {  // the split row, one level deeper
-    std::string out;
-    for (size_t p = 0; p < text.size();) {
-      const size_t e = text.find('\n', p);
-      out += "  " + text.substr(p, e - p + 1);
-      p = e + 1;
-    }
-    return out;
-  };
-  return header + indent + "if (" + cond + ") {\n" + indented(split_row) + indent + "} else {\n" +
-         indented(loop(value, "0", n)) + indent + "}\n";
 }
 
 // The loop over x (a row of the output) that stores `value` at `store`.
@@ -369,10 +269,6 @@ static std::string row_loops(Printer& pr, const E& value, const E& x, const std:
   const E inside = substitute(value, holds);
   pr.lines.clear();
   pr.indent = indent;
-  if (const std::string fixed = fixed_row_loops(pr, value, split, loop, indent, n); !fixed.empty()) {
-    pr.flops_per_item += body_flops;
-    return fixed;
-  }
   // x_lo = max(0, lower...), x_hi = min(n, upper...), then x_lo <= x_hi <= n.
   std::string bounds;
   std::set<std::string> written;  // the same bound may be tested by several masks
@@ -397,17 +293,6 @@ static std::string row_loops(Printer& pr, const E& value, const E& x, const std:
 
 namespace {
 
-// A structural key of an expression, to find the same index computed twice.
-std::string expr_key(const E& e) {
-  std::string k = std::to_string(int(e->op)) + ":" + std::to_string(int(e->dtype));
-  if (e->op == ExprOp::Const) k += "=" + std::to_string(e->value);
-  if (e->op == ExprOp::Var) k += "=" + e->name;
-  if (e->op == ExprOp::Load) k += "@" + std::to_string(e->buffer);
-  k += "(";
-  for (const auto& s : e->src) k += expr_key(s) + ",";
-  return k + ")";
-}
-
 // The tests of one row-invariant integer g against constants, each as
 // "g < t" (c < g is !(g < c + 1)): the comparison nodes and their t.
 struct RowTests {
@@ -417,7 +302,7 @@ struct RowTests {
   std::vector<int64_t> cuts;                            // the distinct t, sorted
 };
 
-void collect_row_tests(const E& value, const E& x, std::unordered_map<std::string, RowTests>& by_g) {
+void collect_row_tests(const E& value, const E& x, std::vector<RowTests>& by_g) {
   walk_nodes(*value, [&](const Expr& e) {
     if (e.op != ExprOp::CmpLt || e.src.size() != 2 || is_float(e.src[0]->dtype)) return Walk::into;
     const E& a = e.src[0];
@@ -427,10 +312,11 @@ void collect_row_tests(const E& value, const E& x, std::unordered_map<std::strin
     if (a_const == b_const || std::fabs(c) >= 2147483647.0) return Walk::into;  // an index bound, in int range
     const E& g = a_const ? b : a;
     if (reads_var(*g, x)) return Walk::into;
-    RowTests& r = by_g[expr_key(g)];
-    r.g = g;
-    r.tests.push_back({&e, a_const ? int64_t(c) + 1 : int64_t(c)});
-    r.above.push_back(a_const);
+    auto r = std::find_if(by_g.begin(), by_g.end(), [&](const RowTests& t) { return same(t.g, g); });
+    if (r == by_g.end()) r = by_g.insert(r, RowTests{});
+    r->g = g;
+    r->tests.push_back({&e, a_const ? int64_t(c) + 1 : int64_t(c)});
+    r->above.push_back(a_const);
     return Walk::over;
   });
 }
@@ -446,10 +332,10 @@ void collect_row_tests(const E& value, const E& x, std::unordered_map<std::strin
 // part. Falls back to row_loops when fewer than three bounds test one index.
 static std::string dispatched_row_loops(Printer& pr, const E& value, const E& x, const std::string& store,
                                         const std::string& indent) {
-  std::unordered_map<std::string, RowTests> by_g;
+  std::vector<RowTests> by_g;
   collect_row_tests(value, x, by_g);
   RowTests* best = nullptr;
-  for (auto& [key, r] : by_g) {
+  for (auto& r : by_g) {
     r.cuts.clear();
     for (const auto& t : r.tests) r.cuts.push_back(t.second);
     std::sort(r.cuts.begin(), r.cuts.end());
@@ -614,10 +500,8 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
   RenderedKernel k;
   for (auto& n : plan.fused) k.ops.push_back(op_name(n->op));
   const Node& out = *plan.output;
-  double out_bytes = double(numel(out.shape)) * dtype_size(out.dtype);
-  double in_bytes = 0;
-  for (auto& i : plan.inputs) in_bytes += double(numel(i->shape)) * dtype_size(i->dtype);
-  k.bytes = out_bytes + in_bytes;
+  k.bytes = double(numel(out.shape)) * dtype_size(out.dtype);
+  for (auto& i : plan.inputs) k.bytes += double(numel(i->shape)) * dtype_size(i->dtype);
 
   if (plan.kind == KernelPlan::Kind::Gemm) return render_gemm_kernel(plan, device, std::move(k));
 
@@ -653,11 +537,9 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
     const int64_t width = shape.empty() ? 1 : shape.back();
     const int64_t height = width < 8 && shape.size() >= 2 ? shape[shape.size() - 2] : 1;
     const int64_t block = width * height;
-    bool rows = d.buffers_in_array && block >= 8 && n_out > 0;
-    E row;
-    if (rows) {
+    if (d.buffers_in_array && block >= 8 && n_out > 0) {
       parallel_items = n_out / block;
-      row = var("gid", 0, parallel_items - 1);
+      const E row = var("gid", 0, parallel_items - 1);
       E x = var("x", 0, width - 1);
       E y = height > 1 ? var("y", 0, height - 1) : nullptr;
       Shape outer(shape.begin(), shape.end() - (y ? 2 : 1));
@@ -666,10 +548,6 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
       ix->dims.push_back(x);
       ix->flat = row * idx(block) + (y ? y * idx(width) + x : x);
       pr.indent = y ? "        " : "      ";
-    }
-    if (rows && height == 1 && value_node->op == Op::Pad) {
-      body = padded_rows(low, pr, *value_node, ix->dims, out.dtype, width);
-    } else if (rows) {
       const std::string w = std::to_string(width), b = std::to_string(block);
       // The rows of a block narrower than a vector (a 7x7 map) are one loop
       // over its elements when no index divides by the loop variable (each
