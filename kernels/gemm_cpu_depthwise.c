@@ -176,29 +176,29 @@ static int gather_thin_block(const struct tl_gemm* g, float* restrict c, const f
   return 1;
 }
 
-// A depthwise convolution on a map of up to 56x56 outputs: gather_thin_block's
-// work per channel is then mostly its set-up and its copy of the plane
-// (7x7, 5x5 taps: 2.4x slower than this, one thread), so here the vectors
-// run across VW channels instead. Each block of channels is turned into a
-// zero-padded image with the channels innermost, every output is `taps`
-// vector multiply-adds, and the outputs are turned back per channel. Best of
-// 400 runs, one thread / two, against the per-channel planes: 3x3 at 28x28
-// 192 channels 111 / 76 us against 150 / 98; 56x56 144 channels 314 / 217
-// against 337 / 226; stride 2 from 112x112, 96 channels, 365 / 212 against
-// 400 / 236. On a 112x112 map the per-channel planes are faster again (32
-// channels: 257 / 175 against 279 / 184). Where the turns are one float at
-// a time (no 16-lane transposes), up to 16x16 (32x32 strided) only.
-#if FAST_TRANSPOSE
-#define BLOCKED_MAP_MAX(strided) 3136
-#else
-#define BLOCKED_MAP_MAX(strided) ((strided) ? 1024 : 256)
-#endif
+// A depthwise convolution on a small map (7x7 to 16x16, or up to 32x32 when
+// strided): gather_thin_block's work per channel is then mostly its set-up
+// and its copy of the plane (7x7, 5x5 taps: 2.4x slower than this, one
+// thread), so here the vectors run across VW channels instead. Each block
+// of channels is turned into a zero-padded image with the channels
+// innermost, every output is `taps` vector multiply-adds, and the outputs
+// are turned back per channel. With 16-lane turns in registers it also
+// pays up to 56x56 outputs, where a thread's channels fill their blocks (at
+// least 4 lanes in 5: a part block computes all 16). Best of 400 runs, one
+// thread / two, against the per-channel planes: 3x3 at 28x28 192 channels
+// 111 / 76 us against 150 / 98; stride 2 from 112x112, 96 channels, 365 /
+// 212 against 400 / 236; 5x5 at 28x28 40 channels, one thread 34 against
+// 43, but two threads (20 channels each, 32 lanes) 30 against 23.
+#define BLOCKED_MAP_SMALL(strided) ((strided) ? 1024 : 256)
+#define BLOCKED_MAP_MAX 3136
 static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const float* restrict a,
                              const float* restrict b, ptrdiff_t start, ptrdiff_t end, void** args) {
   const struct tl_gather* x = &g->gather;
   const ptrdiff_t kh = x->kh, kw = x->kw, taps = kh * kw, ow_n = x->out_w;
   if (!GATHERED || x->channels != 1 || G_M != 1 || g->split != 0 || UNITS_PER_BATCH != 1 || G_K != taps ||
-      G_N > BLOCKED_MAP_MAX(x->sh * x->sw > 1) || taps > DEPTHWISE_TAPS_MAX)
+      G_N > BLOCKED_MAP_MAX || taps > DEPTHWISE_TAPS_MAX)
+    return 0;
+  if (G_N > BLOCKED_MAP_SMALL(x->sh * x->sw > 1) && (!FAST_TRANSPOSE || (end - start) * 5 < ROUND_UP(end - start, VW) * 4))
     return 0;
   const ptrdiff_t oh_n = G_N / ow_n;  // a plain B has no map: only now is out_w known to be set
   const ptrdiff_t ph = (oh_n - 1) * x->sh + (kh - 1) * x->dh + 1, pw = (ow_n - 1) * x->sw + (kw - 1) * x->dw + 1;
