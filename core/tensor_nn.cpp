@@ -103,12 +103,14 @@ static NodeRef strided_base(const Tensor& t, std::vector<int64_t>& strides) {
 // outputs over 12800 positions), ViT's second MLP product at batch 1 (168
 // tiles over K = 3072 on 132 units). Summed over `parts` slices of K of at
 // least 256 instead, as a batch of GEMMs whose partial products a reduction
-// adds (fused with what follows), it fills the device. A CPU's few cores are
-// filled by one GEMM's tiles.
+// adds (fused with what follows), it fills the device. Below a K of 4096
+// only products of 2^26 multiply-adds or more are split: a classifier's or a
+// squeeze-and-excite's small product would gain less than the reduction's
+// launch costs. A CPU's few cores are filled by one GEMM's tiles.
 int64_t detail::split_k_parts(const DeviceInfo& info, int64_t batch, int64_t m, int64_t n, int64_t k) {
-  constexpr int64_t kTile = 32, kMinSlice = 256, kWide = 32;
+  constexpr int64_t kTile = 32, kMinSlice = 256, kWide = 32, kLongK = 4096, kMinWork = int64_t(1) << 26;
   const int64_t units = info.compute_units;
-  if (batch != 1 || units < kWide) return 1;
+  if (batch != 1 || units < kWide || (k < kLongK && m * n * k < kMinWork)) return 1;
   const int64_t tiles = ((m + kTile - 1) / kTile) * ((n + kTile - 1) / kTile);
   const int64_t want = (4 * units + tiles - 1) / tiles;
   int64_t parts = 1;

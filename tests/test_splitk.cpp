@@ -59,7 +59,8 @@ class TestSplitK : public QObject {
   // On a 132-unit GPU a product with too few tiles to fill the units four
   // times is split into slices of K of at least 256: a weight gradient's
   // shape, ViT's second MLP product at batch 1. A CPU's cores, a batch, a
-  // short K, a K with no divisor in range or enough tiles are not split.
+  // short K, a small product under K = 4096, a K with no divisor in range
+  // or enough tiles are not split.
   void partsFollowTheDevice() {
     const DeviceInfo gpu = with_units(132), cpu2 = with_units(2), cpu16 = with_units(16);
     QCOMPARE(detail::split_k_parts(gpu, 1, 32, 288, 12800), int64_t(50));  // 9 tiles: up to 59 parts
@@ -67,6 +68,8 @@ class TestSplitK : public QObject {
     QCOMPARE(detail::split_k_parts(gpu, 1, 197, 768, 3072), int64_t(4));   // 168 tiles: 4 parts fill 528
     QCOMPARE(detail::split_k_parts(gpu, 1, 197, 768, 768), int64_t(3));    // 4 wanted, slices of 256 allow 3
     QCOMPARE(detail::split_k_parts(gpu, 1, 64, 576, 384), int64_t(1));     // K too short to slice
+    QCOMPARE(detail::split_k_parts(gpu, 1, 1, 1000, 1280), int64_t(1));    // a classifier: too small to pay
+    QCOMPARE(detail::split_k_parts(gpu, 1, 48, 1, 1152), int64_t(1));      // a squeeze-and-excite product
     QCOMPARE(detail::split_k_parts(gpu, 2, 32, 9, 12800), int64_t(1));     // batched products keep theirs
     QCOMPARE(detail::split_k_parts(gpu, 1, 32, 9, 4099), int64_t(1));      // prime K
     QCOMPARE(detail::split_k_parts(gpu, 1, 1024, 1024, 8192), int64_t(1));  // enough tiles already
