@@ -3,15 +3,6 @@
 // (kernels/gemm_cpu.c): a gathered B of one channel per batch (struct
 // tl_gather), computed without packing it.
 
-typedef int vlane __attribute__((vector_size(VW * 4)));
-
-// Lane l holds start + l * step: a constant once inlined.
-static inline vlane lanes_from(int start, int step) {
-  vlane v;
-  for (int l = 0; l < VW; ++l) v[l] = start + step * l;
-  return v;
-}
-
 // acc[p] += sum over j < kw of w[j] * src[j][p]: one window row's taps, each
 // read from its own plane at its own offset. kw is a literal at each call, so
 // the taps unroll and the loop over p vectorises with unit-stride loads.
@@ -309,6 +300,15 @@ static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const f
 #if defined(__AVX__)
 #include <immintrin.h>
 #endif
+
+typedef int vlane __attribute__((vector_size(VW * 4)));
+
+// Lane l holds start + l * step: a constant once inlined.
+static inline vlane lanes_from(int start, int step) {
+  vlane v;
+  for (int l = 0; l < VW; ++l) v[l] = start + step * l;
+  return v;
+}
 
 // The larger of a and b in each lane, NaN where either is. The instruction's
 // max returns its second operand when one is NaN, so the OR of both orders
