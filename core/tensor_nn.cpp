@@ -167,20 +167,22 @@ Tensor Tensor::matmul(const Tensor& o) const {
   // then takes L*N rows at once instead of L products of N rows (ViT's
   // attention projections were 197 one-row products, at a third of the
   // speed of one 197-row product).
-  if (o.ndim() == 2 && tl::numel(ab) > 1 && rows_merge(a)) {
-    Shape out(a.shape().begin(), a.shape().end() - 1);
-    out.push_back(n);
-    return a.reshape({tl::numel(ab) * m, k}).matmul(b).reshape(out);
-  }
-  // Rows that merge in another order: a sequence-first view of a batch-first
-  // activation ((L, N, E) read from an (N, L, E) buffer, ViT's attention at a
-  // batch above 1). One product of the rows in memory order, moved back.
-  if (o.ndim() == 2 && tl::numel(ab) > 1)
+  if (o.ndim() == 2 && tl::numel(ab) > 1) {
+    if (rows_merge(a)) {
+      Shape out(a.shape().begin(), a.shape().end() - 1);
+      out.push_back(n);
+      return a.reshape({tl::numel(ab) * m, k}).matmul(b).reshape(out);
+    }
+    // Rows that merge in another order: a sequence-first view of a
+    // batch-first activation ((L, N, E) read from an (N, L, E) buffer, ViT's
+    // attention at a batch above 1). One product of the rows in memory
+    // order, moved back.
     if (std::vector<int> order = row_order(a); !order.empty()) {
       std::vector<int> back(order.size());
       for (size_t i = 0; i < order.size(); ++i) back[size_t(order[i])] = int(i);
       return a.permute(order).matmul(b).permute(back);
     }
+  }
   Shape batch = broadcast_shape(ab, bb, "matmul");
   Shape ea = batch, eb = batch;
   ea.insert(ea.end(), {m, k});

@@ -196,7 +196,6 @@ ScaledTerm scaled_term(const E& t) {
   return {t, 1};
 }
 
-
 // The pieces of a split index put back together. For x >= 0 and a, b > 0:
 //   (x % a)*k + ((x / a) % b)*(a*k) -> (x % (a*b))*k
 //   (x % a)*k + (x / a)*(a*k)       -> x*k
