@@ -104,13 +104,18 @@ static NodeRef strided_base(const Tensor& t, std::vector<int64_t>& strides) {
 // tiles over K = 3072 on 132 units). Summed over `parts` slices of K of at
 // least 256 instead, as a batch of GEMMs whose partial products a reduction
 // adds (fused with what follows), it fills the device. Below a K of 4096
-// only products of 2^26 multiply-adds or more are split: a classifier's or a
-// squeeze-and-excite's small product would gain less than the reduction's
+// only products of 2^26 multiply-adds or more are split, or those whose
+// tiles each hold 2^20 or more (a 7x7 map's convolution over 1024 channels
+// at batch 1, DenseNet's and EfficientNet's last blocks, a dozen units busy
+// for tens of microseconds): a classifier's or a squeeze-and-excite's small
+// product, one row or column a tile, would gain less than the reduction's
 // launch costs. A CPU's few cores are filled by one GEMM's tiles.
 int64_t detail::split_k_parts(const DeviceInfo& info, int64_t batch, int64_t m, int64_t n, int64_t k) {
-  constexpr int64_t kTile = 32, kMinSlice = 256, kWide = 32, kLongK = 4096, kMinWork = int64_t(1) << 26;
+  constexpr int64_t kTile = 32, kMinSlice = 256, kWide = 32, kLongK = 4096, kMinWork = int64_t(1) << 26,
+                    kMinTileWork = int64_t(1) << 20;
   const int64_t units = info.compute_units;
-  if (batch != 1 || units < kWide || (k < kLongK && m * n * k < kMinWork)) return 1;
+  const bool long_tiles = std::min(m, kTile) * std::min(n, kTile) * k >= kMinTileWork;
+  if (batch != 1 || units < kWide || (k < kLongK && m * n * k < kMinWork && !long_tiles)) return 1;
   const int64_t tiles = ((m + kTile - 1) / kTile) * ((n + kTile - 1) / kTile);
   const int64_t want = (4 * units + tiles - 1) / tiles;
   int64_t parts = 1;

@@ -59,7 +59,7 @@ class TestSplitK : public QObject {
   // On a 132-unit GPU a product with too few tiles to fill the units four
   // times is split into slices of K of at least 256: a weight gradient's
   // shape, ViT's second MLP product at batch 1. A CPU's cores, a batch, a
-  // short K, a small product under K = 4096, a K with no divisor in range
+  // short K, a small product under K = 4096 (unless its tiles are long), a K with no divisor in range
   // or enough tiles are not split.
   void partsFollowTheDevice() {
     const DeviceInfo gpu = with_units(132), cpu2 = with_units(2), cpu16 = with_units(16);
@@ -70,6 +70,9 @@ class TestSplitK : public QObject {
     QCOMPARE(detail::split_k_parts(gpu, 1, 64, 576, 384), int64_t(1));     // K too short to slice
     QCOMPARE(detail::split_k_parts(gpu, 1, 1, 1000, 1280), int64_t(1));    // a classifier: too small to pay
     QCOMPARE(detail::split_k_parts(gpu, 1, 48, 1, 1152), int64_t(1));      // a squeeze-and-excite product
+    QCOMPARE(detail::split_k_parts(gpu, 1, 128, 49, 1024), int64_t(4));    // 7x7 map, 1024 channels: 8 long tiles
+    QCOMPARE(detail::split_k_parts(gpu, 1, 32, 49, 1152), int64_t(4));     // 3x3 over 128 channels: 2 tiles
+    QCOMPARE(detail::split_k_parts(gpu, 1, 32, 49, 576), int64_t(1));      // tiles of 32 x 32 x 576, under 2^20
     QCOMPARE(detail::split_k_parts(gpu, 2, 32, 9, 12800), int64_t(1));     // batched products keep theirs
     QCOMPARE(detail::split_k_parts(gpu, 1, 32, 9, 4099), int64_t(1));      // prime K
     QCOMPARE(detail::split_k_parts(gpu, 1, 1024, 1024, 8192), int64_t(1));  // enough tiles already
