@@ -366,14 +366,17 @@ static ONE_COPY void pack_a_once(const struct tl_gemm* g, const float* restrict 
 // (14x14) take 196 against 224: 0.83-1.05x, left to the tuner. A few
 // columns (a squeeze-and-excite's 1x1 convolutions on one pixel: 1 column
 // in an NR-wide panel, 7 in a half tile) are transposed when that at least
-// halves the padded width: 0.45-0.55x the time (the tuner's choice on
-// every one of MobileNetV3's).
+// halves the padded width and the tiles then hold more of C, however few
+// its rows: 0.26-0.38x the time for 6 to 52 rows, 0.91-1.0x for 104 to
+// 1152 (the tuner's choice on EfficientNet-B0's, MobileNetV3's and
+// RegNet's).
 static int use_transposed(const struct tl_gemm* g) {
   if (g->winograd) return 0;
   if (g->transposed >= 0) return g->transposed;
   if (g->split != 0) return 0;
   const ptrdiff_t rest = G_N % MR, by_rows = G_N - rest + (rest == 0 ? 0 : rest <= MR / 2 ? MR / 2 : MR);
-  if (G_N < 2 * MR) return G_M >= 2 * NR && by_rows * 2 <= ROUND_UP(G_N, NR);
+  if (G_N < 2 * MR)
+    return by_rows * 2 <= ROUND_UP(G_N, NR) && ROUND_UP(G_M, MR) * ROUND_UP(G_N, NR) > by_rows * ROUND_UP(G_M, NR);
   return G_N <= 512 && G_M >= 4 * NR && by_rows * 100 <= ROUND_UP(G_N, NR) * 85;
 }
 

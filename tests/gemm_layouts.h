@@ -33,7 +33,9 @@ inline const std::vector<GemmLayout>& gemm_layouts() {
       // 16 x 16 blocks of it in registers): a weight gradient's shapes
       {1, 32, 288, 1000, false, true}, {1, 20, 100, 77, false, true},
       // a few columns, which the C device computes transposed (C^T = B^T A^T)
-      {1, 240, 1, 960, false, false}, {1, 130, 7, 300, true, false}};
+      {1, 240, 1, 960, false, false}, {1, 130, 7, 300, true, false},
+      // ... with few rows too (squeeze-and-excite products: 28 x 672 by a pixel)
+      {1, 28, 1, 672, false, false}, {1, 6, 1, 144, true, false}};
   return cases;
 }
 
