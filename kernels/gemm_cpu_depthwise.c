@@ -240,9 +240,9 @@ static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const f
       for (ptrdiff_t t = 0; t < taps; ++t) w[t * VW + l] = a[(c0 + l) * SA0 + t * SA2];
     // Four outputs of a row at a time: four independent chains of
     // multiply-adds instead of one that waits on each add. A row's last four
-    // end at its end, overlapping the four before (the same sums again):
-    // one at a time, a 7x7 map's last three outputs took a quarter of a 5x5
-    // window's time.
+    // end at its end, overlapping the four before (the same sums again),
+    // rather than going one at a time on one chain: a 7x7 map's 5x5 window
+    // over 576 channels took 0.93-0.96 of the time.
     for (ptrdiff_t oh = 0; oh < oh_n; ++oh) {
       const float* row = im + oh * x->sh * pw * VW;
       float* o = out + oh * ow_n * VW;
