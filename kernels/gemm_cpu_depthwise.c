@@ -246,7 +246,16 @@ static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const f
     for (ptrdiff_t oh = 0; oh < oh_n; ++oh) {
       const float* row = im + oh * x->sh * pw * VW;
       float* o = out + oh * ow_n * VW;
-      for (ptrdiff_t ow0 = 0; ow_n >= 4 && ow0 < ow_n; ow0 += 4) {
+      if (ow_n < 4) {  // a map narrower than four outputs: one at a time
+        for (ptrdiff_t ow = 0; ow < ow_n; ++ow) {
+          const float* at = row + ow * x->sw * VW;
+          vf acc = {0};
+          for (ptrdiff_t t = 0; t < taps; ++t) acc += *(const vf*)(w + t * VW) * *(const vf*)(at + off[t]);
+          *(vf*)(o + ow * VW) = acc;
+        }
+        continue;
+      }
+      for (ptrdiff_t ow0 = 0; ow0 < ow_n; ow0 += 4) {
         const ptrdiff_t ow = MIN(ow0, ow_n - 4);
         const float* at = row + ow * x->sw * VW;
         const ptrdiff_t step = x->sw * VW;
@@ -263,12 +272,6 @@ static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const f
         *(vf*)(o + (ow + 1) * VW) = acc1;
         *(vf*)(o + (ow + 2) * VW) = acc2;
         *(vf*)(o + (ow + 3) * VW) = acc3;
-      }
-      for (ptrdiff_t ow = 0; ow_n < 4 && ow < ow_n; ++ow) {
-        const float* at = row + ow * x->sw * VW;
-        vf acc = {0};
-        for (ptrdiff_t t = 0; t < taps; ++t) acc += *(const vf*)(w + t * VW) * *(const vf*)(at + off[t]);
-        *(vf*)(o + ow * VW) = acc;
       }
     }
     // Back to one plane per channel, 16 outputs at a time as above.

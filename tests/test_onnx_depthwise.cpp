@@ -46,6 +46,7 @@ const Case kCases[] = {
     {"3x3 s2 dilation 2, Pad node and own pads", 30, 34, 3, 3, 2, 2, 2, 2, {1, 1, 0, 2}, {2, 0, 1, 1}, true},
     {"3x5 s2x1 dilation 1x2", 17, 19, 3, 5, 2, 1, 1, 2, {1, 2, 1, 2}, {0, 0, 0, 0}, true},
     {"3x3 s2 narrow map", 9, 9, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, {0, 0, 0, 0}, true},
+    {"3x3 s2 map under four outputs wide", 5, 6, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, {0, 0, 0, 0}, true},
     {"5x5 s1 flat, Pad node", 7, 9, 5, 5, 1, 1, 1, 1, {0, 0, 0, 0}, {2, 2, 2, 2}, true},
     {"3x3 s1 flat dilation 2, asymmetric pads", 11, 10, 3, 3, 1, 1, 2, 2, {0, 1, 2, 3}, {0, 0, 0, 0}, false},
     {"3x3 s1 wide rows", 20, 24, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, {0, 0, 0, 0}, true},
