@@ -59,8 +59,8 @@ class TestSplitK : public QObject {
   // On a 132-unit GPU a product with too few tiles to fill the units four
   // times is split into slices of K of at least 256: a weight gradient's
   // shape, ViT's second MLP product at batch 1. A CPU's cores, a batch, a
-  // short K, a small product under K = 4096 (unless its tiles are long), a K with no divisor in range
-  // or enough tiles are not split.
+  // short K, a small product of short tiles under K = 4096, a K with no
+  // divisor in range or enough tiles are not split.
   void partsFollowTheDevice() {
     const DeviceInfo gpu = with_units(132), cpu2 = with_units(2), cpu16 = with_units(16);
     QCOMPARE(detail::split_k_parts(gpu, 1, 32, 288, 12800), int64_t(50));  // 9 tiles: up to 59 parts
