@@ -90,13 +90,13 @@ static void pack_b(const struct tl_gemm* g, const float* restrict b, ptrdiff_t k
       for (ptrdiff_t p = 0; p < kc; ++p) memcpy(dst + p * NR, src + p * SB1, NR * sizeof(float));
     } else if (cols == NR) {
       // Transposed B (weights of a 1x1 convolution, a weight gradient's
-      // columns): read along k, the contiguous direction, 16 x 16 blocks at
+      // columns): read along k, the contiguous direction, VW x VW blocks at
       // a time turned in registers, then the rest one element at a time.
       ptrdiff_t p0 = 0;
 #if FAST_TRANSPOSE
       if (SB1 == 1)
-        for (; p0 + 16 <= kc; p0 += 16)
-          for (int j0 = 0; j0 < NR; j0 += 16) transpose_block16(src + j0 * SB2 + p0, SB2, dst + p0 * NR + j0, NR);
+        for (; p0 + VW <= kc; p0 += VW)
+          for (int j0 = 0; j0 < NR; j0 += VW) transpose_block(src + j0 * SB2 + p0, SB2, dst + p0 * NR + j0, NR);
 #endif
       for (int j = 0; j < NR; ++j)
         for (ptrdiff_t p = p0; p < kc; ++p) dst[p * NR + j] = src[j * SB2 + p * SB1];

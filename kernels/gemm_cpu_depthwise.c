@@ -219,15 +219,15 @@ static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const f
       memset(im + (r * pw + q1) * VW, 0, (size_t)((pw - q1) * VW) * sizeof(float));
       ptrdiff_t q = q0;
 #if FAST_TRANSPOSE
-      // 16 columns of the 16 channels at a time, turned in registers (loads
+      // VW columns of the VW channels at a time, turned in registers (loads
       // that run on into the next image row, never past the plane, fill
       // only columns that are not stored); then one column at a time.
-      for (; q < q1 && y * x->width + q - x->pl + 16 <= plane; q += 16) {
-        vf v[16];
+      for (; q < q1 && y * x->width + q - x->pl + VW <= plane; q += VW) {
+        vf v[VW];
 #pragma GCC unroll 16
-        for (int l = 0; l < 16; ++l) v[l] = *(const vfu*)(src[l] + y * x->width + q - x->pl);
-        transpose16(v);
-        for (ptrdiff_t j = 0; j < MIN(16, q1 - q); ++j) *(vf*)(im + (r * pw + q + j) * VW) = v[j];
+        for (int l = 0; l < VW; ++l) v[l] = *(const vfu*)(src[l] + y * x->width + q - x->pl);
+        transpose_vw(v);
+        for (ptrdiff_t j = 0; j < MIN(VW, q1 - q); ++j) *(vf*)(im + (r * pw + q + j) * VW) = v[j];
       }
 #endif
       for (; q < q1; ++q) {
@@ -274,14 +274,14 @@ static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const f
         *(vf*)(o + (ow + 3) * VW) = acc3;
       }
     }
-    // Back to one plane per channel, 16 outputs at a time as above.
+    // Back to one plane per channel, VW outputs at a time as above.
     ptrdiff_t n0 = 0;
 #if FAST_TRANSPOSE
-    for (; n0 + 16 <= G_N; n0 += 16) {
-      vf v[16];
+    for (; n0 + VW <= G_N; n0 += VW) {
+      vf v[VW];
 #pragma GCC unroll 16
-      for (int j = 0; j < 16; ++j) v[j] = *(const vf*)(out + (n0 + j) * VW);
-      transpose16(v);
+      for (int j = 0; j < VW; ++j) v[j] = *(const vf*)(out + (n0 + j) * VW);
+      transpose_vw(v);
       for (int l = 0; l < lanes; ++l) *(vfu*)(c + (c0 + l) * G_N + n0) = v[l];
     }
 #endif

@@ -31,16 +31,16 @@ static void pack_b_columns(const struct tl_gemm* g, const float* restrict b, ptr
 }
 
 // dst[j][i] = src[i][j] for a rows x cols src (rows of dst `ld` apart), in
-// 16 x 16 blocks turned in registers where the instruction set allows.
+// VW x VW blocks turned in registers where the instruction set allows.
 static void transpose_into(const float* restrict src, ptrdiff_t rows, ptrdiff_t cols, float* restrict dst,
                            ptrdiff_t ld) {
   ptrdiff_t i0 = 0;
 #if FAST_TRANSPOSE
-  for (; i0 + 16 <= rows; i0 += 16) {
+  for (; i0 + VW <= rows; i0 += VW) {
     ptrdiff_t j0 = 0;
-    for (; j0 + 16 <= cols; j0 += 16) transpose_block16(src + i0 * cols + j0, cols, dst + j0 * ld + i0, ld);
+    for (; j0 + VW <= cols; j0 += VW) transpose_block(src + i0 * cols + j0, cols, dst + j0 * ld + i0, ld);
     for (ptrdiff_t j = j0; j < cols; ++j)
-      for (ptrdiff_t i = i0; i < i0 + 16; ++i) dst[j * ld + i] = src[i * cols + j];
+      for (ptrdiff_t i = i0; i < i0 + VW; ++i) dst[j * ld + i] = src[i * cols + j];
   }
 #endif
   // The rest (all of it without fast transposes), a few rows at a time so

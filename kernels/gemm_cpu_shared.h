@@ -522,41 +522,47 @@ static inline __attribute__((always_inline)) void pack_b_gather(const float* res
   }
 }
 
-#if VW == 16 && !defined(__clang__)
-typedef int vi __attribute__((vector_size(64)));
-// Transposes a 16 x 16 block held as 16 rows, in place: four rounds that
-// each swap the off-diagonal h x h blocks of every 2h x 2h block (h = 8, 4,
+#if (VW == 16 || VW == 8) && !defined(__clang__)
+typedef int vi __attribute__((vector_size(VW * 4)));
+// Transposes a VW x VW block held as VW rows, in place: rounds that each
+// swap the off-diagonal h x h blocks of every 2h x 2h block (h = VW / 2, ...,
 // 2, 1), two two-register shuffles per pair of rows.
-static inline __attribute__((always_inline)) void transpose16(vf r[16]) {
-  static const vi lo[4] = {{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
-                           {0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
-                           {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
-                           {0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30}};
-  static const vi hi[4] = {{8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31},
-                           {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31},
-                           {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31},
-                           {1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31}};
+#if VW == 16
+#define TRANSPOSE_ROUNDS 4
+static const vi transpose_lo[4] = {{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
+                                   {0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
+                                   {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
+                                   {0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30}};
+static const vi transpose_hi[4] = {{8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31},
+                                   {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31},
+                                   {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31},
+                                   {1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31}};
+#else
+#define TRANSPOSE_ROUNDS 3
+static const vi transpose_lo[3] = {{0, 1, 2, 3, 8, 9, 10, 11}, {0, 1, 8, 9, 4, 5, 12, 13}, {0, 8, 2, 10, 4, 12, 6, 14}};
+static const vi transpose_hi[3] = {{4, 5, 6, 7, 12, 13, 14, 15}, {2, 3, 10, 11, 6, 7, 14, 15}, {1, 9, 3, 11, 5, 13, 7, 15}};
+#endif
+static inline __attribute__((always_inline)) void transpose_vw(vf r[VW]) {
 #pragma GCC unroll 4
-  for (int s = 0, h = 8; s < 4; ++s, h /= 2)
+  for (int s = 0, h = VW / 2; s < TRANSPOSE_ROUNDS; ++s, h /= 2)
 #pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i)
+    for (int i = 0; i < VW; ++i)
       if (!(i & h)) {
         const vf a = r[i], b = r[i + h];
-        r[i] = __builtin_shuffle(a, b, lo[s]);
-        r[i + h] = __builtin_shuffle(a, b, hi[s]);
+        r[i] = __builtin_shuffle(a, b, transpose_lo[s]);
+        r[i + h] = __builtin_shuffle(a, b, transpose_hi[s]);
       }
 }
-// dst's rows t (dst_stride apart) = src's columns t, for the 16 x 16 block
+// dst's rows t (dst_stride apart) = src's columns t, for the VW x VW block
 // at src (rows src_stride apart).
-static inline __attribute__((always_inline)) void transpose_block16(const float* restrict src,
-                                                                   ptrdiff_t src_stride, float* restrict dst,
-                                                                   ptrdiff_t dst_stride) {
-  vf r[16];
+static inline __attribute__((always_inline)) void transpose_block(const float* restrict src, ptrdiff_t src_stride,
+                                                                  float* restrict dst, ptrdiff_t dst_stride) {
+  vf r[VW];
 #pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) r[i] = *(const vfu*)(src + i * src_stride);
-  transpose16(r);
+  for (int i = 0; i < VW; ++i) r[i] = *(const vfu*)(src + i * src_stride);
+  transpose_vw(r);
 #pragma GCC unroll 16
-  for (int t = 0; t < 16; ++t) *(vfu*)(dst + t * dst_stride) = r[t];
+  for (int t = 0; t < VW; ++t) *(vfu*)(dst + t * dst_stride) = r[t];
 }
 #define FAST_TRANSPOSE 1
 #else

@@ -144,7 +144,7 @@ static inline __attribute__((always_inline)) void winograd_fused(const struct tl
   for (int k = 0; k < n; ++k) y[k] = clamp_v(y[k] + bias, lo, hi);
 }
 
-#if FAST_TRANSPOSE
+#if FAST_TRANSPOSE && VW == 16
 #include <immintrin.h>
 #endif
 
@@ -177,7 +177,7 @@ static void winograd4_pack_u(const struct tl_gemm* g, const float* restrict a, f
     }
 }
 
-#if FAST_TRANSPOSE
+#if FAST_TRANSPOSE && VW == 16
 // Columns 4 q + k (k = 0..5) of 16 tiles q from t: o[k] along the tiles.
 // Reads t[0 .. 67].
 static inline __attribute__((always_inline)) void wino4_columns(const float* restrict t, vf o[6]) {
@@ -232,7 +232,7 @@ static int winograd4_input_row(const struct tl_gather* x, const float* restrict 
     float* restrict vj[6];
     for (int j = 0; j < 6; ++j) vj[j] = v + (6 * i + j) * vt;
     ptrdiff_t q = 0;
-#if FAST_TRANSPOSE
+#if FAST_TRANSPOSE && VW == 16
     // 16 tiles at a time, their columns 4 q + k turned into vectors; the
     // reads run past the row (into the next, or the buffer's slack), and
     // only the row's tiles are stored and checked.
@@ -289,10 +289,10 @@ static inline __attribute__((always_inline)) void winograd_tile_out_f(const floa
     winograd_tile_out(m, mt, at, y);
 }
 
-#if FAST_TRANSPOSE
+#if FAST_TRANSPOSE && VW == 16
 // The chunk's outputs (F(f x f, 3x3), f a literal), 16 tiles of a tile row
 // x 16 output channels at a time: each tile's outputs are computed across
-// channels, then turned in registers (transpose16) so that a channel's
+// channels, then turned in registers (transpose_vw) so that a channel's
 // outputs lie along the tiles, and the f columns of 16 tiles are
 // interleaved into 16 f pixels of each of their f output rows.
 static inline __attribute__((always_inline)) void winograd_output_f(const struct tl_gemm* g, float* restrict c,
@@ -319,7 +319,7 @@ static inline __attribute__((always_inline)) void winograd_output_f(const struct
           for (int k = 0; k < f * f; ++k) y[k][i] = one[k];
         }
 #pragma GCC unroll 16
-        for (int k = 0; k < f * f; ++k) transpose16(y[k]);
+        for (int k = 0; k < f * f; ++k) transpose_vw(y[k]);
         const int lanes = (int)MIN(VW, cout - c0);
         for (int l = 0; l < lanes; ++l)
           for (int r = 0; r < f && oy + r < oh; ++r) {
