@@ -173,13 +173,15 @@ static int gather_thin_block(const struct tl_gemm* g, float* restrict c, const f
 // thread), so here the vectors run across VW channels instead. Each block
 // of channels is turned into a zero-padded image with the channels
 // innermost, every output is `taps` vector multiply-adds, and the outputs
-// are turned back per channel. With 16-lane turns in registers it also
-// pays up to 56x56 outputs, where a thread's channels fill their blocks (at
-// least 4 lanes in 5: a part block computes all 16). Best of 400 runs, one
-// thread / two, against the per-channel planes: 3x3 at 28x28 192 channels
-// 111 / 76 us against 150 / 98; stride 2 from 112x112, 96 channels, 365 /
-// 212 against 400 / 236; 5x5 at 28x28 40 channels, one thread 34 against
-// 43, but two threads (20 channels each, 32 lanes) 30 against 23.
+// are turned back per channel. With the turns in registers (AVX-512, AVX2)
+// it also pays up to 56x56 outputs, where a thread's channels fill their
+// blocks (at least 4 lanes in 5: a part block computes all VW). Best of 400
+// runs on AVX-512, one thread / two, against the per-channel planes: 3x3 at
+// 28x28 192 channels 111 / 76 us against 150 / 98; stride 2 from 112x112,
+// 96 channels, 365 / 212 against 400 / 236; 5x5 at 28x28 40 channels, one
+// thread 34 against 43, but two threads (20 channels each, 32 lanes) 30
+// against 23. On AVX2 (8 x 8 turns), medians of 200: 3x3 at 56x56 144
+// channels 0.87 / 0.77 of the planes' time, 5x5 at 28x28 240 channels 0.70.
 #define BLOCKED_MAP_SMALL(strided) ((strided) ? 1024 : 256)
 #define BLOCKED_MAP_MAX 3136
 static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const float* restrict a,
