@@ -226,6 +226,52 @@ static ONE_COPY void tile_in_place(ptrdiff_t kc, const float* restrict ap, int p
   tile(kc, ap, panel, bp, 0, c, ldc, accumulate, rows, cols, 0, boff, bias, clamp);
 }
 
+// gemm_block's tiles for a gathered B read in place in one K block: the
+// columns are walked in the phased image's own positions, (oh - oh0) * pw
+// + ow (`cols`), where any NR consecutive ones are contiguous for every tap,
+// so no tile is packed however narrow the map's rows (a 7x7 or 14x14 map
+// crossed a row in most tiles, and each of those was packed). The few
+// positions past a row's out_w are computed into a tile of their own and
+// dropped; the rest are copied into C. Rows ic..ic + mc of C, columns
+// cols[0]..cols[nc - 1]; bias and clamp as tile's.
+static ONE_COPY void phased_walk(const struct tl_gemm* g, float* restrict c, const float* restrict apanels,
+                                 const struct phased* image, const ptrdiff_t* restrict cols,
+                                 const ptrdiff_t* restrict taps, ptrdiff_t nc, ptrdiff_t ic, ptrdiff_t mc,
+                                 ptrdiff_t wide, const float* restrict bias, const float* restrict clamp) {
+  float ctile[MR * NR] __attribute__((aligned(64)));
+  const ptrdiff_t pw = image->pw, ow_n = g->gather.out_w, q1 = cols[nc - 1] + 1;
+  for (ptrdiff_t q0 = cols[0], q_end; q0 < q1; q0 = q_end) {
+    const ptrdiff_t r0 = q0 / pw, ow0 = q0 % pw;
+    q_end = MIN(q1, q0 + NR);
+    if (ow0 >= ow_n) {  // no tile starts past a row's end
+      q_end = (r0 + 1) * pw;
+      continue;
+    }
+    // A whole tile on one output row is stored straight into C.
+    const int direct = q_end - q0 == NR && ow0 + NR <= ow_n;
+    for (ptrdiff_t ir = 0, h; ir < mc; ir += h) {
+      h = ic + ir < wide ? MR : SR;
+      const int rows = (int)MIN(h, mc - ir);
+      float* ct = direct ? c + (ic + ir) * G_N + (image->oh0 + r0) * ow_n + ow0 : ctile;
+      tile_in_place(G_K, apanels + ir * G_K, (int)h, image->data + q0, ct, direct ? G_N : NR, 0, rows, NR, taps,
+                    bias ? bias + ic + ir : NULL, clamp);
+      if (direct) continue;
+      // Each run of the tile's positions on one output row goes to C.
+      for (ptrdiff_t q = q0; q < q_end;) {
+        const ptrdiff_t r = q / pw, ow = q % pw;
+        if (ow >= ow_n) {
+          q = (r + 1) * pw;
+          continue;
+        }
+        const ptrdiff_t run = MIN(ow_n - ow, q_end - q), n = (image->oh0 + r) * ow_n + ow;
+        for (int i = 0; i < rows; ++i)
+          for (ptrdiff_t j = 0; j < run; ++j) c[(ic + ir + i) * G_N + n + j] = ctile[i * NR + (q - q0) + j];
+        q += run;
+      }
+    }
+  }
+}
+
 // C[m0:m1, n0:n1] of batch `batch`; c, a, b already point at that batch.
 // `packed` is all of A in pack_a's panels (see packed_a), or NULL; `bpacked`
 // all of B in pack_b's (packed_b), or NULL.
@@ -246,8 +292,9 @@ static ONE_COPY void gemm_block(const struct tl_gemm* g, float* restrict c, cons
   // B read in place needs a buffer only for a ragged last sliver. With more
   // rows than one block of A, a packed B would serve every block: packing
   // is then cheaper than reading B's scattered rows again.
-  // A gathered B in place: panels whose columns lie on one output row are
-  // read from the phased image, one offset per tap; the others are packed.
+  // A gathered B in place: read from the phased image, one offset per tap;
+  // in one K block every tile (phased_walk), in several the panels whose
+  // columns lie on one output row, the others packed.
   if (GATHERED || n0 % NR) bpacked = NULL;  // panels start at multiples of NR
   const int in_place = !bpacked && g->b_in_place && (GATHERED || SB2 == 1) && m1 - m0 <= MC;
   // NR floats of slack for pack_b_gather's runs.
@@ -295,41 +342,45 @@ static ONE_COPY void gemm_block(const struct tl_gemm* g, float* restrict c, cons
         // row ic of block pc.
         const float* apanels = packed ? packed + ROUND_UP(G_M, MR) * pc + ic * kc : abuf;
         if (!packed) pack_a(g, a, ic, mc, pc, kc, abuf, MR);
-        for (ptrdiff_t jr = 0; jr < nc; jr += NR) {
-          const int cols = (int)MIN(NR, nc - jr);
-          const float* bp = bblock + jr * kc;
-          const ptrdiff_t* boff = NULL;
-          if (in_place && GATHERED) {
-            const ptrdiff_t* col = windows + jr;
-            if (cols == NR && col[NR - 1] - col[0] == NR - 1) {
-              bp = image.data + col[0];
+        if (in_place && GATHERED && kc == G_K)
+          phased_walk(g, c, apanels, &image, windows, windows + ncap, nc, ic, mc, wide, bias, g->fused ? clamp : NULL);
+        else {
+          for (ptrdiff_t jr = 0; jr < nc; jr += NR) {
+            const int cols = (int)MIN(NR, nc - jr);
+            const float* bp = bblock + jr * kc;
+            const ptrdiff_t* boff = NULL;
+            if (in_place && GATHERED) {
+              const ptrdiff_t* col = windows + jr;
+              if (cols == NR && col[NR - 1] - col[0] == NR - 1) {
+                bp = image.data + col[0];
+                boff = windows + ncap;
+              } else {
+                pack_b_gather(image.data, windows + ncap, kc, cols, col, bbuf, NR);
+                bp = bbuf;
+              }
+            } else if (in_place && cols == NR) {
+              bp = b + pc * SB1 + jc + jr;
               boff = windows + ncap;
-            } else {
-              pack_b_gather(image.data, windows + ncap, kc, cols, col, bbuf, NR);
+            } else if (in_place) {
+              pack_b(g, b, pc, kc, jc + jr, cols, bbuf);
               bp = bbuf;
             }
-          } else if (in_place && cols == NR) {
-            bp = b + pc * SB1 + jc + jr;
-            boff = windows + ncap;
-          } else if (in_place) {
-            pack_b(g, b, pc, kc, jc + jr, cols, bbuf);
-            bp = bbuf;
-          }
-          for (ptrdiff_t ir = 0, h; ir < mc; ir += h) {
-            h = ic + ir < wide ? MR : SR;
-            const int rows = (int)MIN(h, mc - ir);
-            float* ct = c + (ic + ir) * G_N + jc + jr;
-            const float* ap = apanels + ir * kc;
-            // The fused epilogue: the first K block starts from the bias,
-            // the last one clamps.
-            const float* tb = bias && pc == 0 ? bias + ic + ir : NULL;
-            const float* tc = g->fused && pc + kc == G_K ? clamp : NULL;
-            // A literal stride for packed panels keeps their addressing
-            // constant; B in place is read through its rows' offsets.
-            if (boff)
-              tile_in_place(kc, ap, (int)h, bp, ct, G_N, pc > 0, rows, cols, boff, tb, tc);
-            else
-              tile_packed(kc, ap, (int)h, bp, ct, G_N, pc > 0, rows, cols, tb, tc);
+            for (ptrdiff_t ir = 0, h; ir < mc; ir += h) {
+              h = ic + ir < wide ? MR : SR;
+              const int rows = (int)MIN(h, mc - ir);
+              float* ct = c + (ic + ir) * G_N + jc + jr;
+              const float* ap = apanels + ir * kc;
+              // The fused epilogue: the first K block starts from the bias,
+              // the last one clamps.
+              const float* tb = bias && pc == 0 ? bias + ic + ir : NULL;
+              const float* tc = g->fused && pc + kc == G_K ? clamp : NULL;
+              // A literal stride for packed panels keeps their addressing
+              // constant; B in place is read through its rows' offsets.
+              if (boff)
+                tile_in_place(kc, ap, (int)h, bp, ct, G_N, pc > 0, rows, cols, boff, tb, tc);
+              else
+                tile_packed(kc, ap, (int)h, bp, ct, G_N, pc > 0, rows, cols, tb, tc);
+            }
           }
         }
         if (pc + kc == G_K && !g->fused) finish_block(g, c, batch, ic, ic + mc, jc, jc + nc, args);

@@ -8,7 +8,8 @@
 // per tap, the others one copy per output row they cross), K in several
 // blocks, C in several column blocks, row counts that leave ragged tiles and
 // a thin C of two rows, a batch of two images, grouped convolutions (a
-// batch of images x groups, each product gathering its group's channels).
+// batch of images x groups, each product gathering its group's channels),
+// narrow maps read in place with tiles that cross output rows.
 // On the cpu device the warm run is the GEMM alone (no im2col kernel), and
 // an image that a GEMM's store produces (a 1x1 convolution and its ReLU)
 // costs no kernel of its own either.
@@ -80,6 +81,12 @@ const Case kCases[] = {
      {1, 0, 0, 2}, false, 1, 3},
     {"5x3 s2x1 dilation 1x2, 2 groups after a 1x1 convolution and ReLU", 6, 4, 14, 11, 5, 3, 2, 1, 1, 2,
      {2, 2, 1, 2}, {0, 0, 0, 0}, true, 2, 2},
+    // A RegNet's grouped 3x3 (8 channels a group) on maps narrower than a
+    // tile: the image read in place at the phases' pitch, tiles across rows.
+    {"3x3 s1 on a 7x9 map, 5 groups of 8 after a 1x1 convolution and ReLU", 40, 40, 7, 9, 3, 3, 1, 1, 1, 1,
+     {1, 1, 1, 1}, {0, 0, 0, 0}, true, 2, 5, 1},
+    {"3x3 s2 to a 14x14 map, 3 groups of 8 after a 1x1 convolution and ReLU", 24, 24, 28, 27, 3, 3, 2, 2, 1, 1,
+     {1, 1, 1, 1}, {0, 0, 0, 0}, true, 2, 3, 1},
 };
 
 // y[n, o, oy, ox] = b[o] + sum over c, i, j of w[o, c, i, j] * x[n, g*C/G + c, y, x]

@@ -35,8 +35,8 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 bool b_rows_contiguous(const GemmShape& s) { return s.b_strides[2] == 1 && !s.gather.active(); }
 
 // The library may read B in place: rows that lie in memory, or a gathered B
-// (a convolution's image) whose panels on one output row it reads from the
-// image's phased copy, one offset per tap, packing only the others.
+// (a convolution's image) that it reads from the image's phased copy, one
+// offset per tap (in several K blocks, packing panels that cross a row).
 bool b_readable_in_place(const GemmShape& s) { return b_rows_contiguous(s) || s.gather.active(); }
 
 // The FINISH hook: the epilogue as a function over a block of C (see
