@@ -652,6 +652,9 @@ class TestOps : public QObject {
   // work: a 16 x 12544 product (an early 1x1 convolution) is cut along its
   // columns, a 320 x 49 one (a late one) along its rows; only a constant A
   // with more rows than the thin path reads in place asks for a packed copy.
+  // A 14x14 map's 196 columns are cut for a constant A of up to 256 rows and
+  // K over 128 (each thread then packs only its own columns of B), not for a
+  // computed A, a short K or more rows.
   void cpu_gemm_splits_where_the_work_is() {
     auto shape = [](int64_t m, int64_t n, int64_t k, bool constant) {
       tl::GemmShape s;
@@ -671,6 +674,16 @@ class TestOps : public QObject {
     QVERIFY(tl::render_gemm_c(shape(320, 49, 1152, false), "computed").packed.empty());
     QVERIFY(tl::render_gemm_c(shape(3, 49, 1152, true), "thin").packed.empty());
     QVERIFY(tall.packed[0].key != tl::render_gemm_c(shape(320, 49, 1000, true), "other").packed[0].key);
+    auto split = [&](int64_t m, int64_t n, int64_t k, bool constant) {
+      const std::string src = tl::render_gemm_c(shape(m, n, k, constant), "map").source;
+      return src.find(".split = 1,") != std::string::npos ? "cols" : src.find(".split = 0,") != std::string::npos ? "rows" : "?";
+    };
+    QCOMPARE(split(128, 196, 576, true), "cols");
+    QCOMPARE(split(256, 169, 512, true), "cols");
+    QCOMPARE(split(128, 196, 576, false), "rows");
+    QCOMPARE(split(128, 196, 128, true), "rows");
+    QCOMPARE(split(384, 196, 768, true), "rows");
+    QCOMPARE(split(1280, 49, 160, true), "rows");
   }
 
   // A pointwise convolution block (1x1 conv, batch-norm, ReLU6) is one kernel:

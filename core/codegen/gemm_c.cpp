@@ -381,6 +381,15 @@ TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
   // planes): each thread takes whole channels, and walks their output rows.
   // A max pool's units are its planes, however many.
   if (s.gather.active() && s.m <= kThinRows && (s.batch > 1 || s.gather.max)) base.split_rows = true;
+  // A weight packed once (packs_a) leaves B to the threads: each that takes
+  // rows packs all of it, each that takes columns only its own. With six
+  // strips of columns or more (a 13x13 or 14x14 map's 169-196), up to 256
+  // rows and K over 128, columns: the tuner chose them for 96 such products
+  // of the zoo on AVX2 (0.64-0.97 of the time; 0.91-0.97 on AVX-512), not
+  // with shorter K (0.85-1.11) or more rows (1.02-1.07).
+  if (base.split_rows && packs_a(s) && !winograd_by_default(s) && s.batch == 1 && s.m <= 256 && s.k > 128 &&
+      ceil_div(s.n, kColUnit) >= 6)
+    base.split_rows = false;
   // With a short K, packing B costs about as much as the product: each
   // packed element serves only a few micro-tiles; with few rows of C, each
   // serves only a few panels of A, unless it is a constant packed once for
