@@ -29,8 +29,9 @@ inline const std::vector<GemmLayout>& gemm_layouts() {
       {1, 129, 257, 33, false, false}, {1, 64, 96, 128, true, false},  {1, 64, 96, 128, false, true},
       {1, 132, 68, 20, true, true},    {3, 40, 50, 60, false, false},  {2, 256, 8, 1152, false, true},
       {1, 16, 12544, 32, false, false}, {1, 1000, 1, 1280, false, false}, {4, 512, 512, 512, false, false},
-      // B^T with K in whole and ragged 16-row blocks (the C device turns
-      // 16 x 16 blocks of it in registers): a weight gradient's shapes
+      // B^T with K in whole and ragged blocks of 16 and of 8 rows (the C
+      // device turns VW x VW blocks of it in registers, 16 on AVX-512 and 8
+      // on AVX2): a weight gradient's shapes
       {1, 32, 288, 1000, false, true}, {1, 20, 100, 77, false, true},
       // a few columns, which the C device computes transposed (C^T = B^T A^T)
       {1, 240, 1, 960, false, false}, {1, 130, 7, 300, true, false},

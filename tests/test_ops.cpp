@@ -676,7 +676,8 @@ class TestOps : public QObject {
     QVERIFY(tall.packed[0].key != tl::render_gemm_c(shape(320, 49, 1000, true), "other").packed[0].key);
     auto split = [&](int64_t m, int64_t n, int64_t k, bool constant) {
       const std::string src = tl::render_gemm_c(shape(m, n, k, constant), "map").source;
-      return src.find(".split = 1,") != std::string::npos ? "cols" : src.find(".split = 0,") != std::string::npos ? "rows" : "?";
+      if (src.find(".split = 1,") != std::string::npos) return "cols";
+      return src.find(".split = 0,") != std::string::npos ? "rows" : "?";
     };
     QCOMPARE(split(128, 196, 576, true), "cols");
     QCOMPARE(split(256, 169, 512, true), "cols");
