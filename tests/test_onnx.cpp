@@ -772,6 +772,44 @@ class TestOnnx : public QObject {
     fs::remove_all(dir);
   }
 
+  // Erf (core/io/onnx/context.cpp's rational fit) against the C library's
+  // erf in double, on a dense grid over where it is not yet +-1, past it,
+  // and at the edges: within 4e-7 everywhere (scripts/fit_erf.py measures
+  // 3.5e-7), within 4e-7 of the value itself near 0 (where 1 - e^(-x^2) P
+  // lost all but a few digits), odd, and NaN stays NaN; on every device.
+  void erfMatchesTheCLibrary_data() {
+    QTest::addColumn<QString>("device");
+    for (const std::string& d : tltest::available_devices()) QTest::newRow(d.c_str()) << QString::fromStdString(d);
+  }
+  void erfMatchesTheCLibrary() {
+    QFETCH(QString, device);
+    const float inf = std::numeric_limits<float>::infinity();
+    std::vector<float> x;
+    for (int i = -6000; i <= 6000; ++i) x.push_back(float(i) * 1e-3f);  // [-6, 6]
+    for (float v : {1e-30f, -3e-9f, 2e-5f, 3.925f, -3.9251f, 40.f, 1e30f, inf, -inf, std::nanf("")}) x.push_back(v);
+    const fs::path dir = temp_dir("erf");
+    Builder m(13);
+    m.input("x", {std::to_string(x.size())});
+    m.output("y", {std::to_string(x.size())});
+    m.node("Erf", {"x"}, {"y"});
+    OnnxModel model(m.save(dir / "erf.onnx"));
+    const std::vector<float> got =
+        model.run({Tensor::from_data(x, {int64_t(x.size())}, device.toStdString())})[0].to_vector();
+    QCOMPARE(got.size(), x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double want = std::erf(double(x[i]));
+      const QString what = QString("erf(%1) = %2, want %3").arg(double(x[i]), 0, 'g', 9).arg(double(got[i]), 0, 'g', 9).arg(want, 0, 'g', 9);
+      if (std::isnan(x[i])) {
+        QVERIFY2(std::isnan(got[i]), qPrintable(what));
+        continue;
+      }
+      QVERIFY2(std::abs(got[i] - want) <= 4e-7 * std::min(1.0, 10 * std::abs(want)), qPrintable(what));
+      QVERIFY2(std::signbit(got[i]) == std::signbit(x[i]) || got[i] == 0, qPrintable(what));
+    }
+    for (size_t i = 0; i + 1 < 12001; ++i) QCOMPARE(got[i], -got[12000 - i]);  // odd, exactly
+    fs::remove_all(dir);
+  }
+
   void notAClassifier() {
     fs::path dir = temp_dir("notclassifier");
     Builder b;

@@ -206,12 +206,25 @@ Tensor take_range(const Tensor& x, int axis, int64_t start, int64_t count, int64
   return -step == 1 ? r : r.slice(axis, 0, (count - 1) * -step + 1, -step);
 }
 
+// erf(x) = x P(x^2) / Q(x^2), P and Q of degree 5, fitted on |x| <= 3.925
+// (past it erf rounds to +-1 in float) by scripts/fit_erf.py: within 6
+// float ulps (3.5e-7) everywhere, and relatively exact near 0. No exp, no
+// abs or sign: 27 operations against the 45 of Abramowitz & Stegun's
+// 1 - t P(t) e^(-x^2), which cost GELU's GEMMs 1.6 ns an element.
 Tensor erf(const Tensor& x) {
-  // Abramowitz & Stegun 7.1.26: |error| < 1.5e-7, enough for float32 tests.
-  Tensor ax = x.abs();
-  Tensor t = 1.0 / (ax * 0.3275911 + 1.0);
-  Tensor poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
-  return x.sign() * (1.0 - poly * (-(ax * ax)).exp());
+  static constexpr double kClamp = 3.925;
+  static constexpr double kP[] = {1.1283791461012926,    0.19056617225460137,    0.05276473885628421,
+                                  0.003771139666720898,  0.00028477376083299935, 2.0457347195967923e-06};
+  static constexpr double kQ[] = {1.0,                  0.5022176115473417,    0.11417050063759299,
+                                  0.014980374625983993, 0.0011634462462834574, 3.804109210238382e-05};
+  Tensor xc = x.maximum(-kClamp).minimum(kClamp);  // NaN passes both
+  Tensor z = xc * xc;
+  auto horner = [&](const double* c) {
+    Tensor v = z * c[5] + c[4];
+    for (int i = 3; i >= 0; --i) v = v * z + c[i];
+    return v;
+  };
+  return xc * horner(kP) / horner(kQ);
 }
 
 Tensor floor_t(const Tensor& x) {
