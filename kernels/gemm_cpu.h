@@ -65,6 +65,10 @@ struct tl_gemm {
   // library's other paths. fused = 0: `finish` alone.
   int fused, bias;
   float lo, hi;
+  // batch_clamp = 1 (fused 0): `finish` is clamp(sum + bias[batch], lo, hi)
+  // (a depthwise convolution's bias, one per channel, and its ReLU or
+  // ReLU6), which depthwise_blocked applies in registers instead.
+  int batch_clamp;
   // kh > 0: C's planes (one per batch item and row of C, pool.height x
   // pool.width, the convolution's output) are max-pooled through this
   // window as they are computed, into planes of pool_h x pool.out_w, and

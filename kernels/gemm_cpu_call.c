@@ -6,7 +6,7 @@
 // (kernels/c_math.h: the epilogue's exp), the API (kernels/gemm_cpu.h), the
 // tl_gemm fields BATCH M N K SA0 SA1 SA2 SB0 SB1
 // SB2 SPLIT UNIT UNITS_PER_BATCH PACKED_A PACKED_B KC MC_TILES NC_TILES B_IN_PLACE GATHER (an initialiser of
-// struct tl_gather) WINOGRAD TRANSPOSED FUSED BIAS LO HI POOL (a tl_gather too) POOL_H, and FINISH: the epilogue, as a
+// struct tl_gather) WINOGRAD TRANSPOSED FUSED BIAS LO HI BATCH_CLAMP POOL (a tl_gather too) POOL_H, and FINISH: the epilogue, as a
 // function NAME_finish over a block of C whose inner loop runs along a row, so
 // that the compiler keeps per-row values out of it and vectorises it.
 // Computed by the GEMM library whose source has digest {{LIBRARY}}.
@@ -25,6 +25,7 @@ void {{NAME}}(int start, int end, void** args) {
                                    .b_in_place = {{B_IN_PLACE}}, .gather = {{GATHER}},
                                    .winograd = {{WINOGRAD}}, .transposed = {{TRANSPOSED}},
                                    .fused = {{FUSED}}, .bias = {{BIAS}}, .lo = {{LO}}, .hi = {{HI}},
+                                   .batch_clamp = {{BATCH_CLAMP}},
                                    .pool = {{POOL}}, .pool_h = {{POOL_H}}};
   tinylens_gemm_f32(&g, start, end, args);
 }

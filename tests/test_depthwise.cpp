@@ -196,6 +196,11 @@ class TestDepthwise : public QObject {
     QVERIFY2(names.size() == 2 && names.front().rfind("GEMM", 0) == 0 && names.back() == conv, all.c_str());
     QVERIFY2(sources.back().find(".gather = " + gather.toStdString()) != std::string::npos, sources.back().c_str());
     QVERIFY2(sources.back().find("_finish") != std::string::npos, "the bias and ReLU6 are not the store's epilogue");
+    // ... in the form the channel-blocked path applies in registers: the
+    // bias per channel (the product's batch), clamped to [0, 6]
+    QVERIFY2(sources.back().find(".batch_clamp = 1") != std::string::npos &&
+                 sources.back().find(".lo = (float)0, .hi = (float)6") != std::string::npos,
+             sources.back().c_str());
     QCOMPARE(y.shape(), (Shape{1, C, out * out}));
   }
 

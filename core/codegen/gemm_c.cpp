@@ -355,6 +355,7 @@ TemplateKernel render_with(const GemmShape& s, const std::string& name, const Kn
                            {"POOL", gather_text(s.pool)},
                            {"POOL_H", num(s.pool_h)},
                            {"BIAS", num(s.epilogue.bias)},
+                           {"BATCH_CLAMP", s.epilogue.batch_bias_clamp && !finish.empty() ? "1" : "0"},
                            {"LO", float_text(s.epilogue.lo)},
                            {"HI", float_text(s.epilogue.hi)}});
   out.global[0] = s.batch * units_per_batch;

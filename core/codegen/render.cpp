@@ -403,19 +403,24 @@ static void match_row_bias_clamp(const E& value, GemmEpilogue& ep) {
     }
   }
   auto is_acc = [](const E& e) { return e->op == ExprOp::Var && e->name == "acc"; };
-  auto is_row_load = [](const E& e) {
-    return e->op == ExprOp::Load && e->dtype == DType::f32 && e->src.size() == 1 && e->src[0]->op == ExprOp::Var &&
-           e->src[0]->name == "row";
+  // A bias read at [row], or at [batch] (a depthwise convolution's channel).
+  std::string index;
+  auto is_bias_load = [&](const E& e) {
+    const bool load = e->op == ExprOp::Load && e->dtype == DType::f32 && e->src.size() == 1 &&
+                      e->src[0]->op == ExprOp::Var && (e->src[0]->name == "row" || e->src[0]->name == "batch");
+    if (load) index = e->src[0]->name;
+    return load;
   };
   int bias = -1;
-  if (v->op == ExprOp::Add && is_acc(v->src[0]) && is_row_load(v->src[1])) bias = v->src[1]->buffer;
-  else if (v->op == ExprOp::Add && is_acc(v->src[1]) && is_row_load(v->src[0])) bias = v->src[0]->buffer;
+  if (v->op == ExprOp::Add && is_acc(v->src[0]) && is_bias_load(v->src[1])) bias = v->src[1]->buffer;
+  else if (v->op == ExprOp::Add && is_acc(v->src[1]) && is_bias_load(v->src[0])) bias = v->src[0]->buffer;
   else if (!is_acc(v)) return;
   double lo = -INFINITY, hi = INFINITY;
   for (auto it = bounds.rbegin(); it != bounds.rend(); ++it)
     if (it->first) lo = std::max(lo, it->second), hi = std::max(hi, it->second);
     else lo = std::min(lo, it->second), hi = std::min(hi, it->second);
-  ep.row_bias_clamp = true, ep.bias = bias, ep.lo = lo, ep.hi = hi;
+  ep.bias = bias, ep.lo = lo, ep.hi = hi;
+  (index == "batch" ? ep.batch_bias_clamp : ep.row_bias_clamp) = true;
 }
 
 // The elementwise ops a GEMM plan fused after its product, as a GEMM

@@ -30,6 +30,9 @@ struct GemmEpilogue {
   // ReLU6. A template may then apply it in registers (the C device's
   // micro-kernel) instead of rendering `value`.
   bool row_bias_clamp = false;
+  // The same clamp with the bias read at [batch] instead (bias >= 0): a
+  // depthwise convolution's, whose channels are the product's batch.
+  bool batch_bias_clamp = false;
   int bias = -1;
   double lo = -INFINITY, hi = INFINITY;
 };
