@@ -279,9 +279,15 @@ static ONE_COPY void gemm_block(const struct tl_gemm* g, float* restrict c, cons
                        ptrdiff_t m0, ptrdiff_t m1, ptrdiff_t n0, ptrdiff_t n1, ptrdiff_t batch, const float* packed,
                        const float* bpacked, void** args, struct gather_work* wk) {
   const gather_thin_fn gather_thin = GATHERED && m1 - m0 <= THIN_ROWS ? GEMM_GATHER_THIN : NULL;
-  if (m1 - m0 <= THIN_ROWS && (GATHERED ? gather_thin && gather_thin(g, c, a, b, m0, m1, n0, n1, wk)
-                                        : thin_block(g, c, a, b, m0, m1, n0, n1))) {
-    finish_block(g, c, batch, m0, m1, n0, n1, args);
+  if (gather_thin) {
+    wk->clamp = g->batch_clamp;
+    wk->bias = g->batch_clamp && g->bias >= 0 ? ((const float*)args[g->bias])[batch] : 0.0f;
+  }
+  const int thin = m1 - m0 > THIN_ROWS ? 0
+                   : GATHERED          ? (gather_thin ? gather_thin(g, c, a, b, m0, m1, n0, n1, wk) : 0)
+                                       : thin_block(g, c, a, b, m0, m1, n0, n1);
+  if (thin) {
+    if (thin != 2) finish_block(g, c, batch, m0, m1, n0, n1, args);  // 2: applied as stored
     return;
   }
   const ptrdiff_t kcap = MIN(KC, G_K);
@@ -565,13 +571,13 @@ static int pooled_product(const struct tl_gemm* g, float* c, const float* a, con
   float* kept = pool_planes ? scratch_alloc((size_t)(G_M * span * w) * sizeof(float)) : NULL;
   const float* packed = packed_a(g, a, args);
   const float* bias = g->fused && g->bias >= 0 ? (const float*)args[g->bias] : NULL;
-  struct gather_work wk = {NULL, 0, 0, 0};
+  struct gather_work wk = {NULL, 0, 0, 0, 0, 0.0f};
   // The band's epilogue: in registers, as the direct product applies it,
   // except on the thin path (few rows), which has only `finish`: then on
   // the pooled values.
   const int after = g->fused && G_M <= THIN_ROWS;
   struct tl_gemm part = *g;
-  part.fused = g->fused && !after, part.finish = NULL, part.pool.kh = 0;
+  part.fused = g->fused && !after, part.finish = NULL, part.pool.kh = 0, part.batch_clamp = 0;
   ptrdiff_t q0 = 0, q1 = 0, batch_of = -1;  // the band holds rows [q0, q1) of C of batch item batch_of
   int done = band && kept;
   for (ptrdiff_t u = start; u < end && done; ++u) {
@@ -620,7 +626,7 @@ void tinylens_gemm_f32(const struct tl_gemm* g, int start, int end, void** args)
   const float* packed = packed_a(g, a, args);
   const int transposed = use_transposed(g);
   const float* bpacked = transposed ? NULL : packed_b(g, b, args);
-  struct gather_work wk = {NULL, 0, 0, 0};
+  struct gather_work wk = {NULL, 0, 0, 0, 0, 0.0f};
   ptrdiff_t u = start;
   while (u < end) {
     const ptrdiff_t batch = u / UNITS_PER_BATCH;

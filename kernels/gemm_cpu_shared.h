@@ -168,6 +168,11 @@ struct gather_work {
   float* buf;
   size_t floats;
   ptrdiff_t oh0, oh1;  // the rows the phases were laid out for
+  // Set by the caller per batch where tl_gemm.batch_clamp holds: the
+  // batch's bias, which gather_thin_block's whole rows add and clamp as
+  // they store (it then returns 2: `finish` is not needed).
+  int clamp;
+  float bias;
 };
 
 // clamp(v, lo, hi) as the fused epilogue computes it (tl_gemm.fused): lo
