@@ -67,7 +67,8 @@ struct tl_gemm {
   float lo, hi;
   // batch_clamp = 1 (fused 0): `finish` is clamp(sum + bias[batch], lo, hi)
   // (a depthwise convolution's bias, one per channel, and its ReLU or
-  // ReLU6), which depthwise_blocked applies in registers instead.
+  // ReLU6), which the depthwise paths (depthwise_blocked, gather_thin's
+  // whole rows) apply in registers instead.
   int batch_clamp;
   // kh > 0: C's planes (one per batch item and row of C, pool.height x
   // pool.width, the convolution's output) are max-pooled through this

@@ -57,8 +57,9 @@ static inline const float* phase_tap(const struct tl_gather* x, const float* pla
 // vector wide (56x56 and 112x112 maps): no accumulator array, no copy out.
 // Output row r reads the phases from (r - oh0) * pitch on; a row's last
 // vector ends at the row's end, overlapping the one before it. With `sc`,
-// the epilogue is applied as the rows are stored (a pass of `finish` over
-// a 112x112 map's rows took a fifth of the time).
+// the epilogue is applied as the rows are stored, not in a pass of
+// `finish` over them (3x3 on 112x112, 32 channels, one thread: 267 us
+// against 283).
 static void whole_rows(const struct tl_gemm* g, float* restrict c, const float* restrict a, const float* planes,
                        ptrdiff_t m0, ptrdiff_t m1, ptrdiff_t oh0, ptrdiff_t oh1, ptrdiff_t phase, ptrdiff_t pitch,
                        const struct store_clamp* sc) {
