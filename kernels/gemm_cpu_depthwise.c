@@ -294,7 +294,8 @@ static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const f
     }
     // The epilogue in registers when it is a bias per channel and a clamp
     // (tl_gemm.batch_clamp): one vector of the block's biases, no pass of
-    // `finish` over C (a quarter of a 7x7 map's time).
+    // `finish` over C (3x3 on 7x7, 960 channels: 0.81 of the time on one
+    // thread, 0.59 on two).
     if (g->batch_clamp) {
       vf bias = {0};
       if (g->bias >= 0)
