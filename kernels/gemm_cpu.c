@@ -281,7 +281,7 @@ static ONE_COPY void gemm_block(const struct tl_gemm* g, float* restrict c, cons
   const gather_thin_fn gather_thin = GATHERED && m1 - m0 <= THIN_ROWS ? GEMM_GATHER_THIN : NULL;
   if (gather_thin) {
     wk->clamp = g->batch_clamp;
-    wk->bias = g->batch_clamp && g->bias >= 0 ? ((const float*)args[g->bias])[batch] : 0.0f;
+    wk->bias = g->batch_clamp ? batch_bias(g, args, batch) : 0.0f;
   }
   const int thin = m1 - m0 > THIN_ROWS ? 0
                    : GATHERED          ? (gather_thin ? gather_thin(g, c, a, b, m0, m1, n0, n1, wk) : 0)

@@ -298,8 +298,7 @@ static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const f
     // thread, 0.59 on two).
     if (g->batch_clamp) {
       vf bias = {0};
-      if (g->bias >= 0)
-        for (int l = 0; l < lanes; ++l) bias[l] = ((const float*)args[g->bias])[c0 + l];
+      for (int l = 0; l < lanes; ++l) bias[l] = batch_bias(g, args, c0 + l);
       const vf lo = (vf){0} + g->lo, hi = (vf){0} + g->hi;
       for (ptrdiff_t n = 0; n < G_N; ++n) *(vf*)(out + n * VW) = clamp_v(*(vf*)(out + n * VW) + bias, lo, hi);
     }

@@ -164,6 +164,11 @@ static inline void finish_block(const struct tl_gemm* g, float* restrict c, ptrd
 // gather_thin_block's buffers (kernels/gemm_cpu_depthwise.c), kept across
 // the batches (channels) of one call: the phases' zero borders then stay as
 // they are between channels of the same output rows.
+// Batch item `batch`'s bias under tl_gemm.batch_clamp (0 when there is none).
+static inline float batch_bias(const struct tl_gemm* g, void** args, ptrdiff_t batch) {
+  return g->bias >= 0 ? ((const float*)args[g->bias])[batch] : 0.0f;
+}
+
 struct gather_work {
   float* buf;
   size_t floats;
