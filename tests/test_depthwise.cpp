@@ -204,6 +204,58 @@ class TestDepthwise : public QObject {
     QCOMPARE(y.shape(), (Shape{1, C, out * out}));
   }
 
+  // An activation other than a clamp (SiLU) after the convolution's bias: on
+  // the cpu device the store cannot apply it in registers, so a pass of the
+  // fused epilogue follows, over outputs stored straight from registers
+  // (maps at least a vector wide: 8x8, 9x9, 20x20, 112x112) or turned back
+  // from a buffer (7x7). 40 channels: on two threads 20 each, two whole
+  // blocks of 8 and a part one, on AVX-512 one whole and one part of 16.
+  void epilogueOtherThanAClamp_data() {
+    QTest::addColumn<QString>("device");
+    QTest::addColumn<int>("size");
+    QTest::addColumn<int>("stride");
+    for (const std::string& d : tltest::available_devices())
+      for (int size : {7, 8, 9, 20, 112})
+        for (int stride : {1, 2}) {
+          if (stride == 2 && size < 16) continue;
+          const std::string name = d + " 3x3 s" + std::to_string(stride) + " on " + std::to_string(size) + "x" +
+                                   std::to_string(size);
+          QTest::newRow(name.c_str()) << QString::fromStdString(d) << size << stride;
+        }
+  }
+
+  void epilogueOtherThanAClamp() {
+    QFETCH(QString, device);
+    QFETCH(int, size);
+    QFETCH(int, stride);
+    const std::string dev = device.toStdString();
+    const int N = 1, C = 40, in = 3;
+    Generator gen(uint64_t(23 + size));
+    Tensor x0 = Tensor::randn({in, size * size}, gen, dev), w1 = Tensor::randn({C, in}, gen, dev);
+    Tensor w = Tensor::randn({9, C}, gen, dev), b = Tensor::randn({C}, gen, dev);
+    for (Tensor* t : {&x0, &w1, &w, &b}) t->realize();
+    Tensor x = w1.matmul(x0).reshape({1, C, size, size});
+    Window2d g;
+    g.kernel_h = g.kernel_w = 3, g.stride_h = g.stride_w = stride;
+    g.pad_h = g.pad_w = {1, 1};
+    Tensor y = depthwise_conv2d(x, w, b, g).silu();
+    const tltest::DepthwiseWindow ref{size, size, 3, 3, stride, stride, 1, 1, 1, 1, 1, 1};
+    QCOMPARE(y.shape(), (Shape{N, C, ref.out_h(), ref.out_w()}));
+    const std::vector<float> xv = x0.to_vector(), w1v = w1.to_vector(), wv = w.to_vector(), bv = b.to_vector();
+    std::vector<double> input(size_t(C * size * size));
+    for (int ch = 0; ch < C; ++ch)
+      for (int p = 0; p < size * size; ++p)
+        for (int i = 0; i < in; ++i) input[size_t(ch * size * size + p)] += double(w1v[ch * in + i]) * xv[size_t(i * size * size + p)];
+    std::vector<double> want = tltest::depthwise_reference(
+        input, N, C, ref, [&](int ch, int ky, int kx) { return double(wv[size_t((ky * 3 + kx) * C + ch)]); },
+        std::vector<double>(bv.begin(), bv.end()));
+    for (double& v : want) v = v / (1 + std::exp(-v));
+    double worst = 0;
+    const std::string bad = tltest::first_mismatch(y.to_vector(), want, 1e-5, worst);
+    QVERIFY2(bad.empty(), bad.c_str());
+    qInfo("largest relative error %.2e", worst);
+  }
+
   // Batch 2, and batch 1, which the cpu device computes with its GEMM
   // template gathering from each channel (core/depthwise.cpp).
   void generalWindows_data() {

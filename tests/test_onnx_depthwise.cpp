@@ -52,7 +52,8 @@ const Case kCases[] = {
     {"3x3 s1 wide rows", 20, 24, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, {0, 0, 0, 0}, true},
     {"5x5 s2, 21 channels", 28, 28, 5, 5, 2, 2, 1, 1, {2, 2, 2, 2}, {0, 0, 0, 0}, true, 21},
     {"3x3 s1 14x14, 32 channels", 14, 14, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, {0, 0, 0, 0}, false, 32},
-    // past 56x56 outputs the C device takes each channel's plane on its own (gather_thin_block)
+    // six channels do not fill the C device's blocks of channels: past 16x16 outputs (32x32 strided) it takes
+    // each channel's plane on its own (gather_thin_block)
     {"3x3 s1 60x60", 60, 60, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, {0, 0, 0, 0}, true},
     {"5x5 s2 124x122", 124, 122, 5, 5, 2, 2, 1, 1, {2, 2, 2, 1}, {0, 0, 0, 0}, false},
 };
