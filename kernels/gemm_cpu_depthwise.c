@@ -209,6 +209,34 @@ static inline __attribute__((always_inline)) void blocked_store(const float* at,
 }
 #endif
 
+// Output rows oh0..oh1 of every channel, one multiply-add at a time, for
+// depthwise_blocked's share of the rows when it gets no scratch.
+static void depthwise_rows(const struct tl_gemm* g, float* restrict c, const float* restrict a,
+                           const float* restrict b, ptrdiff_t oh0, ptrdiff_t oh1, void** args) {
+  const struct tl_gather* x = &g->gather;
+  const ptrdiff_t ow_n = x->out_w;
+  for (ptrdiff_t ch = 0; ch < g->batch; ++ch) {
+    const float* src = b + ch * SB0;
+    const float bias = g->batch_clamp ? batch_bias(g, args, ch) : 0.0f;
+    for (ptrdiff_t oh = oh0; oh < oh1; ++oh)
+      for (ptrdiff_t ow = 0; ow < ow_n; ++ow) {
+        float s = 0.0f;
+        for (ptrdiff_t i = 0; i < x->kh; ++i)
+          for (ptrdiff_t j = 0; j < x->kw; ++j) {
+            const ptrdiff_t y = oh * x->sh + i * x->dh - x->pt, col = ow * x->sw + j * x->dw - x->pl;
+            if (y >= 0 && y < x->height && col >= 0 && col < x->width)
+              s += a[ch * SA0 + (i * x->kw + j) * SA2] * src[y * x->width + col];
+          }
+        if (g->batch_clamp) {  // NaN kept, as clamp_v keeps it
+          s += bias;
+          s = s < g->lo ? g->lo : s > g->hi ? g->hi : s;
+        }
+        c[ch * G_N + oh * ow_n + ow] = s;
+      }
+    if (!g->batch_clamp) finish_block(g, c + ch * G_N, ch, 0, 1, oh0 * ow_n, oh1 * ow_n, args);
+  }
+}
+
 // A depthwise convolution on a small map (7x7 to 16x16, or up to 32x32 when
 // strided): gather_thin_block's work per channel is then mostly its set-up
 // and its copy of the plane (7x7, 5x5 taps: 2.4x slower than this, one
@@ -235,32 +263,49 @@ static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const f
   if (!GATHERED || x->channels != 1 || G_M != 1 || g->split != 0 || UNITS_PER_BATCH != 1 || G_K != taps ||
       G_N > BLOCKED_MAP_MAX || taps > DEPTHWISE_TAPS_MAX)
     return 0;
-  if (G_N > BLOCKED_MAP_SMALL(x->sh * x->sw > 1) && (!FAST_TRANSPOSE || (end - start) * 5 < ROUND_UP(end - start, VW) * 4))
-    return 0;
+  // Few channels (at most 4 blocks): the launch's range [start, end) of
+  // channels stands for the same share of the output rows, of every
+  // channel, so that two threads' halves of 24 channels are not 12 each,
+  // one block and a half, but whole blocks (stride 2 from 112x112, 24
+  // channels, two threads: 48 us against 62, which took the per-channel
+  // planes). Every call decides by the shape alone, so the shares still
+  // cover C once.
   const ptrdiff_t oh_n = G_N / ow_n;  // a plain B has no map: only now is out_w known to be set
-  const ptrdiff_t ph = (oh_n - 1) * x->sh + (kh - 1) * x->dh + 1, pw = (ow_n - 1) * x->sw + (kw - 1) * x->dw + 1;
+  const int by_rows = g->batch <= 4 * VW;
+  const ptrdiff_t first = by_rows ? 0 : start, last = by_rows ? g->batch : end;
+  const ptrdiff_t oh0 = by_rows ? start * oh_n / g->batch : 0, oh1 = by_rows ? end * oh_n / g->batch : oh_n;
+  if (G_N > BLOCKED_MAP_SMALL(x->sh * x->sw > 1) && (!FAST_TRANSPOSE || (last - first) * 5 < ROUND_UP(last - first, VW) * 4))
+    return 0;
+  if (oh0 >= oh1) return 1;
+  // The padded rows that output rows oh0..oh1 read, from padded row oh0 * sh on.
+  const ptrdiff_t ph = (oh1 - oh0 - 1) * x->sh + (kh - 1) * x->dh + 1, pw = (ow_n - 1) * x->sw + (kw - 1) * x->dw + 1;
+  const ptrdiff_t n0 = oh0 * ow_n, n1 = oh1 * ow_n;  // their outputs
   // Rows at least VW wide go straight from registers to C (blocked_store);
   // narrower ones through `out`, whose flat turns cross the rows.
   const int direct = FAST_TRANSPOSE && ow_n >= VW;
-  const size_t img_floats = (size_t)(ph * pw) * VW, out_floats = direct ? 0 : (size_t)G_N * VW,
+  const size_t img_floats = (size_t)(ph * pw) * VW, out_floats = direct ? 0 : (size_t)(n1 - n0) * VW,
                w_floats = (size_t)taps * VW;
   float* buf = scratch_alloc((img_floats + out_floats + w_floats) * sizeof(float));
-  if (!buf) return 0;
+  if (!buf) {
+    if (!by_rows) return 0;  // the caller's paths take these channels
+    depthwise_rows(g, c, a, b, oh0, oh1, args);  // they would take other channels' rows
+    return 1;
+  }
   float* im = buf;
   float* out = im + img_floats;
   float* w = out + out_floats;
   ptrdiff_t off[DEPTHWISE_TAPS_MAX];
   for (ptrdiff_t i = 0; i < kh; ++i)
     for (ptrdiff_t j = 0; j < kw; ++j) off[i * kw + j] = (i * x->dh * pw + j * x->dw) * VW;
-  for (ptrdiff_t c0 = start; c0 < end; c0 += VW) {
-    const int lanes = (int)MIN(VW, end - c0);
+  for (ptrdiff_t c0 = first; c0 < last; c0 += VW) {
+    const int lanes = (int)MIN(VW, last - c0);
     memset(w, 0, w_floats * sizeof(float));
     const float* src[VW];
     for (int l = 0; l < VW; ++l) src[l] = b + (c0 + MIN(l, lanes - 1)) * SB0;
     const ptrdiff_t q0 = MAX(0, x->pl), q1 = MIN(pw, x->width + x->pl), plane = x->height * x->width;
     for (ptrdiff_t r = 0; r < ph; ++r) {
       // Zeros where the window hangs over the image; the rest is copied.
-      const ptrdiff_t y = r - x->pt;
+      const ptrdiff_t y = oh0 * x->sh + r - x->pt;
       if (y < 0 || y >= x->height) {
         memset(im + r * pw * VW, 0, (size_t)(pw * VW) * sizeof(float));
         continue;
@@ -297,15 +342,15 @@ static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const f
       // overlapping the ones before (the same values stored again). 3x3 at
       // 56x56, 144 channels, one thread: 0.81 of the time of going through
       // `out` (after a 1x1 convolution, medians of 200, 3 alternations).
-      for (ptrdiff_t oh = 0; oh < oh_n; ++oh) {
-        const float* row = im + oh * x->sh * pw * VW;
+      for (ptrdiff_t oh = oh0; oh < oh1; ++oh) {
+        const float* row = im + (oh - oh0) * x->sh * pw * VW;
         for (ptrdiff_t ow0 = 0; ow0 < ow_n; ow0 += VW) {
           const ptrdiff_t ow = MIN(ow0, ow_n - VW);
           blocked_store(row + ow * step, step, off, w, (int)taps, g->batch_clamp ? &sc : NULL,
                         c + c0 * G_N + oh * ow_n + ow, G_N, lanes);
         }
       }
-      for (int l = 0; l < lanes && !g->batch_clamp; ++l) finish_block(g, c + (c0 + l) * G_N, c0 + l, 0, 1, 0, G_N, args);
+      for (int l = 0; l < lanes && !g->batch_clamp; ++l) finish_block(g, c + (c0 + l) * G_N, c0 + l, 0, 1, n0, n1, args);
       continue;
     }
 #endif
@@ -314,9 +359,9 @@ static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const f
     // end at its end, overlapping the four before (the same sums again),
     // rather than going one at a time on one chain: a 7x7 map's 5x5 window
     // over 576 channels took 0.93-0.96 of the time.
-    for (ptrdiff_t oh = 0; oh < oh_n; ++oh) {
-      const float* row = im + oh * x->sh * pw * VW;
-      float* o = out + oh * ow_n * VW;
+    for (ptrdiff_t oh = oh0; oh < oh1; ++oh) {
+      const float* row = im + (oh - oh0) * x->sh * pw * VW;
+      float* o = out + (oh - oh0) * ow_n * VW;
       if (ow_n < 4) {  // a map narrower than four outputs: one at a time
         for (ptrdiff_t ow = 0; ow < ow_n; ++ow) {
           const float* at = row + ow * step;
@@ -349,22 +394,22 @@ static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const f
     // `finish` over C (3x3 on 7x7, 960 channels: 0.81 of the time on one
     // thread, 0.59 on two).
     if (g->batch_clamp)
-      for (ptrdiff_t n = 0; n < G_N; ++n) *(vf*)(out + n * VW) = clamp_v(*(vf*)(out + n * VW) + sc.bias, sc.lo, sc.hi);
+      for (ptrdiff_t n = 0; n < n1 - n0; ++n) *(vf*)(out + n * VW) = clamp_v(*(vf*)(out + n * VW) + sc.bias, sc.lo, sc.hi);
     // Back to one plane per channel, VW outputs at a time as above.
-    ptrdiff_t n0 = 0;
+    ptrdiff_t n = n0;
 #if FAST_TRANSPOSE
-    for (; n0 + VW <= G_N; n0 += VW) {
+    for (; n + VW <= n1; n += VW) {
       vf v[VW];
 #pragma GCC unroll 16
-      for (int j = 0; j < VW; ++j) v[j] = *(const vf*)(out + (n0 + j) * VW);
+      for (int j = 0; j < VW; ++j) v[j] = *(const vf*)(out + (n - n0 + j) * VW);
       transpose_vw(v);
-      for (int l = 0; l < lanes; ++l) *(vfu*)(c + (c0 + l) * G_N + n0) = v[l];
+      for (int l = 0; l < lanes; ++l) *(vfu*)(c + (c0 + l) * G_N + n) = v[l];
     }
 #endif
     for (int l = 0; l < lanes; ++l) {
       float* dst = c + (c0 + l) * G_N;
-      for (ptrdiff_t n = n0; n < G_N; ++n) dst[n] = out[n * VW + l];
-      if (!g->batch_clamp) finish_block(g, dst, c0 + l, 0, 1, 0, G_N, args);
+      for (ptrdiff_t m = n; m < n1; ++m) dst[m] = out[(m - n0) * VW + l];
+      if (!g->batch_clamp) finish_block(g, dst, c0 + l, 0, 1, n0, n1, args);
     }
   }
   scratch_free(buf);

@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/models/efficientnet.h"
 #include "core/profile.h"
+#include "core/runtime/scratch.h"
 #include "core/tensor.h"
 #include "depthwise_reference.h"
 #include "testing.h"
@@ -209,27 +210,36 @@ class TestDepthwise : public QObject {
   // fused epilogue follows, over outputs stored straight from registers
   // (maps at least a vector wide: 8x8, 9x9, 20x20, 112x112) or turned back
   // from a buffer (7x7). 40 channels: on two threads 20 each, two whole
-  // blocks of 8 and a part one, on AVX-512 one whole and one part of 16.
+  // blocks of 8 and a part one. 24 channels: each thread takes its share of
+  // the rows of all of them (depthwise_blocked's few channels). Without
+  // scratch (core/runtime/scratch.h), the same rows one multiply-add at a time.
   void epilogueOtherThanAClamp_data() {
     QTest::addColumn<QString>("device");
     QTest::addColumn<int>("size");
     QTest::addColumn<int>("stride");
+    QTest::addColumn<int>("channels");
+    QTest::addColumn<bool>("scratch");
     for (const std::string& d : tltest::available_devices())
       for (int size : {7, 8, 9, 20, 112})
-        for (int stride : {1, 2}) {
-          if (stride == 2 && size < 16) continue;
-          const std::string name = d + " 3x3 s" + std::to_string(stride) + " on " + std::to_string(size) + "x" +
-                                   std::to_string(size);
-          QTest::newRow(name.c_str()) << QString::fromStdString(d) << size << stride;
-        }
+        for (int stride : {1, 2})
+          for (int channels : {40, 24})
+            for (bool scratch : {true, false}) {
+              if ((stride == 2 && size < 16) || (!scratch && (d != "cpu" || channels != 24))) continue;
+              const std::string name = d + " 3x3 s" + std::to_string(stride) + " on " + std::to_string(size) + "x" +
+                                       std::to_string(size) + ", " + std::to_string(channels) + " channels" +
+                                       (scratch ? "" : ", no scratch");
+              QTest::newRow(name.c_str()) << QString::fromStdString(d) << size << stride << channels << scratch;
+            }
   }
 
   void epilogueOtherThanAClamp() {
     QFETCH(QString, device);
     QFETCH(int, size);
     QFETCH(int, stride);
+    QFETCH(int, channels);
+    QFETCH(bool, scratch);
     const std::string dev = device.toStdString();
-    const int N = 1, C = 40, in = 3;
+    const int N = 1, C = channels, in = 3;
     Generator gen(uint64_t(23 + size));
     Tensor x0 = Tensor::randn({in, size * size}, gen, dev), w1 = Tensor::randn({C, in}, gen, dev);
     Tensor w = Tensor::randn({9, C}, gen, dev), b = Tensor::randn({C}, gen, dev);
@@ -241,6 +251,15 @@ class TestDepthwise : public QObject {
     Tensor y = depthwise_conv2d(x, w, b, g).silu();
     const tltest::DepthwiseWindow ref{size, size, 3, 3, stride, stride, 1, 1, 1, 1, 1, 1};
     QCOMPARE(y.shape(), (Shape{N, C, ref.out_h(), ref.out_w()}));
+    if (!scratch) scratch_fail_above(0);
+    std::vector<float> got;
+    try {
+      got = y.to_vector();
+    } catch (...) {
+      scratch_fail_above(SIZE_MAX);
+      throw;
+    }
+    scratch_fail_above(SIZE_MAX);
     const std::vector<float> xv = x0.to_vector(), w1v = w1.to_vector(), wv = w.to_vector(), bv = b.to_vector();
     std::vector<double> input(size_t(C * size * size));
     for (int ch = 0; ch < C; ++ch)
@@ -251,7 +270,7 @@ class TestDepthwise : public QObject {
         std::vector<double>(bv.begin(), bv.end()));
     for (double& v : want) v = v / (1 + std::exp(-v));
     double worst = 0;
-    const std::string bad = tltest::first_mismatch(y.to_vector(), want, 1e-5, worst);
+    const std::string bad = tltest::first_mismatch(got, want, 1e-5, worst);
     QVERIFY2(bad.empty(), bad.c_str());
     qInfo("largest relative error %.2e", worst);
   }

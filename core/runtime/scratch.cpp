@@ -12,6 +12,7 @@ constexpr size_t kAlign = 64;
 constexpr size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 std::atomic<uint64_t> g_takes{0}, g_from_block{0};
+std::atomic<size_t> g_fail_above{SIZE_MAX};
 
 }  // namespace
 
@@ -62,7 +63,11 @@ ScratchArena& this_thread_arena() {
 }
 }  // namespace
 
-void* scratch_take(size_t bytes) { return this_thread_arena().take(bytes); }
+void* scratch_take(size_t bytes) {
+  if (bytes > g_fail_above.load(std::memory_order_relaxed)) return nullptr;
+  return this_thread_arena().take(bytes);
+}
+void scratch_fail_above(size_t bytes) { g_fail_above.store(bytes, std::memory_order_relaxed); }
 void scratch_give(void* p) { this_thread_arena().give(p); }
 
 ScratchCounts scratch_counts() {

@@ -52,6 +52,11 @@ class ScratchArena {
 void* scratch_take(size_t bytes);
 void scratch_give(void* p);
 
+// For tests: every request for more than `bytes` fails, as when memory runs
+// out, so the library's paths without scratch run. SIZE_MAX (the default)
+// lifts it.
+void scratch_fail_above(size_t bytes);
+
 // Counts over every thread since the process started.
 struct ScratchCounts {
   uint64_t takes = 0;       // pieces handed out
