@@ -210,14 +210,14 @@ static inline __attribute__((always_inline)) void blocked_store(const float* at,
 #endif
 
 // Output rows oh0..oh1 of every channel, one multiply-add at a time, for
-// depthwise_blocked's share of the rows when it gets no scratch.
+// depthwise_blocked's share of the rows when it gets no scratch; `finish`
+// applies the epilogue (with batch_clamp too, it holds the same one).
 static void depthwise_rows(const struct tl_gemm* g, float* restrict c, const float* restrict a,
                            const float* restrict b, ptrdiff_t oh0, ptrdiff_t oh1, void** args) {
   const struct tl_gather* x = &g->gather;
   const ptrdiff_t ow_n = x->out_w;
   for (ptrdiff_t ch = 0; ch < g->batch; ++ch) {
     const float* src = b + ch * SB0;
-    const float bias = g->batch_clamp ? batch_bias(g, args, ch) : 0.0f;
     for (ptrdiff_t oh = oh0; oh < oh1; ++oh)
       for (ptrdiff_t ow = 0; ow < ow_n; ++ow) {
         float s = 0.0f;
@@ -227,13 +227,9 @@ static void depthwise_rows(const struct tl_gemm* g, float* restrict c, const flo
             if (y >= 0 && y < x->height && col >= 0 && col < x->width)
               s += a[ch * SA0 + (i * x->kw + j) * SA2] * src[y * x->width + col];
           }
-        if (g->batch_clamp) {  // NaN kept, as clamp_v keeps it
-          s += bias;
-          s = s < g->lo ? g->lo : s > g->hi ? g->hi : s;
-        }
         c[ch * G_N + oh * ow_n + ow] = s;
       }
-    if (!g->batch_clamp) finish_block(g, c + ch * G_N, ch, 0, 1, oh0 * ow_n, oh1 * ow_n, args);
+    finish_block(g, c + ch * G_N, ch, 0, 1, oh0 * ow_n, oh1 * ow_n, args);
   }
 }
 
