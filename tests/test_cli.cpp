@@ -416,6 +416,24 @@ class TestCli : public QObject {
     }
   }
 
+  // The C device compiles and loads kernels through files in a folder of
+  // its own under TMPDIR: nothing of it may outlive the process, cold cache
+  // (compiles) or warm (loads the cached libraries).
+  void leaves_nothing_in_the_temp_folder() {
+    const QString tmp = scratch_.filePath("tmp-clean");
+    QVERIFY(QDir().mkpath(tmp));
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("TMPDIR", tmp);
+    env.insert("XDG_CACHE_HOME", scratch_.filePath("cache-tmp-clean"));
+    for (const char* cache : {"cold", "warm"}) {
+      Run r = run_cli({"demo", "--device", "cpu"}, env);
+      QVERIFY2(r.code == 0, qPrintable(describe(r)));
+      QVERIFY(r.out.contains("row 0 sums to 1.000000"));
+      const QStringList left = QDir(tmp).entryList(QDir::AllEntries | QDir::NoDotAndDotDot | QDir::Hidden);
+      QVERIFY2(left.isEmpty(), qPrintable(QString(cache) + " cache left " + left.join(", ")));
+    }
+  }
+
   // stderr is a pipe here, not a terminal: no progress bar.
   void no_progress_bar_without_a_terminal() {
     Run r = run_cli({"demo", "--device", "cpu"}, slow_compiles_environment("cache-pipe"));

@@ -256,16 +256,30 @@ class CpuDevice : public Device {
   }
 
  private:
+  // This process's temp folder, removed with whatever is left in it when the
+  // process exits (by the process that made it: not by a forked child).
+  struct ProcessTempDir {
+    std::filesystem::path path;
+    pid_t owner = ::getpid();
+    ProcessTempDir() {
+      std::error_code ec;
+      path = std::filesystem::temp_directory_path(ec) / ("tinylens-" + std::to_string(owner));
+    }
+    ~ProcessTempDir() {
+      std::error_code ec;
+      if (::getpid() == owner) std::filesystem::remove_all(path, ec);
+    }
+  };
+
   // Unique file names in this process's temp folder, removed when done.
   struct TempFiles {
     std::string stem;
     explicit TempFiles(const std::string& name) {
-      namespace fs = std::filesystem;
+      static ProcessTempDir dir;
       static std::atomic<int> counter{0};
       std::error_code ec;
-      fs::path dir = fs::temp_directory_path(ec) / ("tinylens-" + std::to_string(::getpid()));
-      fs::create_directories(dir, ec);
-      stem = (dir / (name + "_" + std::to_string(counter++))).string();
+      std::filesystem::create_directories(dir.path, ec);  // again, in case a cleaner took it
+      stem = (dir.path / (name + "_" + std::to_string(counter++))).string();
     }
     ~TempFiles() {
       std::error_code ec;
