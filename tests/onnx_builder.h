@@ -137,12 +137,22 @@ inline std::string two_convs(const std::filesystem::path& path, const std::strin
 }
 
 // An empty folder of its own for one test's files:
-// <temp>/tinylens-<suite>-<name>-<pid>, emptied if a crashed run left it.
+// <temp>/tinylens-<suite>-<name>-<pid>, emptied if a crashed run left it and
+// removed when the suite exits.
 inline std::filesystem::path fresh_temp_dir(const std::string& suite, const std::string& name) {
   namespace fs = std::filesystem;
+  struct Made {
+    std::vector<fs::path> dirs;
+    ~Made() {
+      std::error_code ec;
+      for (const fs::path& d : dirs) fs::remove_all(d, ec);
+    }
+  };
+  static Made made;
   fs::path d = fs::temp_directory_path() / ("tinylens-" + suite + "-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
+  made.dirs.push_back(d);
   return d;
 }
 

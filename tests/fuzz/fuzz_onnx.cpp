@@ -88,6 +88,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   tlfuzz::init_limits();
   const char* tmp = std::getenv("TMPDIR");
   g_path = std::string(tmp && *tmp ? tmp : "/tmp") + "/tinylens_fuzz_onnx_" + std::to_string(getpid()) + ".onnx";
+  std::atexit([] { std::remove(g_path.c_str()); });
   return 0;
 }
 
