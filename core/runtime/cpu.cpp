@@ -187,8 +187,8 @@ class CpuDevice : public Device {
   // input with the stored max), and both must round the same way. The GEMM
   // template asks for fma itself. No trapping math: no kernel reads the
   // floating-point flags, and with them GCC keeps a loop whose selects guard
-  // arithmetic (tl_expf's clamps) scalar where no masked vector operations
-  // exist: on AVX2 every exp-based activation ran a float at a time.
+  // arithmetic (the activations' clamps) scalar where no masked vector
+  // operations exist: on AVX2 every exp-based activation ran a float at a time.
   std::string build_options() const override {
     return "-O3 -march=native -std=gnu11 -fPIC -shared -fno-math-errno -fno-trapping-math -ffp-contract=off -fopenmp-simd -Wall -Wno-unused-variable";
   }
