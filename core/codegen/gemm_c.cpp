@@ -402,8 +402,6 @@ TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
       b_readable_in_place(s) && (s.k <= kInPlaceK || (s.m <= kInPlaceRows && !s.b_constant));
   // Split rows with few columns: the library may compute C^T instead.
   if (base.split_rows && s.m > kThinRows && s.n <= kTransposedColumnsMax) base.transposed = -1;
-  // The direct product's renderings, and Winograd's where it fits: whichever
-  // is the default, the other is a candidate.
   // The direct product's renderings, labelled by what differs from its
   // default, and Winograd's where it fits. Winograd's is the default where
   // it is expected to win, and the direct ones are then labelled "direct".
