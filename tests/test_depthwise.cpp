@@ -89,7 +89,7 @@ class TestDepthwise : public QObject {
     for (const std::string& d : tltest::available_devices())
       for (const Case& c : {Case{0, 20, 3, 1}, Case{0, 20, 5, 1}, Case{0, 7, 3, 1}, Case{0, 14, 5, 1},
                             Case{0, 7, 5, 1}, Case{0, 21, 3, 2}, Case{0, 24, 5, 2}, Case{0, 14, 5, 2},
-                            Case{0, 9, 3, 2}, Case{0, 66, 3, 2}, Case{0, 40, 5, 1}}) {
+                            Case{0, 9, 3, 2}, Case{0, 66, 3, 2}, Case{0, 40, 5, 1}, Case{0, 14, 7, 1}}) {
         const std::string name = d + " " + std::to_string(c.kernel) + "x" + std::to_string(c.kernel) + " s" +
                                  std::to_string(c.stride) + " on " + std::to_string(c.size) + "x" +
                                  std::to_string(c.size);
