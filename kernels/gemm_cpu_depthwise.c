@@ -368,10 +368,10 @@ static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const f
       // `out` (after a 1x1 convolution, medians of 200, 3 alternations).
       // 3x3 and 5x5 windows at stride 1 or 2 and 7x7 at stride 1, without
       // dilation, take blocked_store_fixed. After a 1x1 convolution, one
-      // thread, medians of 200, 3 alternations: 3x3 at 14x14 to 112x112
-      // 0.90-0.94 of the time, 5x5 at 28x28 (240 channels) 0.73 and at 14x14
-      // 0.94, stride 2 0.93-0.97, 7x7 at 14x14 to 56x56 0.87-0.88. (The
-      // same for the four-output loop below, on 7x7 maps, took 1.02-1.05.)
+      // thread, medians of 200, 3 alternations on a quiet machine: 3x3 at
+      // 14x14 to 112x112 0.75-0.93 of the time, 5x5 0.86-0.87, stride 2
+      // 0.75-0.94, 7x7 at 14x14 to 56x56 0.73-0.87. (The same for the
+      // four-output loop below, on 7x7 maps, took 1.02-1.05.)
       const int window = x->dh == 1 && x->dw == 1 && (x->sw == 1 || x->sw == 2) && kh == kw ? (int)kh : 0;
       const struct store_clamp* clamp = g->batch_clamp ? &sc : NULL;
       for (ptrdiff_t oh = oh0; oh < oh1; ++oh) {
