@@ -159,7 +159,7 @@ bool guarded_form(const Tensor& x) {
 // products over the channels' planes, one kernel with no copy of the input
 // (detail::depthwise_by_gather). Undefined elsewhere.
 Tensor by_gather(const Tensor& x, const Tensor& weight, const Window2d& g, int64_t OH, int64_t OW) {
-  if (!gemm_template_gathers(Registry::instance().get(x.device()))) return Tensor();
+  if (!gemm_template_gathers_planes(Registry::instance().get(x.device()))) return Tensor();
   ConvGather window;
   window.kernel_h = g.kernel_h, window.kernel_w = g.kernel_w;
   window.stride_h = g.stride_h, window.stride_w = g.stride_w;
@@ -175,7 +175,7 @@ Tensor max_pool_by_gather(Tensor x, const Window2d& g) {
   check_window(x, g);
   const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3), K = g.kernel_h * g.kernel_w;
   if (x.dtype() != DType::f32 || K < 2 || !detail::plane_fits_int(H, W) ||
-      !gemm_template_gathers(Registry::instance().get(x.device())))
+      !gemm_template_gathers_planes(Registry::instance().get(x.device())))
     return Tensor();
   const int64_t OH = out_size(H, g.pad_h, g.kernel_h, g.stride_h, g.dilation_h);
   const int64_t OW = out_size(W, g.pad_w, g.kernel_w, g.stride_w, g.dilation_w);

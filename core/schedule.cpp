@@ -46,7 +46,8 @@ struct Planner {
   std::vector<Node*> shared_only;
 
   // The GEMM templates are float32 only. A gather-only hint (a depthwise
-  // convolution, core/depthwise.h) holds only where the template gathers.
+  // convolution, a max pool: core/depthwise.h) is made only where the
+  // template gathers planes (gemm_template_gathers_planes).
   bool is_gemm(Node* n) const {
     return gemm && n->matmul && n->dtype == DType::f32 && (n->matmul->gather_only ? gather : n->op == Op::Sum);
   }

@@ -9,7 +9,8 @@
 // global loads are issued before the current one is multiplied, and one
 // barrier per slice suffices. Every size and stride is a constant, so the
 // compiler folds the index math and drops the bounds tests a tile does not
-// need.
+// need. A convolution's B is read from its image (GATHER), never from stored
+// im2col columns.
 typedef {{IDX}} idx_t;
 constexpr idx_t M = {{M}}, N = {{N}}, K = {{K}};
 constexpr idx_t SA0 = {{SA0}}, SA1 = {{SA1}}, SA2 = {{SA2}};
@@ -22,6 +23,13 @@ constexpr int TM = {{TM}}, TN = {{TN}}, TK = {{TK}}, WM = {{WM}}, WN = {{WN}};
 // wholly inside or wholly outside the matrix.
 constexpr int A_VEC = {{A_VEC}}, B_VEC = {{B_VEC}};
 constexpr bool A_K_FAST = {{A_K_FAST}}, B_N_FAST = {{B_N_FAST}};
+// GATHER: B is a convolution's image read through its window (ConvGather in
+// core/ops.h), not im2col columns: B[b, k, n] is channel k / (GKH * GKW) of
+// image b (SB0 apart) at the row and column that output n = oh * GOW + ow
+// reads at tap k, zero in the padding. SB1 and SB2 are then unused.
+constexpr bool GATHER = {{GATHER}};
+constexpr idx_t GH = {{GH}}, GW = {{GW}}, GKH = {{GKH}}, GKW = {{GKW}}, GSH = {{GSH}}, GSW = {{GSW}};
+constexpr idx_t GDH = {{GDH}}, GDW = {{GDW}}, GPT = {{GPT}}, GPL = {{GPL}}, GOW = {{GOW}};
 
 // The elementwise ops fused after the product (bias, batch-norm, activation,
 // residual add): every element of C is stored as epilogue(sum, ...).
@@ -41,6 +49,14 @@ struct Slice {
 
 static __device__ __forceinline__ float4 load4(const float* p, bool inside) {
   return inside ? *reinterpret_cast<const float4*>(p) : make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+// B[k, n] of a gathered B (GATHER), or zero outside the product.
+static __device__ __forceinline__ float gathered(const float* __restrict__ image, idx_t k, idx_t n) {
+  constexpr idx_t TAPS = GKH * GKW;
+  const idx_t c = k / TAPS, i = k % TAPS / GKW, j = k % GKW;
+  const idx_t y = n / GOW * GSH + i * GDH - GPT, x = n % GOW * GSW + j * GDW - GPL;
+  return k < K && n < N && y >= 0 && y < GH && x >= 0 && x < GW ? image[(c * GH + y) * GW + x] : 0.f;
 }
 
 static __device__ __forceinline__ void load_slice(Slice& s, const float* __restrict__ A, const float* __restrict__ B,
@@ -68,6 +84,9 @@ static __device__ __forceinline__ void load_slice(Slice& s, const float* __restr
     } else if constexpr (B_VEC == 2) {  // e -> (n, float4 of k)
       const int n = e / (TK / 4), k = (e % (TK / 4)) * 4;
       s.b[l] = load4(B + (k0 + k) + (n0 + n) * SB2, n0 + n < N && k0 + k < K);
+    } else if constexpr (GATHER) {  // consecutive threads read consecutive outputs' pixels
+      const int n = e % TN, k = e / TN;
+      s.bs[l] = gathered(B, k0 + k, n0 + n);
     } else {
       const int n = B_N_FAST ? e % TN : e / TK, k = B_N_FAST ? e / TN : e % TK;
       s.bs[l] = (n0 + n < N && k0 + k < K) ? B[(k0 + k) * SB1 + (n0 + n) * SB2] : 0.f;

@@ -97,18 +97,23 @@ class TestCuda : public QObject {
     // serial) and for an H200-shaped one, so that the work-group form of the
     // large reductions (__shared__, __syncthreads) is compiled as well.
     H200Shaped gpu(*d);
-    size_t grouped = 0, gemms = 0;
+    size_t grouped = 0, gemms = 0, gathered = 0;
     for (auto& c : golden_cases()) {
       tl::RealizeObserver see([&](const std::vector<tl::NodeRef>& roots) {
-        // Generic kernels only, then matmuls through kernels/gemm.cu.
-        for (bool gemm : {false, true})
-          for (auto& plan : tl::schedule(roots, gemm)) {
-            if (gemm && plan.kind != tl::KernelPlan::Kind::Gemm) continue;
+        // Generic kernels only, then matmuls through kernels/gemm.cu, then
+        // convolutions whose B it gathers from their images (as on cuda:0).
+        // The cpu's products over one plane per channel (gather_only) are
+        // not made for cuda:0, whose template does not compute them.
+        for (int mode : {0, 1, 2})
+          for (auto& plan : tl::schedule(roots, mode > 0, mode == 2)) {
+            if (mode > 0 && plan.kind != tl::KernelPlan::Kind::Gemm) continue;
+            if (mode == 2 && (plan.gemm().matmul->gather_only || plan.inputs[1] != plan.gemm().matmul->image)) continue;
             for (const tl::Device* target : {static_cast<const tl::Device*>(d), static_cast<const tl::Device*>(&gpu)}) {
               auto r = tl::render_kernel(plan, *target);
               const bool added = sources.emplace(r.source, r.name).second;
               if (added && r.source.find("__syncthreads") != std::string::npos) ++grouped;
-              if (added && gemm) ++gemms;
+              if (added && mode > 0) ++gemms;
+              if (added && r.source.find("GATHER = true") != std::string::npos) ++gathered;
             }
           }
       });
@@ -117,6 +122,7 @@ class TestCuda : public QObject {
     QVERIFY2(sources.size() > 100, std::to_string(sources.size()).c_str());
     QVERIFY2(grouped >= 10, ("work-group reductions rendered: " + std::to_string(grouped)).c_str());
     QVERIFY2(gemms >= 10, ("GEMM template kernels rendered: " + std::to_string(gemms)).c_str());
+    QVERIFY2(gathered >= 4, ("convolutions rendered with a gathered B: " + std::to_string(gathered)).c_str());
     for (auto& [source, name] : sources) {
       QVERIFY2(source.find("__global__") != std::string::npos, source.c_str());
       try {
@@ -126,7 +132,7 @@ class TestCuda : public QObject {
         QFAIL((name + ": " + e.what() + "\n" + source).c_str());
       }
     }
-    qInfo("%zu distinct kernels compiled with NVRTC, %zu of them GEMMs", sources.size(), gemms);
+    qInfo("%zu distinct kernels compiled with NVRTC, %zu of them GEMMs, %zu gathering", sources.size(), gemms, gathered);
   }
 
   void nvrtcErrorCarriesTheLog() {

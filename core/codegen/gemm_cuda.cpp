@@ -1,6 +1,7 @@
 // Specialises kernels/gemm.cu for one GEMM shape and one CUDA GPU.
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -29,7 +30,23 @@ bool forced_tiles(GpuTiles& t) {
                               "': want TMxTNxTKxWMxWN with WM, WN, TK multiples of 4 and whole float4 loads");
 }
 
-TemplateKernel render_tiles(const GemmShape& s, const std::string& name, const Dialect& d, const GpuTiles& t) {
+// The template's GATHER values: a convolution's window over its image, or
+// (B a plain matrix) ones that no code path reads.
+std::map<std::string, std::string> gather_values(const ConvGather& g) {
+  const bool on = g.active();
+  auto v = [on](int64_t x) { return std::to_string(on ? x : 1); };
+  return {{"GATHER", on ? "true" : "false"}, {"GH", v(g.height)},     {"GW", v(g.width)},
+          {"GKH", v(g.kernel_h)},           {"GKW", v(g.kernel_w)}, {"GSH", v(g.stride_h)},
+          {"GSW", v(g.stride_w)},           {"GDH", v(g.dilation_h)}, {"GDW", v(g.dilation_w)},
+          {"GPT", on ? std::to_string(g.pad_top) : "0"}, {"GPL", on ? std::to_string(g.pad_left) : "0"},
+          {"GOW", v(g.out_w)}};
+}
+
+TemplateKernel render_tiles(const GemmShape& shape, const std::string& name, const Dialect& d, const GpuTiles& t) {
+  GemmShape s = shape;
+  const bool gather = s.gather.active();
+  // A gathered B is one image per batch item (none apart when there is one).
+  if (gather) s.b_strides[0] = s.batch == 1 ? 0 : s.gather.channels * s.gather.height * s.gather.width;
   const int64_t* a = s.a_strides;
   const int64_t* b = s.b_strides;
   // float4 loads need every float4 aligned (the other strides multiples of
@@ -40,15 +57,18 @@ TemplateKernel render_tiles(const GemmShape& s, const std::string& name, const D
     a_vec = 1;
   else if (a[1] == 1 && s.m % 4 == 0 && aligned(a[0], a[2]))
     a_vec = 2;
-  if (b[2] == 1 && s.n % 4 == 0 && aligned(b[0], b[1]))
+  if (gather)
+    b_vec = 0;  // one pixel at a time, along n
+  else if (b[2] == 1 && s.n % 4 == 0 && aligned(b[0], b[1]))
     b_vec = 1;
   else if (b[1] == 1 && s.k % 4 == 0 && aligned(b[0], b[2]))
     b_vec = 2;
-  return render_gpu_tiles("gemm.cu", s, name, d, t,
-                          {{"A_VEC", std::to_string(a_vec)},
-                           {"B_VEC", std::to_string(b_vec)},
-                           {"A_K_FAST", std::abs(a[2]) <= std::abs(a[1]) ? "true" : "false"},
-                           {"B_N_FAST", std::abs(b[2]) <= std::abs(b[1]) ? "true" : "false"}});
+  auto values = gather_values(s.gather);
+  values.insert({{"A_VEC", std::to_string(a_vec)},
+                 {"B_VEC", std::to_string(b_vec)},
+                 {"A_K_FAST", std::abs(a[2]) <= std::abs(a[1]) ? "true" : "false"},
+                 {"B_N_FAST", gather || std::abs(b[2]) <= std::abs(b[1]) ? "true" : "false"}});
+  return render_gpu_tiles("gemm.cu", s, name, d, t, std::move(values));
 }
 
 }  // namespace
@@ -56,6 +76,8 @@ TemplateKernel render_tiles(const GemmShape& s, const std::string& name, const D
 TemplateKernel render_gemm_cuda(const GemmShape& s, const std::string& name, const DeviceInfo& info,
                                 const Dialect& d) {
   check_gemm_shape(s);
+  if (s.gather.max || s.pool.active())
+    throw std::logic_error(name + ": kernels/gemm.cu gathers a convolution's B, not a max pool");
   GpuTiles forced{};
   if (forced_tiles(forced)) return render_tiles(s, name, d, forced);  // no candidates
   const GpuTiles chosen = pick_gpu_tiles(s, info, kTiles);

@@ -73,8 +73,11 @@ bool gemm_needs_wide_index(const GemmShape& s, int64_t tm, int64_t tn, int64_t t
                                   s.b_strides[2]}) < 0;
   const int64_t padded_m = (s.m + tm - 1) / tm * tm, padded_n = (s.n + tn - 1) / tn * tn;
   const int64_t padded_k = (s.k + tk - 1) / tk * tk;
-  const int64_t largest = std::max({reach(s.batch, padded_m, padded_k, s.a_strides),
-                                    reach(s.batch, padded_k, padded_n, s.b_strides), s.batch * s.m * s.n});
+  // A gathered B (ConvGather) reads whole images, one per batch item.
+  const ConvGather& g = s.gather;
+  const int64_t b_reach = g.active() ? std::max<int64_t>(1, s.batch) * g.channels * g.height * g.width
+                                     : reach(s.batch, padded_k, padded_n, s.b_strides);
+  const int64_t largest = std::max({reach(s.batch, padded_m, padded_k, s.a_strides), b_reach, s.batch * s.m * s.n});
   return negative || largest >= (int64_t{1} << 31);
 }
 
@@ -129,6 +132,11 @@ static GemmRenderer gemm_renderer(const std::string& file) {
 bool has_gemm_template(const Device& device) { return gemm_renderer(device.info().gemm_template) != nullptr; }
 
 bool gemm_template_gathers(const Device& device) {
+  const std::string& t = device.info().gemm_template;
+  return (t == "gemm_cpu.c" || t == "gemm.cu") && has_gemm_template(device);
+}
+
+bool gemm_template_gathers_planes(const Device& device) {
   return device.info().gemm_template == "gemm_cpu.c" && has_gemm_template(device);
 }
 

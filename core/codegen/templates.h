@@ -98,6 +98,9 @@ bool has_gemm_template(const Device& device);
 // Whether that template reads a convolution's B from its image (ConvGather)
 // rather than from materialised im2col columns.
 bool gemm_template_gathers(const Device& device);
+// Whether it also computes products over one channel's plane per batch
+// item (a depthwise convolution, a max pool: MatmulHint::gather_only).
+bool gemm_template_gathers_planes(const Device& device);
 
 // Whether the device's GEMM template passes C's flat index to its epilogue
 // (GemmEpilogue::flat).
