@@ -1,4 +1,5 @@
 // Specialises kernels/gemm.cu for one GEMM shape and one CUDA GPU.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -12,11 +13,35 @@ namespace tl {
 
 namespace {
 
-// Largest first (pick_gpu_tiles): 128x128 with 8x8 sums per thread is what
-// reaches the FMA rate on a big GPU. 128x128x8 measured 3.22 ms on a 4096
+// The tiles, largest first. 128x128 with 8x8 sums per thread is what
+// reaches the FMA rate on a big product: 128x128x8 measured 3.22 ms on a 4096
 // product on an H200 against 3.33 for 128x128x16 and 3.48-3.72 for 64x128
-// and 128x64 (scripts/bench-gpu).
-const std::vector<GpuTiles> kTiles = {{128, 128, 8, 8, 8}, {64, 64, 16, 4, 4}, {32, 32, 16, 4, 4}};
+// and 128x64 (scripts/bench-gpu). The smaller ones keep every SM busy on
+// products of few tiles; each was the fastest of 8 tiles on some of 34
+// products from the zoo at batch 64, timed on an H100 (see pick_tiles).
+const std::vector<GpuTiles> kTiles = {
+    {128, 128, 8, 8, 8}, {128, 64, 8, 8, 8}, {64, 64, 8, 4, 8}, {32, 64, 16, 4, 4}, {32, 32, 16, 4, 4}};
+
+// The first tile of kTiles that is not taller or wider than the product
+// (rounded up to 32) and still gives each SM 1.5 blocks; else the last. Over
+// the 34 products (ViT's, Swin's and ConvNeXt's linear layers and attention,
+// ResNet-18's and DenseNet-121's convolutions gathered and as im2col
+// products), the tile it picks took 1.05x the time of the fastest tile
+// (geometric mean; at worst 1.24x), where pick_gpu_tiles's rule (4 blocks
+// per SM, no more than 32x32 when K < 128) over its three tiles took 1.12x
+// (at worst 1.64x): ResNet-18's last convolutions (512 x 49 outputs of 64
+// images) 0.68 ms instead of 1.12, DenseNet's 32-channel ones 0.69 instead
+// of 0.77 at 56x56.
+GpuTiles pick_tiles(const GemmShape& s, const DeviceInfo& info) {
+  auto up32 = [](int64_t v) { return (v + 31) / 32 * 32; };
+  const int64_t units = std::max(1, info.compute_units);
+  for (const GpuTiles& t : kTiles) {
+    if (t.tm > up32(s.m) || t.tn > up32(s.n)) continue;
+    const int64_t blocks = ((s.m + t.tm - 1) / t.tm) * ((s.n + t.tn - 1) / t.tn) * std::max<int64_t>(1, s.batch);
+    if (2 * blocks >= 3 * units) return t;
+  }
+  return kTiles.back();
+}
 
 // TINYLENS_CUDA_TILE=TMxTNxTKxWMxWN forces a tile, for benchmarking candidates.
 bool forced_tiles(GpuTiles& t) {
@@ -80,7 +105,7 @@ TemplateKernel render_gemm_cuda(const GemmShape& s, const std::string& name, con
     throw std::logic_error(name + ": kernels/gemm.cu gathers a convolution's B, not a max pool");
   GpuTiles forced{};
   if (forced_tiles(forced)) return render_tiles(s, name, d, forced);  // no candidates
-  const GpuTiles chosen = pick_gpu_tiles(s, info, kTiles);
+  const GpuTiles chosen = pick_tiles(s, info);
   TemplateKernel out = render_tiles(s, name, d, chosen);
   // The tuner's candidates: the other tiles of the table.
   for (const GpuTiles& t : kTiles)
