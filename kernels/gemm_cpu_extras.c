@@ -126,6 +126,9 @@ int tinylens_gemm_gather_thin(const struct tl_gemm* g, float* c, const float* a,
 }
 int tinylens_gemm_depthwise_blocked(const struct tl_gemm* g, float* c, const float* a, const float* b, ptrdiff_t start,
                                     ptrdiff_t end, void** args) {
+#if FAST_TRANSPOSE
+  if (g->gather.channels > 1) return grouped_blocked(g, c, a, b, start, end, args);
+#endif
   return depthwise_blocked(g, c, a, b, start, end, args);
 }
 

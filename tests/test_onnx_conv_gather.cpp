@@ -87,6 +87,11 @@ const Case kCases[] = {
      {1, 1, 1, 1}, {0, 0, 0, 0}, true, 2, 5, 1},
     {"3x3 s2 to a 14x14 map, 3 groups of 8 after a 1x1 convolution and ReLU", 24, 24, 28, 27, 3, 3, 2, 2, 1, 1,
      {1, 1, 1, 1}, {0, 0, 0, 0}, true, 2, 3, 1},
+    // The C device's grouped path (gemm_cpu_depthwise.c's grouped_blocked)
+    // on a 3x3 map: the threads' shares of rows are narrower than a vector,
+    // and 4 output channels a group fill half of one.
+    {"3x3 s1 on a 3x3 map, 4 groups of 8 channels to 4", 32, 16, 3, 3, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, {0, 0, 0, 0},
+     false, 1, 4},
 };
 
 // y[n, o, oy, ox] = b[o] + sum over c, i, j of w[o, c, i, j] * x[n, g*C/G + c, y, x]

@@ -382,6 +382,13 @@ TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
   // planes): each thread takes whole channels, and walks their output rows.
   // A max pool's units are its planes, however many.
   if (s.gather.active() && s.m <= kThinRows && (s.batch > 1 || s.gather.max)) base.split_rows = true;
+  // A grouped convolution with few channels a group (or a convolution to a
+  // few channels over several images): each thread takes whole groups, or
+  // rows of every group, which the library's grouped path computes across
+  // the group's output channels (grouped_blocked, at most 64 channels a
+  // group and a vector of outputs: 8 fit AVX2's and AVX-512's).
+  if (s.gather.active() && s.gather.channels > 1 && s.gather.channels <= 64 && s.m <= 8 && s.batch > 1)
+    base.split_rows = true;
   // A weight packed once (packs_a) leaves B to the threads: each that takes
   // rows packs all of it, each that takes columns only its own. With six
   // strips of columns or more (a 13x13 or 14x14 map's 169-196), up to 256
