@@ -461,22 +461,94 @@ static int depthwise_blocked(const struct tl_gemm* g, float* restrict c, const f
 }
 
 #if FAST_TRANSPOSE
-// Most channels a group grouped_blocked takes: its weights are G_K = channels
-// x taps vectors, read once per VW outputs.
+// Most channels a group grouped_blocked takes: its weights are G_K =
+// channels x taps vectors, read once per VW outputs.
 #define GROUPED_CHANNELS_MAX 64
+
+// Outputs [n0, n1) of group `grp` (all of its G_M rows) for
+// grouped_blocked: `im` takes the zero-padded rows of its channels that
+// those outputs read, `w` its weights as vectors over its output channels,
+// `off` each tap's pixel from an output's first.
+static void grouped_range(const struct tl_gemm* g, float* restrict c, const float* restrict a,
+                          const float* restrict b, ptrdiff_t grp, ptrdiff_t n0, ptrdiff_t n1, float* restrict w,
+                          ptrdiff_t* off, float* restrict im, void** args) {
+  const struct tl_gather* x = &g->gather;
+  const ptrdiff_t cg = x->channels, kh = x->kh, kw = x->kw, ow_n = x->out_w;
+  const ptrdiff_t oh0 = n0 / ow_n, oh1 = (n1 - 1) / ow_n + 1;
+  const ptrdiff_t ph = (oh1 - oh0 - 1) * x->sh + (kh - 1) * x->dh + 1, pw = (ow_n - 1) * x->sw + (kw - 1) * x->dw + 1;
+  const ptrdiff_t plane = ph * pw, count = MIN(VW, n1 - n0);
+  const int fused = g->fused && !g->finish;
+  const float* bias = fused && g->bias >= 0 ? (const float*)args[g->bias] : NULL;
+  for (ptrdiff_t ch = 0; ch < cg; ++ch)
+    for (ptrdiff_t i = 0; i < kh; ++i)
+      for (ptrdiff_t j = 0; j < kw; ++j) off[(ch * kh + i) * kw + j] = ch * plane + i * x->dh * pw + j * x->dw;
+  // The channels, zero-padded: one memset, then rows of a few floats each
+  // copied by a loop, not a call (55 groups of 8 channels on 7x7 maps took
+  // 1.3x the time with memset and memcpy per row).
+  const ptrdiff_t q0 = MIN(pw, MAX(0, x->pl)), q1 = MAX(q0, MIN(pw, x->width + x->pl));
+  const ptrdiff_t r0 = MAX(0, x->pt - oh0 * x->sh), r1 = MIN(ph, x->height + x->pt - oh0 * x->sh);
+  memset(im, 0, (size_t)(plane * cg) * sizeof(float));
+  const float* src = b + grp * SB0;
+  for (ptrdiff_t ch = 0; ch < cg; ++ch)
+    for (ptrdiff_t r = r0; r < r1; ++r) {
+      float* restrict dst = im + ch * plane + r * pw;
+      const float* restrict row = src + (ch * x->height + oh0 * x->sh + r - x->pt) * x->width - x->pl;
+      for (ptrdiff_t q = q0; q < q1; ++q) dst[q] = row[q];
+    }
+  float* cb = c + grp * G_M * G_N;
+  // Weights as vectors over the output channels (spare lanes 0), and biases.
+  const vf lo = (vf){0} + g->lo, hi = (vf){0} + g->hi;
+  vf bv = {0};
+  for (ptrdiff_t l = 0; l < G_M && bias; ++l) bv[l] = bias[l];
+  for (ptrdiff_t k = 0; k < G_K; ++k)
+    for (ptrdiff_t l = 0; l < VW; ++l) w[k * VW + l] = l < G_M ? a[grp * SA0 + l * SA1 + k * SA2] : 0.0f;
+  // VW outputs at a time; the last VW end at n1, overlapping the ones
+  // before (the same values stored again). Each output's first pixel is
+  // found by stepping along its row, not by dividing.
+  for (ptrdiff_t nb = n0; nb < n1; nb += VW) {
+    const ptrdiff_t n = MAX(n0, MIN(nb, n1 - VW));
+    const float* pix[VW];
+    ptrdiff_t oh = n / ow_n, ow = n % ow_n;
+    for (int q = 0; q < VW; ++q) {
+      pix[q] = im + (oh - oh0) * x->sh * pw + ow * x->sw;
+      if (n + q + 1 < n1 && ++ow == ow_n) ow = 0, ++oh;  // past n1: the last output again
+    }
+    vf acc[VW];
+#pragma GCC unroll 16
+    for (int q = 0; q < VW; ++q) acc[q] = (vf){0};
+    for (ptrdiff_t k = 0; k < G_K; ++k) {
+      const vf wk = *(const vf*)(w + k * VW);
+      const ptrdiff_t o = off[k];
+#pragma GCC unroll 16
+      for (int q = 0; q < VW; ++q) acc[q] += wk * pix[q][o];
+    }
+    if (fused)
+#pragma GCC unroll 16
+      for (int q = 0; q < VW; ++q) acc[q] = clamp_v(acc[q] + bv, lo, hi);
+    transpose_vw(acc);
+    if (count == VW)
+      for (ptrdiff_t l = 0; l < G_M; ++l) *(vfu*)(cb + l * G_N + n) = acc[l];
+    else
+      for (ptrdiff_t l = 0; l < G_M; ++l)
+        for (ptrdiff_t q = 0; q < count; ++q) cb[l * G_N + n + q] = acc[l][q];
+  }
+  if (!fused) finish_block(g, cb, grp, 0, G_M, n0, n1, args);
+}
 
 // A grouped convolution with few channels a group (RegNet's 8, ResNeXt's 4
 // to 32): batch item b is group b's product of at most VW output channels
-// over its channels x taps. The packed path spends more on each group's
+// over its channels x taps. The packed path spent more on each group's
 // packing and on its few rows of C (8 of a 6-row micro-tile's 12) than on
 // the product. Here the vectors run across the group's output channels
 // instead: every output is G_K multiply-adds of a vector of weights (one
 // per output channel) by one pixel of a zero-padded copy of the group's
-// channels, VW outputs at a time (any stride, any width: each output
-// reads its pixels through its own pointer), turned in registers into VW
-// outputs of each channel and stored. Taps are added in k order. The
-// launch's range is split as depthwise_blocked splits it: by rows of every
-// group when the groups are few. Returns 0 where it does not apply.
+// channels, VW outputs at a time (any stride, any width: each output reads
+// its pixels through its own pointer), turned in registers into VW outputs
+// of each channel and stored. Taps are added in k order. The launch's
+// range is split as depthwise_blocked splits it: by rows of every group
+// when the groups are few, else by groups. Returns 0 where it does not
+// apply. (RGB stems, one image of 3 channels to 16 or 32, took 0.89-1.22x
+// the packed path's time this way: left to it.)
 static int grouped_blocked(const struct tl_gemm* g, float* restrict c, const float* restrict a,
                            const float* restrict b, ptrdiff_t start, ptrdiff_t end, void** args) {
   const struct tl_gather* x = &g->gather;
@@ -487,17 +559,17 @@ static int grouped_blocked(const struct tl_gemm* g, float* restrict c, const flo
   const ptrdiff_t oh_n = G_N / ow_n;
   const int by_rows = g->batch <= 4 * VW;
   const ptrdiff_t first = by_rows ? 0 : start, last = by_rows ? g->batch : end;
-  const ptrdiff_t oh0 = by_rows ? start * oh_n / g->batch : 0, oh1 = by_rows ? end * oh_n / g->batch : oh_n;
-  if (oh0 >= oh1) return 1;
-  // The padded rows and columns that output rows oh0..oh1 read, per channel.
-  const ptrdiff_t ph = (oh1 - oh0 - 1) * x->sh + (kh - 1) * x->dh + 1, pw = (ow_n - 1) * x->sw + (kw - 1) * x->dw + 1;
-  const ptrdiff_t plane = ph * pw, n0 = oh0 * ow_n, n1 = oh1 * ow_n, count = MIN(VW, n1 - n0);
-  const size_t floats = (size_t)(plane * cg) + (size_t)G_K * VW;
+  const ptrdiff_t n0 = by_rows ? start * oh_n / g->batch * ow_n : 0, n1 = by_rows ? end * oh_n / g->batch * ow_n : G_N;
+  if (n0 >= n1) return 1;
+  // The padded rows and columns that outputs n0..n1 read, per channel.
+  const ptrdiff_t rows = (n1 - 1) / ow_n - n0 / ow_n + 1;
+  const ptrdiff_t ph = (rows - 1) * x->sh + (kh - 1) * x->dh + 1, pw = (ow_n - 1) * x->sw + (kw - 1) * x->dw + 1;
+  const size_t floats = (size_t)G_K * VW + (size_t)(ph * pw * cg);
   float* buf = scratch_alloc(floats * sizeof(float) + (size_t)G_K * sizeof(ptrdiff_t));
-  const int fused = g->fused && !g->finish;
-  const float* bias = fused && g->bias >= 0 ? (const float*)args[g->bias] : NULL;
-  const float clamp[2] = {g->lo, g->hi};
-  if (!buf) {  // one multiply-add at a time, the same rows (other threads take the others)
+  if (!buf) {  // one multiply-add at a time, the same outputs (other threads take the others)
+    const int fused = g->fused && !g->finish;
+    const float* bias = fused && g->bias >= 0 ? (const float*)args[g->bias] : NULL;
+    const float clamp[2] = {g->lo, g->hi};
     for (ptrdiff_t grp = first; grp < last; ++grp) {
       float* cb = c + grp * G_M * G_N;
       for (ptrdiff_t i = 0; i < G_M; ++i)
@@ -511,62 +583,9 @@ static int grouped_blocked(const struct tl_gemm* g, float* restrict c, const flo
     return 1;
   }
   float* w = buf;  // first, then the offsets: both stay aligned
-  ptrdiff_t* off = (ptrdiff_t*)(w + G_K * VW);  // tap k's pixel from an output's first
+  ptrdiff_t* off = (ptrdiff_t*)(w + G_K * VW);
   float* im = (float*)(off + G_K);
-  for (ptrdiff_t ch = 0; ch < cg; ++ch)
-    for (ptrdiff_t i = 0; i < kh; ++i)
-      for (ptrdiff_t j = 0; j < kw; ++j) off[(ch * kh + i) * kw + j] = ch * plane + i * x->dh * pw + j * x->dw;
-  vf bv = {0}, lo = (vf){0} + g->lo, hi = (vf){0} + g->hi;
-  for (ptrdiff_t l = 0; l < G_M && bias; ++l) bv[l] = bias[l];
-  const ptrdiff_t q0 = MIN(pw, MAX(0, x->pl)), q1 = MAX(q0, MIN(pw, x->width + x->pl));
-  // The padding is the same for every group: zeroed once, then each
-  // group's pixels copied inside it (rows of a few floats: a loop, not a
-  // call; 55 groups of 8 channels on 7x7 maps took 1.3x the time with
-  // memset and memcpy per row).
-  const ptrdiff_t r0 = MAX(0, x->pt - oh0 * x->sh), r1 = MIN(ph, x->height + x->pt - oh0 * x->sh);
-  memset(im, 0, (size_t)(plane * cg) * sizeof(float));
-  for (ptrdiff_t grp = first; grp < last; ++grp) {
-    const float* src = b + grp * SB0;
-    for (ptrdiff_t ch = 0; ch < cg; ++ch)
-      for (ptrdiff_t r = r0; r < r1; ++r) {
-        float* restrict dst = im + ch * plane + r * pw;
-        const float* restrict row = src + (ch * x->height + oh0 * x->sh + r - x->pt) * x->width - x->pl;
-        for (ptrdiff_t q = q0; q < q1; ++q) dst[q] = row[q];
-      }
-    // Weights as vectors over the output channels; spare lanes are 0.
-    for (ptrdiff_t k = 0; k < G_K; ++k)
-      for (ptrdiff_t l = 0; l < VW; ++l) w[k * VW + l] = l < G_M ? a[grp * SA0 + l * SA1 + k * SA2] : 0.0f;
-    float* cb = c + grp * G_M * G_N;
-    // VW outputs at a time; the last VW end at n1, overlapping the ones
-    // before (the same values stored again).
-    for (ptrdiff_t nb = n0; nb < n1; nb += VW) {
-      const ptrdiff_t n = MAX(n0, MIN(nb, n1 - VW));
-      const float* pix[VW];
-      for (int q = 0; q < VW; ++q) {
-        const ptrdiff_t o = MIN(n + q, n1 - 1);
-        pix[q] = im + (o / ow_n - oh0) * x->sh * pw + o % ow_n * x->sw;
-      }
-      vf acc[VW];
-#pragma GCC unroll 16
-      for (int q = 0; q < VW; ++q) acc[q] = (vf){0};
-      for (ptrdiff_t k = 0; k < G_K; ++k) {
-        const vf wk = *(const vf*)(w + k * VW);
-        const ptrdiff_t o = off[k];
-#pragma GCC unroll 16
-        for (int q = 0; q < VW; ++q) acc[q] += wk * pix[q][o];
-      }
-      if (fused)
-#pragma GCC unroll 16
-        for (int q = 0; q < VW; ++q) acc[q] = clamp_v(acc[q] + bv, lo, hi);
-      transpose_vw(acc);
-      if (count == VW)
-        for (ptrdiff_t l = 0; l < G_M; ++l) *(vfu*)(cb + l * G_N + n) = acc[l];
-      else
-        for (ptrdiff_t l = 0; l < G_M; ++l)
-          for (ptrdiff_t q = 0; q < count; ++q) cb[l * G_N + n + q] = acc[l][q];
-    }
-    if (!fused) finish_block(g, cb, grp, 0, G_M, n0, n1, args);
-  }
+  for (ptrdiff_t grp = first; grp < last; ++grp) grouped_range(g, c, a, b, grp, n0, n1, w, off, im, args);
   scratch_free(buf);
   return 1;
 }
