@@ -5,8 +5,9 @@
 // images): the splits, the cache blocks, B read in place from the image or
 // packed, C computed as C^T or as it is, C^T split by its columns. And
 // Winograd's F(2x2, 3x3) (kernels/gemm_cpu_winograd.c): the default
-// rendering of a 3x3 convolution at stride 1 whose transformed weights fit
-// the cache, a tuner candidate ("winograd") of the larger ones, and the
+// rendering of a 3x3 convolution at stride 1 from 16 channels or more whose
+// transformed weights fit the cache or whose map has 49 tiles, a tuner
+// candidate ("winograd") of the others, and the
 // direct product ("direct") the other way round. Either, made the winner by
 // a fake clock, gives a direct double-precision convolution's numbers for
 // maps whose sides are odd and even, one pixel, valid windows, explicit
@@ -44,13 +45,16 @@ struct Case {
 
 const Case kCases[] = {
     {"13x13, 16 -> 40 channels (no whole panel)", 1, 16, 40, 13, 13, 1, 1, 1, 1, false},
-    {"8x11, two images, 3 -> 64 channels", 2, 3, 64, 8, 11, 1, 1, 1, 1, true},
-    {"valid window: 10x9 -> 8x7", 1, 5, 17, 10, 9, 0, 0, 0, 0, true},
-    {"asymmetric pads 2,0 / 0,1", 1, 6, 20, 7, 12, 2, 0, 0, 1, false},
-    {"one pixel", 1, 8, 16, 1, 1, 1, 1, 1, 1, false},
+    // Fewer than 16 channels: the direct product by default (an RGB image's 3).
+    {"8x11, two images, 3 -> 64 channels", 2, 3, 64, 8, 11, 1, 1, 1, 1, true, 3, 1, 1, false},
+    {"valid window: 10x9 -> 8x7", 1, 16, 17, 10, 9, 0, 0, 0, 0, true},
+    {"asymmetric pads 2,0 / 0,1", 1, 16, 20, 7, 12, 2, 0, 0, 1, false},
+    {"one pixel", 1, 16, 16, 1, 1, 1, 1, 1, 1, false},
     {"28x28, 128 -> 96: several chunks of tile rows", 1, 128, 96, 28, 28, 1, 1, 1, 1, true},
     {"56x56, 64 -> 64 with bias, ReLU and residual", 1, 64, 64, 56, 56, 1, 1, 1, 1, true},
     {"7x7, 384 -> 384: 9 MiB of transformed weights", 1, 384, 384, 7, 7, 1, 1, 1, 1, true, 3, 1, 1, false},
+    // As large, but 14x14: 49 tiles repay streaming them.
+    {"14x14, 384 -> 384: 9 MiB of transformed weights", 1, 384, 384, 14, 14, 1, 1, 1, 1, false},
 };
 
 // Winograd's F(2x2, 3x3) (1) or F(4x4, 3x3) (2), or 0: the direct product.
@@ -289,7 +293,7 @@ class TestConvRenderings : public QObject {
         {"conv + bias, 3x3 at stride 2", {"", 1, 7, 64, 20, 37, 1, 1, 1, 1, false, 3, 2, 1}, true, -INFINITY, INFINITY,
          ".fused = 1, .bias = 3, .lo = -INFINITY, .hi = INFINITY"},
         {"relu6(conv + bias), 3x3 at stride 1 (Winograd's by default), 20 outputs",
-         {"", 1, 12, 20, 11, 14, 1, 1, 1, 1, false, 3, 1, 1}, true, 0.0, 6.0,
+         {"", 1, 16, 20, 11, 14, 1, 1, 1, 1, false, 3, 1, 1}, true, 0.0, 6.0,
          ".fused = 1, .bias = 3, .lo = (float)0, .hi = (float)6"},
     };
     for (const Tail& t : tails) {

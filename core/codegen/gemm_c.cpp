@@ -96,10 +96,19 @@ bool winograd_fits(const GemmShape& s) {
 // stay in the shared cache: every chunk of output rows reads all of them.
 // Measured on 2 threads (tuner, scripts/bench onnx): 1.25-1.8x faster than
 // the direct product from 16 -> 64 channels on 55x55 to 256 -> 256 on
-// 14x14; slower at 512 -> 512 on 7x7 (16 MiB of weights).
+// 14x14; slower at 512 -> 512 on 7x7 (16 MiB of weights). Larger weights
+// are streamed, which maps of 49 tiles or more (14x14) repay: tuned on 2
+// threads, VGG-19's 512 -> 512 took 3.6 ms against the direct product's 5.8
+// on 14x14, 11.0 against 21.2 on 28x28. Not from fewer than 16 channels:
+// each tile's transforms then cost more than its products save (VGG-19's
+// first layer, 3 -> 64 channels on 224x224: 3.6 ms against 1.2).
 constexpr int64_t kWinogradWeightsMax = int64_t(1) << 21;  // floats (8 MiB)
+constexpr int64_t kWinogradStreamedTilesMin = 49;
+constexpr int64_t kWinogradChannelsMin = 16;
 bool winograd_by_default(const GemmShape& s) {
-  return winograd_fits(s) && 16 * s.gather.channels * s.m <= kWinogradWeightsMax;
+  if (!winograd_fits(s) || s.gather.channels < kWinogradChannelsMin) return false;
+  const int64_t tiles = ceil_div(s.n / s.gather.out_w, 2) * ceil_div(s.gather.out_w, 2);
+  return 16 * s.gather.channels * s.m <= kWinogradWeightsMax || tiles >= kWinogradStreamedTilesMin;
 }
 
 // The rendering options of one GEMM kernel: which side of C the threads
