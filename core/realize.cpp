@@ -382,7 +382,7 @@ static void plan_buffer_reuse(Plan& result, const std::vector<KernelPlan>& plans
 static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const GraphKey& graph, Device& device,
                                        double& compile_seconds) {
   std::function<bool(const KernelPlan&)> pools;  // none: no pool is merged (TINYLENS_NOPOOLFUSION)
-  if (pool_fusion_enabled()) pools = [&](const KernelPlan& p) { return gemm_epilogue_in_registers(p, device); };
+  if (pool_fusion_enabled()) pools = [&](const KernelPlan& p) { return gemm_pools_in_kernel(p, device); };
   std::optional<TraceScope> span(std::in_place, "schedule");
   auto plans = schedule(group, has_gemm_template(device), gemm_template_gathers(device), pools);
   for (auto& plan : plans) require_dtypes(plan, device);

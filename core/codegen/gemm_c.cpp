@@ -376,6 +376,8 @@ TemplateKernel render_with(const GemmShape& s, const std::string& name, const Kn
 
 }  // namespace
 
+bool gemm_c_winograd_by_default(const GemmShape& s) { return winograd_by_default(s); }
+
 TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
   if (s.batch < 1 || s.m < 1 || s.n < 1 || s.k < 1)
     throw ShapeError("gemm: every size must be at least 1, got batch=" + std::to_string(s.batch) +

@@ -469,16 +469,28 @@ bool gemm_epilogue_in_registers(const KernelPlan& plan, const Device& device) {
   return ep.row_bias_clamp || plan.fused.size() == 1;
 }
 
-// A GEMM plan's kernel (k has its ops and bytes): the device's template,
-// specialised with the product's shape, gather, pool and epilogue.
-static RenderedKernel render_gemm_kernel(const KernelPlan& plan, const Device& device, RenderedKernel k) {
+// A GEMM plan's product as its template sees it: sizes, strides, which
+// operands are constants, and the gather when the scheduler gave it the image.
+static GemmShape product_shape(const KernelPlan& plan) {
   const MatmulHint& h = *plan.gemm().matmul;
   GemmShape g;
   g.batch = h.batch, g.m = h.m, g.n = h.n, g.k = h.k;
   for (int i = 0; i < 3; ++i) g.a_strides[i] = h.a_strides[i], g.b_strides[i] = h.b_strides[i];
   g.a_constant = plan.inputs[0]->realized();
   g.b_constant = plan.inputs[1]->realized();
-  if (plan.inputs[1] == h.image) g.gather = h.gather;  // the scheduler gave the GEMM the image
+  if (plan.inputs[1] == h.image) g.gather = h.gather;
+  return g;
+}
+
+bool gemm_pools_in_kernel(const KernelPlan& plan, const Device& device) {
+  return gemm_epilogue_in_registers(plan, device) && !gemm_faster_unpooled(device, product_shape(plan));
+}
+
+// A GEMM plan's kernel (k has its ops and bytes): the device's template,
+// specialised with the product's shape, gather, pool and epilogue.
+static RenderedKernel render_gemm_kernel(const KernelPlan& plan, const Device& device, RenderedKernel k) {
+  const MatmulHint& h = *plan.gemm().matmul;
+  GemmShape g = product_shape(plan);
   const bool pool = g.gather.max;  // a max pool (ConvGather::max) says so in its name
   k.name = (pool ? "MAXPOOL_" : "GEMM_") + std::to_string(h.batch) + "_" + std::to_string(h.m) + "_" +
            std::to_string(h.n) + "_" + std::to_string(h.k);

@@ -24,6 +24,10 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device);
 // Whether a GEMM plan's epilogue is the form a template may apply in
 // registers (GemmEpilogue::row_bias_clamp), or there is none.
 bool gemm_epilogue_in_registers(const KernelPlan& plan, const Device& device);
+// Whether a convolution merged with the max pool that alone reads it
+// (KernelPlan::pool) is computed so: its epilogue in registers, and a
+// product no faster without the pool (gemm_faster_unpooled).
+bool gemm_pools_in_kernel(const KernelPlan& plan, const Device& device);
 
 // The name of r's function in its source.
 inline const std::string& entry_of(const RenderedKernel& r) { return r.entry.empty() ? r.name : r.entry; }

@@ -140,6 +140,10 @@ bool gemm_template_gathers_planes(const Device& device) {
   return device.info().gemm_template == "gemm_cpu.c" && has_gemm_template(device);
 }
 
+bool gemm_faster_unpooled(const Device& device, const GemmShape& shape) {
+  return device.info().gemm_template == "gemm_cpu.c" && gemm_c_winograd_by_default(shape);
+}
+
 bool gemm_epilogue_takes_flat(const Device& device) { return device.info().gemm_template == "gemm.cl"; }
 
 bool render_gemm(const Device& device, const GemmShape& shape, const std::string& name, TemplateKernel& out) {

@@ -102,6 +102,11 @@ bool gemm_template_gathers(const Device& device);
 // item (a depthwise convolution, a max pool: MatmulHint::gather_only).
 bool gemm_template_gathers_planes(const Device& device);
 
+// Whether the device's template computes this product faster on its own
+// than with a max pool of its result (GemmShape::pool): the C device's
+// Winograd, which a pooled product does not take, where it is the default.
+bool gemm_faster_unpooled(const Device& device, const GemmShape& shape);
+
 // Whether the device's GEMM template passes C's flat index to its epilogue
 // (GemmEpilogue::flat).
 bool gemm_epilogue_takes_flat(const Device& device);
@@ -143,6 +148,7 @@ TemplateKernel render_gpu_tiles(const char* file, const GemmShape& s, const std:
 
 // The C device's, calling its GEMM library (runtime/kernel_files.h).
 TemplateKernel render_gemm_c(const GemmShape& shape, const std::string& name);  // gemm_c.cpp
+bool gemm_c_winograd_by_default(const GemmShape& shape);                       // gemm_c.cpp
 TemplateKernel render_gemm_opencl(const GemmShape& shape, const std::string& name, const DeviceInfo& info,
                                   const Dialect& d);  // gemm_opencl.cpp
 TemplateKernel render_gemm_cuda(const GemmShape& shape, const std::string& name, const DeviceInfo& info,
