@@ -542,8 +542,8 @@ class TestOpenCL : public QObject {
   // the 128 x 128 the block count alone chose); a 7 x 7 map over many
   // channels takes 64 x 64; 16 x 16 is never the default; a large product
   // keeps 128 x 128. CUDA (gemm_cuda.cpp's pick_tiles): the first of its
-  // five tiles no larger than the product that gives 1.5 blocks per SM,
-  // whatever K is, else 32 x 32.
+  // five tiles no larger than the product that gives 1.5 blocks per SM
+  // (128 rows) or 4 (fewer), whatever K is, else 32 x 32.
   void gpuTilesFollowTheProductsShape() {
     DeviceInfo gpu;
     gpu.kind = "GPU";
@@ -562,6 +562,7 @@ class TestOpenCL : public QObject {
                      Expect{64, 32, 3136, 1152, "tile=32x32", "tile=32x64"},
                      Expect{64, 64, 3136, 576, "tile=64x64", "tile=64x64"},
                      Expect{1, 192, 49, 1152, "tile=32x32", "tile=32x32"},
+                     Expect{1, 197, 3072, 768, "tile=32x32", "tile=32x32"},
                      Expect{1, 1, 1000, 1280, "tile=32x32", "tile=32x32"},
                      Expect{1, 12608, 768, 3072, "tile=128x128", "tile=128x128"},
                      Expect{1, 4096, 4096, 4096, "tile=128x128", "tile=128x128"}}) {

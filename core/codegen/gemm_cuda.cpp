@@ -23,22 +23,24 @@ const std::vector<GpuTiles> kTiles = {
     {128, 128, 8, 8, 8}, {128, 64, 8, 8, 8}, {64, 64, 8, 4, 8}, {32, 64, 16, 4, 4}, {32, 32, 16, 4, 4}};
 
 // The first tile of kTiles that is not taller or wider than the product
-// (rounded up to 32) and still gives each SM 1.5 blocks; else the last. Over
-// the 34 products (ViT's, Swin's and ConvNeXt's linear layers and attention,
-// ResNet-18's and DenseNet-121's convolutions gathered and as im2col
-// products), the tile it picks took 1.05x the time of the fastest tile
-// (geometric mean; at worst 1.24x), where pick_gpu_tiles's rule (4 blocks
-// per SM, no more than 32x32 when K < 128) over its three tiles took 1.12x
-// (at worst 1.64x): ResNet-18's last convolutions (512 x 49 outputs of 64
-// images) 0.68 ms instead of 1.12, DenseNet's 32-channel ones 0.69 instead
-// of 0.77 at 56x56.
+// (rounded up to 32) and still gives each SM 1.5 blocks (128-row tiles) or 4
+// (the smaller ones, as the rule before them asked of every tile); else the
+// last. Over the 34 products (ViT's, Swin's and ConvNeXt's linear layers and
+// attention, ResNet-18's and DenseNet-121's convolutions gathered and as
+// im2col products), the tile it picks took 1.05x the time of the fastest
+// tile (geometric mean; at worst 1.24x), where pick_gpu_tiles's rule (4
+// blocks per SM, no more than 32x32 when K < 128) over its three tiles took
+// 1.12x (at worst 1.64x): ResNet-18's last convolutions (512 x 49 outputs of
+// 64 images) 0.68 ms instead of 1.12, DenseNet's 32-channel ones 0.69
+// instead of 0.77 at 56x56. With 1.5 for the small tiles too, ViT at batch 1
+// took 3.10 ms against 2.98 (32x64 instead of 32x32 at 2.5 blocks per SM).
 GpuTiles pick_tiles(const GemmShape& s, const DeviceInfo& info) {
   auto up32 = [](int64_t v) { return (v + 31) / 32 * 32; };
   const int64_t units = std::max(1, info.compute_units);
   for (const GpuTiles& t : kTiles) {
     if (t.tm > up32(s.m) || t.tn > up32(s.n)) continue;
     const int64_t blocks = ((s.m + t.tm - 1) / t.tm) * ((s.n + t.tn - 1) / t.tn) * std::max<int64_t>(1, s.batch);
-    if (2 * blocks >= 3 * units) return t;
+    if (t.tm == 128 ? 2 * blocks >= 3 * units : blocks >= 4 * units) return t;
   }
   return kTiles.back();
 }
