@@ -1,7 +1,8 @@
 // Depthwise convolutions in the C device's GEMM library, pasted into its
 // second half (kernels/gemm_cpu_extras.c), which exports them to the first
 // (kernels/gemm_cpu.c): a gathered B of one channel per batch (struct
-// tl_gather), computed without packing it.
+// tl_gather), computed without packing it; and grouped convolutions of few
+// channels a group (grouped_blocked), the same way across output channels.
 
 // acc[p] += sum over j < kw of w[j] * src[j][p]: one window row's taps, each
 // read from its own plane at its own offset. kw is a literal at each call, so
