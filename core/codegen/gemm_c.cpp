@@ -24,6 +24,7 @@ constexpr int64_t kRowUnit = 16;  // rows of C per unit when splitting rows
 constexpr int64_t kColUnit = 32;  // columns of C per unit when splitting columns
 constexpr int64_t kTransposedColUnit = 8;  // columns of C per unit when C^T splits its columns
 constexpr int64_t kThinRows = 4;  // the template's THIN_ROWS: up to this many rows, A is read in place
+constexpr int64_t kGroupedChannelsMax = 64;  // the library's GROUPED_CHANNELS_MAX (grouped_blocked)
 constexpr int64_t kMaxTileRows = 16;  // the template's MR is at most this
 constexpr int64_t kInPlaceK = 64;     // up to this K, B is read in place where it can be
 constexpr int64_t kInPlaceRows = 256;  // and up to this many rows of C, whatever K, when B is no constant
@@ -396,9 +397,9 @@ TemplateKernel render_gemm_c(const GemmShape& s, const std::string& name) {
   // A grouped convolution with few channels a group (or a convolution to a
   // few channels over several images): each thread takes whole groups, or
   // rows of every group, which the library's grouped path computes across
-  // the group's output channels (grouped_blocked, at most 64 channels a
-  // group and a vector of outputs: 8 fit AVX2's and AVX-512's).
-  if (s.gather.active() && s.gather.channels > 1 && s.gather.channels <= 64 && s.m <= 8 && s.batch > 1)
+  // the group's output channels (grouped_blocked, up to kGroupedChannelsMax
+  // channels a group and a vector of outputs: 8 fit AVX2's and AVX-512's).
+  if (s.gather.active() && s.gather.channels > 1 && s.gather.channels <= kGroupedChannelsMax && s.m <= 8 && s.batch > 1)
     base.split_rows = true;
   // A weight packed once (packs_a) leaves B to the threads: each that takes
   // rows packs all of it, each that takes columns only its own. With six
