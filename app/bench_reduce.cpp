@@ -1,6 +1,7 @@
 // `tinylens-cli bench reduce`: the large reductions that the renderer splits
 // across a work-group on devices with local memory (core/codegen/render.cpp):
-// a softmax over 1000 classes, a global average pool of 1280 7x7 maps and a
+// a softmax over 1000 classes (computed by the kernel that reads its
+// maximum and sum, a work-group a row: schedule.cpp's fuse_rows), a global average pool of 1280 7x7 maps and a
 // bias gradient (a sum over N*H*W per channel). TINYLENS_REDUCE=serial renders
 // them one work-item per output instead; scripts/bench reduce runs both.
 #include <algorithm>
@@ -40,7 +41,7 @@ int cmd_bench_reduce(const std::vector<std::string>& devices, int64_t batch, int
         c.run(x).realize();
         const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         for (auto& rec : cap.records())
-          if (rec.kernel->name.rfind("R_", 0) == 0 && rec.kernel->local[0] > 0)
+          if ((rec.kernel->name.rfind("R_", 0) == 0 || rec.kernel->name.rfind("ROWS_", 0) == 0) && rec.kernel->local[0] > 0)
             form = "grouped, work-group " + std::to_string(rec.kernel->local[0]);
         if (r == 0) continue;  // the first run compiles
         wall = std::min(wall, dt);

@@ -29,6 +29,10 @@ constexpr int kTranscendentalCost = 4;
 // its scale, is computed once instead of by both. A bias and ReLU stay
 // recomputed, and so does a value only one kernel reads twice (SiLU's x).
 constexpr int kCheapEpilogue = 2;
+// The longest row whose reductions fuse_rows computes in the kernel that
+// reads them (a softmax over a 16k vocabulary; longer rows want more than
+// one work-group each).
+constexpr int64_t kRowsMax = 16384;
 
 int op_cost(Op op) {
   if (op == Op::Exp || op == Op::Log || op == Op::Sin || op == Op::Pow) return kTranscendentalCost;
@@ -351,6 +355,119 @@ void fuse_pools(std::vector<KernelPlan>& plans, const std::vector<NodeRef>& root
   drop_merged(plans, merged);
 }
 
+
+// Whether every read of the reductions `rows` inside `plan` is at the row
+// of `shape` that the kernel computes: through elementwise ops on their own
+// shape (`row`), an Expand from it to `shape`, then elementwise ops on
+// `shape`; or as the input of a reduction in `rows` itself.
+bool reads_at_row(const KernelPlan& plan, const std::unordered_set<const Node*>& rows, const Shape& shape,
+                  const Shape& row) {
+  std::unordered_map<const Node*, bool> depends;
+  for (auto& n : plan.fused) {  // sources first
+    bool d = false;
+    for (auto& s : n->src) d = d || rows.count(s.get()) || depends[s.get()];
+    depends[n.get()] = d;
+    if (!d) continue;
+    if (rows.count(n.get())) {
+      if (n->src[0]->shape != shape) return false;
+      continue;
+    }
+    if (n->op == Op::Expand && n->shape == shape && n->src[0]->shape == row) continue;
+    if (!is_elementwise(n->op) || (n->shape != shape && n->shape != row)) return false;
+    for (auto& s : n->src)
+      if ((rows.count(s.get()) || depends[s.get()]) && s->shape != n->shape) return false;
+  }
+  return true;
+}
+
+// Hands the reductions over an elementwise kernel's trailing axes that only
+// it reads (a softmax's maximum and sum, a LayerNorm's mean and variance,
+// one reading the other) to that kernel: it computes them for one row of
+// those axes at a time, then the row's outputs (render.cpp's rows_body). The
+// statistics never make a round trip through memory, the row is read while
+// the cache holds it, and three or four launches become one (ViT-B/16 at
+// batch 64 on an H100: its softmax 316 us a layer in three kernels). Each
+// reduction must be read where the kernel's row is (reads_at_row), by this
+// kernel and the reductions merged with it alone.
+void fuse_rows(std::vector<KernelPlan>& plans, const std::vector<NodeRef>& roots) {
+  std::unordered_map<const Node*, int> readers, reduce_plan;
+  for (auto& p : plans) {
+    std::unordered_set<const Node*> read;
+    for (auto& in : p.inputs)
+      if (read.insert(in.get()).second) readers[in.get()] += 1;
+  }
+  for (auto& r : roots) readers[r.get()] += 1;
+  for (size_t i = 0; i < plans.size(); ++i)
+    if (plans[i].kind == KernelPlan::Kind::Reduce) reduce_plan[plans[i].output.get()] = int(i);
+  std::vector<bool> merged(plans.size(), false);
+  for (auto& p : plans) {
+    const Shape& shape = p.output->shape;
+    if (p.kind != KernelPlan::Kind::Elementwise || p.output->dtype != DType::f32 || shape.empty() ||
+        numel(shape) == 0 || numel(shape) >= (int64_t(1) << 31))
+      continue;
+    // The reductions this kernel reads, and those they read, over the same trailing axes.
+    std::vector<int> set;
+    std::unordered_set<const Node*> rows;
+    Shape row;
+    std::vector<const KernelPlan*> readers_of = {&p};
+    for (size_t next = 0; next < readers_of.size(); ++next)
+      for (auto& in : readers_of[next]->inputs) {
+        auto q = reduce_plan.find(in.get());
+        if (q == reduce_plan.end() || merged[q->second] || rows.count(in.get())) continue;
+        const Node& r = *in;
+        if ((r.op != Op::Sum && r.op != Op::ReduceMax) || r.dtype != DType::f32 || r.requires_grad ||
+            r.src[0]->shape != shape || r.shape.size() != shape.size())
+          continue;
+        size_t a = shape.size();
+        while (a > 0 && r.shape[a - 1] == 1) --a;
+        Shape r_row(shape.begin(), shape.begin() + long(a));
+        r_row.resize(shape.size(), 1);
+        // Over the last axis only, of at most kRowsMax elements: a row is then
+        // one loop (or one work-group's) of neighbouring elements, and the
+        // output's other axes give the kernel its parallel items. A batch
+        // norm's statistics over images and pixels (a few channels' rows of
+        // thousands) stay reductions of their own.
+        const int64_t length = numel(shape) / std::max<int64_t>(numel(r_row), 1);
+        if (r.shape != r_row || length == 1 || length != shape.back() || length > kRowsMax ||
+            (!row.empty() && r_row != row))
+          continue;
+        row = r_row;
+        rows.insert(in.get());
+        set.push_back(q->second);
+        readers_of.push_back(&plans[size_t(q->second)]);
+      }
+    if (set.empty()) continue;
+    std::sort(set.begin(), set.end());
+    // Read by these kernels alone, each where its row is.
+    bool ok = true;
+    for (const Node* r : rows) {
+      int inside = 0;
+      for (auto* k : readers_of) inside += std::count_if(k->inputs.begin(), k->inputs.end(), [&](auto& in) { return in.get() == r; }) > 0;
+      ok = ok && readers[r] == inside;
+    }
+    for (auto* k : readers_of) ok = ok && reads_at_row(*k, rows, shape, row);
+    if (!ok) continue;
+    KernelPlan both;
+    both.kind = KernelPlan::Kind::Elementwise;
+    both.output = p.output;
+    for (int q : set) {
+      const KernelPlan& k = plans[size_t(q)];
+      both.fused.insert(both.fused.end(), k.fused.begin(), k.fused.end());
+      merged[size_t(q)] = true;
+    }
+    both.fused.insert(both.fused.end(), p.fused.begin(), p.fused.end());
+    for (int q : set)
+      for (auto& in : plans[size_t(q)].inputs)
+        if (!rows.count(in.get()) && std::find(both.inputs.begin(), both.inputs.end(), in) == both.inputs.end())
+          both.inputs.push_back(in);
+    for (auto& in : p.inputs)
+      if (!rows.count(in.get()) && std::find(both.inputs.begin(), both.inputs.end(), in) == both.inputs.end())
+        both.inputs.push_back(in);
+    p = std::move(both);
+  }
+  drop_merged(plans, merged);
+}
+
 }  // namespace
 
 std::vector<KernelPlan> schedule(const std::vector<NodeRef>& roots, bool gemm, bool gather,
@@ -375,6 +492,7 @@ std::vector<KernelPlan> schedule(const std::vector<NodeRef>& roots, bool gemm, b
     if (planner.materialised.count(n) && !n->realized()) plans.push_back(planner.plan_for(n, refs));
   if (gemm) fuse_epilogues(plans, roots);
   if (gemm && gather && pools) fuse_pools(plans, roots, pools);
+  fuse_rows(plans, roots);
   return plans;
 }
 

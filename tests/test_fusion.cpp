@@ -174,13 +174,14 @@ class TestFusion : public QObject {
              tltest::kernel_names(recs).c_str());
     std::string bad = first_difference(fused, gelu(x.linear(w, b), true).to_vector());
     QVERIFY2(bad.empty(), bad.c_str());
-    // a costly value read by two kernels (a row sum and the rest) keeps its
-    // buffer: three kernels, not two that each compute it
+    // a costly value read by a row sum and by the rest keeps its buffer:
+    // one kernel computes it, one reads it (the sum computed there: fuse_rows)
     const auto two = launches([&] {
       Tensor d = (x * 1.7f + 0.3f).exp() * (x * 0.9f - 0.1f).exp();
       twice = (erf(d) * d + d.sum({1}, true)).to_vector();
     });
-    QVERIFY2(two.size() == 3, tltest::kernel_names(two).c_str());
+    QVERIFY2(two.size() == 2 && two[0].kernel->name.rfind("E_", 0) == 0 && two[1].kernel->name.rfind("ROWS_", 0) == 0,
+             tltest::kernel_names(two).c_str());
   }
 
   // A linear layer over a sequence-first view of a batch-first activation,
@@ -331,6 +332,110 @@ class TestFusion : public QObject {
       QVERIFY2(one.find("x < 49") != std::string::npos && one.find("int y") == std::string::npos, one.c_str());
       const std::string& two = shift_recs.at(0).kernel->source;
       QVERIFY2(two.find("int y") != std::string::npos, two.c_str());
+    }
+  }
+
+  // A softmax and a LayerNorm over the last axis are one kernel each: the
+  // reductions they read (the maximum and the sum; the mean and the
+  // variance, the second reading the first) are computed row by row in the
+  // kernel that reads them (schedule.cpp's fuse_rows), on each device's form
+  // (a row a parallel item, or a work-group a row). Rows of 37 and 300
+  // elements: fewer and more than a work-group's items. A NaN in a row gives
+  // that row NaN, as the separate maximum did. A softmax of the transposed
+  // input reads it as any kernel does, to the same values.
+  void rowReductionsAreComputedInTheirReader_data() { add_device_rows(); }
+  void rowReductionsAreComputedInTheirReader() {
+    QFETCH(QString, device);
+    const std::string dev = device.toStdString();
+    for (const int64_t len : {37, 300}) {
+      const int64_t rows = 6;
+      auto xs = ramp(size_t(rows * len), -3.0f, 0.011f);
+      for (size_t i = 0; i < xs.size(); ++i) xs[i] = float(std::sin(double(i) * 0.37) * 4.0);
+      xs[size_t(5 * rows + 2)] = NAN;  // row 2, element 5
+      Tensor stored = Tensor::from_data(xs, {len, rows}, dev);  // transposed: x[r, i] = xs[i * rows + r]
+      stored.realize();
+      const auto x_at = [&](int64_t r, int64_t i) { return double(xs[size_t(i * rows + r)]); };
+      const auto gs = ramp(size_t(len), 0.5f, 0.01f), bs = ramp(size_t(len), -0.2f, 0.003f);
+      Tensor g = Tensor::from_data(gs, {len}, dev), b = Tensor::from_data(bs, {len}, dev);
+      g.realize();
+      b.realize();
+      std::vector<float> row_major(xs.size());  // the same rows stored as rows
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < len; ++i) row_major[size_t(r * len + i)] = xs[size_t(i * rows + r)];
+      Tensor direct = Tensor::from_data(row_major, {rows, len}, dev);
+      direct.realize();
+      std::vector<float> soft, soft_t, norm;
+      const auto soft_recs = launches([&] { soft = direct.softmax(-1).to_vector(); });
+      // Through the transpose, exp(x - max) is stored for its two readers
+      // (a transposed load counts four): two kernels, each with its reduction.
+      const auto soft_t_recs = launches([&] { soft_t = stored.permute({1, 0}).softmax(-1).to_vector(); });
+      QVERIFY2(soft_t_recs.size() <= 2, tltest::kernel_names(soft_t_recs).c_str());
+      for (const auto& r : soft_t_recs) QVERIFY2(r.kernel->name.rfind("ROWS_", 0) == 0, tltest::kernel_names(soft_t_recs).c_str());
+      const auto norm_recs = launches([&] {
+        const Tensor& x = direct;
+        Tensor centred = x - x.mean({1}, true);
+        norm = (centred / (centred * centred).mean({1}, true).add(1e-5).sqrt() * g + b).to_vector();
+      });
+      for (const auto* recs : {&soft_recs, &norm_recs})
+        QVERIFY2(recs->size() == 1 && recs->front().kernel->name == "ROWS_6_" + std::to_string(len),
+                 tltest::kernel_names(*recs).c_str());
+      for (int64_t r = 0; r < rows; ++r) {
+        double most = -INFINITY, sum = 0, mean = 0, var = 0;
+        for (int64_t i = 0; i < len; ++i) most = std::max(most, x_at(r, i)), mean += x_at(r, i) / double(len);
+        for (int64_t i = 0; i < len; ++i) sum += std::exp(x_at(r, i) - most), var += std::pow(x_at(r, i) - mean, 2) / double(len);
+        for (int64_t i = 0; i < len; ++i) {
+          const size_t at = size_t(r * len + i);
+          const std::string where = "row " + std::to_string(r) + " of " + std::to_string(len) + ", element " + std::to_string(i);
+          if (r == 2) {  // the row with a NaN
+            QVERIFY2(std::isnan(soft[at]) && std::isnan(soft_t[at]) && std::isnan(norm[at]), where.c_str());
+            continue;
+          }
+          QVERIFY2(std::isnan(soft_t[at]) ? std::isnan(soft[at]) : soft_t[at] == soft[at], where.c_str());
+          const double want_soft = std::exp(x_at(r, i) - most) / sum;
+          const double want_norm = (x_at(r, i) - mean) / std::sqrt(var + 1e-5) * gs[size_t(i)] + bs[size_t(i)];
+          QVERIFY2(std::fabs(soft[at] - want_soft) <= 1e-6 + 1e-5 * want_soft, (where + ": " + std::to_string(soft[at])).c_str());
+          QVERIFY2(std::fabs(norm[at] - want_norm) <= 2e-5 * (1 + std::fabs(want_norm)), (where + ": " + std::to_string(norm[at])).c_str());
+        }
+      }
+    }
+  }
+
+  // A reduction stays a kernel of its own when another kernel reads it too
+  // (the caller asks for the maximum as well), or when it is over leading
+  // axes (a softmax over the first axis reads its statistics down columns).
+  void rowReductionsReadElsewhereStayApart_data() { add_device_rows(); }
+  void rowReductionsReadElsewhereStayApart() {
+    QFETCH(QString, device);
+    const std::string dev = device.toStdString();
+    const auto xs = ramp(4 * 40, -2.0f, 0.03f);
+    Tensor x = Tensor::from_data(xs, {4, 40}, dev);
+    x.realize();
+    Tensor most = x.max({1}, true), shifted = x - most;
+    std::vector<float> got_shifted, got_most;
+    const auto recs = launches([&] {
+      Tensor::realize_all({shifted, most});
+      got_shifted = shifted.to_vector();
+      got_most = most.to_vector();
+    });
+    QVERIFY2(recs.size() == 2 && recs[0].kernel->name.rfind("R_", 0) == 0 && recs[1].kernel->name.rfind("E_", 0) == 0,
+             tltest::kernel_names(recs).c_str());
+    for (int64_t r = 0; r < 4; ++r) {
+      const float want = *std::max_element(xs.begin() + r * 40, xs.begin() + (r + 1) * 40);
+      QCOMPARE(got_most[size_t(r)], want);
+      for (int64_t i = 0; i < 40; ++i)
+        QVERIFY(std::fabs(got_shifted[size_t(r * 40 + i)] - (xs[size_t(r * 40 + i)] - want)) <= 1e-6);
+    }
+    std::vector<float> columns;
+    const auto column_recs = launches([&] { columns = x.softmax(0).to_vector(); });
+    for (const auto& r : column_recs) QVERIFY2(r.kernel->name.rfind("ROWS", 0) != 0, tltest::kernel_names(column_recs).c_str());
+    for (int64_t i = 0; i < 40; ++i) {
+      double sum = 0, most = -INFINITY;
+      for (int64_t r = 0; r < 4; ++r) most = std::max(most, double(xs[size_t(r * 40 + i)]));
+      for (int64_t r = 0; r < 4; ++r) sum += std::exp(double(xs[size_t(r * 40 + i)]) - most);
+      for (int64_t r = 0; r < 4; ++r) {
+        const double want = std::exp(double(xs[size_t(r * 40 + i)]) - most) / sum;
+        QVERIFY(std::fabs(columns[size_t(r * 40 + i)] - want) <= 1e-6 + 1e-5 * want);
+      }
     }
   }
 };

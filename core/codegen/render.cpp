@@ -223,6 +223,119 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
          "+x] = acc;\n    }\n";
 }
 
+// ---- rows: reductions computed by the kernel that reads them ----
+
+// The work-group of a rows kernel on a device with local memory: about four
+// elements of a row an item, 32 to 256 items (a softmax's 197-long rows get
+// 64, a LayerNorm's 768 get 256); 0 for the serial form (and with
+// TINYLENS_REDUCE=serial, as for reductions).
+static int64_t rows_group_size(const Dialect& d, const DeviceInfo& info, int64_t rows, int64_t length) {
+  if (d.local_qualifier.empty() || info.local_memory == 0 || setting_equals("TINYLENS_REDUCE", "serial")) return 0;
+  int64_t group = 32;
+  while (group < 256 && group * 4 < length) group *= 2;
+  while (group > int64_t(info.max_work_group) || uint64_t(group) * 4 > info.local_memory) group /= 2;
+  if (group < 2 || rows > (int64_t(1) << 31) / group - 1) return 0;
+  return group;
+}
+
+// An elementwise kernel that computes the reductions it reads (fused
+// reduction nodes: schedule.cpp's fuse_rows) one row of its output's
+// trailing axes at a time: each reduction over the row into a variable
+// (red0, red1, ..., a later one may read an earlier one), then the row's
+// outputs. On the C device a parallel item is a row and the loops are
+// serial; with local memory a work-group takes a row, each reduction folds
+// in local memory as the grouped form does (reduce.h) and every item reads
+// the result. Sets the kernel's name, flops and launch sizes.
+std::string rows_body(Lowerer& low, const KernelPlan& plan, const Device& device, RenderedKernel& k,
+                      int64_t& parallel_items) {
+  const Dialect& d = device.dialect();
+  const Node& out = *plan.output;
+  const Shape& shape = out.shape;
+  std::vector<const Node*> reds;
+  for (auto& n : plan.fused)
+    if (is_reduce(n->op)) reds.push_back(n.get());
+  const int64_t rows = numel(reds.front()->shape), length = numel(shape) / rows;
+  size_t a = shape.size();
+  while (a > 0 && reds.front()->shape[a - 1] == 1) --a;
+  const int64_t group = rows_group_size(d, device.info(), rows, length);
+  const E row = var("gid", 0, rows - 1);
+  const std::vector<E> row_dims = dims_of(*low.keep(with_flat(Shape(shape.begin(), shape.begin() + long(a)), row)));
+  // Element i (a loop variable) of the current row.
+  auto at = [&](const E& i) {
+    std::vector<E> dims = row_dims;
+    const std::vector<E>& inner = dims_of(*low.keep(with_flat(Shape(shape.begin() + long(a), shape.end()), i)));
+    dims.insert(dims.end(), inner.begin(), inner.end());
+    IndexRef ix = low.keep(with_dims(shape, dims, nullptr));
+    ix->flat = row * idx(length) + i;
+    return ix;
+  };
+  const std::string L = std::to_string(length), G = std::to_string(group);
+  const std::string pad = group ? "  " : "    ", barrier = pad + d.barrier + "\n";
+  std::string s = group ? "  int gid = " + d.group_id + ", lid = " + d.local_id + ";\n  " + d.local_qualifier +
+                              "float part[" + G + "];\n"
+                        : "";
+  int counter = 0;
+  double flops = 0;
+  for (size_t j = 0; j < reds.size(); ++j) {
+    const Node& r = *reds[j];
+    const bool is_sum = r.op == Op::Sum;
+    const E i = var("r", 0, length - 1);
+    const E v = cast(low.lower(r.src[0], at(i)), r.dtype);
+    Printer pr{d, "", pad + "    ", {}, counter, 0};
+    const std::string val = pr(v), name = "red" + std::to_string(j);
+    counter = pr.counter;
+    flops += (pr.flops_per_item + 1) * double(length);
+    const std::string init = is_sum ? "0.0f" : "(-" + d.infinity + ")";
+    s += pad + "float " + name + ";\n" + pad + "{\n" + pad + "  float acc = " + init + ";\n";
+    if (group) {
+      s += pad + "  for (int r = lid; r < " + L + "; r += " + G + ") {\n" + pr.lines + pad + "    acc = " +
+           fold(is_sum, "acc", val) + ";\n" + pad + "  }\n" + pad + "  part[lid] = acc;\n" + barrier;
+      for (int64_t half = group / 2; half > 1; half /= 2) {
+        const std::string h = std::to_string(half);
+        s += pad + "  if (lid < " + h + ") {\n" + pad + "    float x = part[lid + " + h + "];\n" + pad +
+             "    part[lid] = " + fold(is_sum, "part[lid]", "x") + ";\n" + pad + "  }\n" + barrier;
+      }
+      s += pad + "  float x = part[1];\n" + pad + "  " + name + " = " + fold(is_sum, "part[0]", "x") + ";\n" + pad +
+           "}\n" + barrier;  // every item has read part before the next reduction writes it
+    } else {
+      // Partial results in lanes where the loop reads neighbouring elements,
+      // as the serial reduction does (render.cpp's reduce_body).
+      const bool lanes = length >= 32 && loads_near_along(v, i, 1);
+      const std::string stripped = Printer::strip(val);
+      if (!is_sum && lanes) s += pad + "  int any_nan = 0;\n";
+      if (lanes) s += pad + "  " + (is_sum ? d.reordered_sum_loop : d.reordered_max_loop) + "\n";
+      s += pad + "  for (int r = 0; r < " + L + "; ++r) {\n" + pr.lines;
+      if (!is_sum && lanes)
+        s += pad + "    any_nan |= " + stripped + " != " + stripped + ";\n" + pad + "    acc = " + stripped + " > acc ? " +
+             stripped + " : acc;\n" + pad + "  }\n" + pad + "  " + name + " = any_nan ? " + d.nan + " : acc;\n";
+      else
+        s += pad + "    acc = " + fold(is_sum, "acc", val) + ";\n" + pad + "  }\n" + pad + "  " + name + " = acc;\n";
+      s += pad + "}\n";
+    }
+    auto value = std::make_shared<Expr>();
+    value->op = ExprOp::Var;
+    value->dtype = r.dtype;
+    value->name = name;
+    low.given[&r] = value;
+  }
+  const E x = var("x", 0, length - 1);
+  const E v = cast(low.lower(plan.output, at(x)), out.dtype);
+  Printer pr{d, "", pad + "  ", {}, counter, 0};
+  const std::string val = Printer::strip(pr(v));
+  flops += pr.flops_per_item * double(length);
+  if (group)
+    s += "  for (int x = lid; x < " + L + "; x += " + G + ") {\n" + pr.lines + "    b0[gid*" + L + "+x] = " + val + ";\n  }\n";
+  else
+    s += independent(d, pad) + pad + "for (int x = 0; x < " + L + "; ++x) {\n" + pr.lines + pad + "  b0[gid*" + L +
+         "+x] = " + val + ";\n" + pad + "}\n";
+  k.name = "ROWS" + join_dims(shape);
+  k.flops = flops * double(rows);
+  parallel_items = rows;
+  k.global[0] = group ? rows * group : rows;
+  k.local[0] = group;
+  return s;
+}
+
 }  // namespace
 
 // The elements one parallel item of an elementwise kernel walks: a row of the
@@ -534,7 +647,10 @@ RenderedKernel render_kernel(const KernelPlan& plan, const Device& device) {
   E gid = var("gid", 0, std::max<int64_t>(n_out - 1, 0));
   std::string body;
   int64_t parallel_items = n_out;
-  if (plan.kind == KernelPlan::Kind::Elementwise) {
+  const bool rows = std::any_of(plan.fused.begin(), plan.fused.end(), [](auto& n) { return is_reduce(n->op); });
+  if (plan.kind == KernelPlan::Kind::Elementwise && rows) {
+    body = rows_body(low, plan, device, k, parallel_items);
+  } else if (plan.kind == KernelPlan::Kind::Elementwise) {
     // A reshape on top of the computed value (e.g. (C, H, W) flattened to
     // (C, H*W) for a GEMM) keeps the flat order, so the kernel may walk the
     // shape before it: rows of W read their inputs with unit stride, where
