@@ -371,6 +371,13 @@ class TestFusion : public QObject {
       const auto soft_t_recs = launches([&] { soft_t = stored.permute({1, 0}).softmax(-1).to_vector(); });
       QVERIFY2(soft_t_recs.size() <= 2, tltest::kernel_names(soft_t_recs).c_str());
       for (const auto& r : soft_t_recs) QVERIFY2(r.kernel->name.rfind("ROWS_", 0) == 0, tltest::kernel_names(soft_t_recs).c_str());
+      // With local memory a work-group takes a row of neighbouring elements;
+      // rows across the transposed buffer are an item each (its neighbours'
+      // rows are the neighbouring addresses).
+      if (dev.rfind("opencl", 0) == 0) {
+        QVERIFY2(soft_recs.front().kernel->local[0] >= 32, soft_recs.front().kernel->source.c_str());
+        QVERIFY2(soft_t_recs.front().kernel->local[0] == 0, soft_t_recs.front().kernel->source.c_str());
+      }
       const auto norm_recs = launches([&] {
         const Tensor& x = direct;
         Tensor centred = x - x.mean({1}, true);

@@ -257,7 +257,6 @@ std::string rows_body(Lowerer& low, const KernelPlan& plan, const Device& device
   const int64_t rows = numel(reds.front()->shape), length = numel(shape) / rows;
   size_t a = shape.size();
   while (a > 0 && reds.front()->shape[a - 1] == 1) --a;
-  const int64_t group = rows_group_size(d, device.info(), rows, length);
   const E row = var("gid", 0, rows - 1);
   const std::vector<E> row_dims = dims_of(*low.keep(with_flat(Shape(shape.begin(), shape.begin() + long(a)), row)));
   // Element i (a loop variable) of the current row.
@@ -269,6 +268,26 @@ std::string rows_body(Lowerer& low, const KernelPlan& plan, const Device& device
     ix->flat = row * idx(length) + i;
     return ix;
   };
+  // Each reduction's value at element r of the row, then the output's at x:
+  // a reduction read by a later one is that one's variable.
+  const E i = var("r", 0, length - 1), x = var("x", 0, length - 1);
+  std::vector<E> values;
+  for (size_t j = 0; j < reds.size(); ++j) {
+    values.push_back(cast(low.lower(reds[j]->src[0], at(i)), reds[j]->dtype));
+    auto value = std::make_shared<Expr>();
+    value->op = ExprOp::Var;
+    value->dtype = reds[j]->dtype;
+    value->name = "red" + std::to_string(j);
+    low.given[reds[j]] = value;
+  }
+  const E v_out = cast(low.lower(plan.output, at(x)), out.dtype);
+  // A work-group reads a row together where its elements are neighbours in
+  // memory (a softmax's, a LayerNorm over a stored sequence); a row across
+  // a map's channels (ConvNeXt's LayerNorm of an NCHW image) is read by
+  // neighbouring items, each its own row, as the serial form does.
+  bool near = loads_near_along(v_out, x, 1);
+  for (const E& v : values) near = near && loads_near_along(v, i, 1);
+  const int64_t group = near ? rows_group_size(d, device.info(), rows, length) : 0;
   const std::string L = std::to_string(length), G = std::to_string(group);
   const std::string pad = group ? "  " : "    ", barrier = pad + d.barrier + "\n";
   std::string s = group ? "  int gid = " + d.group_id + ", lid = " + d.local_id + ";\n  " + d.local_qualifier +
@@ -279,8 +298,7 @@ std::string rows_body(Lowerer& low, const KernelPlan& plan, const Device& device
   for (size_t j = 0; j < reds.size(); ++j) {
     const Node& r = *reds[j];
     const bool is_sum = r.op == Op::Sum;
-    const E i = var("r", 0, length - 1);
-    const E v = cast(low.lower(r.src[0], at(i)), r.dtype);
+    const E& v = values[j];
     Printer pr{d, "", pad + "    ", {}, counter, 0};
     const std::string val = pr(v), name = "red" + std::to_string(j);
     counter = pr.counter;
@@ -312,16 +330,9 @@ std::string rows_body(Lowerer& low, const KernelPlan& plan, const Device& device
         s += pad + "    acc = " + fold(is_sum, "acc", val) + ";\n" + pad + "  }\n" + pad + "  " + name + " = acc;\n";
       s += pad + "}\n";
     }
-    auto value = std::make_shared<Expr>();
-    value->op = ExprOp::Var;
-    value->dtype = r.dtype;
-    value->name = name;
-    low.given[&r] = value;
   }
-  const E x = var("x", 0, length - 1);
-  const E v = cast(low.lower(plan.output, at(x)), out.dtype);
   Printer pr{d, "", pad + "  ", {}, counter, 0};
-  const std::string val = Printer::strip(pr(v));
+  const std::string val = Printer::strip(pr(v_out));
   flops += pr.flops_per_item * double(length);
   if (group)
     s += "  for (int x = lid; x < " + L + "; x += " + G + ") {\n" + pr.lines + "    b0[gid*" + L + "+x] = " + val + ";\n  }\n";
