@@ -374,10 +374,15 @@ class TestFusion : public QObject {
       // With local memory a work-group takes a row of neighbouring elements;
       // rows across the transposed buffer are an item each (its neighbours'
       // rows are the neighbouring addresses).
+      // On the C device such rows go a block at a time, neighbouring rows in
+      // the inner loop.
       if (dev.rfind("opencl", 0) == 0) {
         QVERIFY2(soft_recs.front().kernel->local[0] >= 32, soft_recs.front().kernel->source.c_str());
         QVERIFY2(soft_t_recs.front().kernel->local[0] == 0, soft_t_recs.front().kernel->source.c_str());
       }
+      if (dev == "cpu")
+        QVERIFY2(soft_t_recs.front().kernel->source.find("for (int b = 0; b < 6; ++b) {") != std::string::npos,
+                 soft_t_recs.front().kernel->source.c_str());
       const auto norm_recs = launches([&] {
         const Tensor& x = direct;
         Tensor centred = x - x.mean({1}, true);

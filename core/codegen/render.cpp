@@ -257,30 +257,35 @@ std::string rows_body(Lowerer& low, const KernelPlan& plan, const Device& device
   const int64_t rows = numel(reds.front()->shape), length = numel(shape) / rows;
   size_t a = shape.size();
   while (a > 0 && reds.front()->shape[a - 1] == 1) --a;
-  const E row = var("gid", 0, rows - 1);
-  const std::vector<E> row_dims = dims_of(*low.keep(with_flat(Shape(shape.begin(), shape.begin() + long(a)), row)));
-  // Element i (a loop variable) of the current row.
-  auto at = [&](const E& i) {
-    std::vector<E> dims = row_dims;
-    const std::vector<E>& inner = dims_of(*low.keep(with_flat(Shape(shape.begin() + long(a), shape.end()), i)));
-    dims.insert(dims.end(), inner.begin(), inner.end());
-    IndexRef ix = low.keep(with_dims(shape, dims, nullptr));
-    ix->flat = row * idx(length) + i;
-    return ix;
-  };
-  // Each reduction's value at element r of the row, then the output's at x:
-  // a reduction read by a later one is that one's variable.
+  const Shape row_shape(shape.begin(), shape.begin() + long(a)), row_inner(shape.begin() + long(a), shape.end());
   const E i = var("r", 0, length - 1), x = var("x", 0, length - 1);
+  // Each reduction's value at element r of row `row` (its axes `row_dims`),
+  // then the output's at x; a reduction read by a later one is that one's
+  // variable, named by `named` (red0, red1, ...; red0[b], ... for a block).
   std::vector<E> values;
-  for (size_t j = 0; j < reds.size(); ++j) {
-    values.push_back(cast(low.lower(reds[j]->src[0], at(i)), reds[j]->dtype));
-    auto value = std::make_shared<Expr>();
-    value->op = ExprOp::Var;
-    value->dtype = reds[j]->dtype;
-    value->name = "red" + std::to_string(j);
-    low.given[reds[j]] = value;
-  }
-  const E v_out = cast(low.lower(plan.output, at(x)), out.dtype);
+  E v_out;
+  auto lower_all = [&](const E& row, const std::vector<E>& row_dims, const std::string& suffix) {
+    auto at = [&](const E& e) {
+      std::vector<E> dims = row_dims;
+      const std::vector<E>& inner = dims_of(*low.keep(with_flat(row_inner, e)));
+      dims.insert(dims.end(), inner.begin(), inner.end());
+      IndexRef ix = low.keep(with_dims(shape, dims, nullptr));
+      ix->flat = row * idx(length) + e;
+      return ix;
+    };
+    values.clear();
+    for (size_t j = 0; j < reds.size(); ++j) {
+      values.push_back(cast(low.lower(reds[j]->src[0], at(i)), reds[j]->dtype));
+      auto value = std::make_shared<Expr>();
+      value->op = ExprOp::Var;
+      value->dtype = reds[j]->dtype;
+      value->name = "red" + std::to_string(j) + suffix;
+      low.given[reds[j]] = value;
+    }
+    v_out = cast(low.lower(plan.output, at(x)), out.dtype);
+  };
+  const E row = var("gid", 0, rows - 1);
+  lower_all(row, dims_of(*low.keep(with_flat(row_shape, row))), "");
   // A work-group reads a row together where its elements are neighbours in
   // memory (a softmax's, a LayerNorm over a stored sequence); a row across
   // a map's channels (ConvNeXt's LayerNorm of an NCHW image) is read by
@@ -288,7 +293,25 @@ std::string rows_body(Lowerer& low, const KernelPlan& plan, const Device& device
   bool near = loads_near_along(v_out, x, 1);
   for (const E& v : values) near = near && loads_near_along(v, i, 1);
   const int64_t group = near ? rows_group_size(d, device.info(), rows, length) : 0;
-  const std::string L = std::to_string(length), G = std::to_string(group);
+  // On the C device such rows go a block at a time: the rows along the
+  // row's last axis (a map's row of pixels), whose elements are neighbours,
+  // in an inner loop that vectorises (block[b]), each with its own partial
+  // results in the same order as one row alone.
+  int64_t block = 0;
+  if (!near && d.buffers_in_array && !d.independent_loop.empty() && !row_shape.empty() && row_shape.back() >= 4) {
+    block = row_shape.back();
+    const E blk = var("gid", 0, rows / block - 1), b = var("b", 0, block - 1);
+    std::vector<E> dims = dims_of(*low.keep(with_flat(Shape(row_shape.begin(), row_shape.end() - 1), blk)));
+    dims.push_back(b);
+    lower_all(blk * idx(block) + b, dims, "[b]");
+    bool along = loads_near_along(v_out, b, 4 * length);
+    for (const E& v : values) along = along && loads_near_along(v, b, 4 * length);
+    if (!along) {  // back to a row an item
+      block = 0;
+      lower_all(row, dims_of(*low.keep(with_flat(row_shape, row))), "");
+    }
+  }
+  const std::string L = std::to_string(length), G = std::to_string(group), B = std::to_string(block);
   const std::string pad = group ? "  " : "    ", barrier = pad + d.barrier + "\n";
   std::string s = group ? "  int gid = " + d.group_id + ", lid = " + d.local_id + ";\n  " + d.local_qualifier +
                               "float part[" + G + "];\n"
@@ -304,6 +327,13 @@ std::string rows_body(Lowerer& low, const KernelPlan& plan, const Device& device
     counter = pr.counter;
     flops += (pr.flops_per_item + 1) * double(length);
     const std::string init = is_sum ? "0.0f" : "(-" + d.infinity + ")";
+    if (block) {
+      s += pad + "float " + name + "[" + B + "];\n" + pad + "for (int b = 0; b < " + B + "; ++b) " + name + "[b] = " +
+           init + ";\n" + pad + "for (int r = 0; r < " + L + "; ++r) {\n" + independent(d, pad + "  ") + pad +
+           "  for (int b = 0; b < " + B + "; ++b) {\n" + pr.lines + pad + "    " + name + "[b] = " +
+           fold(is_sum, name + "[b]", val) + ";\n" + pad + "  }\n" + pad + "}\n";
+      continue;
+    }
     s += pad + "float " + name + ";\n" + pad + "{\n" + pad + "  float acc = " + init + ";\n";
     if (group) {
       s += pad + "  for (int r = lid; r < " + L + "; r += " + G + ") {\n" + pr.lines + pad + "    acc = " +
@@ -331,18 +361,22 @@ std::string rows_body(Lowerer& low, const KernelPlan& plan, const Device& device
       s += pad + "}\n";
     }
   }
-  Printer pr{d, "", pad + "  ", {}, counter, 0};
+  Printer pr{d, "", pad + (block ? "    " : "  "), {}, counter, 0};
   const std::string val = Printer::strip(pr(v_out));
   flops += pr.flops_per_item * double(length);
   if (group)
     s += "  for (int x = lid; x < " + L + "; x += " + G + ") {\n" + pr.lines + "    b0[gid*" + L + "+x] = " + val + ";\n  }\n";
+  else if (block)
+    s += pad + "for (int x = 0; x < " + L + "; ++x) {\n" + independent(d, pad + "  ") + pad + "  for (int b = 0; b < " + B +
+         "; ++b) {\n" + pr.lines + pad + "    b0[(gid*" + B + "+b)*" + L + "+x] = " + val + ";\n" + pad + "  }\n" + pad +
+         "}\n";
   else
     s += independent(d, pad) + pad + "for (int x = 0; x < " + L + "; ++x) {\n" + pr.lines + pad + "  b0[gid*" + L +
          "+x] = " + val + ";\n" + pad + "}\n";
   k.name = "ROWS" + join_dims(shape);
   k.flops = flops * double(rows);
-  parallel_items = rows;
-  k.global[0] = group ? rows * group : rows;
+  parallel_items = block ? rows / block : rows;
+  k.global[0] = group ? rows * group : parallel_items;
   k.local[0] = group;
   return s;
 }
