@@ -384,7 +384,8 @@ static std::shared_ptr<Plan> make_plan(const std::vector<NodeRef>& group, const 
   std::function<bool(const KernelPlan&)> pools;  // none: no pool is merged (TINYLENS_NOPOOLFUSION)
   if (pool_fusion_enabled()) pools = [&](const KernelPlan& p) { return gemm_pools_in_kernel(p, device); };
   std::optional<TraceScope> span(std::in_place, "schedule");
-  auto plans = schedule(group, has_gemm_template(device), gemm_template_gathers(device), pools);
+  const auto rows = [&](const KernelPlan& p) { return rows_in_kernel(p, device); };
+  auto plans = schedule(group, has_gemm_template(device), gemm_template_gathers(device), pools, rows);
   for (auto& plan : plans) require_dtypes(plan, device);
   std::vector<RenderedKernel> rendered;
   std::vector<KernelSource> sources;

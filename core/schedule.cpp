@@ -388,8 +388,11 @@ bool reads_at_row(const KernelPlan& plan, const std::unordered_set<const Node*>&
 // the cache holds it, and three or four launches become one (ViT-B/16 at
 // batch 64 on an H100: its softmax 316 us a layer in three kernels). Each
 // reduction must be read where the kernel's row is (reads_at_row), by this
-// kernel and the reductions merged with it alone.
-void fuse_rows(std::vector<KernelPlan>& plans, const std::vector<NodeRef>& roots) {
+// kernel and the reductions merged with it alone; and `accept`, where
+// given, must take the merged plan (the device computes it reading memory
+// in order: render.h's rows_in_kernel).
+void fuse_rows(std::vector<KernelPlan>& plans, const std::vector<NodeRef>& roots,
+               const std::function<bool(const KernelPlan&)>& accept) {
   std::unordered_map<const Node*, int> readers, reduce_plan;
   for (auto& p : plans) {
     std::unordered_set<const Node*> read;
@@ -447,13 +450,14 @@ void fuse_rows(std::vector<KernelPlan>& plans, const std::vector<NodeRef>& roots
     }
     for (auto* k : readers_of) ok = ok && reads_at_row(*k, rows, shape, row);
     if (!ok) continue;
+    std::vector<bool> would_merge = merged;
     KernelPlan both;
     both.kind = KernelPlan::Kind::Elementwise;
     both.output = p.output;
     for (int q : set) {
       const KernelPlan& k = plans[size_t(q)];
       both.fused.insert(both.fused.end(), k.fused.begin(), k.fused.end());
-      merged[size_t(q)] = true;
+      would_merge[size_t(q)] = true;
     }
     both.fused.insert(both.fused.end(), p.fused.begin(), p.fused.end());
     for (int q : set)
@@ -463,6 +467,8 @@ void fuse_rows(std::vector<KernelPlan>& plans, const std::vector<NodeRef>& roots
     for (auto& in : p.inputs)
       if (!rows.count(in.get()) && std::find(both.inputs.begin(), both.inputs.end(), in) == both.inputs.end())
         both.inputs.push_back(in);
+    if (accept && !accept(both)) continue;
+    merged = std::move(would_merge);
     p = std::move(both);
   }
   drop_merged(plans, merged);
@@ -471,7 +477,8 @@ void fuse_rows(std::vector<KernelPlan>& plans, const std::vector<NodeRef>& roots
 }  // namespace
 
 std::vector<KernelPlan> schedule(const std::vector<NodeRef>& roots, bool gemm, bool gather,
-                                 const std::function<bool(const KernelPlan&)>& pools) {
+                                 const std::function<bool(const KernelPlan&)>& pools,
+                                 const std::function<bool(const KernelPlan&)>& rows) {
   Planner planner{gemm, gemm && gather, {}, {}, {}, {}, {}};
   for (auto& r : roots) planner.visit(r.get());
   planner.decide(roots);
@@ -492,7 +499,7 @@ std::vector<KernelPlan> schedule(const std::vector<NodeRef>& roots, bool gemm, b
     if (planner.materialised.count(n) && !n->realized()) plans.push_back(planner.plan_for(n, refs));
   if (gemm) fuse_epilogues(plans, roots);
   if (gemm && gather && pools) fuse_pools(plans, roots, pools);
-  fuse_rows(plans, roots);
+  fuse_rows(plans, roots, rows);
   return plans;
 }
 

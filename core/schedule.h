@@ -36,7 +36,12 @@ struct KernelPlan {
 // `pools`, where given, says whether the template computes a convolution
 // with a max pool of its result (KernelPlan::pool) as that merged plan asks;
 // a convolution whose only reader is a max pool is then merged with it.
+// `rows`, where given, says whether a device computes an elementwise kernel
+// with the reductions over its last axis that only it reads (a softmax's, a
+// LayerNorm's) as the merged plan asks: those reductions' nodes are then
+// among its fused nodes; without it they merge wherever the graph allows.
 std::vector<KernelPlan> schedule(const std::vector<NodeRef>& roots, bool gemm, bool gather = false,
-                                 const std::function<bool(const KernelPlan&)>& pools = {});
+                                 const std::function<bool(const KernelPlan&)>& pools = {},
+                                 const std::function<bool(const KernelPlan&)>& rows = {});
 
 }  // namespace tl

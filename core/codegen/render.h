@@ -28,6 +28,10 @@ bool gemm_epilogue_in_registers(const KernelPlan& plan, const Device& device);
 // (KernelPlan::pool) is computed so: its epilogue in registers, and a
 // product no faster without the pool (gemm_faster_unpooled).
 bool gemm_pools_in_kernel(const KernelPlan& plan, const Device& device);
+// Whether an elementwise plan that computes the reductions it reads
+// (schedule.cpp's fuse_rows) reads memory in order on this device: rows of
+// neighbouring elements, or on the C device blocks of neighbouring rows.
+bool rows_in_kernel(const KernelPlan& plan, const Device& device);
 
 // The name of r's function in its source.
 inline const std::string& entry_of(const RenderedKernel& r) { return r.entry.empty() ? r.name : r.entry; }
