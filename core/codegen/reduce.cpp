@@ -4,9 +4,11 @@
 #include "core/codegen/reduce.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "core/codegen/lower.h"
 #include "core/codegen/render.h"
+#include "core/settings.h"
 
 namespace tl {
 
@@ -82,5 +84,206 @@ std::pair<std::string, std::string> reduce_loops(const ReduceLoops& loops, const
   }
   return {open, close};
 }
+
+
+// ---- rows: reductions computed by the kernel that reads them ----
+
+using namespace lowering;
+
+// The dialect's hint that a loop's iterations are independent, on its own
+// line before the loop ("" when the dialect has none).
+static std::string independent_hint(const Dialect& d, const std::string& indent) {
+  return d.independent_loop.empty() ? "" : indent + d.independent_loop + "\n";
+}
+
+// The work-group of a rows kernel on a device with local memory: about four
+// elements of a row an item, 32 to 256 items (a softmax's 197-long rows get
+// 64, a LayerNorm's 768 get 256); 0 for the serial form (and with
+// TINYLENS_REDUCE=serial, as for reductions).
+static int64_t rows_group_size(const Dialect& d, const DeviceInfo& info, int64_t rows, int64_t length) {
+  if (d.local_qualifier.empty() || info.local_memory == 0 || setting_equals("TINYLENS_REDUCE", "serial")) return 0;
+  int64_t group = 32;
+  while (group < 256 && group * 4 < length) group *= 2;
+  while (group > int64_t(info.max_work_group) || uint64_t(group) * 4 > info.local_memory) group /= 2;
+  if (group < 2 || rows > (int64_t(1) << 31) / group - 1) return 0;
+  return group;
+}
+
+// How rows_body computes a plan's rows on a device, with the values it
+// prints: each reduction's at element r of a row, then the output's at x.
+struct RowsForm {
+  std::vector<const Node*> reds;
+  int64_t rows = 0, length = 0;
+  int64_t group = 0;  // > 0: a work-group of this many items a row
+  int64_t block = 0;  // > 0 (C device): this many neighbouring rows an item, in an inner loop
+  bool near = false;  // a row's elements are neighbours in memory
+  std::vector<E> values;
+  E out;
+  E r, x;
+};
+
+static RowsForm rows_form(Lowerer& low, const KernelPlan& plan, const Device& device) {
+  const Dialect& d = device.dialect();
+  const Node& out = *plan.output;
+  const Shape& shape = out.shape;
+  RowsForm f;
+  for (auto& n : plan.fused)
+    if (is_reduce(n->op)) f.reds.push_back(n.get());
+  f.rows = numel(f.reds.front()->shape), f.length = numel(shape) / f.rows;
+  const int64_t rows = f.rows, length = f.length;
+  size_t a = shape.size();
+  while (a > 0 && f.reds.front()->shape[a - 1] == 1) --a;
+  const Shape row_shape(shape.begin(), shape.begin() + long(a)), row_inner(shape.begin() + long(a), shape.end());
+  const E i = f.r = var("r", 0, length - 1), x = f.x = var("x", 0, length - 1);
+  // The values at a row `row` (its axes `row_dims`); a reduction read by a
+  // later one is that one's variable: red0, red1, ... (red0[b], ... for a block).
+  auto lower_all = [&](const E& row, const std::vector<E>& row_dims, const std::string& suffix) {
+    auto at = [&](const E& e) {
+      std::vector<E> dims = row_dims;
+      const std::vector<E>& inner = dims_of(*low.keep(with_flat(row_inner, e)));
+      dims.insert(dims.end(), inner.begin(), inner.end());
+      IndexRef ix = low.keep(with_dims(shape, dims, nullptr));
+      ix->flat = row * idx(length) + e;
+      return ix;
+    };
+    f.values.clear();
+    for (size_t j = 0; j < f.reds.size(); ++j) {
+      f.values.push_back(cast(low.lower(f.reds[j]->src[0], at(i)), f.reds[j]->dtype));
+      auto value = std::make_shared<Expr>();
+      value->op = ExprOp::Var;
+      value->dtype = f.reds[j]->dtype;
+      value->name = "red" + std::to_string(j) + suffix;
+      low.given[f.reds[j]] = value;
+    }
+    f.out = cast(low.lower(plan.output, at(x)), out.dtype);
+  };
+  const E row = var("gid", 0, rows - 1);
+  lower_all(row, dims_of(*low.keep(with_flat(row_shape, row))), "");
+  // A work-group reads a row together where its elements are neighbours in
+  // memory (a softmax's, a LayerNorm over a stored sequence).
+  f.near = loads_near_along(f.out, x, 1);
+  for (const E& v : f.values) f.near = f.near && loads_near_along(v, i, 1);
+  f.group = f.near ? rows_group_size(d, device.info(), rows, length) : 0;
+  // On the C device rows across an NCHW map's channels (ConvNeXt's
+  // LayerNorm) go a block at a time: the rows along the row's last axis (a
+  // map's row of pixels), whose elements are neighbours, in an inner loop
+  // that vectorises (red0[b]), each with its own sums in the order of one
+  // row alone.
+  if (!f.near && d.buffers_in_array && !d.independent_loop.empty() && !row_shape.empty() && row_shape.back() >= 4) {
+    f.block = row_shape.back();
+    const E blk = var("gid", 0, rows / f.block - 1), b = var("b", 0, f.block - 1);
+    std::vector<E> dims = dims_of(*low.keep(with_flat(Shape(row_shape.begin(), row_shape.end() - 1), blk)));
+    dims.push_back(b);
+    lower_all(blk * idx(f.block) + b, dims, "[b]");
+    bool along = loads_near_along(f.out, b, 4 * length);
+    for (const E& v : f.values) along = along && loads_near_along(v, b, 4 * length);
+    if (!along) {  // back to a row an item
+      f.block = 0;
+      lower_all(row, dims_of(*low.keep(with_flat(row_shape, row))), "");
+    }
+  }
+  return f;
+}
+
+// Rows whose elements are neighbours in memory, or on the C device a block
+// of neighbouring rows an item: the forms that read memory in order. A row
+// an item across strided elements is not one: on a GPU its items' stores
+// land a row apart (ConvNeXt's LayerNorm of an NCHW map at batch 64 on an
+// H100: 395 us for the mean and centring, against 131 as a reduction and an
+// elementwise kernel).
+bool rows_in_kernel(const KernelPlan& plan, const Device& device) {
+  Lowerer low;
+  for (size_t i = 0; i < plan.inputs.size(); ++i) low.params[plan.inputs[i].get()] = int(i + 1);
+  const RowsForm f = rows_form(low, plan, device);
+  return f.near || f.block > 0;
+}
+
+// An elementwise kernel that computes the reductions it reads (fused
+// reduction nodes: schedule.cpp's fuse_rows) one row of its output's
+// trailing axes at a time: each reduction over the row into a variable
+// (red0, red1, ..., a later one may read an earlier one), then the row's
+// outputs, in the form rows_form picks. On the C device a parallel item is
+// a row (or a block of rows) and the loops are serial; with local memory a
+// work-group takes a row, each reduction folds in local memory as the
+// grouped form does and every item reads the result. Sets the kernel's
+// flops and launch sizes.
+std::string rows_body(Lowerer& low, const KernelPlan& plan, const Device& device, RenderedKernel& k,
+                      int64_t& parallel_items) {
+  const Dialect& d = device.dialect();
+  const RowsForm f = rows_form(low, plan, device);
+  const auto& reds = f.reds;
+  const int64_t rows = f.rows, length = f.length, group = f.group, block = f.block;
+  const E& i = f.r;
+  const auto& values = f.values;
+  const E& v_out = f.out;
+  const std::string L = std::to_string(length), G = std::to_string(group), B = std::to_string(block);
+  const std::string pad = group ? "  " : "    ", barrier = pad + d.barrier + "\n";
+  std::string s = group ? "  int gid = " + d.group_id + ", lid = " + d.local_id + ";\n  " + d.local_qualifier +
+                              "float part[" + G + "];\n"
+                        : "";
+  int counter = 0;
+  double flops = 0;
+  for (size_t j = 0; j < reds.size(); ++j) {
+    const Node& r = *reds[j];
+    const bool is_sum = r.op == Op::Sum;
+    const E& v = values[j];
+    Printer pr{d, "", pad + "    ", {}, counter, 0};
+    const std::string val = pr(v), name = "red" + std::to_string(j);
+    counter = pr.counter;
+    flops += (pr.flops_per_item + 1) * double(length);
+    const std::string init = is_sum ? "0.0f" : "(-" + d.infinity + ")";
+    if (block) {
+      s += pad + "float " + name + "[" + B + "];\n" + pad + "for (int b = 0; b < " + B + "; ++b) " + name + "[b] = " +
+           init + ";\n" + pad + "for (int r = 0; r < " + L + "; ++r) {\n" + independent_hint(d, pad + "  ") + pad +
+           "  for (int b = 0; b < " + B + "; ++b) {\n" + pr.lines + pad + "    " + name + "[b] = " +
+           fold(is_sum, name + "[b]", val) + ";\n" + pad + "  }\n" + pad + "}\n";
+      continue;
+    }
+    s += pad + "float " + name + ";\n" + pad + "{\n" + pad + "  float acc = " + init + ";\n";
+    if (group) {
+      s += pad + "  for (int r = lid; r < " + L + "; r += " + G + ") {\n" + pr.lines + pad + "    acc = " +
+           fold(is_sum, "acc", val) + ";\n" + pad + "  }\n" + pad + "  part[lid] = acc;\n" + barrier;
+      for (int64_t half = group / 2; half > 1; half /= 2) {
+        const std::string h = std::to_string(half);
+        s += pad + "  if (lid < " + h + ") {\n" + pad + "    float x = part[lid + " + h + "];\n" + pad +
+             "    part[lid] = " + fold(is_sum, "part[lid]", "x") + ";\n" + pad + "  }\n" + barrier;
+      }
+      s += pad + "  float x = part[1];\n" + pad + "  " + name + " = " + fold(is_sum, "part[0]", "x") + ";\n" + pad +
+           "}\n" + barrier;  // every item has read part before the next reduction writes it
+    } else {
+      // Partial results in lanes where the loop reads neighbouring elements,
+      // as the serial reduction does (render.cpp's reduce_body).
+      const bool lanes = length >= 32 && loads_near_along(v, i, 1);
+      const std::string stripped = Printer::strip(val);
+      if (!is_sum && lanes) s += pad + "  int any_nan = 0;\n";
+      if (lanes) s += pad + "  " + (is_sum ? d.reordered_sum_loop : d.reordered_max_loop) + "\n";
+      s += pad + "  for (int r = 0; r < " + L + "; ++r) {\n" + pr.lines;
+      if (!is_sum && lanes)
+        s += pad + "    any_nan |= " + stripped + " != " + stripped + ";\n" + pad + "    acc = " + stripped + " > acc ? " +
+             stripped + " : acc;\n" + pad + "  }\n" + pad + "  " + name + " = any_nan ? " + d.nan + " : acc;\n";
+      else
+        s += pad + "    acc = " + fold(is_sum, "acc", val) + ";\n" + pad + "  }\n" + pad + "  " + name + " = acc;\n";
+      s += pad + "}\n";
+    }
+  }
+  Printer pr{d, "", pad + (block ? "    " : "  "), {}, counter, 0};
+  const std::string val = Printer::strip(pr(v_out));
+  flops += pr.flops_per_item * double(length);
+  if (group)
+    s += "  for (int x = lid; x < " + L + "; x += " + G + ") {\n" + pr.lines + "    b0[gid*" + L + "+x] = " + val + ";\n  }\n";
+  else if (block)
+    s += pad + "for (int x = 0; x < " + L + "; ++x) {\n" + independent_hint(d, pad + "  ") + pad + "  for (int b = 0; b < " + B +
+         "; ++b) {\n" + pr.lines + pad + "    b0[(gid*" + B + "+b)*" + L + "+x] = " + val + ";\n" + pad + "  }\n" + pad +
+         "}\n";
+  else
+    s += independent_hint(d, pad) + pad + "for (int x = 0; x < " + L + "; ++x) {\n" + pr.lines + pad + "  b0[gid*" + L +
+         "+x] = " + val + ";\n" + pad + "}\n";
+  k.flops = flops * double(rows);
+  parallel_items = block ? rows / block : rows;
+  k.global[0] = group ? rows * group : parallel_items;
+  k.local[0] = group;
+  return s;
+}
+
 
 }  // namespace tl

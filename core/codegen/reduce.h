@@ -30,4 +30,17 @@ std::pair<std::string, std::string> reduce_loops(const ReduceLoops& loops, const
 std::string grouped_reduce(const Dialect& d, int64_t group, int64_t count, bool is_sum, const std::string& type,
                            const std::string& init, const std::string& loop, const std::string& value);
 
+// An elementwise plan that computes the reductions it reads (fused
+// reduction nodes: schedule.cpp's fuse_rows), a row of its output's last
+// axis at a time (render.h's rows_in_kernel says in which form): the body
+// of its kernel, its flops and launch sizes in k, and its parallel items.
+struct RenderedKernel;
+struct KernelPlan;
+class Device;
+namespace lowering {
+struct Lowerer;
+}
+std::string rows_body(lowering::Lowerer& low, const KernelPlan& plan, const Device& device, RenderedKernel& k,
+                      int64_t& parallel_items);
+
 }  // namespace tl
