@@ -355,7 +355,6 @@ void fuse_pools(std::vector<KernelPlan>& plans, const std::vector<NodeRef>& root
   drop_merged(plans, merged);
 }
 
-
 // Whether every read of the reductions `rows` inside `plan` is at the row
 // of `shape` that the kernel computes: through elementwise ops on their own
 // shape (`row`), an Expand from it to `shape`, then elementwise ops on
@@ -383,7 +382,7 @@ bool reads_at_row(const KernelPlan& plan, const std::unordered_set<const Node*>&
 // Hands the reductions over an elementwise kernel's trailing axes that only
 // it reads (a softmax's maximum and sum, a LayerNorm's mean and variance,
 // one reading the other) to that kernel: it computes them for one row of
-// those axes at a time, then the row's outputs (render.cpp's rows_body). The
+// those axes at a time, then the row's outputs (codegen/reduce.cpp's rows_body). The
 // statistics never make a round trip through memory, the row is read while
 // the cache holds it, and three or four launches become one (ViT-B/16 at
 // batch 64 on an H100: its softmax 316 us a layer in three kernels). Each
@@ -445,7 +444,8 @@ void fuse_rows(std::vector<KernelPlan>& plans, const std::vector<NodeRef>& roots
     bool ok = true;
     for (const Node* r : rows) {
       int inside = 0;
-      for (auto* k : readers_of) inside += std::count_if(k->inputs.begin(), k->inputs.end(), [&](auto& in) { return in.get() == r; }) > 0;
+      for (auto* k : readers_of)
+        inside += std::any_of(k->inputs.begin(), k->inputs.end(), [&](auto& in) { return in.get() == r; });
       ok = ok && readers[r] == inside;
     }
     for (auto* k : readers_of) ok = ok && reads_at_row(*k, rows, shape, row);

@@ -1,6 +1,7 @@
 // Reductions' shared text (render.cpp writes their bodies): the grouped
 // form's size choice and code, the serial form's loops, and how a value
-// folds into an accumulator.
+// folds into an accumulator; and the rows kernels, elementwise kernels that
+// compute the reductions they read a row at a time.
 #include "core/codegen/reduce.h"
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 // The text of reductions shared by the renderer (render.cpp): how a value
 // folds into an accumulator, the serial form's loops, and the grouped form
-// (reduce_group_size, in render.h, decides when it is used).
+// (reduce_group_size, in render.h, decides when it is used); and the rows
+// kernels' bodies (rows_body).
 #pragma once
 #include <cstdint>
 #include <string>
