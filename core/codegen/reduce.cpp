@@ -86,7 +86,6 @@ std::pair<std::string, std::string> reduce_loops(const ReduceLoops& loops, const
   return {open, close};
 }
 
-
 // ---- rows: reductions computed by the kernel that reads them ----
 
 using namespace lowering;
@@ -176,8 +175,8 @@ static RowsForm rows_form(Lowerer& low, const KernelPlan& plan, const Device& de
     std::vector<E> dims = dims_of(*low.keep(with_flat(Shape(row_shape.begin(), row_shape.end() - 1), blk)));
     dims.push_back(b);
     lower_all(blk * idx(f.block) + b, dims, "[b]");
-    bool along = loads_near_along(f.out, b, 4 * length);
-    for (const E& v : f.values) along = along && loads_near_along(v, b, 4 * length);
+    bool along = loads_near_along(f.out, b, 1);
+    for (const E& v : f.values) along = along && loads_near_along(v, b, 1);
     if (!along) {  // back to a row an item
       f.block = 0;
       lower_all(row, dims_of(*low.keep(with_flat(row_shape, row))), "");
