@@ -129,8 +129,12 @@ class TestScratch : public QObject {
   }
 
   // Gathered 3x3 (Winograd or direct), strided and 1x1 convolutions on the C
-  // device: after two runs every piece of the third comes from the blocks,
-  // and the values match a double-precision convolution.
+  // device: once every thread's block has grown to what its pieces need,
+  // every piece of a run comes from the blocks, and the values match a
+  // double-precision convolution. Which thread runs which piece depends on
+  // the machine's load (the pool shares pieces), so a thread may first meet
+  // a larger need in any run and grow its block after it; blocks only grow,
+  // so within a few runs one takes nothing from outside them.
   void theGemmLibraryTakesItsScratchFromTheBlocks() {
     struct Case {
       int64_t cin, cout, hw, k, pad;
@@ -148,7 +152,8 @@ class TestScratch : public QObject {
                         Tensor::from_data(wv, {c.cout, c.cin, c.k, c.k}, "cpu"), Tensor::from_data(bv, {c.cout}, "cpu")});
     }
     tl::ScratchCounts before{}, after{};
-    for (int run = 0; run < 3; ++run) {
+    int run = 0;
+    for (; run < 12; ++run) {
       before = tl::scratch_counts();
       for (size_t i = 0; i < cases.size(); ++i) {
         tl::Conv2dOptions opt;
@@ -162,9 +167,12 @@ class TestScratch : public QObject {
         }
       }
       after = tl::scratch_counts();
+      QVERIFY(after.takes > before.takes);  // the library took its scratch through the device
+      if (run >= 2 && after.from_block - before.from_block == after.takes - before.takes) break;
     }
-    QVERIFY(after.takes > before.takes);  // the library took its scratch through the device
-    QCOMPARE(after.from_block - before.from_block, after.takes - before.takes);
+    QVERIFY2(run < 12, qPrintable(QString("after 12 runs, %1 of the last run's %2 takes came from outside the blocks")
+                                      .arg((after.takes - before.takes) - (after.from_block - before.from_block))
+                                      .arg(after.takes - before.takes)));
   }
 };
 
