@@ -45,10 +45,28 @@ int64_t reduce_group_size(const Dialect& d, const DeviceInfo& info, int64_t outp
   return grouped < serial ? group : 0;
 }
 
+std::string independent_hint(const Dialect& d, const std::string& indent) {
+  return d.independent_loop.empty() ? "" : indent + d.independent_loop + "\n";
+}
+
 // `acc` with `value` folded in: a sum, or a maximum where NaN wins.
 std::string fold(bool is_sum, const std::string& acc, const std::string& value) {
   if (is_sum) return acc + " + " + value;
   return lowering::nan_max(value, acc);
+}
+
+// The grouped form's halving steps: items below each half fold in the
+// partial result that half above them, behind a barrier, until part[0] and
+// part[1] are left. `indent` is the steps', `barrier` the barrier's line.
+static std::string halve_parts(int64_t group, bool is_sum, const std::string& type, const std::string& indent,
+                               const std::string& barrier) {
+  std::string s;
+  for (int64_t half = group / 2; half > 1; half /= 2) {
+    const std::string h = std::to_string(half);
+    s += indent + "if (lid < " + h + ") {\n" + indent + "  " + type + " x = part[lid + " + h + "];\n" + indent +
+         "  part[lid] = " + fold(is_sum, "part[lid]", "x") + ";\n" + indent + "}\n" + barrier;
+  }
+  return s;
 }
 
 // The grouped form (dialect.h): item lid of group gid folds elements lid,
@@ -63,12 +81,7 @@ std::string grouped_reduce(const Dialect& d, int64_t group, int64_t count, bool 
   s += "  " + type + " acc = " + init + ";\n";
   s += "  for (int r = lid; r < " + std::to_string(count) + "; r += " + L + ") {\n" + loop;
   s += "    acc = " + fold(is_sum, "acc", value) + ";\n  }\n";
-  s += "  part[lid] = acc;\n" + barrier;
-  for (int64_t half = group / 2; half > 1; half /= 2) {
-    const std::string h = std::to_string(half);
-    s += "  if (lid < " + h + ") {\n    " + type + " x = part[lid + " + h + "];\n    part[lid] = " +
-         fold(is_sum, "part[lid]", "x") + ";\n  }\n" + barrier;
-  }
+  s += "  part[lid] = acc;\n" + barrier + halve_parts(group, is_sum, type, "  ", barrier);
   s += "  if (lid == 0) {\n    " + type + " x = part[1];\n    b0[gid] = " + fold(is_sum, "part[0]", "x") + ";\n  }\n";
   return s;
 }
@@ -89,12 +102,6 @@ std::pair<std::string, std::string> reduce_loops(const ReduceLoops& loops, const
 // ---- rows: reductions computed by the kernel that reads them ----
 
 using namespace lowering;
-
-// The dialect's hint that a loop's iterations are independent, on its own
-// line before the loop ("" when the dialect has none).
-static std::string independent_hint(const Dialect& d, const std::string& indent) {
-  return d.independent_loop.empty() ? "" : indent + d.independent_loop + "\n";
-}
 
 // The work-group of a rows kernel on a device with local memory: about four
 // elements of a row an item, 32 to 256 items (a softmax's 197-long rows get
@@ -119,7 +126,7 @@ struct RowsForm {
   bool near = false;  // a row's elements are neighbours in memory
   std::vector<E> values;
   E out;
-  E r, x;
+  E r;  // the loop variable over a row's elements in `values`
 };
 
 static RowsForm rows_form(Lowerer& low, const KernelPlan& plan, const Device& device) {
@@ -134,7 +141,7 @@ static RowsForm rows_form(Lowerer& low, const KernelPlan& plan, const Device& de
   size_t a = shape.size();
   while (a > 0 && f.reds.front()->shape[a - 1] == 1) --a;
   const Shape row_shape(shape.begin(), shape.begin() + long(a)), row_inner(shape.begin() + long(a), shape.end());
-  const E i = f.r = var("r", 0, length - 1), x = f.x = var("x", 0, length - 1);
+  const E i = f.r = var("r", 0, length - 1), x = var("x", 0, length - 1);
   // The values at a row `row` (its axes `row_dims`); a reduction read by a
   // later one is that one's variable: red0, red1, ... (red0[b], ... for a block).
   auto lower_all = [&](const E& row, const std::vector<E>& row_dims, const std::string& suffix) {
@@ -242,12 +249,8 @@ std::string rows_body(Lowerer& low, const KernelPlan& plan, const Device& device
     s += pad + "float " + name + ";\n" + pad + "{\n" + pad + "  float acc = " + init + ";\n";
     if (group) {
       s += pad + "  for (int r = lid; r < " + L + "; r += " + G + ") {\n" + pr.lines + pad + "    acc = " +
-           fold(is_sum, "acc", val) + ";\n" + pad + "  }\n" + pad + "  part[lid] = acc;\n" + barrier;
-      for (int64_t half = group / 2; half > 1; half /= 2) {
-        const std::string h = std::to_string(half);
-        s += pad + "  if (lid < " + h + ") {\n" + pad + "    float x = part[lid + " + h + "];\n" + pad +
-             "    part[lid] = " + fold(is_sum, "part[lid]", "x") + ";\n" + pad + "  }\n" + barrier;
-      }
+           fold(is_sum, "acc", val) + ";\n" + pad + "  }\n" + pad + "  part[lid] = acc;\n" + barrier +
+           halve_parts(group, is_sum, "float", pad + "  ", barrier);
       s += pad + "  float x = part[1];\n" + pad + "  " + name + " = " + fold(is_sum, "part[0]", "x") + ";\n" + pad +
            "}\n" + barrier;  // every item has read part before the next reduction writes it
     } else {
@@ -284,6 +287,5 @@ std::string rows_body(Lowerer& low, const KernelPlan& plan, const Device& device
   k.local[0] = group;
   return s;
 }
-
 
 }  // namespace tl

@@ -13,6 +13,10 @@
 
 namespace tl {
 
+// The dialect's hint that a loop's iterations are independent, on its own
+// line before the loop ("" when the dialect has none).
+std::string independent_hint(const Dialect& d, const std::string& indent);
+
 // `acc` with `value` folded in: a sum, or a maximum where NaN wins.
 std::string fold(bool is_sum, const std::string& acc, const std::string& value);
 

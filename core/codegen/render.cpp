@@ -49,12 +49,6 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
 
 // ---- reductions ----
 
-// The dialect's hint that a loop's iterations are independent, on its own
-// line before the loop ("" when the dialect has none).
-static std::string independent(const Dialect& d, const std::string& indent) {
-  return d.independent_loop.empty() ? "" : indent + d.independent_loop + "\n";
-}
-
 // The position in the reduced axes: a flat r, or with `nested` one loop
 // variable per axis of more than one element (r0, r1, ... by axis); the axes
 // from `merge_from` on share one loop, whose variable the index splits by
@@ -219,7 +213,7 @@ std::string reduce_body(Lowerer& low, Printer& pr, const Node& out, const Device
   if (!rows) return serial + "    b0[gid] = acc;\n";
   k.global[0] = n_out / width;
   const std::string w = std::to_string(width);
-  return independent(d, "    ") + "    for (int x = 0; x < " + w + "; ++x) {\n" + serial + "      b0[gid*" + w +
+  return independent_hint(d, "    ") + "    for (int x = 0; x < " + w + "; ++x) {\n" + serial + "      b0[gid*" + w +
          "+x] = acc;\n    }\n";
 }
 
@@ -255,7 +249,7 @@ static std::string row_loops(Printer& pr, const E& value, const E& x, const std:
     pr.names = names;
     body_flops = std::max(body_flops, pr.flops_per_item - flops);
     pr.flops_per_item = flops;
-    return independent(pr.d, indent) + indent + "for (int x = " + from + "; x < " + to + "; ++x) {\n" + pr.lines +
+    return independent_hint(pr.d, indent) + indent + "for (int x = " + from + "; x < " + to + "; ++x) {\n" + pr.lines +
            indent + "  " + store + " = " + result + ";\n" + indent + "}\n";
   };
   if (split.bounds.empty()) {
