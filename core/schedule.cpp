@@ -450,25 +450,21 @@ void fuse_rows(std::vector<KernelPlan>& plans, const std::vector<NodeRef>& roots
     }
     for (auto* k : readers_of) ok = ok && reads_at_row(*k, rows, shape, row);
     if (!ok) continue;
-    std::vector<bool> would_merge = merged;
+    // The reductions' plans in order, then this one: sources first.
+    std::vector<const KernelPlan*> parts;
+    for (int q : set) parts.push_back(&plans[size_t(q)]);
+    parts.push_back(&p);
     KernelPlan both;
     both.kind = KernelPlan::Kind::Elementwise;
     both.output = p.output;
-    for (int q : set) {
-      const KernelPlan& k = plans[size_t(q)];
-      both.fused.insert(both.fused.end(), k.fused.begin(), k.fused.end());
-      would_merge[size_t(q)] = true;
-    }
-    both.fused.insert(both.fused.end(), p.fused.begin(), p.fused.end());
-    for (int q : set)
-      for (auto& in : plans[size_t(q)].inputs)
+    for (const KernelPlan* k : parts) {
+      both.fused.insert(both.fused.end(), k->fused.begin(), k->fused.end());
+      for (auto& in : k->inputs)
         if (!rows.count(in.get()) && std::find(both.inputs.begin(), both.inputs.end(), in) == both.inputs.end())
           both.inputs.push_back(in);
-    for (auto& in : p.inputs)
-      if (!rows.count(in.get()) && std::find(both.inputs.begin(), both.inputs.end(), in) == both.inputs.end())
-        both.inputs.push_back(in);
+    }
     if (accept && !accept(both)) continue;
-    merged = std::move(would_merge);
+    for (int q : set) merged[size_t(q)] = true;
     p = std::move(both);
   }
   drop_merged(plans, merged);
