@@ -147,12 +147,16 @@ Tensor tap_sum(const Tensor& x, const Tensor& weight, const Window2d& g, int64_t
 // kernel and a pass over memory, and on narrow maps the flat rows cost a
 // slice after them. So a GPU gets the window as one kernel that reads its
 // input through the pad at every stride and width (for Lite0: 53 kernels
-// instead of 75). TINYLENS_DEPTHWISE=guarded gives any device this form (CI
-// tests it on PoCL and the C device), =padded the other one (to compare).
+// instead of 75). A GPU whose GEMM template gathers planes (CUDA's
+// kernels/depthwise.cu) takes by_gather instead: one kernel that stages each
+// block's cells in shared memory and reads them there for every tap.
+// TINYLENS_DEPTHWISE=guarded gives any device this form (CI tests it on PoCL
+// and the C device), =padded the other one (to compare).
 bool guarded_form(const Tensor& x) {
   if (setting_equals("TINYLENS_DEPTHWISE", "guarded")) return true;
   if (setting_equals("TINYLENS_DEPTHWISE", "padded")) return false;
-  return Registry::instance().get(x.device()).info().kind == "GPU";
+  const Device& device = Registry::instance().get(x.device());
+  return device.info().kind == "GPU" && !gemm_template_gathers_planes(device);
 }
 
 // On a device whose GEMM template gathers (the C device): N x C one-row
@@ -166,7 +170,7 @@ Tensor by_gather(const Tensor& x, const Tensor& weight, const Window2d& g, int64
   window.dilation_h = g.dilation_h, window.dilation_w = g.dilation_w;
   window.pad_top = g.pad_h.first, window.pad_left = g.pad_w.first;
   return detail::depthwise_by_gather(pad_to(x, {g.pad_h.first, g.pad_w.first}, window_extent(g, OH, OW), true), x,
-                                     weight, window);
+                                     weight, window, gemm_template_wraps_a(Registry::instance().get(x.device())));
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ const std::vector<OpInfo>& primitive_ops() {
 // A field added to either struct must be added to hint_key below; then
 // these sizes are updated with it.
 static_assert(sizeof(ConvGather) == 12 * sizeof(int64_t) + sizeof(int64_t), "ConvGather changed: key its new field");
-static_assert(sizeof(MatmulHint) == 5 * sizeof(NodeRef) + 10 * sizeof(int64_t) + sizeof(ConvGather) + sizeof(int64_t),
+static_assert(sizeof(MatmulHint) == 5 * sizeof(NodeRef) + 11 * sizeof(int64_t) + sizeof(ConvGather) + sizeof(int64_t),
               "MatmulHint changed: key its new field");
 
 std::vector<int64_t> hint_key(const MatmulHint& h) {
@@ -46,7 +46,7 @@ std::vector<int64_t> hint_key(const MatmulHint& h) {
   return {h.batch,       h.m,          h.n,          h.k,          h.a_strides[0], h.a_strides[1], h.a_strides[2],
           h.b_strides[0], h.b_strides[1], h.b_strides[2], roles,      g.channels,     g.height,       g.width,
           g.kernel_h,    g.kernel_w,   g.stride_h,   g.stride_w,   g.dilation_h,   g.dilation_w,   g.pad_top,
-          g.pad_left,    g.out_w};
+          g.pad_left,    g.out_w,      h.a_period};
 }
 
 const char* op_name(Op op) {

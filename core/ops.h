@@ -137,6 +137,11 @@ struct MatmulHint {
   NodeRef a_in, b_in;
   int64_t batch, m, n, k;
   int64_t a_strides[3], b_strides[3];
+  // A's batch index wraps every a_period items (0: never): batch item b reads
+  // A at (b % a_period) * a_strides[0], so that N images' depthwise products
+  // (n * C + c) share the C channels' weights without a copy per image. Only
+  // a template that says so reads it (gemm_template_wraps_a).
+  int64_t a_period = 0;
   // Set by Tensor::conv2d: B may instead be gathered from `image` (see
   // ConvGather); the scheduler does so where the device's template can.
   NodeRef image;

@@ -29,9 +29,12 @@ Tensor matmul_split_k(const Tensor& a, const Tensor& b, int64_t parts);
 // windows times the taps, summed, marked (a gather-only MatmulHint) as N x C
 // one-row GEMMs whose B is gathered from each channel's plane by `window`
 // (its sizes filled in here), which a template that gathers computes as one
-// kernel. Undefined where that does not apply (tensor_nn.cpp; used by
+// kernel. With `wrap_a` (a template that reads MatmulHint::a_period), N
+// images read the C channels' weights in place instead of a copy per image.
+// Undefined where that does not apply (tensor_nn.cpp; used by
 // core/depthwise.cpp).
-Tensor depthwise_by_gather(const Tensor& padded, const Tensor& image, const Tensor& weight, ConvGather window);
+Tensor depthwise_by_gather(const Tensor& padded, const Tensor& image, const Tensor& weight, ConvGather window,
+                           bool wrap_a = false);
 // Whether the GEMM library can gather from an image plane of h x w: it
 // indexes the plane, and rows and columns around it, in int.
 bool plane_fits_int(int64_t h, int64_t w);

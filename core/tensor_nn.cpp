@@ -334,7 +334,7 @@ static void describe_gather(const Tensor& product, const Tensor& padded, int64_t
 }
 
 Tensor detail::depthwise_by_gather(const Tensor& padded, const Tensor& image, const Tensor& weight,
-                                   ConvGather window) {
+                                   ConvGather window, bool wrap_a) {
   const int64_t N = image.dim(0), C = image.dim(1), H = image.dim(2), W = image.dim(3);
   if (image.dtype() != DType::f32 || weight.dtype() != DType::f32 || !plane_fits_int(H, W)) return Tensor();
   const int64_t KH = window.kernel_h, KW = window.kernel_w;
@@ -349,9 +349,11 @@ Tensor detail::depthwise_by_gather(const Tensor& padded, const Tensor& image, co
   std::vector<int64_t> sa;
   auto hint = std::make_shared<MatmulHint>();
   // A[c, 0, t] = weight[t, c]; with several images, product n * C + c reads
-  // plane n * C + c, and A is laid out once per image (a small copy kernel).
+  // plane n * C + c, and A row n * C + c is row c: read with a period of C
+  // (wrap_a), or laid out once per image (a small copy kernel).
   Tensor a = weight.transpose(0, 1).unsqueeze(1);
-  if (N > 1) a = a.unsqueeze(0).expand({N, C, 1, KH * KW}).contiguous().reshape({N * C, 1, KH * KW});
+  if (N > 1 && !wrap_a) a = a.unsqueeze(0).expand({N, C, 1, KH * KW}).contiguous().reshape({N * C, 1, KH * KW});
+  if (N > 1 && wrap_a) hint->a_period = C;
   hint->a = strided_base(a, sa);
   hint->b = hint->image = image.node();
   hint->batch = N * C, hint->m = 1, hint->n = OH * OW, hint->k = KH * KW;

@@ -6,9 +6,12 @@
 #include <QtTest/QtTest>
 #include <dlfcn.h>
 
+#include <array>
 #include <set>
 
 #include "core/codegen/render.h"
+#include "core/codegen/templates.h"
+#include "core/depthwise.h"
 #include "core/realize.h"
 #include "core/runtime/registry.h"
 #include "core/schedule.h"
@@ -97,32 +100,77 @@ class TestCuda : public QObject {
     // serial) and for an H200-shaped one, so that the work-group form of the
     // large reductions (__shared__, __syncthreads) is compiled as well.
     H200Shaped gpu(*d);
-    size_t grouped = 0, gemms = 0, gathered = 0;
+    size_t grouped = 0, gemms = 0, gathered = 0, depthwise = 0, pools = 0;
     for (auto& c : golden_cases()) {
       tl::RealizeObserver see([&](const std::vector<tl::NodeRef>& roots) {
         // Generic kernels only, then matmuls through kernels/gemm.cu, then
-        // convolutions whose B it gathers from their images (as on cuda:0).
-        // The cpu's products over one plane per channel (gather_only) are
-        // not made for cuda:0, whose template does not compute them.
+        // convolutions whose B it gathers from their images (as on cuda:0),
+        // and products over one plane per channel (gather_only: depthwise
+        // convolutions and max pools, kernels/depthwise.cu).
         for (int mode : {0, 1, 2})
           for (auto& plan : tl::schedule(roots, mode > 0, mode == 2)) {
             if (mode > 0 && plan.kind != tl::KernelPlan::Kind::Gemm) continue;
-            if (mode == 2 && (plan.gemm().matmul->gather_only || plan.inputs[1] != plan.gemm().matmul->image)) continue;
+            if (mode == 2 && plan.inputs[1] != plan.gemm().matmul->image) continue;
             for (const tl::Device* target : {static_cast<const tl::Device*>(d), static_cast<const tl::Device*>(&gpu)}) {
               auto r = tl::render_kernel(plan, *target);
               const bool added = sources.emplace(r.source, r.name).second;
               if (added && r.source.find("__syncthreads") != std::string::npos) ++grouped;
               if (added && mode > 0) ++gemms;
               if (added && r.source.find("GATHER = true") != std::string::npos) ++gathered;
+              if (added && r.source.find("MAX = false") != std::string::npos) ++depthwise;
+              if (added && r.source.find("MAX = true") != std::string::npos) ++pools;
             }
           }
       });
       tlops::run_case(c, "cpu");
     }
+    // The op suite's convolutions are Tensor::conv2d's; the ONNX loader's
+    // depthwise convolutions and max pools (core/depthwise.h) make the
+    // products over planes: a 7x7 window with bias and ReLU6, 3x3 and 5x5 at
+    // stride 2, a dilated one, and max pools.
+    {
+      tl::RealizeObserver see([&](const std::vector<tl::NodeRef>& roots) {
+        for (auto& plan : tl::schedule(roots, true, true)) {
+          if (plan.kind != tl::KernelPlan::Kind::Gemm || !plan.gemm().matmul->gather_only) continue;
+          for (const tl::Device* target : {static_cast<const tl::Device*>(d), static_cast<const tl::Device*>(&gpu)}) {
+            auto r = tl::render_kernel(plan, *target);
+            if (!sources.emplace(r.source, r.name).second) continue;
+            if (r.source.find("MAX = false") != std::string::npos) ++depthwise;
+            if (r.source.find("MAX = true") != std::string::npos) ++pools;
+          }
+        }
+      });
+      tl::Generator gen(3);
+      for (auto [k, s, dil, size] : {std::array<int, 4>{7, 1, 1, 14}, {3, 2, 1, 15}, {5, 2, 1, 9}, {3, 1, 2, 10}}) {
+        tl::Window2d g;
+        g.kernel_h = g.kernel_w = k, g.stride_h = g.stride_w = s, g.dilation_h = g.dilation_w = dil;
+        g.pad_h = g.pad_w = {k / 2 * dil, k / 2 * dil};
+        tl::Tensor x = tl::Tensor::randn({2, 4, size, size}, gen, "cpu");
+        tl::Tensor w = tl::Tensor::randn({k * k, 4}, gen, "cpu"), b = tl::Tensor::randn({4}, gen, "cpu");
+        tl::depthwise_conv2d(x, w, b, g).relu6().realize();
+        if (dil == 1) tl::max_pool_by_gather(x, g).realize();
+      }
+      // Two images of 4 channels reading the 4 channels' weights in place
+      // (MatmulHint::a_period, as cuda:0's hints do); a product of more than
+      // one row cannot.
+      tl::GemmShape s;
+      s.batch = 8, s.m = 1, s.n = 36, s.k = 9, s.a_period = 4;
+      s.a_strides[0] = 1, s.a_strides[2] = 4;
+      s.gather.channels = 1, s.gather.height = s.gather.width = 6, s.gather.kernel_h = s.gather.kernel_w = 3;
+      s.gather.pad_top = s.gather.pad_left = 1, s.gather.out_w = 6;
+      tl::TemplateKernel t;
+      QVERIFY(tl::render_gemm(*d, s, "GEMM_8_1_36_9", t));
+      QVERIFY2(t.source.find("A_PERIOD = 4;") != std::string::npos, t.source.c_str());
+      sources.emplace(t.source, "GEMM_8_1_36_9");
+      s.m = 2;
+      QVERIFY_THROWS_EXCEPTION(std::logic_error, tl::render_gemm(*d, s, "GEMM_8_2_36_9", t));
+    }
     QVERIFY2(sources.size() > 100, std::to_string(sources.size()).c_str());
     QVERIFY2(grouped >= 10, ("work-group reductions rendered: " + std::to_string(grouped)).c_str());
     QVERIFY2(gemms >= 10, ("GEMM template kernels rendered: " + std::to_string(gemms)).c_str());
     QVERIFY2(gathered >= 4, ("convolutions rendered with a gathered B: " + std::to_string(gathered)).c_str());
+    QVERIFY2(depthwise >= 2, ("depthwise convolutions rendered: " + std::to_string(depthwise)).c_str());
+    QVERIFY2(pools >= 2, ("max pools rendered: " + std::to_string(pools)).c_str());
     for (auto& [source, name] : sources) {
       QVERIFY2(source.find("__global__") != std::string::npos, source.c_str());
       try {
@@ -132,7 +180,8 @@ class TestCuda : public QObject {
         QFAIL((name + ": " + e.what() + "\n" + source).c_str());
       }
     }
-    qInfo("%zu distinct kernels compiled with NVRTC, %zu of them GEMMs, %zu gathering", sources.size(), gemms, gathered);
+    qInfo("%zu distinct kernels compiled with NVRTC, %zu of them GEMMs, %zu gathering, %zu depthwise, %zu max pools",
+          sources.size(), gemms, gathered, depthwise, pools);
   }
 
   void nvrtcErrorCarriesTheLog() {

@@ -16,10 +16,12 @@
 #include <functional>
 #include <iterator>
 
+#include "core/codegen/templates.h"
 #include "core/depthwise.h"
 #include "core/error.h"
 #include "core/models/efficientnet.h"
 #include "core/profile.h"
+#include "core/runtime/registry.h"
 #include "core/runtime/scratch.h"
 #include "core/tensor.h"
 #include "depthwise_reference.h"
@@ -447,7 +449,7 @@ class TestDepthwise : public QObject {
     QVERIFY(fails([&] { depthwise_conv2d(x, w, Tensor(), negative); }, "negative padding"));
   }
 
-  // max_pool_by_gather on the cpu device: one MAXPOOL kernel, equal to the
+  // max_pool_by_gather on each device that computes it: one MAXPOOL kernel, equal to the
   // largest cell of each window inside the image, computed here (a max is
   // exact), NaN where a window holds one. The rows cover the kernel's
   // paths (kernels/gemm_cpu_depthwise.c): in place (windows inside the
@@ -455,22 +457,31 @@ class TestDepthwise : public QObject {
   // through a padded band, vector rows at stride 2 (kw 2, 3) and 1, any
   // window.
   void maxPoolInOneKernel_data() {
+    QTest::addColumn<QString>("device");
     QTest::addColumn<QVector<int>>("w");  // N C H W KH KW SH SW DH DW PT PB PL PR
-    QTest::newRow("3x3 s2 in place, 111 (SqueezeNet)") << QVector<int>{1, 3, 111, 111, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0};
-    QTest::newRow("3x3 s2 pad 1, 112 (ResNet)") << QVector<int>{1, 2, 112, 112, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1};
-    QTest::newRow("3x3 s2 ceil overhang, 13 (narrow)") << QVector<int>{2, 3, 13, 13, 3, 3, 2, 2, 1, 1, 0, 1, 0, 1};
-    // In place but for the last plane, whose vector rows would read past the images.
-    QTest::newRow("3x3 s2 narrow in place, 27 -> 13") << QVector<int>{2, 3, 27, 27, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0};
-    QTest::newRow("2x2 s2 narrow in place, 9x12") << QVector<int>{1, 4, 9, 12, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0};
-    QTest::newRow("2x2 s2 in place, 40x34") << QVector<int>{1, 2, 40, 34, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0};
-    QTest::newRow("3x3 s1 pad 1, 20x37 (Inception)") << QVector<int>{1, 2, 20, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
-    QTest::newRow("2x3 s1 dilation 2, 9x40") << QVector<int>{1, 2, 9, 40, 2, 3, 1, 1, 2, 2, 0, 1, 2, 0};
-    QTest::newRow("5x5 s3 pads (any window)") << QVector<int>{1, 2, 29, 70, 5, 5, 3, 3, 1, 1, 2, 1, 0, 2};
-    QTest::newRow("2x3 s3 dilation 1x9, 4 outputs a row") << QVector<int>{1, 2, 12, 30, 2, 3, 3, 3, 1, 9, 0, 0, 0, 0};
-    QTest::newRow("2x3 s3 dilation 1x9, padded") << QVector<int>{1, 2, 12, 30, 2, 3, 3, 3, 1, 9, 1, 0, 1, 0};
-    QTest::newRow("3x1 s2x1, one column") << QVector<int>{1, 2, 10, 1, 3, 1, 2, 1, 1, 1, 1, 1, 0, 0};
+    const std::vector<std::pair<const char*, QVector<int>>> windows = {
+        {"3x3 s2 in place, 111 (SqueezeNet)", {1, 3, 111, 111, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0}},
+        {"3x3 s2 pad 1, 112 (ResNet)", {1, 2, 112, 112, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1}},
+        {"3x3 s2 ceil overhang, 13 (narrow)", {2, 3, 13, 13, 3, 3, 2, 2, 1, 1, 0, 1, 0, 1}},
+        // In place but for the last plane, whose vector rows would read past the images.
+        {"3x3 s2 narrow in place, 27 -> 13", {2, 3, 27, 27, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0}},
+        {"2x2 s2 narrow in place, 9x12", {1, 4, 9, 12, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0}},
+        {"2x2 s2 in place, 40x34", {1, 2, 40, 34, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0}},
+        {"3x3 s1 pad 1, 20x37 (Inception)", {1, 2, 20, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}},
+        {"2x3 s1 dilation 2, 9x40", {1, 2, 9, 40, 2, 3, 1, 1, 2, 2, 0, 1, 2, 0}},
+        {"5x5 s3 pads (any window)", {1, 2, 29, 70, 5, 5, 3, 3, 1, 1, 2, 1, 0, 2}},
+        {"2x3 s3 dilation 1x9, 4 outputs a row", {1, 2, 12, 30, 2, 3, 3, 3, 1, 9, 0, 0, 0, 0}},
+        {"2x3 s3 dilation 1x9, padded", {1, 2, 12, 30, 2, 3, 3, 3, 1, 9, 1, 0, 1, 0}},
+        {"3x1 s2x1, one column", {1, 2, 10, 1, 3, 1, 2, 1, 1, 1, 1, 1, 0, 0}},
+    };
+    // Every device whose GEMM template computes products over planes (the
+    // cpu's kernels/gemm_cpu_depthwise.c, CUDA's kernels/depthwise.cu).
+    for (const std::string& d : tltest::available_devices())
+      if (gemm_template_gathers_planes(Registry::instance().get(d)))
+        for (auto& [name, w] : windows) QTest::newRow((d + " " + name).c_str()) << QString::fromStdString(d) << w;
   }
   void maxPoolInOneKernel() {
+    QFETCH(QString, device);
     QFETCH(QVector<int>, w);
     const int N = w[0], C = w[1], H = w[2], W = w[3], KH = w[4], KW = w[5], SH = w[6], SW = w[7], DH = w[8], DW = w[9];
     Window2d g;
@@ -482,7 +493,7 @@ class TestDepthwise : public QObject {
     xv[5] = NAN;                           // first plane, top row
     xv[xv.size() - 1] = NAN;               // last plane's last cell
     if (xv.size() > 100) xv[xv.size() / 2] = -INFINITY;
-    const Tensor x = Tensor::from_data(xv, {N, C, H, W}, "cpu");
+    const Tensor x = Tensor::from_data(xv, {N, C, H, W}, device.toStdString());
     std::vector<std::string> names;
     std::vector<float> got;
     {

@@ -98,13 +98,55 @@ TemplateKernel render_tiles(const GemmShape& shape, const std::string& name, con
   return render_gpu_tiles("gemm.cu", s, name, d, t, std::move(values));
 }
 
+// One-row products over single planes (a depthwise convolution or a max
+// pool: M = 1, a gather of one channel per batch item) as kernels/depthwise.cu:
+// blocks of TW columns (the plane's width rounded up to a power of two, 8 to
+// 32) by TY x R rows, 64 to 256 threads, R outputs a thread on tall planes.
+// The staged cells must fit 48 KiB of shared memory: R, then TY, shrink until
+// they do (a 7x7 window at 56x56 stages 38 x 38 cells).
+TemplateKernel render_planes(const GemmShape& s, const std::string& name, const Dialect& d) {
+  const ConvGather& g = s.gather;
+  const int64_t ow = g.out_w, oh = s.n / g.out_w;
+  auto pow2 = [](int64_t v) {
+    int64_t p = 1;
+    while (p < v) p *= 2;
+    return p;
+  };
+  int tw = int(std::clamp<int64_t>(pow2(ow), 8, 32)), r = oh >= 56 ? 4 : oh >= 28 ? 2 : 1;
+  int ty = int(std::clamp<int64_t>(pow2((oh + r - 1) / r), 1, 256 / tw));
+  auto cells = [&](int ty_, int r_) {
+    return ((ty_ * r_ - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1) *
+           ((tw - 1) * g.stride_w + (g.kernel_w - 1) * g.dilation_w + 1);
+  };
+  while (cells(ty, r) * 4 > 48 * 1024 && (r > 1 || ty > 1)) r > 1 ? r /= 2 : ty /= 2;
+  if (cells(ty, r) * 4 > 48 * 1024)
+    throw std::invalid_argument(name + ": a " + std::to_string(g.kernel_h) + "x" + std::to_string(g.kernel_w) +
+                                " window does not fit kernels/depthwise.cu's shared memory");
+  GemmShape sb = s;
+  sb.b_strides[0] = g.height * g.width;  // one plane per batch item
+  auto values = gather_values(g);
+  values.merge(gemm_values(sb, name, gemm_needs_wide_index(sb, 1, 1, 1), d));
+  values["MAX"] = g.max ? "true" : "false";
+  values["A_PERIOD"] = std::to_string(s.a_period);
+  values["TW"] = std::to_string(tw), values["TY"] = std::to_string(ty), values["R"] = std::to_string(r);
+  TemplateKernel out;
+  out.source = specialise(embedded_kernel("depthwise.cu"), values);
+  out.global[0] = (ow + tw - 1) / tw * tw * s.batch;  // the batch on x (kernels/depthwise.cu's TILES_X)
+  out.global[1] = (oh + ty * r - 1) / (ty * r) * ty;
+  out.global[2] = 1;
+  out.local[0] = tw, out.local[1] = ty, out.local[2] = 1;
+  out.label = "planes=" + std::to_string(tw) + "x" + std::to_string(ty) + "x" + std::to_string(r);
+  return out;
+}
+
 }  // namespace
 
 TemplateKernel render_gemm_cuda(const GemmShape& s, const std::string& name, const DeviceInfo& info,
                                 const Dialect& d) {
   check_gemm_shape(s);
-  if (s.gather.max || s.pool.active())
-    throw std::logic_error(name + ": kernels/gemm.cu gathers a convolution's B, not a max pool");
+  if (s.pool.active()) throw std::logic_error(name + ": the CUDA templates do not pool a product as it is computed");
+  if (s.gather.active() && s.gather.channels == 1 && s.m == 1) return render_planes(s, name, d);
+  if (s.gather.max) throw std::logic_error(name + ": a max pool over more than one channel a product");
   GpuTiles forced{};
   if (forced_tiles(forced)) return render_tiles(s, name, d, forced);  // no candidates
   const GpuTiles chosen = pick_tiles(s, info);

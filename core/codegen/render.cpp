@@ -470,6 +470,7 @@ static GemmShape product_shape(const KernelPlan& plan) {
   GemmShape g;
   g.batch = h.batch, g.m = h.m, g.n = h.n, g.k = h.k;
   for (int i = 0; i < 3; ++i) g.a_strides[i] = h.a_strides[i], g.b_strides[i] = h.b_strides[i];
+  g.a_period = h.a_period;
   g.a_constant = plan.inputs[0]->realized();
   g.b_constant = plan.inputs[1]->realized();
   if (plan.inputs[1] == h.image) g.gather = h.gather;
@@ -477,7 +478,8 @@ static GemmShape product_shape(const KernelPlan& plan) {
 }
 
 bool gemm_pools_in_kernel(const KernelPlan& plan, const Device& device) {
-  return gemm_epilogue_in_registers(plan, device) && !gemm_faster_unpooled(device, product_shape(plan));
+  return gemm_template_pools(device) && gemm_epilogue_in_registers(plan, device) &&
+         !gemm_faster_unpooled(device, product_shape(plan));
 }
 
 // A GEMM plan's kernel (k has its ops and bytes): the device's template,

@@ -137,6 +137,16 @@ bool gemm_template_gathers(const Device& device) {
 }
 
 bool gemm_template_gathers_planes(const Device& device) {
+  const std::string& t = device.info().gemm_template;
+  return (t == "gemm_cpu.c" || (t == "gemm.cu" && embedded_kernels().count("depthwise.cu"))) &&
+         has_gemm_template(device);
+}
+
+bool gemm_template_wraps_a(const Device& device) {
+  return device.info().gemm_template == "gemm.cu" && gemm_template_gathers_planes(device);
+}
+
+bool gemm_template_pools(const Device& device) {
   return device.info().gemm_template == "gemm_cpu.c" && has_gemm_template(device);
 }
 
@@ -149,6 +159,8 @@ bool gemm_epilogue_takes_flat(const Device& device) { return device.info().gemm_
 bool render_gemm(const Device& device, const GemmShape& shape, const std::string& name, TemplateKernel& out) {
   GemmRenderer render = gemm_renderer(device.info().gemm_template);
   if (!render) return false;
+  if (shape.a_period && !(gemm_template_wraps_a(device) && shape.m == 1 && shape.gather.channels == 1))
+    throw std::logic_error(name + ": " + device.info().gemm_template + " does not read A with a batch period");
   out = render(shape, name, device.info(), device.dialect());
   return true;
 }

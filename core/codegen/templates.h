@@ -43,6 +43,7 @@ struct GemmEpilogue {
 struct GemmShape {
   int64_t batch = 1, m = 0, n = 0, k = 0;
   int64_t a_strides[3] = {0, 0, 0};
+  int64_t a_period = 0;  // MatmulHint::a_period: A's batch index wraps (gemm_template_wraps_a)
   int64_t b_strides[3] = {0, 0, 0};
   GemmEpilogue epilogue;
   // A (B) is a constant (a weight realized before this graph runs): a
@@ -101,6 +102,13 @@ bool gemm_template_gathers(const Device& device);
 // Whether it also computes products over one channel's plane per batch
 // item (a depthwise convolution, a max pool: MatmulHint::gather_only).
 bool gemm_template_gathers_planes(const Device& device);
+// Whether its products over planes read A through MatmulHint::a_period
+// (CUDA's kernels/depthwise.cu); any other product with a period is a logic
+// error at render time.
+bool gemm_template_wraps_a(const Device& device);
+// Whether it computes a max pool of a product as the product is computed
+// (GemmShape::pool): the C device's.
+bool gemm_template_pools(const Device& device);
 
 // Whether the device's template computes this product faster on its own
 // than with a max pool of its result (GemmShape::pool): the C device's
