@@ -134,6 +134,7 @@ class TestCuda : public QObject {
           if (plan.kind != tl::KernelPlan::Kind::Gemm || !plan.gemm().matmul->gather_only) continue;
           for (const tl::Device* target : {static_cast<const tl::Device*>(d), static_cast<const tl::Device*>(&gpu)}) {
             auto r = tl::render_kernel(plan, *target);
+            for (auto& c : r.candidates) sources.emplace(c.source, r.name);  // the tuner's other blocks
             if (!sources.emplace(r.source, r.name).second) continue;
             if (r.source.find("MAX = false") != std::string::npos) ++depthwise;
             if (r.source.find("MAX = true") != std::string::npos) ++pools;
@@ -162,6 +163,15 @@ class TestCuda : public QObject {
       QVERIFY(tl::render_gemm(*d, s, "GEMM_8_1_36_9", t));
       QVERIFY2(t.source.find("A_PERIOD = 4;") != std::string::npos, t.source.c_str());
       sources.emplace(t.source, "GEMM_8_1_36_9");
+      QVERIFY2(t.candidates.size() >= 2, std::to_string(t.candidates.size()).c_str());
+      // Forced blocks (TINYLENS_CUDA_PLANES), and ones that cannot be.
+      qputenv("TINYLENS_CUDA_PLANES", "8x4x2");
+      QVERIFY(tl::render_gemm(*d, s, "GEMM_8_1_36_9", t));
+      QCOMPARE(t.label, std::string("planes=8x4x2"));
+      QVERIFY(t.candidates.empty());
+      qputenv("TINYLENS_CUDA_PLANES", "64x32x1");
+      QVERIFY_THROWS_EXCEPTION(std::invalid_argument, tl::render_gemm(*d, s, "GEMM_8_1_36_9", t));
+      qunsetenv("TINYLENS_CUDA_PLANES");
       s.m = 2;
       QVERIFY_THROWS_EXCEPTION(std::logic_error, tl::render_gemm(*d, s, "GEMM_8_2_36_9", t));
     }

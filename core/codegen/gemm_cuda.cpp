@@ -98,44 +98,94 @@ TemplateKernel render_tiles(const GemmShape& shape, const std::string& name, con
   return render_gpu_tiles("gemm.cu", s, name, d, t, std::move(values));
 }
 
-// One-row products over single planes (a depthwise convolution or a max
-// pool: M = 1, a gather of one channel per batch item) as kernels/depthwise.cu:
-// blocks of TW columns (the plane's width rounded up to a power of two, 8 to
-// 32) by TY x R rows, 64 to 256 threads, R outputs a thread on tall planes.
-// The staged cells must fit 48 KiB of shared memory: R, then TY, shrink until
-// they do (a 7x7 window at 56x56 stages 38 x 38 cells).
-TemplateKernel render_planes(const GemmShape& s, const std::string& name, const Dialect& d) {
-  const ConvGather& g = s.gather;
-  const int64_t ow = g.out_w, oh = s.n / g.out_w;
+// kernels/depthwise.cu's blocks: TW columns by TY x R rows of outputs, TW x TY
+// threads, R outputs a thread.
+struct PlaneBlocks {
+  int tw, ty, r;
+  std::string label() const {
+    return "planes=" + std::to_string(tw) + "x" + std::to_string(ty) + "x" + std::to_string(r);
+  }
+  bool operator==(const PlaneBlocks&) const = default;
+};
+
+// The input cells a block stages in shared memory (floats).
+int64_t staged_cells(const ConvGather& g, const PlaneBlocks& p) {
+  return ((p.ty * p.r - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1) *
+         ((p.tw - 1) * g.stride_w + (g.kernel_w - 1) * g.dilation_w + 1);
+}
+constexpr int64_t kPlaneCellsMax = 48 * 1024 / 4;  // 48 KiB of shared memory a block
+
+// Columns: the plane's width rounded up to a power of two, 8 to 32; R rows a
+// thread (`r`), and as many rows of threads as the plane needs up to
+// `threads`; R, then TY, shrink until the staged cells fit 48 KiB (a 7x7
+// window at 56x56 stages 38 x 38 cells).
+PlaneBlocks plane_blocks(const GemmShape& s, int r, int threads) {
   auto pow2 = [](int64_t v) {
     int64_t p = 1;
     while (p < v) p *= 2;
     return p;
   };
-  int tw = int(std::clamp<int64_t>(pow2(ow), 8, 32)), r = oh >= 56 ? 4 : oh >= 28 ? 2 : 1;
-  int ty = int(std::clamp<int64_t>(pow2((oh + r - 1) / r), 1, 256 / tw));
-  auto cells = [&](int ty_, int r_) {
-    return ((ty_ * r_ - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1) *
-           ((tw - 1) * g.stride_w + (g.kernel_w - 1) * g.dilation_w + 1);
-  };
-  while (cells(ty, r) * 4 > 48 * 1024 && (r > 1 || ty > 1)) r > 1 ? r /= 2 : ty /= 2;
-  if (cells(ty, r) * 4 > 48 * 1024)
+  const int64_t ow = s.gather.out_w, oh = s.n / s.gather.out_w;
+  PlaneBlocks p{int(std::clamp<int64_t>(pow2(ow), 8, 32)), 1, r};
+  p.ty = int(std::clamp<int64_t>(pow2((oh + r - 1) / r), 1, std::max(1, threads / p.tw)));
+  while (staged_cells(s.gather, p) > kPlaneCellsMax && (p.r > 1 || p.ty > 1)) p.r > 1 ? p.r /= 2 : p.ty /= 2;
+  return p;
+}
+
+// TINYLENS_CUDA_PLANES=TWxTYxR forces kernels/depthwise.cu's blocks, for
+// benchmarking candidates.
+bool forced_planes(const ConvGather& g, PlaneBlocks& p) {
+  const char* forced = setting_value("TINYLENS_CUDA_PLANES");
+  if (!forced) return false;
+  if (std::sscanf(forced, "%dx%dx%d", &p.tw, &p.ty, &p.r) == 3 && p.tw > 0 && p.ty > 0 && p.r > 0 &&
+      p.tw * p.ty <= 1024 && p.r <= 16 && staged_cells(g, p) <= kPlaneCellsMax)
+    return true;
+  throw std::invalid_argument(std::string("TINYLENS_CUDA_PLANES='") + forced +
+                              "': want TWxTYxR, TW x TY <= 1024 threads, R <= 16, the staged cells within 48 KiB");
+}
+
+TemplateKernel render_planes_with(const GemmShape& s, const std::string& name, const Dialect& d,
+                                  const PlaneBlocks& p) {
+  const ConvGather& g = s.gather;
+  if (staged_cells(g, p) > kPlaneCellsMax)
     throw std::invalid_argument(name + ": a " + std::to_string(g.kernel_h) + "x" + std::to_string(g.kernel_w) +
                                 " window does not fit kernels/depthwise.cu's shared memory");
+  const int64_t ow = g.out_w, oh = s.n / g.out_w;
   GemmShape sb = s;
   sb.b_strides[0] = g.height * g.width;  // one plane per batch item
   auto values = gather_values(g);
   values.merge(gemm_values(sb, name, gemm_needs_wide_index(sb, 1, 1, 1), d));
   values["MAX"] = g.max ? "true" : "false";
   values["A_PERIOD"] = std::to_string(s.a_period);
-  values["TW"] = std::to_string(tw), values["TY"] = std::to_string(ty), values["R"] = std::to_string(r);
+  values["TW"] = std::to_string(p.tw), values["TY"] = std::to_string(p.ty), values["R"] = std::to_string(p.r);
   TemplateKernel out;
   out.source = specialise(embedded_kernel("depthwise.cu"), values);
-  out.global[0] = (ow + tw - 1) / tw * tw * s.batch;  // the batch on x (kernels/depthwise.cu's TILES_X)
-  out.global[1] = (oh + ty * r - 1) / (ty * r) * ty;
+  out.global[0] = (ow + p.tw - 1) / p.tw * p.tw * s.batch;  // the batch on x (kernels/depthwise.cu's TILES_X)
+  out.global[1] = (oh + p.ty * p.r - 1) / (p.ty * p.r) * p.ty;
   out.global[2] = 1;
-  out.local[0] = tw, out.local[1] = ty, out.local[2] = 1;
-  out.label = "planes=" + std::to_string(tw) + "x" + std::to_string(ty) + "x" + std::to_string(r);
+  out.local[0] = p.tw, out.local[1] = p.ty, out.local[2] = 1;
+  out.label = p.label();
+  return out;
+}
+
+// One-row products over single planes (a depthwise convolution or a max
+// pool: M = 1, a gather of one channel per batch item) as kernels/depthwise.cu,
+// R = 4 rows a thread on planes 56 rows tall or more, 2 from 28, else 1, and
+// 256 threads at most; the tuner's candidates: R = 1, 2, 4, 8 with 256 or 128.
+TemplateKernel render_planes(const GemmShape& s, const std::string& name, const Dialect& d) {
+  PlaneBlocks forced{};
+  if (forced_planes(s.gather, forced)) return render_planes_with(s, name, d, forced);
+  const int64_t oh = s.n / s.gather.out_w;
+  const PlaneBlocks chosen = plane_blocks(s, oh >= 56 ? 4 : oh >= 28 ? 2 : 1, 256);
+  TemplateKernel out = render_planes_with(s, name, d, chosen);
+  std::vector<PlaneBlocks> seen = {chosen};
+  for (int threads : {256, 128})
+    for (int r : {1, 2, 4, 8}) {
+      const PlaneBlocks p = plane_blocks(s, r, threads);
+      if (std::find(seen.begin(), seen.end(), p) != seen.end() || staged_cells(s.gather, p) > kPlaneCellsMax) continue;
+      seen.push_back(p);
+      out.candidates.push_back(render_planes_with(s, name, d, p));
+    }
   return out;
 }
 
