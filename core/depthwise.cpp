@@ -159,7 +159,7 @@ bool guarded_form(const Tensor& x) {
   return device.info().kind == "GPU" && !gemm_template_gathers_planes(device);
 }
 
-// On a device whose GEMM template gathers (the C device): N x C one-row
+// On a device whose GEMM template gathers planes (the C device, CUDA): N x C one-row
 // products over the channels' planes, one kernel with no copy of the input
 // (detail::depthwise_by_gather). Undefined elsewhere.
 Tensor by_gather(const Tensor& x, const Tensor& weight, const Window2d& g, int64_t OH, int64_t OW) {

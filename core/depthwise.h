@@ -38,7 +38,7 @@ Tensor depthwise_conv2d(Tensor x, const Tensor& weight, const Tensor& bias, Wind
 
 // y[n, c, i, j] = the largest of x[n, c, i * SH + kh * DH - PT, j * SW + kw * DW - PL]
 // over the taps inside x (padding is left out; NaN wins). Where the device's
-// GEMM template gathers (the C device), one kernel that reads x's planes in
+// GEMM template gathers planes (the C device, CUDA), one kernel that reads x's planes in
 // place, the window's rows and columns in one pass; undefined elsewhere, for
 // other than float32, or for a window of one tap (the caller's generic
 // windows are then as good).

@@ -50,7 +50,8 @@ inline constexpr Setting kSettings[] = {
     {"TINYLENS_CUDA_TILE", "unset: chosen by shape", "TMxTNxTKxWMxWN: the CUDA GEMM's tile, for benchmarking",
      "core/codegen/gemm_cuda.cpp", true},
     {"TINYLENS_CUDA_PLANES", "unset: chosen by shape",
-     "TWxTYxR: kernels/depthwise.cu's blocks (depthwise convolutions, max pools), for benchmarking",
+     "TWxTYxR: kernels/depthwise.cu's blocks (depthwise convolutions, max pools); rRtT: its rule with R rows "
+     "a thread, T threads at most; for benchmarking",
      "core/codegen/gemm_cuda.cpp", true},
     {"TINYLENS_NOREPLAY", "unset: replayed",
      "1: every realize schedules and renders afresh, and no Jit captures, instead of replaying a known graph's plan",

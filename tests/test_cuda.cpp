@@ -169,6 +169,9 @@ class TestCuda : public QObject {
       QVERIFY(tl::render_gemm(*d, s, "GEMM_8_1_36_9", t));
       QCOMPARE(t.label, std::string("planes=8x4x2"));
       QVERIFY(t.candidates.empty());
+      qputenv("TINYLENS_CUDA_PLANES", "r4t64");  // the shape's rule with R = 4, 64 threads: 8 columns, 2 x 4 rows
+      QVERIFY(tl::render_gemm(*d, s, "GEMM_8_1_36_9", t));
+      QCOMPARE(t.label, std::string("planes=8x2x4"));
       qputenv("TINYLENS_CUDA_PLANES", "64x32x1");
       QVERIFY_THROWS_EXCEPTION(std::invalid_argument, tl::render_gemm(*d, s, "GEMM_8_1_36_9", t));
       qunsetenv("TINYLENS_CUDA_PLANES");

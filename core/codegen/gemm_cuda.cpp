@@ -132,16 +132,21 @@ PlaneBlocks plane_blocks(const GemmShape& s, int r, int threads) {
   return p;
 }
 
-// TINYLENS_CUDA_PLANES=TWxTYxR forces kernels/depthwise.cu's blocks, for
-// benchmarking candidates.
-bool forced_planes(const ConvGather& g, PlaneBlocks& p) {
+// TINYLENS_CUDA_PLANES=TWxTYxR forces kernels/depthwise.cu's blocks, and
+// rRtT plane_blocks(shape, R, T) for every shape, for benchmarking candidates.
+bool forced_planes(const GemmShape& s, PlaneBlocks& p) {
   const char* forced = setting_value("TINYLENS_CUDA_PLANES");
   if (!forced) return false;
-  if (std::sscanf(forced, "%dx%dx%d", &p.tw, &p.ty, &p.r) == 3 && p.tw > 0 && p.ty > 0 && p.r > 0 &&
-      p.tw * p.ty <= 1024 && p.r <= 16 && staged_cells(g, p) <= kPlaneCellsMax)
-    return true;
+  int r = 0, threads = 0;
+  if (std::sscanf(forced, "r%dt%d", &r, &threads) == 2 && r > 0 && r <= 16 && threads >= 1 && threads <= 1024)
+    p = plane_blocks(s, r, threads);
+  else if (std::sscanf(forced, "%dx%dx%d", &p.tw, &p.ty, &p.r) != 3)
+    p = PlaneBlocks{0, 0, 0};
+  const bool fits = staged_cells(s.gather, p) <= kPlaneCellsMax;
+  if (p.tw > 0 && p.ty > 0 && p.r > 0 && p.tw * p.ty <= 1024 && p.r <= 16 && fits) return true;
   throw std::invalid_argument(std::string("TINYLENS_CUDA_PLANES='") + forced +
-                              "': want TWxTYxR, TW x TY <= 1024 threads, R <= 16, the staged cells within 48 KiB");
+                              "': want TWxTYxR (TW x TY <= 1024 threads, R <= 16, the staged cells within 48 KiB) "
+                              "or rRtT");
 }
 
 TemplateKernel render_planes_with(const GemmShape& s, const std::string& name, const Dialect& d,
@@ -174,7 +179,7 @@ TemplateKernel render_planes_with(const GemmShape& s, const std::string& name, c
 // 256 threads at most; the tuner's candidates: R = 1, 2, 4, 8 with 256 or 128.
 TemplateKernel render_planes(const GemmShape& s, const std::string& name, const Dialect& d) {
   PlaneBlocks forced{};
-  if (forced_planes(s.gather, forced)) return render_planes_with(s, name, d, forced);
+  if (forced_planes(s, forced)) return render_planes_with(s, name, d, forced);
   const int64_t oh = s.n / s.gather.out_w;
   const PlaneBlocks chosen = plane_blocks(s, oh >= 56 ? 4 : oh >= 28 ? 2 : 1, 256);
   TemplateKernel out = render_planes_with(s, name, d, chosen);
