@@ -53,7 +53,9 @@ extern "C" __global__ void __launch_bounds__(TW * TY) {{NAME}}(float* __restrict
   }
   float w[MAX ? 1 : GKH * GKW];
   if constexpr (!MAX) {
-    const float* __restrict__ taps = A + (A_PERIOD ? batch % (A_PERIOD ? A_PERIOD : 1) : batch) * SA0;
+    idx_t row = batch;
+    if constexpr (A_PERIOD > 0) row = batch % A_PERIOD;
+    const float* __restrict__ taps = A + row * SA0;
 #pragma unroll
     for (int t = 0; t < GKH * GKW; ++t) w[t] = taps[t * SA2];
   }

@@ -200,7 +200,7 @@ TemplateKernel render_gemm_cuda(const GemmShape& s, const std::string& name, con
                                 const Dialect& d) {
   check_gemm_shape(s);
   if (s.pool.active()) throw std::logic_error(name + ": the CUDA templates do not pool a product as it is computed");
-  if (s.gather.active() && s.gather.channels == 1 && s.m == 1) return render_planes(s, name, d);
+  if (gemm_over_planes(s)) return render_planes(s, name, d);
   if (s.gather.max) throw std::logic_error(name + ": a max pool over more than one channel a product");
   GpuTiles forced{};
   if (forced_tiles(forced)) return render_tiles(s, name, d, forced);  // no candidates

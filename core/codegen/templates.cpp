@@ -142,6 +142,8 @@ bool gemm_template_gathers_planes(const Device& device) {
          has_gemm_template(device);
 }
 
+bool gemm_over_planes(const GemmShape& s) { return s.gather.active() && s.gather.channels == 1 && s.m == 1; }
+
 bool gemm_template_wraps_a(const Device& device) {
   return device.info().gemm_template == "gemm.cu" && gemm_template_gathers_planes(device);
 }
@@ -159,7 +161,7 @@ bool gemm_epilogue_takes_flat(const Device& device) { return device.info().gemm_
 bool render_gemm(const Device& device, const GemmShape& shape, const std::string& name, TemplateKernel& out) {
   GemmRenderer render = gemm_renderer(device.info().gemm_template);
   if (!render) return false;
-  if (shape.a_period && !(gemm_template_wraps_a(device) && shape.m == 1 && shape.gather.channels == 1))
+  if (shape.a_period && !(gemm_template_wraps_a(device) && gemm_over_planes(shape)))
     throw std::logic_error(name + ": " + device.info().gemm_template + " does not read A with a batch period");
   out = render(shape, name, device.info(), device.dialect());
   return true;

@@ -102,6 +102,9 @@ bool gemm_template_gathers(const Device& device);
 // Whether it also computes products over one channel's plane per batch
 // item (a depthwise convolution, a max pool: MatmulHint::gather_only).
 bool gemm_template_gathers_planes(const Device& device);
+// Whether a product is one row over one channel's plane per batch item (M =
+// 1, a gather of one channel): a depthwise convolution or a max pool.
+bool gemm_over_planes(const GemmShape& s);
 // Whether its products over planes read A through MatmulHint::a_period
 // (CUDA's kernels/depthwise.cu); any other product with a period is a logic
 // error at render time.
