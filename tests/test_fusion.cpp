@@ -390,6 +390,19 @@ class TestFusion : public QObject {
       for (const auto* recs : {&soft_recs, &norm_recs})
         QVERIFY2(recs->size() == 1 && recs->front().kernel->name == "ROWS_6_" + std::to_string(len),
                  tltest::kernel_names(*recs).c_str());
+      // The softmax computes exp(x - max) once an element: the sum's loop
+      // leaves it in the output row, and the output loop scales it there.
+      // The LayerNorm's values are cheap: nothing stored early.
+      const std::string& soft_src = soft_recs.front().kernel->source;
+      const std::string early = "b0[gid*" + std::to_string(len) + "+r] = ";
+      QVERIFY2(soft_src.find(early) != std::string::npos, soft_src.c_str());
+      if (dev == "cpu") {
+        size_t exps = 0;
+        for (size_t at = soft_src.find("= tl_expf("); at != std::string::npos; at = soft_src.find("= tl_expf(", at + 1)) ++exps;
+        QVERIFY2(exps == 1, soft_src.c_str());
+      }
+      QVERIFY2(norm_recs.front().kernel->source.find(early) == std::string::npos,
+               norm_recs.front().kernel->source.c_str());
       for (int64_t r = 0; r < rows; ++r) {
         double most = -INFINITY, sum = 0, mean = 0, var = 0;
         for (int64_t i = 0; i < len; ++i) most = std::max(most, x_at(r, i)), mean += x_at(r, i) / double(len);

@@ -127,7 +127,48 @@ struct RowsForm {
   std::vector<E> values;
   E out;
   E r;  // the loop variable over a row's elements in `values`
+  // >= 0: the loop of reduction `kept` stores each element's value in the
+  // output row, and `out` reads it back there instead of computing it again
+  // (a softmax's exp(x - max) once an element, not twice).
+  int kept = -1;
 };
+
+// Whether `e` computes something worth a store and a load to do once: an exp,
+// a log, a root, a sine or a power.
+static bool costly(const E& e) {
+  return !walk_nodes(*e, [](const Expr& n) {
+    const bool hard = n.op == ExprOp::Exp || n.op == ExprOp::Log || n.op == ExprOp::Sqrt || n.op == ExprOp::Sin ||
+                      n.op == ExprOp::Pow;
+    return hard ? Walk::stop : Walk::into;
+  });
+}
+
+// The row's output (element x of row `row`) with the value of the last
+// reduction that `out` computes again in full read back from the output
+// row, where that reduction's loop leaves it: f.kept and f.out.
+static void keep_a_value(RowsForm& f, const E& row, const E& x) {
+  for (int j = int(f.values.size()) - 1; j >= 0; --j) {
+    const E& v = f.values[size_t(j)];
+    if (v->dtype != DType::f32 || f.out->dtype != DType::f32 || !costly(v)) continue;
+    const E at_x = substitute(v, {{f.r.get(), x}});
+    std::unordered_map<const Expr*, E> reads;
+    const E stored = load(0, DType::f32, row * idx(f.length) + x);
+    walk_nodes(*f.out, [&](const Expr& n) {
+      if (n.op != at_x->op || n.src.size() != at_x->src.size()) return Walk::into;
+      bool match = true;
+      for (size_t i = 0; i < n.src.size() && match; ++i) match = same(n.src[i], at_x->src[i]);
+      if (!match || n.value != at_x->value || n.dtype != at_x->dtype || n.name != at_x->name ||
+          n.buffer != at_x->buffer)
+        return Walk::into;
+      reads[&n] = stored;
+      return Walk::over;
+    });
+    if (reads.empty()) continue;
+    f.out = substitute(f.out, reads);
+    f.kept = j;
+    return;
+  }
+}
 
 static RowsForm rows_form(Lowerer& low, const KernelPlan& plan, const Device& device) {
   const Dialect& d = device.dialect();
@@ -189,6 +230,7 @@ static RowsForm rows_form(Lowerer& low, const KernelPlan& plan, const Device& de
       lower_all(row, dims_of(*low.keep(with_flat(row_shape, row))), "");
     }
   }
+  if (f.block == 0) keep_a_value(f, row, x);
   return f;
 }
 
@@ -239,6 +281,10 @@ std::string rows_body(Lowerer& low, const KernelPlan& plan, const Device& device
     counter = pr.counter;
     flops += (pr.flops_per_item + 1) * double(length);
     const std::string init = is_sum ? "0.0f" : "(-" + d.infinity + ")";
+    // The value the output reads back (RowsForm::kept), stored where the
+    // item that reads it will (the same item: no barrier).
+    const std::string store =
+        int(j) == f.kept ? pad + "    b0[gid*" + L + "+r] = " + Printer::strip(val) + ";\n" : std::string();
     if (block) {
       s += pad + "float " + name + "[" + B + "];\n" + pad + "for (int b = 0; b < " + B + "; ++b) " + name + "[b] = " +
            init + ";\n" + pad + "for (int r = 0; r < " + L + "; ++r) {\n" + independent_hint(d, pad + "  ") + pad +
@@ -248,7 +294,7 @@ std::string rows_body(Lowerer& low, const KernelPlan& plan, const Device& device
     }
     s += pad + "float " + name + ";\n" + pad + "{\n" + pad + "  float acc = " + init + ";\n";
     if (group) {
-      s += pad + "  for (int r = lid; r < " + L + "; r += " + G + ") {\n" + pr.lines + pad + "    acc = " +
+      s += pad + "  for (int r = lid; r < " + L + "; r += " + G + ") {\n" + pr.lines + store + pad + "    acc = " +
            fold(is_sum, "acc", val) + ";\n" + pad + "  }\n" + pad + "  part[lid] = acc;\n" + barrier +
            halve_parts(group, is_sum, "float", pad + "  ", barrier);
       s += pad + "  float x = part[1];\n" + pad + "  " + name + " = " + fold(is_sum, "part[0]", "x") + ";\n" + pad +
@@ -260,7 +306,7 @@ std::string rows_body(Lowerer& low, const KernelPlan& plan, const Device& device
       const std::string stripped = Printer::strip(val);
       if (!is_sum && lanes) s += pad + "  int any_nan = 0;\n";
       if (lanes) s += pad + "  " + (is_sum ? d.reordered_sum_loop : d.reordered_max_loop) + "\n";
-      s += pad + "  for (int r = 0; r < " + L + "; ++r) {\n" + pr.lines;
+      s += pad + "  for (int r = 0; r < " + L + "; ++r) {\n" + pr.lines + store;
       if (!is_sum && lanes)
         s += pad + "    any_nan |= " + stripped + " != " + stripped + ";\n" + pad + "    acc = " + stripped + " > acc ? " +
              stripped + " : acc;\n" + pad + "  }\n" + pad + "  " + name + " = any_nan ? " + d.nan + " : acc;\n";
