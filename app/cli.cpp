@@ -13,6 +13,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -185,6 +186,14 @@ int cmd_onnx_test(const Args& a) {
   int pass = 0, fail = 0, unsupported = 0, xfail = 0, float_cases = 0, float_pass = 0, absent = 0;
   std::map<std::string, int> missing_ops;
   std::vector<OnnxCaseResult> results;
+  // --shuffle SEED and --rounds N: every case of every DIR in one process,
+  // N times, each round in another seeded order, as the window runs model
+  // after model: a kernel or plan cached under an incomplete key answers
+  // the next model wrong, and only some orders show it.
+  const int rounds = positive_option(a, "rounds", 1);
+  const bool shuffled = a.has("shuffle");
+  const int seed = shuffled ? positive_option(a, "shuffle", 1) : 0;
+  std::vector<std::string> cases;
   for (const auto& folder : a.words) {
     std::vector<std::string> link_only;
     auto dirs = onnx_case_dirs(folder, &link_only);
@@ -195,6 +204,16 @@ int cmd_onnx_test(const Args& a) {
       std::printf("%-11s %s (only a download link in the folder: %s)\n", "absent",
                   std::filesystem::path(dir).filename().string().c_str(), url.empty() ? "(no url)" : url.c_str());
       ++absent;
+    }
+    cases.insert(cases.end(), dirs.begin(), dirs.end());
+  }
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<std::string> dirs = cases;
+    if (shuffled) std::shuffle(dirs.begin(), dirs.end(), std::mt19937(uint32_t(seed + round)));
+    if (shuffled || rounds > 1) {
+      std::printf("round %d of %d%s:", round + 1, rounds, shuffled ? (", order of seed " + std::to_string(seed + round)).c_str() : "");
+      for (const auto& dir : dirs) std::printf(" %s", std::filesystem::path(dir).filename().string().c_str());
+      std::printf("\n");
     }
     for (const auto& dir : dirs) {
       OnnxCaseResult r = run_onnx_case(dir, device, expected);
@@ -397,6 +416,8 @@ const std::vector<Command>& commands() {
        "Exits 1 when a case fails that is not an expected failure.",
        {device_option(false),
         {"expected", "FILE", "expected failures: one case folder name per line, then why"},
+        {"shuffle", "SEED", "run the cases of all DIRs in one order drawn from SEED (round r: SEED + r - 1)"},
+        {"rounds", "N", "run every case N times in this process, each round in its own order (default 1)"},
         kTune,
         kRetune},
        cmd_onnx_test},

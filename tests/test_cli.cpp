@@ -369,6 +369,39 @@ class TestCli : public QObject {
              qPrintable(text.right(400)));
   }
 
+  // onnx-test --shuffle SEED --rounds N: the cases of every folder in one
+  // process, N rounds, each in the order drawn from SEED + round (printed
+  // first), every case run in every round; a bad count is a usage error.
+  void onnx_test_runs_cases_in_shuffled_rounds() {
+    const QString nodes = QString::fromStdString(tltest::source_dir()) + "/resources/onnx-node-tests/";
+    const QStringList names{"test_abs", "test_relu", "test_softmax_axis_1"};
+    QStringList args{"onnx-test"};
+    for (const QString& n : names) {
+      QVERIFY2(QFile::exists(nodes + n + "/model.onnx"), qPrintable(nodes + n + " is missing: scripts/setup fetches it"));
+      args << nodes + n;
+    }
+    Run r = run_cli(args + QStringList{"--device", "cpu", "--shuffle", "3", "--rounds", "2"});
+    QVERIFY2(r.code == 0 && r.out.contains("6 passed, 0 failed"), qPrintable(describe(r)));
+    QStringList orders;
+    for (const QString& line : r.out.split('\n'))
+      if (line.startsWith("round ")) orders << line;
+    QCOMPARE(orders.size(), 2);
+    QVERIFY2(orders[0].startsWith("round 1 of 2, order of seed 3: ") && orders[1].startsWith("round 2 of 2, order of seed 4: "),
+             qPrintable(describe(r)));
+    for (const QString& order : orders) {
+      QStringList drawn = order.section(": ", 1).split(' ');
+      drawn.sort();
+      QCOMPARE(drawn, names);
+    }
+    // Each round runs its cases in the order it printed.
+    QStringList ran;
+    for (const QString& line : r.out.split('\n'))
+      if (line.startsWith("PASS")) ran << line.section(' ', -1);
+    QCOMPARE(ran, (orders[0].section(": ", 1).split(' ') + orders[1].section(": ", 1).split(' ')));
+    Run bad = run_cli({"onnx-test", nodes + "test_abs", "--rounds", "0"});
+    QVERIFY2(bad.code == 2 && bad.err.contains("--rounds must be a positive integer"), qPrintable(describe(bad)));
+  }
+
   // The progress bar needs compiles that take more than a second: a C
   // compiler that waits half a second before each kernel, and an empty disk
   // cache, make demo's cold run take several.
