@@ -5,6 +5,7 @@
 #include "core/codegen/reduce.h"
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 
 #include "core/codegen/lower.h"
@@ -151,18 +152,16 @@ static void keep_a_value(RowsForm& f, const E& row, const E& x) {
     const E& v = f.values[size_t(j)];
     if (v->dtype != DType::f32 || f.out->dtype != DType::f32 || !costly(v)) continue;
     const E at_x = substitute(v, {{f.r.get(), x}});
-    std::unordered_map<const Expr*, E> reads;
     const E stored = load(0, DType::f32, row * idx(f.length) + x);
-    walk_nodes(*f.out, [&](const Expr& n) {
-      if (n.op != at_x->op || n.src.size() != at_x->src.size()) return Walk::into;
-      bool match = true;
-      for (size_t i = 0; i < n.src.size() && match; ++i) match = same(n.src[i], at_x->src[i]);
-      if (!match || n.value != at_x->value || n.dtype != at_x->dtype || n.name != at_x->name ||
-          n.buffer != at_x->buffer)
-        return Walk::into;
-      reads[&n] = stored;
-      return Walk::over;
-    });
+    std::unordered_map<const Expr*, E> reads;
+    std::unordered_set<const Expr*> seen;  // a node shared by several is looked at once
+    std::function<void(const E&)> find = [&](const E& n) {
+      if (!seen.insert(n.get()).second) return;
+      if (same(n, at_x)) reads[n.get()] = stored;
+      else
+        for (const E& s : n->src) find(s);
+    };
+    find(f.out);
     if (reads.empty()) continue;
     f.out = substitute(f.out, reads);
     f.kept = j;
