@@ -28,7 +28,10 @@
 //     if (lid == 0) b0[gid] = combine(part[0], part[1]);
 //   }
 // Launch: global[0] = outputs * L items in all, local[0] = L (in CUDA terms
-// a grid of `outputs` blocks of L threads).
+// a grid of `outputs` blocks of L threads). A dialect with shuffles
+// (subgroup_size, shuffle_xor) folds the items' results within each
+// subgroup by shuffles instead, and the subgroups' through `part` behind
+// one barrier (reduce.cpp's fold_by_shuffles).
 #pragma once
 #include <array>
 #include <string>
@@ -91,6 +94,12 @@ struct Dialect {
   // kernel_prefix and the kernel's name:
   // "__attribute__((reqd_work_group_size({n},1,1)))"; "__launch_bounds__({n})"
   std::string group_size_attribute;
+  // Items of a work-group that exchange registers without local memory or a
+  // barrier (a CUDA warp: 32), and how one reads `{v}` from the item whose
+  // index differs from its own in bit `{o}`: "__shfl_xor_sync(0xffffffffu,
+  // {v}, {o})". 0: none; a group folds its items' results in local memory.
+  int subgroup_size = 0;
+  std::string shuffle_xor;
 };
 
 }  // namespace tl

@@ -100,7 +100,8 @@ class TestCuda : public QObject {
     // serial) and for an H200-shaped one, so that the work-group form of the
     // large reductions (__shared__, __syncthreads) is compiled as well.
     H200Shaped gpu(*d);
-    size_t grouped = 0, gemms = 0, gathered = 0, depthwise = 0, pools = 0;
+    size_t grouped = 0, gemms = 0, gathered = 0, depthwise = 0, pools = 0, shuffled = 0;
+    std::string halved;  // a reduction folding its group's results in halving steps: none in CUDA (warp shuffles)
     for (auto& c : golden_cases()) {
       tl::RealizeObserver see([&](const std::vector<tl::NodeRef>& roots) {
         // Generic kernels only, then matmuls through kernels/gemm.cu, then
@@ -115,6 +116,8 @@ class TestCuda : public QObject {
               auto r = tl::render_kernel(plan, *target);
               const bool added = sources.emplace(r.source, r.name).second;
               if (added && r.source.find("__syncthreads") != std::string::npos) ++grouped;
+              if (added && r.source.find("__shfl_xor_sync") != std::string::npos) ++shuffled;
+              if (added && mode == 0 && r.source.find("part[lid + ") != std::string::npos) halved = r.source;
               if (added && mode > 0) ++gemms;
               if (added && r.source.find("GATHER = true") != std::string::npos) ++gathered;
               if (added && r.source.find("MAX = false") != std::string::npos) ++depthwise;
@@ -180,6 +183,8 @@ class TestCuda : public QObject {
     }
     QVERIFY2(sources.size() > 100, std::to_string(sources.size()).c_str());
     QVERIFY2(grouped >= 10, ("work-group reductions rendered: " + std::to_string(grouped)).c_str());
+    QVERIFY2(shuffled >= 10, ("reductions folding by warp shuffles: " + std::to_string(shuffled)).c_str());
+    QVERIFY2(halved.empty(), halved.c_str());
     QVERIFY2(gemms >= 10, ("GEMM template kernels rendered: " + std::to_string(gemms)).c_str());
     QVERIFY2(gathered >= 4, ("convolutions rendered with a gathered B: " + std::to_string(gathered)).c_str());
     QVERIFY2(depthwise >= 2, ("depthwise convolutions rendered: " + std::to_string(depthwise)).c_str());

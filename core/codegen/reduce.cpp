@@ -70,6 +70,45 @@ static std::string halve_parts(int64_t group, bool is_sum, const std::string& ty
   return s;
 }
 
+// Whether a group of `group` items folds its results by shuffles
+// (fold_by_shuffles): the dialect has them and the group is whole
+// subgroups (a shuffle needs every item of its subgroup; groups have 32 to
+// 256 items).
+static bool folds_by_shuffles(const Dialect& d, int64_t group) {
+  const int64_t w = d.subgroup_size;
+  return w > 1 && !d.shuffle_xor.empty() && group % w == 0;
+}
+
+// Every item's `acc` replaced by the fold of all the group's: a butterfly of
+// shuffles within each subgroup (each item folds its own value with its
+// partner's, the two in either order: the same result in every item), then,
+// with several subgroups, their results through local memory `part`, read
+// by every item in one order. One barrier at most, where halving takes one a
+// step (a softmax row of 197 in 64 items: 6).
+static std::string fold_by_shuffles(const Dialect& d, int64_t group, bool is_sum, const std::string& type,
+                                    const std::string& indent) {
+  const int64_t w = d.subgroup_size;
+  std::string shuffle = d.shuffle_xor;
+  shuffle.replace(shuffle.find("{v}"), 3, "acc");
+  shuffle.replace(shuffle.find("{o}"), 3, "o");
+  std::string s = indent + "for (int o = " + std::to_string(w / 2) + "; o > 0; o >>= 1) {\n" + indent + "  " + type +
+                  " y = " + shuffle + ";\n" + indent + "  acc = " + fold(is_sum, "acc", "y") + ";\n" + indent + "}\n";
+  if (group == w) return s;
+  const std::string W = std::to_string(w);
+  s += indent + "if (lid % " + W + " == 0) part[lid / " + W + "] = acc;\n" + indent + d.barrier + "\n" + indent +
+       "acc = part[0];\n";
+  for (int64_t p = 1; p < group / w; ++p)
+    s += indent + "{\n" + indent + "  " + type + " y = part[" + std::to_string(p) + "];\n" + indent + "  acc = " +
+         fold(is_sum, "acc", "y") + ";\n" + indent + "}\n";
+  return s;
+}
+
+// Whether a group folds its items' results in local memory at all: not
+// when it is one subgroup that shuffles.
+static bool needs_parts(const Dialect& d, int64_t group) {
+  return !folds_by_shuffles(d, group) || group != d.subgroup_size;
+}
+
 // The grouped form (dialect.h): item lid of group gid folds elements lid,
 // lid + L, ... of output gid, then the group halves its partial results in
 // local memory until one is left. `loop` holds the lines that compute `value`
@@ -78,10 +117,12 @@ std::string grouped_reduce(const Dialect& d, int64_t group, int64_t count, bool 
                            const std::string& init, const std::string& loop, const std::string& value) {
   const std::string L = std::to_string(group), barrier = "  " + d.barrier + "\n";
   std::string s = "  int gid = " + d.group_id + ", lid = " + d.local_id + ";\n";
-  s += "  " + d.local_qualifier + type + " part[" + L + "];\n";
+  if (needs_parts(d, group)) s += "  " + d.local_qualifier + type + " part[" + L + "];\n";
   s += "  " + type + " acc = " + init + ";\n";
   s += "  for (int r = lid; r < " + std::to_string(count) + "; r += " + L + ") {\n" + loop;
   s += "    acc = " + fold(is_sum, "acc", value) + ";\n  }\n";
+  if (folds_by_shuffles(d, group))
+    return s + fold_by_shuffles(d, group, is_sum, type, "  ") + "  if (lid == 0) b0[gid] = acc;\n";
   s += "  part[lid] = acc;\n" + barrier + halve_parts(group, is_sum, type, "  ", barrier);
   s += "  if (lid == 0) {\n    " + type + " x = part[1];\n    b0[gid] = " + fold(is_sum, "part[0]", "x") + ";\n  }\n";
   return s;
@@ -266,9 +307,8 @@ std::string rows_body(Lowerer& low, const KernelPlan& plan, const Device& device
   const E& v_out = f.out;
   const std::string L = std::to_string(length), G = std::to_string(group), B = std::to_string(block);
   const std::string pad = group ? "  " : "    ", barrier = pad + d.barrier + "\n";
-  std::string s = group ? "  int gid = " + d.group_id + ", lid = " + d.local_id + ";\n  " + d.local_qualifier +
-                              "float part[" + G + "];\n"
-                        : "";
+  std::string s = group ? "  int gid = " + d.group_id + ", lid = " + d.local_id + ";\n" : "";
+  if (group && needs_parts(d, group)) s += "  " + d.local_qualifier + "float part[" + G + "];\n";
   int counter = 0;
   double flops = 0;
   for (size_t j = 0; j < reds.size(); ++j) {
@@ -294,8 +334,14 @@ std::string rows_body(Lowerer& low, const KernelPlan& plan, const Device& device
     s += pad + "float " + name + ";\n" + pad + "{\n" + pad + "  float acc = " + init + ";\n";
     if (group) {
       s += pad + "  for (int r = lid; r < " + L + "; r += " + G + ") {\n" + pr.lines + store + pad + "    acc = " +
-           fold(is_sum, "acc", val) + ";\n" + pad + "  }\n" + pad + "  part[lid] = acc;\n" + barrier +
-           halve_parts(group, is_sum, "float", pad + "  ", barrier);
+           fold(is_sum, "acc", val) + ";\n" + pad + "  }\n";
+      if (folds_by_shuffles(d, group)) {
+        s += fold_by_shuffles(d, group, is_sum, "float", pad + "  ") + pad + "  " + name + " = acc;\n" + pad +
+             "}\n";
+        if (needs_parts(d, group)) s += barrier;  // every item has read part before the next reduction writes it
+        continue;
+      }
+      s += pad + "  part[lid] = acc;\n" + barrier + halve_parts(group, is_sum, "float", pad + "  ", barrier);
       s += pad + "  float x = part[1];\n" + pad + "  " + name + " = " + fold(is_sum, "part[0]", "x") + ";\n" + pad +
            "}\n" + barrier;  // every item has read part before the next reduction writes it
     } else {

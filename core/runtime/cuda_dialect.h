@@ -27,6 +27,8 @@ inline const Dialect& cuda_dialect() {
     x.local_id = "threadIdx.x";
     x.group_id = "blockIdx.x";
     x.group_size_attribute = "__launch_bounds__({n})";
+    x.subgroup_size = 32;
+    x.shuffle_xor = "__shfl_xor_sync(0xffffffffu, {v}, {o})";
     return x;
   }();
   return d;
