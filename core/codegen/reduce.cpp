@@ -109,23 +109,32 @@ static bool needs_parts(const Dialect& d, int64_t group) {
   return !folds_by_shuffles(d, group) || group != d.subgroup_size;
 }
 
+// Every item's `acc` replaced by the fold of all the group's: by shuffles
+// where the dialect has them, else halving in local memory `part`, and
+// every item reading the last two halves. A caller that writes `part` again
+// puts a barrier first (needs_parts).
+static std::string fold_group(const Dialect& d, int64_t group, bool is_sum, const std::string& type,
+                              const std::string& indent) {
+  if (folds_by_shuffles(d, group)) return fold_by_shuffles(d, group, is_sum, type, indent);
+  const std::string barrier = indent + d.barrier + "\n";
+  return indent + "part[lid] = acc;\n" + barrier + halve_parts(group, is_sum, type, indent, barrier) + indent +
+         "{\n" + indent + "  " + type + " x = part[1];\n" + indent + "  acc = " + fold(is_sum, "part[0]", "x") +
+         ";\n" + indent + "}\n";
+}
+
 // The grouped form (dialect.h): item lid of group gid folds elements lid,
 // lid + L, ... of output gid, then the group halves its partial results in
 // local memory until one is left. `loop` holds the lines that compute `value`
 // for element r.
 std::string grouped_reduce(const Dialect& d, int64_t group, int64_t count, bool is_sum, const std::string& type,
                            const std::string& init, const std::string& loop, const std::string& value) {
-  const std::string L = std::to_string(group), barrier = "  " + d.barrier + "\n";
+  const std::string L = std::to_string(group);
   std::string s = "  int gid = " + d.group_id + ", lid = " + d.local_id + ";\n";
   if (needs_parts(d, group)) s += "  " + d.local_qualifier + type + " part[" + L + "];\n";
   s += "  " + type + " acc = " + init + ";\n";
   s += "  for (int r = lid; r < " + std::to_string(count) + "; r += " + L + ") {\n" + loop;
   s += "    acc = " + fold(is_sum, "acc", value) + ";\n  }\n";
-  if (folds_by_shuffles(d, group))
-    return s + fold_by_shuffles(d, group, is_sum, type, "  ") + "  if (lid == 0) b0[gid] = acc;\n";
-  s += "  part[lid] = acc;\n" + barrier + halve_parts(group, is_sum, type, "  ", barrier);
-  s += "  if (lid == 0) {\n    " + type + " x = part[1];\n    b0[gid] = " + fold(is_sum, "part[0]", "x") + ";\n  }\n";
-  return s;
+  return s + fold_group(d, group, is_sum, type, "  ") + "  if (lid == 0) b0[gid] = acc;\n";
 }
 
 std::pair<std::string, std::string> reduce_loops(const ReduceLoops& loops, const std::string& deeper,
@@ -335,15 +344,8 @@ std::string rows_body(Lowerer& low, const KernelPlan& plan, const Device& device
     if (group) {
       s += pad + "  for (int r = lid; r < " + L + "; r += " + G + ") {\n" + pr.lines + store + pad + "    acc = " +
            fold(is_sum, "acc", val) + ";\n" + pad + "  }\n";
-      if (folds_by_shuffles(d, group)) {
-        s += fold_by_shuffles(d, group, is_sum, "float", pad + "  ") + pad + "  " + name + " = acc;\n" + pad +
-             "}\n";
-        if (needs_parts(d, group)) s += barrier;  // every item has read part before the next reduction writes it
-        continue;
-      }
-      s += pad + "  part[lid] = acc;\n" + barrier + halve_parts(group, is_sum, "float", pad + "  ", barrier);
-      s += pad + "  float x = part[1];\n" + pad + "  " + name + " = " + fold(is_sum, "part[0]", "x") + ";\n" + pad +
-           "}\n" + barrier;  // every item has read part before the next reduction writes it
+      s += fold_group(d, group, is_sum, "float", pad + "  ") + pad + "  " + name + " = acc;\n" + pad + "}\n";
+      if (needs_parts(d, group)) s += barrier;  // every item has read part before the next reduction writes it
     } else {
       // Partial results in lanes where the loop reads neighbouring elements,
       // as the serial reduction does (render.cpp's reduce_body).
