@@ -74,7 +74,7 @@ def layer_class(spec):
         return "depthwise"
     if group > 1:
         return "grouped"
-    if x[1] <= 4:
+    if x[1] <= 4 and w[2] * w[3] > 1:  # a k x k window over an image's few channels
         return "stem"
     return "pointwise" if w[2] == w[3] == 1 else "dense"
 
