@@ -24,7 +24,6 @@ installs them there); neither is a build or test dependency.
 """
 import argparse
 import collections
-import json
 import os
 import statistics
 import subprocess
@@ -35,6 +34,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
+
+import ort_profile  # scripts/: ONNX Runtime's per-node profile
+import thread_scaling  # scripts/: the kernel table's rows
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -127,34 +129,16 @@ def time_tinylens(cli, path, threads, runs):
                          capture_output=True, text=True)
     if run.returncode != 0:
         raise RuntimeError(f"tinylens-cli: {(run.stderr or run.stdout).strip()[-300:]}")
-    out = run.stdout
-    total = 0.0
-    for line in out.splitlines():
-        f = line.split()
-        # the kernel table: index, name, device, launch, time (us), GFLOP/s, GB/s, run
-        if len(f) >= 8 and f[0].isdigit() and f[1][:1].isupper():
-            total += float(f[-4])
-    return total
+    # the kernel table's rows, as thread_scaling.py reads them
+    return sum(float(m.group(3)) for line in run.stdout.splitlines() if (m := thread_scaling.ROW.match(line)))
 
 
 def time_ort(path, threads, runs):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.enable_profiling = True
-    so.profile_file_prefix = os.path.join(os.path.dirname(path), "ort")
-    so.log_severity_level = 3
-    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    feed = {"x": np.random.default_rng(0).random(s.get_inputs()[0].shape, dtype=np.float32)}
-    for _ in range(runs + 1):
-        s.run(None, feed)
-    conv = other = 0.0
-    for e in json.load(open(s.end_profiling())):
-        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
-            if e["args"].get("op_name") in ("Conv", "FusedConv"):
-                conv += e["dur"]
-            else:
-                other += e["dur"]
-    return conv / (runs + 1), other / (runs + 1)
+    """The Conv node's time per run, and the other nodes' (the reorders)."""
+    nodes, counted = ort_profile.profile_nodes(path, threads, runs, os.path.dirname(path))
+    conv = sum(us for op, _, us, _ in nodes.values() if op in ("Conv", "FusedConv"))
+    other = sum(us for op, _, us, _ in nodes.values() if op not in ("Conv", "FusedConv"))
+    return conv / counted, other / counted
 
 
 def main():

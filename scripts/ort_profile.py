@@ -22,28 +22,26 @@ import numpy as np
 import onnxruntime as ort
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("model")
-    p.add_argument("--runs", type=int, default=20)
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    p.add_argument("--top", type=int, default=25, help="nodes to list (0: all)")
-    p.add_argument("--order", action="store_true", help="list nodes in graph order, not slowest first")
-    a = p.parse_args()
-
+def profile_nodes(model, threads, runs, folder=None):
+    """ONNX Runtime's profile of `model` on `threads` intra-op threads: one
+    warm-up run, then `runs` runs, all of them in the profile, with random
+    inputs (a free dimension taken as 1). Returns {node name: [op, output
+    shape, total us, count]} in graph order and the number of runs the
+    totals cover. The profile's file goes into `folder` (default: a new
+    temporary one)."""
     so = ort.SessionOptions()
-    so.intra_op_num_threads = a.threads
+    so.intra_op_num_threads = threads
     so.enable_profiling = True
-    so.profile_file_prefix = os.path.join(tempfile.mkdtemp(), "ort")
+    so.profile_file_prefix = os.path.join(folder or tempfile.mkdtemp(), "ort")
     so.log_severity_level = 3
-    s = ort.InferenceSession(a.model, so, providers=["CPUExecutionProvider"])
+    s = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(0)
     feeds = {}
     for i in s.get_inputs():
         shape = [d if isinstance(d, int) and d > 0 else 1 for d in i.shape]
         feeds[i.name] = rng.random(shape, dtype=np.float32)
-    s.run(None, feeds)  # warm-up, not counted below
-    for _ in range(a.runs):
+    s.run(None, feeds)  # warm-up, counted in the profile too
+    for _ in range(runs):
         s.run(None, feeds)
     events = json.load(open(s.end_profiling()))
 
@@ -55,9 +53,21 @@ def main():
         slot = per_node.setdefault(name, [e["args"].get("op_name", "?"), e["args"].get("output_type_shape"), 0.0, 0])
         slot[2] += e["dur"]
         slot[3] += 1
+    return per_node, runs + 1
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("model")
+    p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--top", type=int, default=25, help="nodes to list (0: all)")
+    p.add_argument("--order", action="store_true", help="list nodes in graph order, not slowest first")
+    a = p.parse_args()
+
+    per_node, runs = profile_nodes(a.model, a.threads, a.runs)
     if not per_node:
         sys.exit("no node events in the profile")
-    runs = a.runs + 1  # the warm-up run is in the profile too
     by_op = collections.Counter()
     for op, _, us, _ in per_node.values():
         by_op[op] += us / runs
