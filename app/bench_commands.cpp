@@ -2,6 +2,7 @@
 // bench matmul; each kernel table is the median of the profiled runs.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -219,10 +220,11 @@ int cmd_bench_matmul(const Args& a) {
     x.realize();
     y.realize();
     double best = 1e30, kernel_best = 1e30;
+    Tensor z;
     for (int r = 0; r < repeat + 1; ++r) {
       ProfileCapture cap;
       auto t0 = std::chrono::steady_clock::now();
-      Tensor z = x.matmul(y);
+      z = x.matmul(y);
       z.realize();
       double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (r == 0) continue;  // the first run compiles
@@ -234,6 +236,22 @@ int cmd_bench_matmul(const Args& a) {
                                         : "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
     std::printf("matmul %s on %s: %.3f ms, %.1f GFLOP/s (kernel time %.3f ms, %.1f GFLOP/s)\n", size.c_str(),
                 dev.c_str(), best * 1e3, flops / best * 1e-9, kernel_best * 1e3, flops / kernel_best * 1e-9);
+    // How exact the product is: 256 entries against their sums in float64,
+    // each error over the sum of |x_ik * y_kj| (what float32 rounding scales with).
+    const std::vector<float> xs = x.to_vector(), ys = y.to_vector(), zs = z.to_vector();
+    double worst = 0, total = 0;
+    for (int64_t s = 0; s < 256; ++s) {
+      const int64_t i = (s * 7919) % m, j = (s * 104729) % n;
+      double exact = 0, scale = 0;
+      for (int64_t q = 0; q < k; ++q) {
+        const double p = double(xs[size_t(i * k + q)]) * double(ys[size_t(q * n + j)]);
+        exact += p, scale += std::fabs(p);
+      }
+      const double e = std::fabs(double(zs[size_t(i * n + j)]) - exact) / std::max(scale, 1e-30);
+      worst = std::max(worst, e), total += e;
+    }
+    std::printf("  error against float64 over 256 entries (|error| / sum |x y|): mean %.2e, worst %.2e\n",
+                total / 256, worst);
   }
   return 0;
 }

@@ -51,19 +51,32 @@ def model(args):
 
 
 def matmul(args):
+    """cuBLAS in float32 (the bar), then with TF32 allowed (PyTorch's faster
+    setting, for reference: 10-bit mantissas), each with the error measure
+    `tinylens-cli bench matmul` prints: 256 entries against float64, each
+    |error| over the sum of |a_ik * b_kj|."""
     n = args.n
     a = torch.randn(n, n, device="cuda")
     b = torch.randn(n, n, device="cuda")
-    a @ b
-    best = 1e30
-    for _ in range(args.repeat):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        a @ b
-        end.record()
-        end.synchronize()
-        best = min(best, start.elapsed_time(end) * 1e-3)
-    print("cublas fp32 (TF32 off) matmul n=%d: %.3f ms, %.1f GFLOP/s" % (n, best * 1e3, 2.0 * n**3 / best * 1e-9))
+    rows, cols = torch.arange(256) * 7919 % n, torch.arange(256) * 104729 % n
+    a64, b64 = a.double()[rows], b.double()[:, cols]
+    exact = (a64 * b64.t()).sum(1)
+    scale = (a64 * b64.t()).abs().sum(1)
+    for label, tf32 in (("fp32 (TF32 off)", False), ("TF32 on, for reference", True)):
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        c = a @ b
+        best = 1e30
+        for _ in range(args.repeat):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            c = a @ b
+            end.record()
+            end.synchronize()
+            best = min(best, start.elapsed_time(end) * 1e-3)
+        err = ((c.double()[rows, cols] - exact).abs() / scale.clamp_min(1e-30)).cpu()
+        print("cublas %s matmul n=%d: %.3f ms, %.1f GFLOP/s; error against float64 over 256 entries: "
+              "mean %.2e, worst %.2e" % (label, n, best * 1e3, 2.0 * n**3 / best * 1e-9, err.mean(), err.max()))
+    fp32_only()
 
 
 def timed(fn, runs):

@@ -449,6 +449,23 @@ class TestCli : public QObject {
     }
   }
 
+  // bench matmul says how exact the product is: sampled entries against
+  // float64, each error over the sum of |x y| (float32 rounding of a sum of
+  // 70 terms stays well under 1e-6 of it). Not square, so that a row or
+  // column index taken for the other would show.
+  void bench_matmul_reports_its_error() {
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("XDG_CACHE_HOME", scratch_.filePath("cache-bench-matmul"));
+    Run r = run_cli({"bench", "matmul", "--m", "80", "--n", "96", "--k", "70", "--repeat", "1", "--device", "cpu"}, env);
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    QRegularExpression error(R"(error against float64 over 256 entries \(\|error\| / sum \|x y\|\): mean (\S+), worst (\S+))");
+    auto m = error.match(r.out);
+    QVERIFY2(m.hasMatch(), qPrintable(r.out));
+    bool ok_mean = false, ok_worst = false;
+    const double mean = m.captured(1).toDouble(&ok_mean), worst = m.captured(2).toDouble(&ok_worst);
+    QVERIFY2(ok_mean && ok_worst && mean >= 0 && mean <= worst && worst < 1e-6, qPrintable(r.out));
+  }
+
   // The C device compiles and loads kernels through files in a folder of
   // its own under TMPDIR: nothing of it may outlive the process, cold cache
   // (compiles) or warm (loads the cached libraries).
