@@ -28,8 +28,8 @@ struct Setting {
   bool tests = false;    // read by the tests and scripts, not by the programs
 };
 
-// The six keyed settings come first, in the order settings_key() has always
-// joined them.
+// The keyed settings come first, in the order settings_key() has always
+// joined them (a new one goes last among them).
 inline constexpr Setting kSettings[] = {
     {"TINYLENS_NOPOOLFUSION", "unset: fused",
      "1: a convolution and the max pool that alone reads it run as two kernels, to compare", "core/realize.cpp",
@@ -53,6 +53,9 @@ inline constexpr Setting kSettings[] = {
      "TWxTYxR: kernels/depthwise.cu's blocks (depthwise convolutions, max pools); rRtT: its rule with R rows "
      "a thread, T threads at most; for benchmarking",
      "core/codegen/gemm_cuda.cpp", true},
+    {"TINYLENS_CUDA_MATH", "tensor cores in float32 accuracy (3xTF32) on sm_80 and later",
+     "fp32: the CUDA GEMM's sums as float32 multiply-adds on every GPU, to compare", "core/codegen/gemm_cuda.cpp",
+     true},
     {"TINYLENS_NOREPLAY", "unset: replayed",
      "1: every realize schedules and renders afresh, and no Jit captures, instead of replaying a known graph's plan",
      "core/replay.cpp"},

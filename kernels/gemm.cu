@@ -11,6 +11,12 @@
 // compiler folds the index math and drops the bounds tests a tile does not
 // need. A convolution's B is read from its image (GATHER), never from stored
 // im2col columns.
+// TENSOR (sm_80 and later): the same slices are multiplied on the tensor
+// cores instead, in float32 accuracy: each operand is split into a TF32 part
+// and the TF32-rounded rest (x = hi + lo to about 2^-22), and a warp sums
+// hi*hi + hi*lo + lo*hi per 16 x 8 x 8 step (mma.sync), dropping only lo*lo.
+// A warp's tile of C is WM*WN x 32, so a thread keeps WM x WN sums as in the
+// other form.
 typedef {{IDX}} idx_t;
 constexpr idx_t M = {{M}}, N = {{N}}, K = {{K}};
 constexpr idx_t SA0 = {{SA0}}, SA1 = {{SA1}}, SA2 = {{SA2}};
@@ -23,6 +29,7 @@ constexpr int TM = {{TM}}, TN = {{TN}}, TK = {{TK}}, WM = {{WM}}, WN = {{WN}};
 // wholly inside or wholly outside the matrix.
 constexpr int A_VEC = {{A_VEC}}, B_VEC = {{B_VEC}};
 constexpr bool A_K_FAST = {{A_K_FAST}}, B_N_FAST = {{B_N_FAST}};
+constexpr bool TENSOR = {{TENSOR}};
 // GATHER: B is a convolution's image read through its window (ConvGather in
 // core/ops.h), not im2col columns: B[b, k, n] is channel k / (GKH * GKW) of
 // image b (SB0 apart) at the row and column that output n = oh * GOW + ow
@@ -36,7 +43,15 @@ constexpr idx_t GDH = {{GDH}}, GDW = {{GDW}}, GPT = {{GPT}}, GPL = {{GPL}}, GOW 
 {{EPILOGUE}}
 
 constexpr int TX = TN / WN, TY = TM / WM, THREADS = TX * TY;
-constexpr int APAD = TM + 4, BPAD = TN + 4;  // padded rows: fewer bank conflicts on the transposing stores
+// Padded rows: fewer bank conflicts on the transposing stores; with TENSOR,
+// rows 8 banks apart, so that a warp's fragment loads (rows k..k+3, columns
+// c..c+7) hit 32 banks.
+constexpr int APAD = TM + (TENSOR ? 8 : 4), BPAD = TN + (TENSOR ? 8 : 4);
+// TENSOR: warps of WTM x WTN sums over the tile, WARPS_N of them across.
+constexpr int WTM = WM * WN, WTN = 32, WARPS_N = TN / WTN, MI = WTM / 16, NI = WTN / 8;
+static_assert(!TENSOR || (TK % 8 == 0 && TN % WTN == 0 && TM % WTM == 0 && WTM % 16 == 0 &&
+                          WARPS_N * (TM / WTM) * 32 == THREADS),
+              "the tile does not divide into warps of WM*WN x 32 sums");
 constexpr int A_ITEMS = A_VEC ? TM * TK / 4 / THREADS : TM * TK / THREADS;
 constexpr int B_ITEMS = B_VEC ? TK * TN / 4 / THREADS : TK * TN / THREADS;
 constexpr idx_t NTILES = (K + TK - 1) / TK;
@@ -49,6 +64,22 @@ struct Slice {
 
 static __device__ __forceinline__ float4 load4(const float* p, bool inside) {
   return inside ? *reinterpret_cast<const float4*>(p) : make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+// x as a TF32 value (round to nearest, ties away), and what rounding left
+// (rounded too; 0 for an infinite or NaN x, which hi carries).
+static __device__ __forceinline__ void split_tf32(float x, unsigned& hi, unsigned& lo) {
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
+  const float rest = fabsf(x) <= 3.40282347e38f ? x - __uint_as_float(hi) : 0.f;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(rest));
+}
+
+// d += a (16 x 8, row-major fragment) * b (8 x 8, column-major fragment).
+static __device__ __forceinline__ void mma_tf32(float* d, const unsigned* a, const unsigned* b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
 // B[k, n] of a gathered B (GATHER), or zero outside the product.
@@ -125,6 +156,70 @@ static __device__ __forceinline__ void store_slice(const Slice& s, float (*as)[A
   }
 }
 
+// One slice's products into acc on the tensor cores (TENSOR): this thread
+// is (grp, tig) of the warp whose tile starts at (wm0, wn0); each cell is
+// split into its TF32 part and its rest as its fragment is read.
+static __device__ __forceinline__ void multiply_tensor(float (&acc)[WM][WN], const float (*as)[APAD],
+                                                       const float (*bs)[BPAD], int wm0, int wn0, int grp, int tig) {
+#pragma unroll
+  for (int kk = 0; kk < TK; kk += 8) {
+    // Fragments: B's rows tig and tig + 4, column grp; then each of A's
+    // (rows grp and grp + 8, columns tig and tig + 4) in turn, so that
+    // only one is live beside B's.
+    unsigned bhi[NI][2], blo[NI][2];
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni) {
+      const int n = wn0 + ni * 8 + grp;
+      split_tf32(bs[kk + tig][n], bhi[ni][0], blo[ni][0]);
+      split_tf32(bs[kk + tig + 4][n], bhi[ni][1], blo[ni][1]);
+    }
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+      const int m = wm0 + mi * 16 + grp;
+      unsigned ahi[4], alo[4];
+      split_tf32(as[kk + tig][m], ahi[0], alo[0]);
+      split_tf32(as[kk + tig][m + 8], ahi[1], alo[1]);
+      split_tf32(as[kk + tig + 4][m], ahi[2], alo[2]);
+      split_tf32(as[kk + tig + 4][m + 8], ahi[3], alo[3]);
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) {
+        float* d = &acc[(mi * NI + ni) * 4 / WN][(mi * NI + ni) * 4 % WN];
+        mma_tf32(d, alo, bhi[ni]);  // the small terms first
+        mma_tf32(d, ahi, blo[ni]);
+        mma_tf32(d, ahi, bhi[ni]);
+      }
+    }
+  }
+}
+
+// One slice's products into acc on the FMA units: thread (tx, ty) reads
+// float4s of A's rows and B's columns spread over the tile.
+static __device__ __forceinline__ void multiply_fma(float (&acc)[WM][WN], const float (*as)[APAD],
+                                                    const float (*bs)[BPAD], int tx, int ty) {
+#pragma unroll
+  for (int kk = 0; kk < TK; ++kk) {
+    float4 a[WM / 4], b[WN / 4];
+#pragma unroll
+    for (int i = 0; i < WM / 4; ++i) a[i] = *reinterpret_cast<const float4*>(&as[kk][(ty + i * TY) * 4]);
+#pragma unroll
+    for (int j = 0; j < WN / 4; ++j) b[j] = *reinterpret_cast<const float4*>(&bs[kk][(tx + j * TX) * 4]);
+#pragma unroll
+    for (int i = 0; i < WM / 4; ++i) {
+      const float ar[4] = {a[i].x, a[i].y, a[i].z, a[i].w};
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int j = 0; j < WN / 4; ++j) {
+          float* c = &acc[4 * i + r][4 * j];
+          c[0] = fmaf(ar[r], b[j].x, c[0]);
+          c[1] = fmaf(ar[r], b[j].y, c[1]);
+          c[2] = fmaf(ar[r], b[j].z, c[2]);
+          c[3] = fmaf(ar[r], b[j].w, c[3]);
+        }
+    }
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS) {{NAME}}(float* __restrict__ C, const float* __restrict__ A,
                                                                const float* __restrict__ B EPILOGUE_PARAMS) {
   __shared__ __align__(16) float As[2][TK][APAD];
@@ -140,6 +235,11 @@ extern "C" __global__ void __launch_bounds__(THREADS) {{NAME}}(float* __restrict
   for (int i = 0; i < WM; ++i)
 #pragma unroll
     for (int j = 0; j < WN; ++j) acc[i][j] = 0.f;
+  // TENSOR: this thread's place in its warp's fragments (PTX's groupID and
+  // threadID_in_group) and the warp's tile; acc[i][j] then holds
+  // fragment (mi, ni)'s element r at i * WN + j = (mi * NI + ni) * 4 + r.
+  const int lane = tid % 32, grp = lane / 4, tig = lane % 4;
+  const int wm0 = tid / 32 / WARPS_N * WTM, wn0 = tid / 32 % WARPS_N * WTN;
 
   Slice s;
   if (NTILES > 0) {
@@ -151,54 +251,54 @@ extern "C" __global__ void __launch_bounds__(THREADS) {{NAME}}(float* __restrict
     const int buf = int(t & 1);
     const bool more = t + 1 < NTILES;
     if (more) load_slice(s, Ab, Bb, tid, m0, n0, (t + 1) * TK);
-#pragma unroll
-    for (int kk = 0; kk < TK; ++kk) {
-      float4 a[WM / 4], b[WN / 4];
-#pragma unroll
-      for (int i = 0; i < WM / 4; ++i) a[i] = *reinterpret_cast<const float4*>(&As[buf][kk][(ty + i * TY) * 4]);
-#pragma unroll
-      for (int j = 0; j < WN / 4; ++j) b[j] = *reinterpret_cast<const float4*>(&Bs[buf][kk][(tx + j * TX) * 4]);
-#pragma unroll
-      for (int i = 0; i < WM / 4; ++i) {
-        const float ar[4] = {a[i].x, a[i].y, a[i].z, a[i].w};
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-#pragma unroll
-          for (int j = 0; j < WN / 4; ++j) {
-            float* c = &acc[4 * i + r][4 * j];
-            c[0] = fmaf(ar[r], b[j].x, c[0]);
-            c[1] = fmaf(ar[r], b[j].y, c[1]);
-            c[2] = fmaf(ar[r], b[j].z, c[2]);
-            c[3] = fmaf(ar[r], b[j].w, c[3]);
-          }
-      }
-    }
+    if constexpr (TENSOR)
+      multiply_tensor(acc, As[buf], Bs[buf], wm0, wn0, grp, tig);
+    else
+      multiply_fma(acc, As[buf], Bs[buf], tx, ty);
     if (more) store_slice(s, As[buf ^ 1], Bs[buf ^ 1], tid);
     __syncthreads();
   }
 
   float* __restrict__ Cb = C + batch * (M * N);
+  if constexpr (TENSOR) {
+    // Fragment element r sits at row grp + 8 * (r / 2), column 2 * tig + r % 2.
 #pragma unroll
-  for (int i = 0; i < WM / 4; ++i)
+    for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const idx_t gm = m0 + (ty + i * TY) * 4 + r;
-      if (gm >= M) continue;
+      for (int ni = 0; ni < NI; ++ni) {
+        const float* d = &acc[(mi * NI + ni) * 4 / WN][(mi * NI + ni) * 4 % WN];
 #pragma unroll
-      for (int j = 0; j < WN / 4; ++j) {
-        const idx_t gn = n0 + (tx + j * TX) * 4;
-        float v[4];
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-          v[q] = gn + q < N ? epilogue(acc[4 * i + r][4 * j + q], batch, gm, gn + q, A, B EPILOGUE_ARGS) : 0.f;
-        float* out = Cb + gm * N + gn;
-        if (N % 4 == 0 && gn + 3 < N) {
-          *reinterpret_cast<float4*>(out) = make_float4(v[0], v[1], v[2], v[3]);
-        } else {
-#pragma unroll
-          for (int q = 0; q < 4; ++q)
-            if (gn + q < N) out[q] = v[q];
+        for (int h = 0; h < 2; ++h) {
+          const idx_t gm = m0 + wm0 + mi * 16 + grp + 8 * h, gn = n0 + wn0 + ni * 8 + 2 * tig;
+          if (gm >= M) continue;
+          float* out = Cb + gm * N + gn;
+          if (gn < N) out[0] = epilogue(d[2 * h], batch, gm, gn, A, B EPILOGUE_ARGS);
+          if (gn + 1 < N) out[1] = epilogue(d[2 * h + 1], batch, gm, gn + 1, A, B EPILOGUE_ARGS);
         }
       }
-    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < WM / 4; ++i)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const idx_t gm = m0 + (ty + i * TY) * 4 + r;
+        if (gm >= M) continue;
+#pragma unroll
+        for (int j = 0; j < WN / 4; ++j) {
+          const idx_t gn = n0 + (tx + j * TX) * 4;
+          float v[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q)
+            v[q] = gn + q < N ? epilogue(acc[4 * i + r][4 * j + q], batch, gm, gn + q, A, B EPILOGUE_ARGS) : 0.f;
+          float* out = Cb + gm * N + gn;
+          if (N % 4 == 0 && gn + 3 < N) {
+            *reinterpret_cast<float4*>(out) = make_float4(v[0], v[1], v[2], v[3]);
+          } else {
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+              if (gn + q < N) out[q] = v[q];
+          }
+        }
+      }
+  }
 }

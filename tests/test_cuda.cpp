@@ -42,12 +42,13 @@ bool have_driver() {
 }  // namespace
 
 // cuda:0's dialect with the facts of an H200 (132 SMs, 48 KiB of shared
-// memory per block, 1024 threads), for rendering only.
+// memory per block, 1024 threads, TF32 mma.sync), for rendering only.
 struct H200Shaped : tl::Device {
   explicit H200Shaped(tl::Device& real) : real_(real), info_(real.info()) {
     info_.compute_units = 132;
     info_.local_memory = 48 * 1024;
     info_.max_work_group = 1024;
+    info_.extensions = {"mma_tf32"};
   }
   const tl::DeviceInfo& info() const override { return info_; }
   std::shared_ptr<tl::Buffer> allocate(size_t) override { return nullptr; }
@@ -100,7 +101,7 @@ class TestCuda : public QObject {
     // serial) and for an H200-shaped one, so that the work-group form of the
     // large reductions (__shared__, __syncthreads) is compiled as well.
     H200Shaped gpu(*d);
-    size_t grouped = 0, gemms = 0, gathered = 0, depthwise = 0, pools = 0, shuffled = 0;
+    size_t grouped = 0, gemms = 0, gathered = 0, depthwise = 0, pools = 0, shuffled = 0, tensor = 0;
     std::string halved;  // a reduction folding its group's results in halving steps: none in CUDA (warp shuffles)
     for (auto& c : golden_cases()) {
       tl::RealizeObserver see([&](const std::vector<tl::NodeRef>& roots) {
@@ -120,6 +121,7 @@ class TestCuda : public QObject {
               if (added && mode == 0 && r.source.find("part[lid + ") != std::string::npos) halved = r.source;
               if (added && mode > 0) ++gemms;
               if (added && r.source.find("GATHER = true") != std::string::npos) ++gathered;
+              if (added && r.source.find("TENSOR = true") != std::string::npos) ++tensor;
               if (added && r.source.find("MAX = false") != std::string::npos) ++depthwise;
               if (added && r.source.find("MAX = true") != std::string::npos) ++pools;
             }
@@ -187,6 +189,9 @@ class TestCuda : public QObject {
     QVERIFY2(halved.empty(), halved.c_str());
     QVERIFY2(gemms >= 10, ("GEMM template kernels rendered: " + std::to_string(gemms)).c_str());
     QVERIFY2(gathered >= 4, ("convolutions rendered with a gathered B: " + std::to_string(gathered)).c_str());
+    // Every GEMM of the H200-shaped GPU, half of them, sums on tensor cores.
+    QVERIFY2(2 * tensor >= gemms - 1, ("tensor-core GEMMs rendered: " + std::to_string(tensor) + " of " +
+                                      std::to_string(gemms)).c_str());
     QVERIFY2(depthwise >= 2, ("depthwise convolutions rendered: " + std::to_string(depthwise)).c_str());
     QVERIFY2(pools >= 2, ("max pools rendered: " + std::to_string(pools)).c_str());
     for (auto& [source, name] : sources) {
@@ -200,6 +205,62 @@ class TestCuda : public QObject {
     }
     qInfo("%zu distinct kernels compiled with NVRTC, %zu of them GEMMs, %zu gathering, %zu depthwise, %zu max pools",
           sources.size(), gemms, gathered, depthwise, pools);
+  }
+
+  // The tensor-core form (kernels/gemm.cu's TENSOR) of every tile, plain
+  // and gathered, compiles with NVRTC to an sm_90 binary, without a
+  // warning: ptxas then checks its mma.sync and cvt instructions, which PTX
+  // for this machine's cuda:0 (no GPU: compute_75) would only carry as text.
+  void tensorFormCompilesForSm90() {
+    tl::Device* d = cuda0();
+    QVERIFY(d);
+    void* rtc = dlopen("libnvrtc.so", RTLD_NOW | RTLD_LOCAL);
+    if (!rtc) rtc = dlopen("libnvrtc.so.13", RTLD_NOW | RTLD_LOCAL);
+    TL_REQUIRE(rtc, "libnvrtc (the CUDA toolkit's NVRTC)");
+    using Create = int (*)(void**, const char*, const char*, int, const char* const*, const char* const*);
+    using Compile = int (*)(void*, int, const char* const*);
+    using Size = int (*)(void*, size_t*);
+    using Log = int (*)(void*, char*);
+    using Destroy = int (*)(void**);
+    auto create = reinterpret_cast<Create>(dlsym(rtc, "nvrtcCreateProgram"));
+    auto compile = reinterpret_cast<Compile>(dlsym(rtc, "nvrtcCompileProgram"));
+    auto cubin_size = reinterpret_cast<Size>(dlsym(rtc, "nvrtcGetCUBINSize"));
+    auto log_size = reinterpret_cast<Size>(dlsym(rtc, "nvrtcGetProgramLogSize"));
+    auto log = reinterpret_cast<Log>(dlsym(rtc, "nvrtcGetProgramLog"));
+    auto destroy = reinterpret_cast<Destroy>(dlsym(rtc, "nvrtcDestroyProgram"));
+    QVERIFY(create && compile && cubin_size && log_size && log && destroy);
+    H200Shaped gpu(*d);
+    std::vector<std::string> sources;
+    for (bool gathered : {false, true}) {
+      tl::GemmShape s;  // 256 x 256 x 288: every tile of the table fits
+      s.m = 256, s.n = 256, s.k = 288;
+      s.a_strides[1] = 288, s.a_strides[2] = 1, s.b_strides[1] = 256, s.b_strides[2] = 1;
+      if (gathered) {  // a 3x3 convolution of 32 channels at 16x16
+        s.gather.channels = 32, s.gather.height = s.gather.width = 16;
+        s.gather.kernel_h = s.gather.kernel_w = 3, s.gather.pad_top = s.gather.pad_left = 1, s.gather.out_w = 16;
+      }
+      tl::TemplateKernel t;
+      QVERIFY(tl::render_gemm(gpu, s, "GEMM_1_256_256_288", t));
+      sources.push_back(t.source);
+      for (auto& c : t.candidates) sources.push_back(c.source);  // the other tiles
+    }
+    QCOMPARE(sources.size(), size_t(10));
+    for (const std::string& source : sources) {
+      QVERIFY2(source.find("TENSOR = true") != std::string::npos, source.c_str());
+      void* prog = nullptr;
+      QCOMPARE(create(&prog, source.c_str(), "gemm.cu", 0, nullptr, nullptr), 0);
+      const char* options[] = {"--gpu-architecture=sm_90", "--fmad=false"};
+      const int result = compile(prog, 2, options);
+      size_t size = 0;
+      std::string text;
+      if (log_size(prog, &size) == 0 && size > 1) text.resize(size), log(prog, text.data());
+      size_t binary = 0;
+      cubin_size(prog, &binary);
+      destroy(&prog);
+      QVERIFY2(result == 0 && binary > 1000, (text + "\n" + source).c_str());
+      QVERIFY2(text.find("warning") == std::string::npos, text.c_str());  // the window shows the build log
+    }
+    dlclose(rtc);
   }
 
   void nvrtcErrorCarriesTheLog() {

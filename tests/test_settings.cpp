@@ -137,19 +137,21 @@ class TestSettings : public QObject {
     QVERIFY(!tl::setting_equals("TINYLENS_TUNE", "retun"));
   }
 
-  // The key joins the seven keyed settings in their order, unset as empty.
+  // The key joins the eight keyed settings in their order, unset as empty.
   void settingsKeyIsTheOldKey() {
-    const char* keyed[] = {"TINYLENS_NOPOOLFUSION", "TINYLENS_NOREUSE", "TINYLENS_TUNE",       "TINYLENS_GEMM",
-                           "TINYLENS_REDUCE",       "TINYLENS_CUDA_TILE", "TINYLENS_CUDA_PLANES"};
+    const char* keyed[] = {"TINYLENS_NOPOOLFUSION", "TINYLENS_NOREUSE",     "TINYLENS_TUNE",
+                           "TINYLENS_GEMM",         "TINYLENS_REDUCE",      "TINYLENS_CUDA_TILE",
+                           "TINYLENS_CUDA_PLANES",  "TINYLENS_CUDA_MATH"};
     std::vector<EnvGuard> guards;
     for (const char* name : keyed) guards.emplace_back(name), ::unsetenv(name);
-    QCOMPARE(tl::settings_key(), std::string(7, '\0'));
+    QCOMPARE(tl::settings_key(), std::string(8, '\0'));
     ::setenv("TINYLENS_TUNE", "1", 1);
     ::setenv("TINYLENS_CUDA_TILE", "64x64x16x4x4", 1);
-    QCOMPARE(tl::settings_key(), std::string("\0\0" "1\0\0\0" "64x64x16x4x4\0\0", 20));
+    ::setenv("TINYLENS_CUDA_MATH", "fp32", 1);
+    QCOMPARE(tl::settings_key(), std::string("\0\0" "1\0\0\0" "64x64x16x4x4\0\0" "fp32\0", 25));
     int rows = 0;
     for (const tl::Setting& s : tl::kSettings) rows += s.keyed;
-    QCOMPARE(rows, 7);
+    QCOMPARE(rows, 8);
   }
 
   void envPrintsEveryRowWithItsValue() {

@@ -69,7 +69,23 @@ std::map<std::string, std::string> gather_values(const ConvGather& g) {
           {"GOW", v(g.out_w)}};
 }
 
-TemplateKernel render_tiles(const GemmShape& shape, const std::string& name, const Dialect& d, const GpuTiles& t) {
+// kernels/gemm.cu's TENSOR form: on a GPU with TF32 mma.sync (sm_80 on,
+// "mma_tf32" among its extensions), for a tile that divides into warps of
+// WM*WN x 32 sums (every tile of kTiles does), unless TINYLENS_CUDA_MATH=fp32.
+// It sums in float32 accuracy on the tensor cores: three TF32 products per
+// step (the operands split into a TF32 part and its rest), which an H100
+// runs faster than one float32 multiply-add on its FMA units.
+bool tensor_form(const DeviceInfo& info, const GpuTiles& t) {
+  const auto& ext = info.extensions;
+  if (std::find(ext.begin(), ext.end(), "mma_tf32") == ext.end() || setting_equals("TINYLENS_CUDA_MATH", "fp32"))
+    return false;
+  const int warp_m = t.wm * t.wn;
+  return t.tk % 8 == 0 && t.tn % 32 == 0 && warp_m % 16 == 0 && t.tm % warp_m == 0 &&
+         (t.tn / 32) * (t.tm / warp_m) * 32 == t.threads();
+}
+
+TemplateKernel render_tiles(const GemmShape& shape, const std::string& name, const Dialect& d, const GpuTiles& t,
+                            bool tensor) {
   GemmShape s = shape;
   const bool gather = s.gather.active();
   // A gathered B is one image per batch item (none apart when there is one).
@@ -94,7 +110,8 @@ TemplateKernel render_tiles(const GemmShape& shape, const std::string& name, con
   values.insert({{"A_VEC", std::to_string(a_vec)},
                  {"B_VEC", std::to_string(b_vec)},
                  {"A_K_FAST", std::abs(a[2]) <= std::abs(a[1]) ? "true" : "false"},
-                 {"B_N_FAST", gather || std::abs(b[2]) <= std::abs(b[1]) ? "true" : "false"}});
+                 {"B_N_FAST", gather || std::abs(b[2]) <= std::abs(b[1]) ? "true" : "false"},
+                 {"TENSOR", tensor ? "true" : "false"}});
   return render_gpu_tiles("gemm.cu", s, name, d, t, std::move(values));
 }
 
@@ -203,12 +220,12 @@ TemplateKernel render_gemm_cuda(const GemmShape& s, const std::string& name, con
   if (gemm_over_planes(s)) return render_planes(s, name, d);
   if (s.gather.max) throw std::logic_error(name + ": a max pool over more than one channel a product");
   GpuTiles forced{};
-  if (forced_tiles(forced)) return render_tiles(s, name, d, forced);  // no candidates
+  if (forced_tiles(forced)) return render_tiles(s, name, d, forced, tensor_form(info, forced));  // no candidates
   const GpuTiles chosen = pick_tiles(s, info);
-  TemplateKernel out = render_tiles(s, name, d, chosen);
+  TemplateKernel out = render_tiles(s, name, d, chosen, tensor_form(info, chosen));
   // The tuner's candidates: the other tiles of the table.
   for (const GpuTiles& t : kTiles)
-    if (!(t == chosen)) out.candidates.push_back(render_tiles(s, name, d, t));
+    if (!(t == chosen)) out.candidates.push_back(render_tiles(s, name, d, t, tensor_form(info, t)));
   return out;
 }
 

@@ -275,6 +275,8 @@ class CudaDevice : public Device {
     int major = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
     int minor = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
     s.arch = "sm_" + std::to_string(major * 10 + minor);
+    // TF32 mma.sync (Ampere on): kernels/gemm.cu's tensor-core form.
+    if (major >= 8) s.info.extensions.push_back("mma_tf32");
     s.info.compute_units = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
     s.info.clock_mhz = attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE) / 1000;
     s.info.local_memory = uint64_t(attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK));
