@@ -33,6 +33,12 @@ tl::Device* cuda0() {
   return nullptr;
 }
 
+// The CUDA toolkit's NVRTC (a build dependency of TL_WITH_CUDA), or nullptr.
+void* open_nvrtc() {
+  void* rtc = dlopen("libnvrtc.so", RTLD_NOW | RTLD_LOCAL);
+  return rtc ? rtc : dlopen("libnvrtc.so.13", RTLD_NOW | RTLD_LOCAL);
+}
+
 bool have_driver() {
   void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (h) dlclose(h);
@@ -92,8 +98,7 @@ class TestCuda : public QObject {
   void nvrtcCompilesEveryRenderedKernel() {
     tl::Device* d = cuda0();
     QVERIFY(d);
-    void* rtc = dlopen("libnvrtc.so", RTLD_NOW | RTLD_LOCAL);
-    if (!rtc) rtc = dlopen("libnvrtc.so.13", RTLD_NOW | RTLD_LOCAL);
+    void* rtc = open_nvrtc();
     TL_REQUIRE(rtc, "libnvrtc (the CUDA toolkit's NVRTC)");
     dlclose(rtc);
     std::map<std::string, std::string> sources;  // source -> name
@@ -214,8 +219,7 @@ class TestCuda : public QObject {
   void tensorFormCompilesForSm90() {
     tl::Device* d = cuda0();
     QVERIFY(d);
-    void* rtc = dlopen("libnvrtc.so", RTLD_NOW | RTLD_LOCAL);
-    if (!rtc) rtc = dlopen("libnvrtc.so.13", RTLD_NOW | RTLD_LOCAL);
+    void* rtc = open_nvrtc();
     TL_REQUIRE(rtc, "libnvrtc (the CUDA toolkit's NVRTC)");
     using Create = int (*)(void**, const char*, const char*, int, const char* const*, const char* const*);
     using Compile = int (*)(void*, int, const char* const*);
