@@ -156,6 +156,12 @@ static __device__ __forceinline__ void store_slice(const Slice& s, float (*as)[A
   }
 }
 
+// TENSOR: the 4 sums of this thread's share of fragment (mi, ni) of its
+// warp's tile: acc's elements (mi * NI + ni) * 4 on, in row-major order.
+static __device__ __forceinline__ float* fragment_sums(float (&acc)[WM][WN], int mi, int ni) {
+  return &acc[(mi * NI + ni) * 4 / WN][(mi * NI + ni) * 4 % WN];
+}
+
 // One slice's products into acc on the tensor cores (TENSOR): this thread
 // is (grp, tig) of the warp whose tile starts at (wm0, wn0); each cell is
 // split into its TF32 part and its rest as its fragment is read.
@@ -183,7 +189,7 @@ static __device__ __forceinline__ void multiply_tensor(float (&acc)[WM][WN], con
       split_tf32(as[kk + tig + 4][m + 8], ahi[3], alo[3]);
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) {
-        float* d = &acc[(mi * NI + ni) * 4 / WN][(mi * NI + ni) * 4 % WN];
+        float* d = fragment_sums(acc, mi, ni);
         mma_tf32(d, alo, bhi[ni]);  // the small terms first
         mma_tf32(d, ahi, blo[ni]);
         mma_tf32(d, ahi, bhi[ni]);
@@ -236,8 +242,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {{NAME}}(float* __restrict
 #pragma unroll
     for (int j = 0; j < WN; ++j) acc[i][j] = 0.f;
   // TENSOR: this thread's place in its warp's fragments (PTX's groupID and
-  // threadID_in_group) and the warp's tile; acc[i][j] then holds
-  // fragment (mi, ni)'s element r at i * WN + j = (mi * NI + ni) * 4 + r.
+  // threadID_in_group) and the warp's tile; fragment_sums says where in acc.
   const int lane = tid % 32, grp = lane / 4, tig = lane % 4;
   const int wm0 = tid / 32 / WARPS_N * WTM, wn0 = tid / 32 % WARPS_N * WTN;
 
@@ -266,7 +271,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {{NAME}}(float* __restrict
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) {
-        const float* d = &acc[(mi * NI + ni) * 4 / WN][(mi * NI + ni) * 4 % WN];
+        const float* d = fragment_sums(acc, mi, ni);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const idx_t gm = m0 + wm0 + mi * 16 + grp + 8 * h, gn = n0 + wn0 + ni * 8 + 2 * tig;

@@ -194,7 +194,8 @@ class TestCuda : public QObject {
     QVERIFY2(halved.empty(), halved.c_str());
     QVERIFY2(gemms >= 10, ("GEMM template kernels rendered: " + std::to_string(gemms)).c_str());
     QVERIFY2(gathered >= 4, ("convolutions rendered with a gathered B: " + std::to_string(gathered)).c_str());
-    // Every GEMM of the H200-shaped GPU, half of them, sums on tensor cores.
+    // Each GEMM is rendered for this machine's cuda:0 (no tensor cores) and
+    // for the H200-shaped GPU, which takes the tensor form: half of them.
     QVERIFY2(2 * tensor >= gemms - 1, ("tensor-core GEMMs rendered: " + std::to_string(tensor) + " of " +
                                       std::to_string(gemms)).c_str());
     QVERIFY2(depthwise >= 2, ("depthwise convolutions rendered: " + std::to_string(depthwise)).c_str());
